@@ -1,0 +1,213 @@
+"""Command line: `python -m sweep {plan,run,status,worker}`. The only place that wires stages.
+
+Exit codes: 0 success; 1 some runs failed; 2 bad input (one line on stderr,
+nothing written); 130 interrupted (the next `run` picks up where it stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from sweep import vocab
+from sweep.config import ConfigError, GridFile, field_docs, load_grid
+from sweep.plan import RunSpec, plan
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """Bad input that is not in the grid file (flags, store). One line for stderr."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (ConfigError, UsageError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("\ninterrupted; run the same command again to continue where it stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sweep", description="Batch-size experiment sweeps on TensorFlow/Keras.",
+        epilog="Grid file keys (dotted paths usable in grid:):\n"
+               + "\n".join(f"  {k:<26} {doc}" for k, doc in field_docs().items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser("plan", help="list the runs a grid file would train (no training, no TensorFlow)")
+    p.add_argument("grid", help="the grid file (YAML)")
+    p.set_defaults(handler=cmd_plan)
+
+    p = commands.add_parser("run", help="train every pending run of a grid file, then export runs.csv and epochs.csv",
+                            description="Train every run of GRID that is not done yet. Safe to repeat: finished runs "
+                                        "are never trained again, failed and interrupted ones are retried.")
+    p.add_argument("grid", help="the grid file (YAML)")
+    _results_args(p)
+    p.add_argument("--workers", type=_positive, default=1, help="worker processes on this machine (default 1)")
+    p.set_defaults(handler=cmd_run)
+
+    p = commands.add_parser("status", help="count done / running / failed / diverged / pending runs")
+    p.add_argument("grid", help="the grid file (YAML)")
+    _results_args(p)
+    p.set_defaults(handler=cmd_status)
+
+    p = commands.add_parser("worker", help="join a sweep: train queued runs from a store until none are left",
+                            description="Train queued runs of an existing sweep until the queue is empty. "
+                                        "Started by `run`, or by hand on another machine.")
+    p.add_argument("--storage", required=True, help="journal file path or database URL of the sweep")
+    p.add_argument("--study", required=True, help="the sweep's name (the grid file's name:)")
+    p.set_defaults(handler=cmd_worker)
+    return parser
+
+
+def _results_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", type=Path, default=None, help="results folder (default results/<name>)")
+    p.add_argument("--storage", default=None,
+                   help="store: journal file path or postgresql:// URL (default <results>/journal.log)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _locations(args: argparse.Namespace, grid: GridFile) -> tuple[Path, str]:
+    results = args.results or Path("results") / grid.name
+    return results, args.storage or str(results / vocab.JOURNAL_FILE)
+
+
+# --- plan
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    grid = load_grid(args.grid)
+    runs = plan(grid)
+    width = max(len(r.run_id) for r in runs)
+    for spec in runs:
+        print(f"{spec.run_id:<{width}}  " + " ".join(f"{k}={v}" for k, v in spec.varying))
+    points = len(runs) // len(grid.seeds)
+    epochs = sum(r.point.train.epochs for r in runs)
+    print(f"{len(runs)} runs ({points} grid points x {len(grid.seeds)} seeds), {epochs} epochs in all")
+    return EXIT_OK
+
+
+# --- run
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from sweep import coordinator, store
+
+    grid = load_grid(args.grid)
+    runs = plan(grid)
+    results, target = _locations(args, grid)
+    study = _open(target, grid.name, create=True)
+    revived = store.requeue_dead(study)
+    if revived:
+        print(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")
+    added = store.enqueue(study, runs)
+    _warn_foreign(study, runs)
+    todo = _pending_runs(study, runs)
+    if not todo:
+        print(f"all {len(runs)} runs of {grid.name} are already finished; nothing to train.")
+        return _finish(study, runs, results)
+    epochs_total = sum(s.point.train.epochs for s in todo)
+    print(f"{grid.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished, "
+          f"{len(todo)} to train ({epochs_total} epochs; {added} newly queued). Store: {target}")
+    print(f"starting {args.workers} worker(s); TensorFlow takes a few seconds to load. Logs: {results / vocab.LOG_DIR}/")
+    progress = coordinator.Progress(runs_total=len(todo), epochs_total=epochs_total)
+    started = time.monotonic()
+    code = coordinator.run_workers(target, grid.name, progress, results / vocab.LOG_DIR, workers=args.workers)
+    print(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
+    lost = store.requeue_dead(study)  # a worker that crashed left its run RUNNING
+    if lost:
+        print(f"re-queued {len(lost)} run(s) of crashed workers: {', '.join(lost)}", file=sys.stderr)
+    if code not in (0,):
+        print(f"a worker exited with code {code}; see {results / vocab.LOG_DIR}/", file=sys.stderr)
+    return max(_finish(study, runs, results), EXIT_FAILED if code else EXIT_OK)
+
+
+def _open(target: str, name: str, create: bool):  # -> optuna.Study
+    from sweep import store
+
+    try:
+        return store.open_study(store.open_storage(target), name, create=create)
+    except KeyError:
+        raise UsageError(f"the store {target} has no sweep named {name!r}") from None
+    except Exception as err:  # a bad URL, an unreachable database, a corrupt journal
+        raise UsageError(f"cannot open the store {target}: {type(err).__name__}: {err}") from None
+
+
+def _pending_runs(study, runs: list[RunSpec]) -> list[RunSpec]:
+    from sweep import store
+
+    current = store.latest_by_run(study.get_trials(deepcopy=False))
+    return [s for s in runs if s.run_id in current and store.status_of(current[s.run_id]) in (vocab.PENDING, vocab.RUNNING)]
+
+
+def _warn_foreign(study, runs: list[RunSpec]) -> None:
+    from sweep import store
+
+    planned = {s.run_id for s in runs}
+    foreign = [r for r in store.latest_by_run(study.get_trials(deepcopy=False)) if r not in planned]
+    if foreign:
+        print(f"note: the store also holds {len(foreign)} run(s) not in this grid file "
+              f"(an earlier version of it?); they stay in runs.csv and epochs.csv")
+
+
+def _finish(study, runs: list[RunSpec], results: Path) -> int:
+    from sweep import store
+
+    runs_csv, epochs_csv = store.export_csv(study, results)
+    counts = store.counts(study, [s.run_id for s in runs])
+    print("status: " + ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES))
+    current = store.latest_by_run(study.get_trials(deepcopy=False))
+    planned = {s.run_id for s in runs}
+    failed = [(rid, t) for rid, t in current.items() if rid in planned and store.status_of(t) == vocab.FAILED]
+    for run_id, trial in failed:
+        error = (trial.user_attrs.get("error") or "").strip().splitlines()
+        print(f"FAILED {run_id}: {error[-1] if error else 'no error text'}", file=sys.stderr)
+    print(f"results: {runs_csv} and {epochs_csv}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+# --- status
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from sweep import store
+
+    grid = load_grid(args.grid)
+    runs = plan(grid)
+    results, target = _locations(args, grid)
+    if args.storage is None and not Path(target).exists():
+        print(f"{grid.name}: nothing has run yet ({target} does not exist)")
+        counts = {s: 0 for s in vocab.STATUSES} | {vocab.PENDING: len(runs)}
+    else:
+        counts = store.counts(_open(target, grid.name, create=False), [s.run_id for s in runs])
+    print(f"{grid.name}: {len(runs)} runs: " + ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES))
+    return EXIT_OK
+
+
+# --- worker
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from sweep import worker
+
+    if "://" not in args.storage and not Path(args.storage).exists():
+        raise UsageError(f"--storage {args.storage}: no such journal file; start the sweep with `sweep run GRID` first")
+    return worker.work(_open(args.storage, args.study, create=False))

@@ -1,0 +1,133 @@
+"""Start worker subprocesses for a sweep and show their progress. No TensorFlow.
+
+Each worker is ``python -m sweep worker`` with its environment (thread counts,
+``CUDA_VISIBLE_DEVICES``, quiet TensorFlow logging) set before it starts, so
+TensorFlow sees it on import. Workers send event lines on stdout; their stderr
+(TensorFlow's own messages, tracebacks) goes to ``results/<name>/logs/``.
+The coordinator prints one line per finished epoch, prefixed with a progress
+bar, the run and epoch counts and an ETA, so a log file reads like a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from sweep import devices, vocab
+from sweep.worker import EVENT_PREFIX, EXIT_NEEDS_MORE_DEVICES
+
+MAX_WORKER_RESTARTS = 3  # a worker that exits for more devices is replaced this many times
+
+
+@dataclass
+class Progress:
+    """Counts for the progress prefix; ETA from the mean time per finished epoch so far."""
+
+    runs_total: int
+    epochs_total: int
+    runs_done: int = 0
+    epochs_done: int = 0
+    started: float = field(default_factory=time.monotonic)
+    statuses: dict[str, int] = field(default_factory=dict)
+
+    def prefix(self) -> str:
+        share = self.epochs_done / self.epochs_total if self.epochs_total else 1.0
+        bar = "#" * round(20 * share) + "." * (20 - round(20 * share))
+        elapsed = time.monotonic() - self.started
+        eta = elapsed / self.epochs_done * (self.epochs_total - self.epochs_done) if self.epochs_done else None
+        return (f"[{bar}] {share:4.0%} runs {self.runs_done}/{self.runs_total} "
+                f"epochs {self.epochs_done}/{self.epochs_total} "
+                f"elapsed {_clock(elapsed)} ETA {_clock(eta) if eta is not None else '?'}")
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def format_event(event: dict[str, Any], progress: Progress) -> str | None:
+    """Update progress with one worker event; return the line to print, if any."""
+    kind = event.get("event")
+    if kind == "epoch":
+        progress.epochs_done += 1
+        return (f"{progress.prefix()} | {event['run_id']} epoch {event[vocab.EPOCH]}/{event['epochs']} "
+                f"train_acc {event[vocab.TRAIN_ACC]:.3f} train_eval_acc {event[vocab.TRAIN_EVAL_ACC]:.3f} "
+                f"val_acc {event[vocab.VAL_ACC]:.3f} gap {event[vocab.GAP]:+.3f} ({event[vocab.EPOCH_SECONDS]:.1f}s)")
+    if kind == "end":
+        progress.runs_done += 1
+        progress.statuses[event["status"]] = progress.statuses.get(event["status"], 0) + 1
+        if event["status"] == vocab.DONE:
+            return None
+        return f"{progress.prefix()} | {event['run_id']} {event['status'].upper()}: {event.get('error')}"
+    if kind == "interrupted":
+        return f"{event['run_id']} interrupted; it is queued again"
+    return None
+
+
+def worker_command(storage: str, study: str) -> list[str]:
+    return [sys.executable, "-m", "sweep", "worker", "--storage", storage, "--study", study]
+
+
+def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, workers: int = 1,
+                out: TextIO = sys.stdout) -> int:
+    """Run `workers` worker processes until the queue is empty; return the worst exit code."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    threads_each = max(1, devices.cpu_count() // workers)
+    events: queue.Queue = queue.Queue()
+    procs = [_start(storage, study, log_dir / f"worker-{i}.log", threads_each, events) for i in range(workers)]
+    restarts, codes = 0, []
+    try:
+        while procs:
+            item = events.get()
+            if isinstance(item, tuple):  # (process, exit code): a worker ended
+                proc, code = item
+                procs.remove(proc)
+                if code == EXIT_NEEDS_MORE_DEVICES and restarts < MAX_WORKER_RESTARTS:
+                    restarts += 1
+                    procs.append(_start(storage, study, log_dir / f"worker-r{restarts}.log", threads_each, events))
+                    continue
+                codes.append(code)
+                continue
+            line = format_event(item, progress)
+            if line:
+                print(line, file=out, flush=True)
+    except KeyboardInterrupt:
+        for proc in procs:
+            proc.terminate()  # the worker re-queues its run and exits 130
+        for proc in procs:
+            proc.wait()
+        raise
+    return max(codes, default=0)
+
+
+def _start(storage: str, study: str, log_path: Path, threads: int, events: queue.Queue) -> subprocess.Popen:
+    env = devices.worker_environment(dict(os.environ), threads=threads)
+    log = open(log_path, "a", encoding="utf-8")
+    # A session of its own: Ctrl-C reaches only the coordinator, which then
+    # stops each worker exactly once (SIGTERM), so no worker is cut short twice.
+    proc = subprocess.Popen(worker_command(storage, study), stdout=subprocess.PIPE, stderr=log,
+                            stdin=subprocess.DEVNULL, env=env, text=True, bufsize=1,
+                            start_new_session=True)
+    threading.Thread(target=_relay, args=(proc, log, events), daemon=True).start()
+    return proc
+
+
+def _relay(proc: subprocess.Popen, log: TextIO, events: queue.Queue) -> None:
+    """Forward event lines to the queue, anything else to the log; then the exit code."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(EVENT_PREFIX):
+            events.put(json.loads(line[len(EVENT_PREFIX):]))
+        else:
+            log.write(line)
+    events.put((proc, proc.wait()))
+    log.close()

@@ -1,0 +1,274 @@
+"""Datasets, the train/val split, and the post's three data toggles.
+
+Flow: a source gives images per class -> a balanced validation set and a
+training set (imbalanced on request) -> preprocessing (different for
+validation on request) -> a per-epoch order (shuffled or class-sorted) ->
+`tf.data` batches.
+
+Decisions:
+- The data has its own seed (`data.seed`), not the run's: every point of a
+  sweep with the same data settings sees the same validation set and the same
+  training images; the run seed only changes initialisation and data order.
+- Imbalance keeps the training-set size: class 0 gets `imbalance` of it and the
+  other classes share the rest evenly. glyphs120 renders as many images as that
+  needs; fixed datasets (digits, folder, npz) draw class-0 images with
+  replacement when the class has too few.
+- Shuffling happens here, in numpy, once per epoch (`epoch_order`), not through
+  `fit(shuffle=...)`, which Keras ignores for `tf.data` inputs. Unshuffled means
+  the same class-sorted order every epoch, so each batch holds one or two classes.
+- Validation is balanced, shuffled once with the data seed, and never resampled.
+
+Registry: `SOURCES` maps a dataset name to a function
+``(DataConfig) -> (images_per_class: list[np.ndarray uint8 (n, size, size)], class_names)``;
+add a dataset by adding one entry (README, "Adding a dataset").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from sweep.config import DataConfig
+from sweep.plan import derive_seed
+
+CACHE_VERSION = 1  # bump when rendering changes, so stale caches are not reused
+
+
+@dataclass(frozen=True)
+class Split:
+    """Preprocessed float32 arrays (N, H, W, 1) and int32 labels."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    x_train_eval: np.ndarray  # fixed subset of the training set, training preprocessing
+    y_train_eval: np.ndarray
+    num_classes: int
+    class_names: tuple[str, ...]
+
+
+# --- sources: raw images per class
+
+
+def _glyphs_counts(cfg: DataConfig) -> tuple[int, list[int], list[int]]:
+    """(number of classes, val count per class, train count per class) for glyphs120."""
+    from sweep import glyphs
+
+    classes = min(cfg.classes or len(glyphs.GLYPHS), len(glyphs.GLYPHS))
+    n_val = max(1, round(cfg.val_fraction * cfg.samples_per_class))
+    n_train = max(1, cfg.samples_per_class - n_val)
+    return classes, [n_val] * classes, train_counts(n_train * classes, classes, cfg.imbalance)
+
+
+def train_counts(total: int, classes: int, imbalance: float) -> list[int]:
+    """Training images per class: class 0 gets `imbalance` of `total` (0 = balanced)."""
+    if imbalance == 0 or classes == 1:
+        base, extra = divmod(total, classes)
+        return [base + (1 if k < extra else 0) for k in range(classes)]
+    first = min(total - (classes - 1), max(1, round(imbalance * total)))
+    rest, extra = divmod(total - first, classes - 1)
+    return [first] + [rest + (1 if k < extra else 0) for k in range(classes - 1)]
+
+
+def _render_glyphs(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    from sweep import glyphs
+
+    classes, val_counts, tr_counts = _glyphs_counts(cfg)
+    y_val = np.repeat(np.arange(classes), val_counts)
+    y_train = np.repeat(np.arange(classes), tr_counts)
+    # Separate named streams: the validation images do not change with imbalance.
+    x_val = glyphs.render_samples(y_val, cfg.image_size, derive_seed(cfg.seed, "glyphs-val"))
+    x_train = glyphs.render_samples(y_train, cfg.image_size, derive_seed(cfg.seed, "glyphs-train"))
+    return x_train, y_train, x_val, y_val, tuple(glyphs.GLYPHS[:classes])
+
+
+def _digits(cfg: DataConfig) -> tuple[list[np.ndarray], tuple[str, ...]]:
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    images = (bunch.images * (255.0 / 16.0)).astype(np.uint8)
+    per_class = [_resize(images[bunch.target == k], cfg.image_size) for k in range(10)]
+    return per_class, tuple(str(k) for k in range(10))
+
+
+def _folder(cfg: DataConfig) -> tuple[list[np.ndarray], tuple[str, ...]]:
+    from PIL import Image
+
+    root = Path(cfg.path or "")
+    class_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not class_dirs:
+        raise ValueError(f"data.path {root}: no class sub-folders found (expected one folder per class)")
+    per_class = []
+    for class_dir in class_dirs:
+        files = sorted(p for p in class_dir.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+        files = files[: cfg.samples_per_class]
+        if not files:
+            raise ValueError(f"data.path {class_dir}: no images ({', '.join(IMAGE_SUFFIXES)})")
+        size = (cfg.image_size, cfg.image_size)
+        per_class.append(np.stack([np.asarray(Image.open(f).convert("L").resize(size)) for f in files]))
+    return per_class, tuple(p.name for p in class_dirs)
+
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+
+
+def _npz(cfg: DataConfig) -> tuple[list[np.ndarray], tuple[str, ...]]:
+    with np.load(cfg.path or "") as archive:
+        missing = {"x", "y"} - set(archive.files)
+        if missing:
+            raise ValueError(f"data.path {cfg.path}: missing array(s) {sorted(missing)}; expected x (N,H,W[,C]) and y (N,)")
+        x, y = archive["x"], archive["y"].astype(np.int64).ravel()
+    x = _to_gray_uint8(x)
+    labels = np.unique(y)
+    per_class = [_resize(x[y == k], cfg.image_size) for k in labels]
+    return per_class, tuple(str(k) for k in labels)
+
+
+def _to_gray_uint8(x: np.ndarray) -> np.ndarray:
+    if x.ndim == 4:
+        x = x.mean(axis=-1)
+    if x.ndim != 3:
+        raise ValueError(f"npz array x must have shape (N,H,W) or (N,H,W,C), got {x.shape}")
+    if x.dtype != np.uint8:
+        x = np.clip(x * (255.0 if x.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
+    return x
+
+
+def _resize(images: np.ndarray, size: int) -> np.ndarray:
+    if images.shape[1:] == (size, size):
+        return images
+    from PIL import Image
+
+    return np.stack([np.asarray(Image.fromarray(im).resize((size, size), Image.BILINEAR)) for im in images])
+
+
+SOURCES: dict[str, Callable[[DataConfig], tuple[list[np.ndarray], tuple[str, ...]]]] = {
+    "digits": _digits,
+    "folder": _folder,
+    "npz": _npz,
+}
+
+
+def _split_fixed(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Split a fixed dataset per class; resample the training set for imbalance."""
+    per_class, names = SOURCES[cfg.dataset](cfg)
+    if cfg.classes:
+        per_class, names = per_class[: cfg.classes], names[: cfg.classes]
+    rng = np.random.default_rng(derive_seed(cfg.seed, "split"))
+    pools, x_val, y_val = [], [], []
+    for k, images in enumerate(per_class):
+        images = images[rng.permutation(len(images))][: cfg.samples_per_class]
+        n_val = max(1, round(cfg.val_fraction * len(images)))
+        if len(images) - n_val < 1:
+            raise ValueError(f"class {names[k]!r} has {len(images)} image(s): too few to split into train and validation")
+        x_val.append(images[:n_val])
+        y_val.append(np.full(n_val, k))
+        pools.append(images[n_val:])
+    counts = train_counts(sum(len(p) for p in pools), len(pools), cfg.imbalance)
+    x_train = [_draw(pool, n, rng) for pool, n in zip(pools, counts)]
+    y_train = [np.full(n, k) for k, n in enumerate(counts)]
+    return (np.concatenate(x_train), np.concatenate(y_train), np.concatenate(x_val),
+            np.concatenate(y_val), names)
+
+
+def _draw(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n images from a class pool: a subset, or with replacement if the pool is too small."""
+    if n <= len(pool):
+        return pool[:n]
+    return np.concatenate([pool, pool[rng.integers(0, len(pool), n - len(pool))]])
+
+
+# --- raw arrays, cached
+
+
+def raw_arrays(cfg: DataConfig, cache_dir: Path | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """(x_train, y_train, x_val, y_val, class names), uint8 images sorted by class.
+
+    glyphs120 is cached on disk (rendering takes seconds; loading, milliseconds).
+    """
+    if cfg.dataset != "glyphs120":
+        return _split_fixed(cfg)
+    cache = (cache_dir or default_cache_dir()) / f"glyphs120-{_cache_key(cfg)}.npz"
+    if cache.exists():
+        with np.load(cache) as saved:
+            arrays = tuple(saved[k] for k in ("x_train", "y_train", "x_val", "y_val"))
+            return (*arrays, tuple(str(n) for n in saved["names"]))
+    arrays = _render_glyphs(cfg)
+    _save_atomically(cache, dict(zip(("x_train", "y_train", "x_val", "y_val", "names"), (*arrays[:4], np.array(arrays[4])))))
+    return arrays
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("BATCHSWEEP_CACHE", Path.home() / ".cache" / "batchsweep"))
+
+
+def _cache_key(cfg: DataConfig) -> str:
+    keys = ("classes", "samples_per_class", "image_size", "val_fraction", "imbalance", "seed")
+    settings: dict[str, Any] = {k: getattr(cfg, k) for k in keys}
+    settings["version"] = CACHE_VERSION
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _save_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write to a temporary name and rename: parallel workers never read half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
+    os.replace(tmp, path)
+
+
+# --- preprocessing and the split
+
+
+def preprocess(x: np.ndarray, mismatch: str = "none") -> np.ndarray:
+    """uint8 (N,H,W) -> float32 (N,H,W,1). Training always uses mismatch="none" (x / 255)."""
+    x = x.astype(np.float32)[..., None]
+    if mismatch == "none":
+        return x / 255.0
+    if mismatch == "scale":  # validation left in 0..255: the "forgot to rescale" bug
+        return x
+    if mismatch == "invert":  # ink dark on light: a different colour convention
+        return 1.0 - x / 255.0
+    if mismatch == "standardize":  # zero mean, unit variance over the set, vs train in [0, 1]
+        return (x - x.mean()) / (x.std() + 1e-7)
+    raise ValueError(f"unknown preprocess_mismatch {mismatch!r}")
+
+
+def load_split(cfg: DataConfig, cache_dir: Path | None = None) -> Split:
+    """The arrays a run trains and evaluates on; identical for identical data settings."""
+    x_train, y_train, x_val, y_val, names = raw_arrays(cfg, cache_dir)
+    rng = np.random.default_rng(derive_seed(cfg.seed, "val-order"))
+    val_order = rng.permutation(len(y_val))
+    eval_rows = np.sort(np.random.default_rng(derive_seed(cfg.seed, "train-eval")).permutation(len(y_train))[: len(y_val)])
+    return Split(
+        x_train=preprocess(x_train), y_train=y_train.astype(np.int32),
+        x_val=preprocess(x_val[val_order], cfg.preprocess_mismatch), y_val=y_val[val_order].astype(np.int32),
+        x_train_eval=preprocess(x_train[eval_rows]), y_train_eval=y_train[eval_rows].astype(np.int32),
+        num_classes=len(names), class_names=names,
+    )
+
+
+def epoch_order(labels: np.ndarray, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
+    """Row order of the training set for one epoch.
+
+    Shuffled: a fresh permutation per epoch from a sub-seed of the run seed.
+    Not shuffled: sorted by class (stable), the same every epoch.
+    """
+    if not shuffle:
+        return np.argsort(labels, kind="stable")
+    return np.random.default_rng(derive_seed(seed, "data-order", epoch)).permutation(len(labels))
+
+
+def batches(x: np.ndarray, y: np.ndarray, batch_size: int) -> Any:
+    """A `tf.data.Dataset` of (x, y) batches in the given row order; the last batch may be short."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,108 @@
+"""Grid x seeds -> the list of runs, each a frozen `RunSpec` with a stable id.
+
+A run id is ``<slug>-<hash>``: the slug spells out the values that vary in the
+grid (``bs64-s0``) so ids are readable in logs and file names; the hash is the
+first 8 hex digits of SHA-256 over the full resolved spec, so any change of any
+value (varying or not) gives a new id, and the same file always gives the same
+ids. No timestamps, no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sweep.config import GridFile, PointConfig
+
+# Short names for the slug; a key not listed here uses its own name.
+SLUG_NAMES = {
+    "data.dataset": "ds", "data.classes": "cls", "data.samples_per_class": "spc",
+    "data.image_size": "img", "data.val_fraction": "vf", "data.shuffle": "shuf",
+    "data.imbalance": "imb", "data.preprocess_mismatch": "pm", "data.seed": "dseed",
+    "data.path": "path", "model.width": "w", "model.batchnorm": "bn",
+    "model.bn_momentum": "bnm", "train.epochs": "ep", "train.batch_size": "bs",
+    "train.optimizer": "opt", "train.lr": "lr", "train.gpus": "g",
+}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training run: a grid point plus a seed. A run is a pure function of it."""
+
+    sweep: str
+    seed: int
+    point: PointConfig
+    varying: tuple[tuple[str, Any], ...]  # the grid axes' values at this point, then ("seed", s)
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.slug}-{self.spec_hash}"
+
+    @property
+    def slug(self) -> str:
+        return "-".join(_slug_part(key, value) for key, value in self.varying) or "run"
+
+    @property
+    def spec_hash(self) -> str:
+        canonical = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:8]
+
+    def resolved(self) -> dict[str, Any]:
+        """Everything that determines the run's numbers (not the sweep's name)."""
+        return {"seed": self.seed, **self.point.to_dict()}
+
+    def flat(self) -> dict[str, Any]:
+        """Dotted key -> value for every setting, plus seed: the spec columns of runs.csv."""
+        flat = {f"{section}.{key}": value for section, values in self.point.to_dict().items()
+                for key, value in values.items()}
+        return {"seed": self.seed, **flat}
+
+    def to_json(self) -> str:
+        return json.dumps({"sweep": self.sweep, "seed": self.seed, "point": self.point.to_dict(),
+                           "varying": [list(kv) for kv in self.varying]}, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> RunSpec:
+        raw = json.loads(text)
+        return RunSpec(sweep=raw["sweep"], seed=raw["seed"], point=PointConfig.from_dict(raw["point"]),
+                       varying=tuple((k, v) for k, v in raw["varying"]))
+
+
+def _slug_part(key: str, value: Any) -> str:
+    name = "s" if key == "seed" else SLUG_NAMES.get(key, key.split(".")[-1])
+    if isinstance(value, bool):
+        text = str(int(value))
+    elif isinstance(value, float):
+        text = f"{value:g}"
+    else:
+        text = str(value)
+    if key == "data.path":
+        text = text.rstrip("/").split("/")[-1]
+    return name + "".join(c if c.isalnum() or c in "._" else "_" for c in text)
+
+
+def plan(grid_file: GridFile) -> list[RunSpec]:
+    """Every grid point times every seed, in file order (seeds innermost)."""
+    keys = [key for key, _ in grid_file.grid]
+    runs = []
+    for combo in itertools.product(*(values for _, values in grid_file.grid)):
+        point = grid_file.base
+        for key, value in zip(keys, combo):
+            point = point.with_value(key, value)
+        for seed in grid_file.seeds:
+            varying = tuple(zip(keys, combo)) + (("seed", seed),)
+            runs.append(RunSpec(sweep=grid_file.name, seed=seed, point=point, varying=varying))
+    return runs
+
+
+def derive_seed(seed: int, *names: Any) -> int:
+    """A sub-seed for one purpose, derived by name: derive_seed(s, "data-order", epoch).
+
+    Named sub-seeds keep streams independent (changing how many numbers the
+    initialiser draws cannot change the data order) and reproducible.
+    """
+    text = ":".join([str(seed), *map(str, names)])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")

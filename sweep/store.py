@@ -1,0 +1,277 @@
+"""The results store, on top of Optuna storage. No TensorFlow.
+
+One Optuna study per sweep; one trial per attempt at a run:
+
+- a point is enqueued as a WAITING trial with params ``{"run_id", "attempt"}``
+  and the spec in its user attributes (``enqueue_trial(..., skip_if_exists=True)``),
+  so enqueueing the same grid twice adds nothing;
+- a worker claims the next WAITING trial (the same atomic WAITING -> RUNNING
+  transition that ``study.ask()`` uses; we do not call ``ask()`` itself, because on
+  an empty queue it would create a new, unplanned trial);
+- every finished epoch becomes a user attribute ``epoch_0001`` (a JSON object
+  with the metric names of `sweep.vocab`) and ``trial.report(val_acc, epoch)``;
+- the trial ends COMPLETE (value: final val_acc), or FAIL with user attribute
+  ``status`` = ``failed`` (with ``error``), ``diverged`` or ``interrupted``.
+  An interrupted or crashed attempt is re-enqueued as attempt + 1; a failed one
+  is re-enqueued by the next ``run``; a diverged one never is.
+
+Plain Optuna reads all of it: ``optuna.load_study(study_name=NAME,
+storage=JournalStorage(JournalFileBackend("results/NAME/journal.log")))``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import optuna
+import pandas as pd
+from optuna.trial import FrozenTrial, TrialState
+
+from sweep import vocab
+from sweep.plan import RunSpec
+
+EPOCH_PREFIX = "epoch_"
+
+
+def open_storage(target: str | Path) -> optuna.storages.BaseStorage:
+    """A journal file path, or a database URL (postgresql://...)."""
+    text = str(target)
+    if "://" in text:
+        return optuna.storages.RDBStorage(text, heartbeat_interval=60, grace_period=180)
+    Path(text).parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(text))
+
+
+def open_study(storage: optuna.storages.BaseStorage, name: str, create: bool = True) -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if create:
+        return optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+# --- statuses
+
+
+def status_of(trial: FrozenTrial) -> str:
+    if trial.state == TrialState.COMPLETE:
+        return vocab.DONE
+    if trial.state == TrialState.RUNNING:
+        return vocab.RUNNING
+    if trial.state == TrialState.WAITING:
+        return vocab.PENDING
+    return str(trial.user_attrs.get("status", vocab.FAILED))
+
+
+STATUS_RANK = {vocab.DONE: 0, vocab.RUNNING: 1, vocab.PENDING: 2, vocab.DIVERGED: 3, vocab.FAILED: 4, vocab.INTERRUPTED: 5}
+
+
+def latest_by_run(trials: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
+    """run_id -> the trial that speaks for it: the best status, then the latest attempt."""
+    best: dict[str, FrozenTrial] = {}
+    for trial in trials:
+        run_id = trial.user_attrs.get("run_id")
+        if run_id is None:
+            continue
+        key = (STATUS_RANK.get(status_of(trial), 9), -trial.number)
+        if run_id not in best or key < (STATUS_RANK.get(status_of(best[run_id]), 9), -best[run_id].number):
+            best[run_id] = trial
+    return best
+
+
+# --- enqueueing
+
+
+def enqueue(study: optuna.Study, runs: list[RunSpec]) -> int:
+    """Add a WAITING trial for every run that has none that is pending, running, done or diverged.
+
+    Failed runs get a new attempt. Returns how many trials were added.
+    """
+    current = latest_by_run(study.get_trials(deepcopy=False))
+    attempts = _attempts(study)
+    added = 0
+    for spec in runs:
+        trial = current.get(spec.run_id)
+        if trial is not None and status_of(trial) in (vocab.DONE, vocab.RUNNING, vocab.PENDING, vocab.DIVERGED):
+            continue
+        attempt = attempts.get(spec.run_id, 0) + 1
+        _enqueue_attempt(study, spec.run_id, spec.to_json(), attempt)
+        added += 1
+    return added
+
+
+def _attempts(study: optuna.Study) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for trial in study.get_trials(deepcopy=False):
+        run_id = trial.user_attrs.get("run_id")
+        if run_id is not None:
+            counts[run_id] = max(counts.get(run_id, 0), int(trial.user_attrs.get("attempt", 1)))
+    return counts
+
+
+def _enqueue_attempt(study: optuna.Study, run_id: str, spec_json: str, attempt: int) -> None:
+    study.enqueue_trial(
+        {"run_id": run_id, "attempt": attempt},
+        user_attrs={"run_id": run_id, "attempt": attempt, "spec": spec_json},
+        skip_if_exists=True,
+    )
+
+
+# --- claiming and recording (the worker's side)
+
+
+@dataclass
+class Claim:
+    trial: optuna.Trial
+    spec: RunSpec
+
+
+def claim_next(study: optuna.Study) -> Claim | None:
+    """Atomically take the next WAITING trial, or None if the queue is empty."""
+    storage = study._storage
+    for frozen in storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
+        try:
+            if not storage.set_trial_state_values(frozen._trial_id, state=TrialState.RUNNING):
+                continue  # another worker took it first
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue
+        trial = optuna.Trial(study, frozen._trial_id)
+        # Identity first: if this process dies from here on, `requeue_dead` can tell.
+        # (The enqueued run_id is not suggested as a param: Optuna forbids a
+        # categorical param whose choices differ between trials. trials_dataframe()
+        # shows it as the user_attrs_run_id column.)
+        for key, value in _worker_identity().items():
+            trial.set_user_attr(key, value)
+        return Claim(trial, RunSpec.from_json(frozen.user_attrs["spec"]))
+    return None
+
+
+def _worker_identity() -> dict[str, Any]:
+    """host + pid + process start time: enough to tell later whether this worker is dead."""
+    import psutil
+
+    return {"worker_host": socket.gethostname(), "worker_pid": os.getpid(),
+            "worker_started": psutil.Process().create_time()}
+
+
+def record_info(trial: optuna.Trial, info: dict[str, Any]) -> None:
+    trial.set_user_attr("info", info)
+
+
+def record_epoch(trial: optuna.Trial, record: dict[str, Any]) -> None:
+    epoch = int(record[vocab.EPOCH])
+    trial.set_user_attr(f"{EPOCH_PREFIX}{epoch:04d}", record)
+    trial.report(float(record[vocab.VAL_ACC]), epoch)
+
+
+def finish(study: optuna.Study, trial: optuna.Trial, status: str, value: float | None = None,
+           error: str | None = None) -> None:
+    trial.set_user_attr("status", status)
+    if error:
+        trial.set_user_attr("error", error[-4000:])  # the tail: where the exception is
+    if status == vocab.DONE:
+        study.tell(trial, value)
+    else:
+        study.tell(trial, state=TrialState.FAIL)
+
+
+def requeue(study: optuna.Study, trial_id: int, reason: str) -> None:
+    """End an attempt that cannot finish (interrupted, crashed) and enqueue the next attempt."""
+    frozen = study._storage.get_trial(trial_id)
+    storage = study._storage
+    storage.set_trial_user_attr(trial_id, "status", vocab.INTERRUPTED)
+    storage.set_trial_user_attr(trial_id, "error", reason)
+    storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+    attempt = int(frozen.user_attrs.get("attempt", 1)) + 1
+    _enqueue_attempt(study, frozen.user_attrs["run_id"], frozen.user_attrs["spec"], attempt)
+
+
+def requeue_dead(study: optuna.Study) -> list[str]:
+    """Re-enqueue RUNNING trials whose worker on this host is gone. Returns their run ids."""
+    import psutil
+
+    host, revived = socket.gethostname(), []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        attrs = trial.user_attrs
+        if attrs.get("worker_host") != host or "run_id" not in attrs:
+            continue
+        if _alive(psutil, int(attrs.get("worker_pid", -1)), float(attrs.get("worker_started", 0))):
+            continue
+        requeue(study, trial._trial_id, f"worker pid {attrs.get('worker_pid')} on {host} died mid-run")
+        revived.append(attrs["run_id"])
+    return revived
+
+
+def _alive(psutil: Any, pid: int, started: float) -> bool:
+    try:
+        return abs(psutil.Process(pid).create_time() - started) < 1.0  # same pid, same process
+    except (psutil.NoSuchProcess, ValueError):
+        return False
+
+
+# --- reading tables
+
+
+def epochs_of(trial: FrozenTrial) -> list[dict[str, Any]]:
+    keys = sorted(k for k in trial.user_attrs if k.startswith(EPOCH_PREFIX))
+    return [trial.user_attrs[k] for k in keys]
+
+
+def runs_table(study: optuna.Study) -> pd.DataFrame:
+    """One row per run: spec columns, status, timings, run facts, final metrics."""
+    rows = [_run_row(t) for t in latest_by_run(study.get_trials(deepcopy=False)).values()]
+    return pd.DataFrame(rows).sort_values("run_id").reset_index(drop=True) if rows else pd.DataFrame()
+
+
+def _run_row(trial: FrozenTrial) -> dict[str, Any]:
+    spec = RunSpec.from_json(trial.user_attrs["spec"])
+    epochs = epochs_of(trial)
+    final = {f"final_{k}": v for k, v in (epochs[-1] if epochs else {}).items() if k != vocab.EPOCH}
+    started, finished = trial.datetime_start, trial.datetime_complete
+    return {
+        "run_id": spec.run_id, "sweep": spec.sweep, "status": status_of(trial),
+        "attempt": trial.user_attrs.get("attempt", 1), **spec.flat(),
+        **trial.user_attrs.get("info", {}), "epochs_done": len(epochs),
+        "started": started.isoformat() if started else None,
+        "finished": finished.isoformat() if finished else None,
+        "duration_seconds": (finished - started).total_seconds() if started and finished else None,
+        **final, "error": trial.user_attrs.get("error"), "trial_number": trial.number,
+    }
+
+
+def epochs_table(study: optuna.Study) -> pd.DataFrame:
+    """One row per (run, epoch), every spec column repeated (tidy)."""
+    rows = []
+    for trial in latest_by_run(study.get_trials(deepcopy=False)).values():
+        spec = RunSpec.from_json(trial.user_attrs["spec"])
+        head = {"run_id": spec.run_id, "status": status_of(trial), **spec.flat()}
+        rows.extend({**head, **{k: record.get(k) for k in vocab.EPOCH_METRICS}} for record in epochs_of(trial))
+    if not rows:
+        return pd.DataFrame(columns=["run_id", "status", *vocab.EPOCH_METRICS])
+    return pd.DataFrame(rows).sort_values(["run_id", vocab.EPOCH]).reset_index(drop=True)
+
+
+def export_csv(study: optuna.Study, folder: Path) -> tuple[Path, Path]:
+    """Write runs.csv and epochs.csv atomically; return their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = folder / vocab.RUNS_CSV, folder / vocab.EPOCHS_CSV
+    for table, path in zip((runs_table(study), epochs_table(study)), paths):
+        tmp = path.with_name(f".{path.name}.tmp")
+        table.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    return paths
+
+
+def counts(study: optuna.Study, run_ids: Iterable[str] | None = None) -> dict[str, int]:
+    """Runs per status; with run_ids, only those runs, and unplanned ones count as pending."""
+    current = latest_by_run(study.get_trials(deepcopy=False))
+    ids = list(run_ids) if run_ids is not None else list(current)
+    result = {s: 0 for s in vocab.STATUSES}
+    for run_id in ids:
+        status = status_of(current[run_id]) if run_id in current else vocab.PENDING
+        status = vocab.PENDING if status == vocab.INTERRUPTED else status
+        result[status] = result.get(status, 0) + 1
+    return result

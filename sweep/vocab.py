@@ -1,0 +1,40 @@
+"""The shared vocabulary: metric names, run statuses, file names.
+
+Everything imports this module and it imports nothing, so the names are
+defined exactly once (DESIGN.md, "Results layout").
+"""
+
+# Per-epoch metrics, in the column order of epochs.csv.
+EPOCH = "epoch"
+STEP = "step"
+TRAIN_ACC = "train_acc"  # Keras running mean over the epoch, training mode (what the post read)
+TRAIN_EVAL_ACC = "train_eval_acc"  # end-of-epoch model, inference mode, fixed train subset
+VAL_ACC = "val_acc"
+TRAIN_LOSS = "train_loss"
+TRAIN_EVAL_LOSS = "train_eval_loss"
+VAL_LOSS = "val_loss"
+GAP = "gap"  # train_acc - val_acc
+EVAL_GAP = "eval_gap"  # train_eval_acc - val_acc
+EPOCH_SECONDS = "epoch_seconds"
+SAMPLES_PER_SECOND = "samples_per_second"
+LR = "lr"
+
+EPOCH_METRICS: tuple[str, ...] = (
+    EPOCH, STEP, TRAIN_ACC, TRAIN_EVAL_ACC, VAL_ACC, TRAIN_LOSS, TRAIN_EVAL_LOSS,
+    VAL_LOSS, GAP, EVAL_GAP, EPOCH_SECONDS, SAMPLES_PER_SECOND, LR,
+)
+
+# Run statuses as users see them (status command, runs.csv).
+DONE = "done"
+RUNNING = "running"
+FAILED = "failed"
+DIVERGED = "diverged"
+PENDING = "pending"
+INTERRUPTED = "interrupted"  # an attempt cut short (crash, Ctrl-C); its run is queued again
+STATUSES: tuple[str, ...] = (DONE, RUNNING, FAILED, DIVERGED, PENDING)
+
+# Results layout: results/<name>/...
+JOURNAL_FILE = "journal.log"
+RUNS_CSV = "runs.csv"
+EPOCHS_CSV = "epochs.csv"
+LOG_DIR = "logs"

@@ -1,0 +1,99 @@
+"""The worker loop: claim a point, train it, write its records, repeat.
+
+Runs in its own process (``python -m sweep worker``), started by ``run`` or by
+hand on another machine. It reports to whoever started it through event lines
+on stdout (``@@sweep {json}``); everything else it or TensorFlow prints goes to
+its log. TensorFlow is imported only after the device set-up is decided.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import traceback
+from dataclasses import asdict
+from typing import Any, Callable
+
+import optuna
+
+from sweep import store, vocab
+from sweep.plan import RunSpec
+
+EVENT_PREFIX = "@@sweep "
+EXIT_NEEDS_MORE_DEVICES = 3  # a queued run needs more replicas than this process set up
+EXIT_INTERRUPTED = 130
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def emit_stdout(event: dict[str, Any]) -> None:
+    sys.stdout.write(EVENT_PREFIX + json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def work(study: optuna.Study, emit: Emit = emit_stdout, max_runs: int | None = None) -> int:
+    """Train queued runs until the queue is empty. Returns the process exit code."""
+    from sweep import devices
+
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    replicas = _max_replicas(study)
+    devices.configure_replicas(replicas)
+    done = 0
+    while max_runs is None or done < max_runs:
+        claim = store.claim_next(study)
+        if claim is None:
+            return 0
+        if claim.spec.point.train.gpus > replicas:
+            store.requeue(study, claim.trial._trial_id, "needs more replicas than this worker set up")
+            return EXIT_NEEDS_MORE_DEVICES
+        try:
+            run_one(study, claim, emit)
+        except KeyboardInterrupt:
+            store.requeue(study, claim.trial._trial_id, "interrupted before the run finished")
+            emit({"event": "interrupted", "run_id": claim.spec.run_id})
+            return EXIT_INTERRUPTED
+        done += 1
+    return 0
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _max_replicas(study: optuna.Study) -> int:
+    """The most replicas any queued run needs: logical devices are fixed once TensorFlow starts."""
+    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    return max((RunSpec.from_json(t.user_attrs["spec"]).point.train.gpus for t in waiting
+                if "spec" in t.user_attrs), default=1)
+
+
+def run_one(study: optuna.Study, claim: store.Claim, emit: Emit) -> str:
+    """Train one claimed run to its end; record every epoch as it finishes. Returns its status."""
+    import keras
+
+    from sweep.train import Diverged, Run
+
+    spec, trial = claim.spec, claim.trial
+    emit({"event": "start", "run_id": spec.run_id, "epochs": spec.point.train.epochs})
+    status, error, last = vocab.FAILED, None, None
+    try:
+        run = Run(spec)
+        store.record_info(trial, asdict(run.info))
+        for record in run.epochs():
+            store.record_epoch(trial, record.to_dict())
+            emit({"event": "epoch", "run_id": spec.run_id, "epochs": spec.point.train.epochs, **record.to_dict()})
+            last = record
+        status = vocab.DONE
+    except Diverged as err:
+        status, error = vocab.DIVERGED, str(err)
+    except KeyboardInterrupt:
+        raise
+    except Exception:  # noqa: BLE001 - any error of one run is recorded, and the sweep goes on
+        error = traceback.format_exc()
+    finally:
+        keras.backend.clear_session()  # free the graph and weights before the next run
+    store.finish(study, trial, status, value=last.val_acc if last and status == vocab.DONE else None, error=error)
+    emit({"event": "end", "run_id": spec.run_id, "status": status,
+          "error": (error or "").strip().splitlines()[-1] if error else None})
+    return status

@@ -94,6 +94,11 @@ def _did_you_mean(word: str, options: Any) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
+def _unknown(word: str, valid: Any) -> str:
+    hint = _did_you_mean(word, valid)
+    return f"unknown key{hint}{' ' if hint else '; '}valid keys: {', '.join(valid)}"
+
+
 def _spec(default: Any, check: Check, doc: str) -> Any:
     return field(default=default, metadata={"check": check, "doc": doc})
 
@@ -231,8 +236,7 @@ def _reject_unknown(mapping: dict, valid: Any, prefix: str) -> None:
     for key in mapping:
         if key not in valid:
             where = f"{prefix}{key}"
-            hint = _did_you_mean(str(key), valid)
-            raise _KeyError(where, f"unknown key{hint or ''}; valid keys: {', '.join(valid)}")
+            raise _KeyError(where, _unknown(str(key), valid))
 
 
 def _parse_name(value: Any) -> str:
@@ -261,8 +265,7 @@ def _field_check(section: str, key: str, where: str) -> Check:
     cls = SECTIONS[section]
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if key not in fields:
-        hint = _did_you_mean(key, fields)
-        raise _KeyError(where, f"unknown key{hint}; valid keys: {', '.join(fields)}")
+        raise _KeyError(where, _unknown(key, fields))
     return fields[key].metadata["check"]
 
 

@@ -1,0 +1,55 @@
+"""Shared fixtures: tiny real configs, a real journal store in tmp_path, the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Datasets render into a per-session cache, never the user's ~/.cache."""
+    os.environ["BATCHSWEEP_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def tf_replicas() -> None:
+    """Split the CPU into 2 logical devices before the first TensorFlow use in this process.
+
+    Logical devices are fixed once TensorFlow initialises, so this runs first for every session.
+    """
+    from sweep import devices
+
+    devices.configure_replicas(2)
+
+
+def write_grid(folder: Path, text: str, name: str = "grid.yaml") -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def run_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m sweep ARGS` in a fresh process, as a user would run it."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "sweep", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+TINY_GRID = """\
+    name: tiny
+    seeds: [0]
+    base:
+      data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 12}
+      train: {epochs: 2, batch_size: 8}
+    grid:
+      train.batch_size: [4, 8]
+"""

@@ -1,0 +1,112 @@
+"""Grid-file validation: every bad input gets one line naming the file, the key and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli, write_grid
+from sweep.config import ConfigError, PointConfig, load_grid
+
+
+def error_of(tmp_path: Path, text: str) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_grid(write_grid(tmp_path, text))
+    return str(info.value)
+
+
+def test_defaults_match_the_documented_schema(tmp_path: Path) -> None:
+    grid = load_grid(write_grid(tmp_path, "name: x\n"))
+    assert grid.base == PointConfig()
+    assert (grid.base.data.dataset, grid.base.data.samples_per_class, grid.base.data.image_size) == ("glyphs120", 100, 32)
+    assert (grid.base.data.val_fraction, grid.base.data.shuffle, grid.base.data.imbalance) == (0.2, True, 0.0)
+    assert (grid.base.model.width, grid.base.model.batchnorm, grid.base.model.bn_momentum) == (1.0, True, 0.99)
+    assert (grid.base.train.epochs, grid.base.train.batch_size, grid.base.train.lr, grid.base.train.gpus) == (10, 32, 0.001, 1)
+    assert grid.seeds == (0,) and grid.grid == ()
+
+
+def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
+    grid = load_grid(write_grid(tmp_path, """
+        name: g
+        seeds: [0, 1, 2]
+        base: {train: {epochs: 3}}
+        grid: {train.batch_size: [8, 64], data.shuffle: [true, false]}
+    """))
+    assert grid.grid == (("train.batch_size", (8, 64)), ("data.shuffle", (True, False)))
+    assert grid.seeds == (0, 1, 2) and grid.base.train.epochs == 3
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("name: x\ngrid: {train.batch_size: [8, -4]}\n",
+     "grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4"),
+    ("name: x\nbse: {}\n",
+     "grid.yaml: bse: unknown key; did you mean 'base'? valid keys: name, seeds, base, grid"),
+    ("name: x\nbase: {train: {batch_sise: 8}}\n",
+     "grid.yaml: base.train.batch_sise: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus"),
+    ("name: x\nbase: {trian: {}}\n",
+     "grid.yaml: base.trian: unknown key; did you mean 'train'? valid keys: data, model, train"),
+    ("name: x\nbase: {data: {shuffle: 'yes'}}\n",
+     "grid.yaml: base.data.shuffle: must be true or false, got 'yes'"),
+    ("name: x\nbase: {train: {epochs: 2.5}}\n",
+     "grid.yaml: base.train.epochs: must be a positive integer, got 2.5"),
+    ("name: x\nbase: {data: {imbalance: 1.5}}\n",
+     "grid.yaml: base.data.imbalance: must be a number in [0, 1), got 1.5"),
+    ("name: x\nbase: {data: {val_fraction: 0}}\n",
+     "grid.yaml: base.data.val_fraction: must be a number in (0, 1), got 0"),
+    ("name: x\nbase: {data: {dataset: glyphs}}\n",
+     "grid.yaml: base.data.dataset: must be one of glyphs120 | digits | folder | npz, got 'glyphs'; did you mean 'glyphs120'?"),
+    ("name: x\nbase: {data: {preprocess_mismatch: scaled}}\n",
+     "grid.yaml: base.data.preprocess_mismatch: must be one of none | scale | standardize | invert, got 'scaled'; did you mean 'scale'?"),
+    ("name: x\ngrid: {train.batch_size: []}\n",
+     "grid.yaml: grid.train.batch_size: must be a non-empty list of values, got []"),
+    ("name: x\ngrid: {train.batch_size: 8}\n",
+     "grid.yaml: grid.train.batch_size: must be a non-empty list of values, got 8"),
+    ("name: x\ngrid: {batch_size: [8]}\n",
+     "grid.yaml: grid.batch_size: grid keys are dotted paths into base (data.<key>, model.<key>, train.<key>)"),
+    ("name: x\ngrid: {train.batchsize: [8]}\n",
+     "grid.yaml: grid.train.batchsize: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus"),
+    ("name: x\ngrid: {trainer.batch_size: [8]}\n",
+     "grid.yaml: grid.trainer.batch_size: grid keys are dotted paths into base (data.<key>, model.<key>, train.<key>); did you mean 'train'?"),
+    ("name: x\nbase: {train: {gpus: 4}}\ngrid: {train.batch_size: [8, 30]}\n",
+     "grid.yaml: grid point train.batch_size=30: train.batch_size=30 is not divisible by train.gpus=4; the global batch is split evenly across replicas"),
+    ("name: x\nbase: {train: {batch_size: 30, gpus: 4}}\n",
+     "grid.yaml: base: train.batch_size=30 is not divisible by train.gpus=4; the global batch is split evenly across replicas"),
+    ("name: x\nseeds: []\n", "grid.yaml: seeds: must be a non-empty list of integers >= 0, got []"),
+    ("name: x\nseeds: [0, 0]\n", "grid.yaml: seeds: must not repeat a seed, got [0, 0]"),
+    ("name: 'a b'\n", "grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results folder), got 'a b'"),
+    ("name: x\nbase: {data: {dataset: npz}}\n", "grid.yaml: base: data.path is required for data.dataset=npz"),
+    ("- just\n- a list\n", "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, got list"),
+])
+def test_bad_input_gets_one_precise_line(tmp_path: Path, text: str, expected: str) -> None:
+    assert error_of(tmp_path, text) == expected
+
+
+def test_missing_dataset_paths_are_named(tmp_path: Path) -> None:
+    message = error_of(tmp_path, "name: x\nbase: {data: {dataset: folder, path: no/such/dir}}\n")
+    assert message == f"grid.yaml: base.data.path: no such file or folder: {tmp_path / 'no/such/dir'}"
+    message = error_of(tmp_path, "name: x\nbase: {data: {dataset: npz}}\ngrid: {data.path: [gone.npz]}\n")
+    assert message == f"grid.yaml: grid.data.path[0]: no such file or folder: {tmp_path / 'gone.npz'}"
+
+
+def test_relative_dataset_paths_resolve_against_the_grid_file(tmp_path: Path) -> None:
+    (tmp_path / "imgs").mkdir()
+    grid = load_grid(write_grid(tmp_path, "name: x\nbase: {data: {dataset: folder, path: imgs}}\n"))
+    assert grid.base.data.path == str(tmp_path / "imgs")
+
+
+def test_missing_file_and_yaml_syntax_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope.yaml: no such grid file$"):
+        load_grid(tmp_path / "nope.yaml")
+    message = error_of(tmp_path, "name: x\nbase: {train: [1, 2\n")
+    assert message.startswith("grid.yaml: line ") and "YAML syntax error" in message
+
+
+@pytest.mark.parametrize("command", ["plan", "run", "status"])
+def test_cli_rejects_bad_grid_with_exit_2_and_writes_nothing(tmp_path: Path, command: str) -> None:
+    write_grid(tmp_path, "name: bad\ngrid: {train.batch_size: [8, -4]}\n")
+    result = run_cli(command, "grid.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == "error: grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4\n"
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "results").exists()

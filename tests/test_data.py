@@ -1,0 +1,130 @@
+"""The data pipeline and the post's toggles, asserted on the data itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sweep.config import DataConfig
+from sweep.data import epoch_order, load_split, raw_arrays, train_counts
+
+SMALL = DataConfig(classes=8, samples_per_class=20, image_size=16)  # glyphs120: 16 train + 4 val per class
+
+
+def batch_classes(labels: np.ndarray, order: np.ndarray, batch_size: int) -> list[int]:
+    """How many distinct classes each batch of an epoch holds."""
+    ordered = labels[order]
+    return [len(set(ordered[i:i + batch_size])) for i in range(0, len(ordered), batch_size)]
+
+
+def test_unshuffled_batches_are_single_class_and_repeat_every_epoch() -> None:
+    split = load_split(SMALL)
+    first, second = epoch_order(split.y_train, False, 0, 1), epoch_order(split.y_train, False, 0, 2)
+    assert np.array_equal(first, second)
+    assert np.all(np.diff(split.y_train[first]) >= 0)  # class order
+    assert batch_classes(split.y_train, first, 8) == [1] * 16  # 8 classes x 16 images, batches of 8
+
+
+def test_shuffled_batches_mix_classes_and_change_every_epoch() -> None:
+    split = load_split(SMALL)
+    first, second = epoch_order(split.y_train, True, 0, 1), epoch_order(split.y_train, True, 0, 2)
+    assert not np.array_equal(first, second)
+    assert np.array_equal(first, epoch_order(split.y_train, True, 0, 1))  # reproducible
+    assert sorted(first) == list(range(len(split.y_train)))
+    assert np.mean(batch_classes(split.y_train, first, 8)) > 4
+
+
+def test_imbalance_gives_class_0_its_share_and_keeps_sizes() -> None:
+    balanced = load_split(SMALL)
+    skewed = load_split(DataConfig(classes=8, samples_per_class=20, image_size=16, imbalance=0.95))
+    assert len(skewed.y_train) == len(balanced.y_train) == 128
+    assert np.mean(skewed.y_train == 0) == pytest.approx(0.95, abs=0.01)
+    assert set(skewed.y_train) == set(range(8))  # every class keeps at least one image
+    assert np.bincount(skewed.y_val).tolist() == [4] * 8  # validation stays balanced
+    assert np.array_equal(skewed.x_val, balanced.x_val)
+
+
+def test_train_counts_split_the_total() -> None:
+    assert train_counts(100, 4, 0.0) == [25, 25, 25, 25]
+    assert train_counts(100, 5, 0.6) == [60, 10, 10, 10, 10]
+    assert sum(train_counts(9600, 120, 0.95)) == 9600
+
+
+@pytest.mark.parametrize("mismatch, check", [
+    ("none", lambda tr, va: va.mean() == pytest.approx(tr.mean(), rel=0.15) and va.max() <= 1.0),
+    ("scale", lambda tr, va: va.mean() == pytest.approx(255 * tr.mean(), rel=0.1) and va.max() > 1.0),
+    ("standardize", lambda tr, va: abs(va.mean()) < 1e-4 and va.std() == pytest.approx(1.0, abs=1e-3)),
+    ("invert", lambda tr, va: va.mean() == pytest.approx(1 - tr.mean(), abs=0.05) and va.mean() > 0.5),
+])
+def test_preprocess_mismatch_changes_validation_pixels_only(mismatch: str, check) -> None:
+    split = load_split(DataConfig(classes=8, samples_per_class=20, image_size=16, preprocess_mismatch=mismatch))
+    assert 0.0 <= split.x_train.min() and split.x_train.max() <= 1.0  # training is always x / 255
+    assert check(split.x_train, split.x_val)
+    assert 0.0 <= split.x_train_eval.min() and split.x_train_eval.max() <= 1.0
+
+
+def test_validation_is_shared_balanced_and_shuffled() -> None:
+    a = load_split(SMALL)
+    b = load_split(DataConfig(classes=8, samples_per_class=20, image_size=16, shuffle=False))
+    assert np.array_equal(a.x_val, b.x_val) and np.array_equal(a.y_val, b.y_val)
+    assert np.bincount(a.y_val).tolist() == [4] * 8
+    assert np.any(np.diff(a.y_val) < 0)  # not in class order
+    other = load_split(DataConfig(classes=8, samples_per_class=20, image_size=16, seed=1))
+    assert not np.array_equal(a.x_val, other.x_val)  # the data seed makes other images
+
+
+def test_train_eval_subset_is_fixed_and_from_the_training_set() -> None:
+    split = load_split(SMALL)
+    assert len(split.y_train_eval) == len(split.y_val)
+    rows = {arr.tobytes() for arr in split.x_train}
+    assert all(arr.tobytes() in rows for arr in split.x_train_eval)
+    assert np.array_equal(split.x_train_eval, load_split(SMALL).x_train_eval)
+
+
+def test_glyphs_are_cached_on_disk(tmp_path: Path) -> None:
+    first = raw_arrays(SMALL, cache_dir=tmp_path)
+    files = list(tmp_path.glob("glyphs120-*.npz"))
+    assert len(files) == 1
+    second = raw_arrays(SMALL, cache_dir=tmp_path)
+    assert all(np.array_equal(a, b) for a, b in zip(first[:4], second[:4])) and first[4] == second[4]
+
+
+def test_full_glyphs120_has_120_classes_at_the_default_size() -> None:
+    split = load_split(DataConfig(samples_per_class=5))
+    assert split.num_classes == 120 and split.x_train.shape[1:] == (32, 32, 1)
+    assert len(set(split.class_names)) == 120
+
+
+def test_digits_is_scikit_learns_real_data() -> None:
+    split = load_split(DataConfig(dataset="digits", image_size=8))
+    assert split.num_classes == 10 and split.class_names == tuple("0123456789")
+    # 1797 images, at most 100 per class, 20% of each class held out
+    assert len(split.y_val) == 200 and len(split.y_train) == 800
+    assert split.x_train.shape[1:] == (8, 8, 1)
+
+
+def test_folder_dataset_reads_one_subfolder_per_class(tmp_path: Path) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for name in ("cat", "dog", "fox"):
+        (tmp_path / name).mkdir()
+        for i in range(5):
+            Image.fromarray(rng.integers(0, 255, (20, 30, 3), dtype=np.uint8)).save(tmp_path / name / f"{i}.png")
+    split = load_split(DataConfig(dataset="folder", path=str(tmp_path), image_size=16))
+    assert split.class_names == ("cat", "dog", "fox")
+    assert len(split.y_val) == 3 and len(split.y_train) == 12 and split.x_train.shape[1:] == (16, 16, 1)
+
+
+def test_npz_dataset_reads_x_and_y(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    path = tmp_path / "d.npz"
+    np.savez(path, x=rng.random((40, 10, 10)), y=np.repeat([3, 7], 20))
+    split = load_split(DataConfig(dataset="npz", path=str(path), image_size=10, val_fraction=0.25))
+    assert split.class_names == ("3", "7") and split.num_classes == 2
+    assert np.bincount(split.y_val).tolist() == [5, 5] and len(split.y_train) == 30
+    np.savez(tmp_path / "bad.npz", images=np.zeros((2, 4, 4)))
+    with pytest.raises(ValueError, match=r"missing array\(s\) \['x', 'y'\]"):
+        load_split(DataConfig(dataset="npz", path=str(tmp_path / "bad.npz")))

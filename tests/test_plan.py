@@ -1,0 +1,72 @@
+"""Planning: grid x seeds -> runs with stable, readable ids; no TensorFlow."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, run_cli, write_grid
+from sweep.config import load_grid
+from sweep.plan import RunSpec, derive_seed, plan
+
+GRID = """
+    name: p
+    seeds: [0, 1, 2]
+    base: {train: {epochs: 4}}
+    grid: {train.batch_size: [8, 64], data.shuffle: [true, false]}
+"""
+
+
+def test_grid_times_seeds(tmp_path: Path) -> None:
+    runs = plan(load_grid(write_grid(tmp_path, GRID)))
+    # 2 batch sizes x 2 shuffle settings x 3 seeds -> 12 runs
+    assert len(runs) == 12
+    assert len({r.run_id for r in runs}) == 12
+    assert runs[0].varying == (("train.batch_size", 8), ("data.shuffle", True), ("seed", 0))
+    assert runs[0].run_id.startswith("bs8-shuf1-s0-") and runs[-1].run_id.startswith("bs64-shuf0-s2-")
+    assert {r.point.train.batch_size for r in runs} == {8, 64}
+    assert all(r.point.train.epochs == 4 for r in runs)
+
+
+def test_ids_are_stable_and_change_with_any_value(tmp_path: Path) -> None:
+    first = [r.run_id for r in plan(load_grid(write_grid(tmp_path, GRID)))]
+    again = [r.run_id for r in plan(load_grid(write_grid(tmp_path, GRID)))]
+    assert first == again
+    changed = [r.run_id for r in plan(load_grid(write_grid(tmp_path, GRID.replace("epochs: 4", "epochs: 5"))))]
+    # the slug names only the varying values, so it stays; the hash covers everything
+    assert [i.rsplit("-", 1)[0] for i in changed] == [i.rsplit("-", 1)[0] for i in first]
+    assert not set(changed) & set(first)
+
+
+def test_the_sweep_name_does_not_change_ids(tmp_path: Path) -> None:
+    renamed = GRID.replace("name: p", "name: q")
+    assert [r.run_id for r in plan(load_grid(write_grid(tmp_path, GRID)))] == \
+           [r.run_id for r in plan(load_grid(write_grid(tmp_path, renamed)))]
+
+
+def test_spec_round_trips_through_json(tmp_path: Path) -> None:
+    spec = plan(load_grid(write_grid(tmp_path, GRID)))[5]
+    assert RunSpec.from_json(spec.to_json()) == spec
+
+
+def test_derived_seeds_differ_by_name_and_are_stable() -> None:
+    assert derive_seed(0, "data-order", 1) == derive_seed(0, "data-order", 1)
+    assert len({derive_seed(0, "init"), derive_seed(0, "data-order", 1), derive_seed(1, "init")}) == 3
+
+
+def test_plan_command_lists_runs_and_count_without_tensorflow(tmp_path: Path) -> None:
+    write_grid(tmp_path, GRID)
+    result = run_cli("plan", "grid.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 13
+    assert lines[-1] == "12 runs (4 grid points x 3 seeds), 48 epochs in all"
+    assert "train.batch_size=8 data.shuffle=True seed=0" in lines[0]
+
+
+def test_light_modules_do_not_import_tensorflow() -> None:
+    code = ("import sys, sweep.plan, sweep.config, sweep.store, sweep.cli, sweep.coordinator, sweep.worker; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

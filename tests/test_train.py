@@ -1,0 +1,65 @@
+"""One run with real TensorFlow on tiny data: records, determinism, divergence, replicas."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from sweep.config import DataConfig, PointConfig, TrainConfig
+from sweep.plan import RunSpec
+from sweep.train import Diverged, Run
+
+TIMINGS = ("epoch_seconds", "samples_per_second")
+
+
+def tiny_spec(seed: int = 0, **train: object) -> RunSpec:
+    point = PointConfig(
+        data=DataConfig(dataset="glyphs120", classes=4, samples_per_class=10, image_size=12),
+        train=dataclasses.replace(TrainConfig(epochs=2, batch_size=8), **train),
+    )
+    return RunSpec(sweep="t", seed=seed, point=point, varying=(("seed", seed),))
+
+
+def without_timings(records: list) -> list[dict]:
+    return [{k: v for k, v in r.to_dict().items() if k not in TIMINGS} for r in records]
+
+
+def test_records_have_every_metric_and_consistent_numbers(tf_replicas: None) -> None:
+    run = Run(tiny_spec())
+    records = list(run.epochs())
+    assert [r.epoch for r in records] == [1, 2]
+    # 4 classes x 8 train images, batch 8 -> 4 steps per epoch
+    assert run.info.train_samples == 32 and run.info.val_samples == 8
+    assert [r.step for r in records] == [4, 8]
+    for r in records:
+        assert r.gap == pytest.approx(r.train_acc - r.val_acc)
+        assert r.eval_gap == pytest.approx(r.train_eval_acc - r.val_acc)
+        assert r.lr == pytest.approx(0.001)
+        assert all(0.0 <= a <= 1.0 for a in (r.train_acc, r.train_eval_acc, r.val_acc))
+        assert r.samples_per_second == pytest.approx(32 / r.epoch_seconds)
+    assert (run.info.replicas, run.info.per_replica_batch, run.info.virtual_devices) == (1, 8, False)
+
+
+def test_same_spec_gives_identical_records(tf_replicas: None) -> None:
+    first = without_timings(list(Run(tiny_spec()).epochs()))
+    second = without_timings(list(Run(tiny_spec()).epochs()))
+    assert first == second
+    other_seed = without_timings(list(Run(tiny_spec(seed=1)).epochs()))
+    assert other_seed != first
+
+
+def test_absurd_learning_rate_diverges(tf_replicas: None) -> None:
+    with pytest.raises(Diverged) as info:
+        list(Run(tiny_spec(optimizer="sgd", lr=1e12)).epochs())
+    assert info.value.epoch == 1 and not math.isfinite(info.value.loss)
+
+
+def test_two_replicas_split_the_global_batch(tf_replicas: None) -> None:
+    run = Run(tiny_spec(gpus=2))
+    records = list(run.epochs())
+    assert (run.info.replicas, run.info.per_replica_batch, run.info.virtual_devices) == (2, 4, True)
+    assert len(run.info.devices.split(",")) == 2
+    # the global batch is still 8: 4 optimizer steps per epoch, as on one device
+    assert [r.step for r in records] == [4, 8]

@@ -15,7 +15,7 @@ LOOKALIKE_GROUPS: list[set[str]] = [
     {"A", "Α", "А"},
     {"O", "o", "0", "Ο", "О", "ο", "о"},
     {"l", "I", "1", "|", "ı", "Ι", "І"},
-    {"x", "X", "х", "Х", "×"},
+    {"x", "X", "х", "Х", "×"},  # × needs the CONFUSABLES backstop
     {"P", "Р", "Ρ"},
     {"c", "C", "с", "С"},
     {"B", "В", "Β"},
@@ -34,7 +34,7 @@ LOOKALIKE_GROUPS: list[set[str]] = [
     {"E", "Е", "Ε"},
     {"j", "J", "ј", "Ј"},
     {"n", "п", "П", "Π"},
-    {"k", "κ", "к"},
+    {"κ", "к"},
 ]
 
 
@@ -168,7 +168,7 @@ def test_samples_of_one_class_differ() -> None:
 
 
 def test_template_matching_is_well_above_chance_but_not_trivial() -> None:
-    # Nearest master by normalised cross-correlation, no alignment search: measured ~0.23.
+    # Nearest master by normalised cross-correlation, no alignment search: measured ~0.22.
     labels = np.arange(2400) % 120
     samples = render_samples(labels, 32, seed=7)
     pred = np.argmax(_unit(samples) @ _unit(render_masters(32)).T, axis=1)
@@ -182,7 +182,7 @@ def test_rendering_is_fast() -> None:
     render_samples(np.arange(10), 32, seed=0)  # build the cached masters
     start = time.perf_counter()
     render_samples(np.arange(12000) % 120, 32, seed=0)
-    assert time.perf_counter() - start < 6.0  # ~1.3 s measured; generous for slow CI
+    assert time.perf_counter() - start < 6.0  # 1.2-1.5 s measured; generous for slow CI
 
 
 def test_module_does_not_import_tensorflow() -> None:

@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("grid", help="the grid file (YAML)")
     _results_args(p)
     p.add_argument("--workers", type=_positive, default=1, help="worker processes on this machine (default 1)")
+    _retries_arg(p)
     p.set_defaults(handler=cmd_run)
 
     p = commands.add_parser("status", help="count done / running / failed / diverged / pending runs")
@@ -65,8 +66,25 @@ def _parser() -> argparse.ArgumentParser:
                                         "Started by `run`, or by hand on another machine.")
     p.add_argument("--storage", required=True, help="journal file path or database URL of the sweep")
     p.add_argument("--study", required=True, help="the sweep's name (the grid file's name:)")
+    _retries_arg(p)
     p.set_defaults(handler=cmd_worker)
+
+    p = commands.add_parser("report", help="rebuild tables, figures and the claims report from results folders (no TensorFlow)",
+                            description="Read runs.csv and epochs.csv of each DIR and write tables/, figures/, "
+                                        "report.md and report.html (self-contained) into OUT.")
+    p.add_argument("folders", nargs="+", metavar="DIR", type=Path, help="results folder(s), e.g. results/article")
+    p.add_argument("--out", type=Path, default=None, help="where to write (default: DIR; required with several DIRs)")
+    p.set_defaults(handler=cmd_report)
     return parser
+
+
+def _retries_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retries", type=_non_negative, default=1,
+                   help="times a run that raised is tried again before it is left failed (default 1)")
+
+
+def _non_negative(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive(text)
 
 
 def _results_args(p: argparse.ArgumentParser) -> None:
@@ -101,7 +119,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"{spec.run_id:<{width}}  " + " ".join(f"{k}={v}" for k, v in spec.varying))
     points = len(runs) // len(grid.seeds)
     epochs = sum(r.point.train.epochs for r in runs)
-    print(f"{len(runs)} runs ({points} grid points x {len(grid.seeds)} seeds), {epochs} epochs in all")
+    print(f"{len(runs)} runs ({points} points x {len(grid.seeds)} seeds), {epochs} epochs in all")
     return EXIT_OK
 
 
@@ -130,14 +148,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"starting {args.workers} worker(s); TensorFlow takes a few seconds to load. Logs: {results / vocab.LOG_DIR}/")
     progress = coordinator.Progress(runs_total=len(todo), epochs_total=epochs_total)
     started = time.monotonic()
-    code = coordinator.run_workers(target, grid.name, progress, results / vocab.LOG_DIR, workers=args.workers)
+    code = coordinator.run_workers(target, grid.name, progress, results / vocab.LOG_DIR,
+                                   workers=args.workers, retries=args.retries)
     print(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
     lost = store.requeue_dead(study)  # a worker that crashed left its run RUNNING
     if lost:
         print(f"re-queued {len(lost)} run(s) of crashed workers: {', '.join(lost)}", file=sys.stderr)
-    if code not in (0,):
+    if code:
         print(f"a worker exited with code {code}; see {results / vocab.LOG_DIR}/", file=sys.stderr)
-    return max(_finish(study, runs, results), EXIT_FAILED if code else EXIT_OK)
+    result = _finish(study, runs, results)
+    unfinished = len(_pending_runs(study, runs))
+    if unfinished:
+        print(f"{unfinished} run(s) not finished; run the same command again to train them", file=sys.stderr)
+        return EXIT_FAILED
+    return result
 
 
 def _open(target: str, name: str, create: bool):  # -> optuna.Study
@@ -181,6 +205,7 @@ def _finish(study, runs: list[RunSpec], results: Path) -> int:
         error = (trial.user_attrs.get("error") or "").strip().splitlines()
         print(f"FAILED {run_id}: {error[-1] if error else 'no error text'}", file=sys.stderr)
     print(f"results: {runs_csv} and {epochs_csv}")
+    _write_report(results)
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -199,7 +224,23 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         counts = store.counts(_open(target, grid.name, create=False), [s.run_id for s in runs])
     print(f"{grid.name}: {len(runs)} runs: " + ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES))
+    if counts[vocab.RUNNING]:
+        _print_running(_open(target, grid.name, create=False), {s.run_id: s for s in runs})
     return EXIT_OK
+
+
+def _print_running(study, planned: dict[str, RunSpec]) -> None:
+    """One line per running run: where it runs and how far it got."""
+    from sweep import store
+
+    for run_id, trial in sorted(store.latest_by_run(study.get_trials(deepcopy=False)).items()):
+        if run_id not in planned or store.status_of(trial) != vocab.RUNNING:
+            continue
+        attrs = trial.user_attrs
+        done = len(store.epochs_of(trial))
+        print(f"  running {run_id}: epoch {done}/{planned[run_id].point.train.epochs} done, "
+              f"worker pid {attrs.get('worker_pid', '?')} on {attrs.get('worker_host', '?')}, "
+              f"attempt {attrs.get('attempt', 1)}, since {trial.datetime_start:%Y-%m-%d %H:%M:%S}")
 
 
 # --- worker
@@ -210,4 +251,35 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     if "://" not in args.storage and not Path(args.storage).exists():
         raise UsageError(f"--storage {args.storage}: no such journal file; start the sweep with `sweep run GRID` first")
-    return worker.work(_open(args.storage, args.study, create=False))
+    return worker.work(_open(args.storage, args.study, create=False), retries=args.retries)
+
+
+# --- report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from sweep import analysis, report
+
+    if len(args.folders) > 1 and args.out is None:
+        raise UsageError("several results folders need --out DIR for the combined report (e.g. --out results/reference)")
+    try:
+        written = report.build(args.folders, args.out)
+    except analysis.ResultsError as err:
+        raise UsageError(str(err)) from None
+    for claim, finding in written.findings:
+        print(f"{claim.id}: {report.verdict_text(claim, finding)}")
+    print(f"report: {written.markdown} and {written.html}")
+    return EXIT_OK
+
+
+def _write_report(results: Path) -> None:
+    """`run` ends with the report. A report problem is printed but never changes the run's exit code."""
+    from sweep import report
+
+    try:
+        written = report.build([results])
+    except Exception as err:  # the runs are safe in the CSVs; `sweep report` can be run again by hand
+        print(f"warning: report not written ({type(err).__name__}: {err}); "
+              f"retry with `python -m sweep report {results}`", file=sys.stderr)
+        return
+    print(f"report: {written.markdown} and {written.html}")

@@ -163,18 +163,37 @@ class PointConfig:
         return PointConfig(**{name: cls(**raw[name]) for name, cls in SECTIONS.items()})
 
 
+Setting = tuple[str, Any]  # (dotted key, value)
+
+
 @dataclass(frozen=True)
 class GridFile:
-    """A parsed grid file: the base point, the axes to vary, and the seeds."""
+    """A parsed grid file: the base point, the axes to vary, the variants, and the seeds."""
 
     name: str
     seeds: tuple[int, ...]
     base: PointConfig
     grid: tuple[tuple[str, tuple[Any, ...]], ...]  # (dotted key, values) in file order
+    variants: tuple[tuple[Setting, ...], ...]  # override sets; () is the base itself
     source: str  # the file it came from, for messages
 
+    def points(self) -> list[tuple[PointConfig, tuple[Setting, ...]]]:
+        """Every grid combination times every variant: (point, the settings that vary)."""
+        import itertools
 
-TOP_LEVEL_KEYS = ("name", "seeds", "base", "grid")
+        keys = [key for key, _ in self.grid]
+        result = []
+        for combo in itertools.product(*(values for _, values in self.grid)):
+            for variant in self.variants or ((),):
+                settings = tuple(zip(keys, combo)) + variant
+                point = self.base
+                for key, value in settings:
+                    point = point.with_value(key, value)
+                result.append((point, settings))
+        return result
+
+
+TOP_LEVEL_KEYS = ("name", "seeds", "base", "grid", "variants")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -228,8 +247,10 @@ def _parse(raw: Any, label: str, folder: Path) -> GridFile:
     seeds = _parse_seeds(raw.get("seeds", [0]))
     base = _parse_base(raw.get("base") or {}, folder)
     grid = _parse_grid(raw.get("grid") or {}, folder)
-    _check_points(base, grid)
-    return GridFile(name=name, seeds=seeds, base=base, grid=grid, source=label)
+    variants = _parse_variants(raw.get("variants"), {key for key, _ in grid}, folder)
+    grid_file = GridFile(name=name, seeds=seeds, base=base, grid=grid, variants=variants, source=label)
+    _check_points(grid_file)
+    return grid_file
 
 
 def _reject_unknown(mapping: dict, valid: Any, prefix: str) -> None:
@@ -290,7 +311,7 @@ def _parse_grid(raw: Any, folder: Path) -> tuple[tuple[str, tuple[Any, ...]], ..
         raise _KeyError("grid", f"must be a mapping of dotted keys (e.g. train.batch_size) to lists, {_got(raw)}")
     axes = []
     for dotted, values in raw.items():
-        section, key = _split_dotted(str(dotted))
+        section, key = _split_dotted(str(dotted), f"grid.{dotted}")
         check = _field_check(section, key, f"grid.{dotted}")
         if not isinstance(values, list) or not values:
             raise _KeyError(f"grid.{dotted}", f"must be a non-empty list of values, {_got(values)}")
@@ -304,12 +325,12 @@ def _parse_grid(raw: Any, folder: Path) -> tuple[tuple[str, tuple[Any, ...]], ..
     return tuple(axes)
 
 
-def _split_dotted(dotted: str) -> tuple[str, str]:
+def _split_dotted(dotted: str, where: str) -> tuple[str, str]:
     parts = dotted.split(".")
     if len(parts) != 2 or parts[0] not in SECTIONS:
         valid = ", ".join(f"{s}.<key>" for s in SECTIONS)
         hint = _did_you_mean(parts[0], SECTIONS) if len(parts) == 2 else ""
-        raise _KeyError(f"grid.{dotted}", f"grid keys are dotted paths into base ({valid}){hint}")
+        raise _KeyError(where, f"keys are dotted paths into base ({valid}){hint}")
     return parts[0], parts[1]
 
 
@@ -323,18 +344,37 @@ def _resolve(section: str, key: str, value: Any, folder: Path, where: str) -> An
     return str(resolved)
 
 
-def _check_points(base: PointConfig, grid: tuple[tuple[str, tuple[Any, ...]], ...]) -> None:
-    """Checks that involve several keys, on every combination the grid makes."""
-    import itertools
+def _parse_variants(raw: Any, grid_keys: set[str], folder: Path) -> tuple[tuple[Setting, ...], ...]:
+    """A list of override mappings ({} = the base itself), each crossed with the grid."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw:
+        raise _KeyError("variants", f"must be a non-empty list of mappings of dotted keys to values, {_got(raw)}")
+    variants = []
+    for i, overrides in enumerate(raw):
+        overrides = overrides or {}
+        if not isinstance(overrides, dict):
+            raise _KeyError(f"variants[{i}]", f"must be a mapping of dotted keys to values ({{}} = the base), {_got(overrides)}")
+        settings = []
+        for dotted, value in overrides.items():
+            where = f"variants[{i}].{dotted}"
+            section, key = _split_dotted(str(dotted), where)
+            value = _resolve(section, key, _checked(where, _field_check(section, key, where), value), folder, where)
+            if f"{section}.{key}" in grid_keys:
+                raise _KeyError(where, f"{section}.{key} is also a grid axis; vary a key in grid or in variants, not both")
+            settings.append((f"{section}.{key}", value))
+        variants.append(tuple(settings))
+    if len(set(variants)) != len(variants):
+        raise _KeyError("variants", "must not repeat a variant")
+    return tuple(variants)
 
-    keys = [k for k, _ in grid]
-    for combo in itertools.product(*(values for _, values in grid)):
-        point = base
-        for key, value in zip(keys, combo):
-            point = point.with_value(key, value)
+
+def _check_points(grid_file: GridFile) -> None:
+    """Checks that involve several keys, on every point the grid and variants make."""
+    for point, settings in grid_file.points():
         problem = point_problem(point)
         if problem:
-            where = "base" if not keys else "grid point " + ", ".join(f"{k}={v}" for k, v in zip(keys, combo))
+            where = "base" if not settings else "grid point " + ", ".join(f"{k}={v}" for k, v in settings)
             raise _KeyError(where, problem)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -70,20 +71,26 @@ def format_event(event: dict[str, Any], progress: Progress) -> str | None:
         return f"{progress.prefix()} | {event['run_id']} {event['status'].upper()}: {event.get('error')}"
     if kind == "interrupted":
         return f"{event['run_id']} interrupted; it is queued again"
+    if kind == "retry":
+        progress.runs_total += 1
+        progress.epochs_total += int(event.get("epochs", 0))
+        return f"{event['run_id']} failed; retrying it"
     return None
 
 
-def worker_command(storage: str, study: str) -> list[str]:
-    return [sys.executable, "-m", "sweep", "worker", "--storage", storage, "--study", study]
+def worker_command(storage: str, study: str, retries: int) -> list[str]:
+    return [sys.executable, "-m", "sweep", "worker", "--storage", storage, "--study", study,
+            "--retries", str(retries)]
 
 
 def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, workers: int = 1,
-                out: TextIO = sys.stdout) -> int:
-    """Run `workers` worker processes until the queue is empty; return the worst exit code."""
+                retries: int = 1, out: TextIO = sys.stdout) -> int:
+    """Run `workers` worker processes until the queue is empty; return the first non-zero exit code."""
     log_dir.mkdir(parents=True, exist_ok=True)
     threads_each = max(1, devices.cpu_count() // workers)
     events: queue.Queue = queue.Queue()
-    procs = [_start(storage, study, log_dir / f"worker-{i}.log", threads_each, events) for i in range(workers)]
+    command = worker_command(storage, study, retries)
+    procs = [_start(command, log_dir / f"worker-{i}.log", threads_each, events) for i in range(workers)]
     restarts, codes = 0, []
     try:
         while procs:
@@ -93,7 +100,7 @@ def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, wor
                 procs.remove(proc)
                 if code == EXIT_NEEDS_MORE_DEVICES and restarts < MAX_WORKER_RESTARTS:
                     restarts += 1
-                    procs.append(_start(storage, study, log_dir / f"worker-r{restarts}.log", threads_each, events))
+                    procs.append(_start(command, log_dir / f"worker-r{restarts}.log", threads_each, events))
                     continue
                 codes.append(code)
                 continue
@@ -101,24 +108,45 @@ def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, wor
             if line:
                 print(line, file=out, flush=True)
     except KeyboardInterrupt:
-        for proc in procs:
-            proc.terminate()  # the worker re-queues its run and exits 130
+        _stop(procs, out)
+        raise
+    return next((code for code in codes if code), 0)  # killed workers have negative codes
+
+
+def _stop(procs: list[subprocess.Popen], out: TextIO) -> None:
+    """First Ctrl-C: each worker cancels its run and queues it again. A second: kill at once."""
+    print("stopping: running runs are cancelled and queued again (Ctrl-C again to kill now)", file=out, flush=True)
+    for proc in procs:
+        proc.terminate()
+    try:
         for proc in procs:
             proc.wait()
-        raise
-    return max(codes, default=0)
+    except KeyboardInterrupt:
+        for proc in procs:
+            proc.kill()  # their runs stay RUNNING; the next `run` finds the dead pids and re-queues them
 
 
-def _start(storage: str, study: str, log_path: Path, threads: int, events: queue.Queue) -> subprocess.Popen:
+def _start(command: list[str], log_path: Path, threads: int, events: queue.Queue) -> subprocess.Popen:
     env = devices.worker_environment(dict(os.environ), threads=threads)
     log = open(log_path, "a", encoding="utf-8")
     # A session of its own: Ctrl-C reaches only the coordinator, which then
     # stops each worker exactly once (SIGTERM), so no worker is cut short twice.
-    proc = subprocess.Popen(worker_command(storage, study), stdout=subprocess.PIPE, stderr=log,
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
                             stdin=subprocess.DEVNULL, env=env, text=True, bufsize=1,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_die_with_parent)
     threading.Thread(target=_relay, args=(proc, log, events), daemon=True).start()
     return proc
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGTERM this worker when the coordinator dies (even by kill -9), so no
+    orphan keeps claiming runs; it re-queues its run on the way out."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: a worker notices a dead coordinator at its next event (broken pipe)
 
 
 def _relay(proc: subprocess.Popen, log: TextIO, events: queue.Queue) -> None:

@@ -10,7 +10,6 @@ ids. No timestamps, no TensorFlow.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -85,17 +84,12 @@ def _slug_part(key: str, value: Any) -> str:
 
 
 def plan(grid_file: GridFile) -> list[RunSpec]:
-    """Every grid point times every seed, in file order (seeds innermost)."""
-    keys = [key for key, _ in grid_file.grid]
-    runs = []
-    for combo in itertools.product(*(values for _, values in grid_file.grid)):
-        point = grid_file.base
-        for key, value in zip(keys, combo):
-            point = point.with_value(key, value)
-        for seed in grid_file.seeds:
-            varying = tuple(zip(keys, combo)) + (("seed", seed),)
-            runs.append(RunSpec(sweep=grid_file.name, seed=seed, point=point, varying=varying))
-    return runs
+    """Every grid point (times every variant) times every seed, in file order, seeds innermost."""
+    return [
+        RunSpec(sweep=grid_file.name, seed=seed, point=point, varying=settings + (("seed", seed),))
+        for point, settings in grid_file.points()
+        for seed in grid_file.seeds
+    ]
 
 
 def derive_seed(seed: int, *names: Any) -> int:

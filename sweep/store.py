@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import socket
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -37,11 +38,25 @@ from sweep.plan import RunSpec
 EPOCH_PREFIX = "epoch_"
 
 
+def heartbeat_seconds() -> int:
+    """How often a worker on a database store proves it is alive ($BATCHSWEEP_HEARTBEAT, default 20).
+
+    A RUNNING trial whose heartbeat is older than 3x this is taken as dead and re-queued.
+    """
+    return max(1, int(os.environ.get("BATCHSWEEP_HEARTBEAT", "20")))
+
+
 def open_storage(target: str | Path) -> optuna.storages.BaseStorage:
     """A journal file path, or a database URL (postgresql://...)."""
     text = str(target)
     if "://" in text:
-        return optuna.storages.RDBStorage(text, heartbeat_interval=60, grace_period=180)
+        if text.startswith("postgresql://"):  # the psycopg 3 driver, whatever SQLAlchemy's default
+            text = "postgresql+psycopg://" + text[len("postgresql://"):]
+        beat = heartbeat_seconds()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(text, heartbeat_interval=beat, grace_period=3 * beat,
+                                              heartbeat_stale_trial_callback=_requeue_stale)
     Path(text).parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(text))
 
@@ -178,6 +193,15 @@ def finish(study: optuna.Study, trial: optuna.Trial, status: str, value: float |
         study.tell(trial, state=TrialState.FAIL)
 
 
+def retry_failed(study: optuna.Study, trial: optuna.Trial, spec: RunSpec, retries: int) -> bool:
+    """Queue another attempt of a failed run if it has retries left. Returns whether it did."""
+    attempt = int(study._storage.get_trial(trial._trial_id).user_attrs.get("attempt", 1))
+    if attempt > retries:
+        return False
+    _enqueue_attempt(study, spec.run_id, spec.to_json(), attempt + 1)
+    return True
+
+
 def requeue(study: optuna.Study, trial_id: int, reason: str) -> None:
     """End an attempt that cannot finish (interrupted, crashed) and enqueue the next attempt."""
     frozen = study._storage.get_trial(trial_id)
@@ -189,10 +213,34 @@ def requeue(study: optuna.Study, trial_id: int, reason: str) -> None:
     _enqueue_attempt(study, frozen.user_attrs["run_id"], frozen.user_attrs["spec"], attempt)
 
 
+def _requeue_stale(study: optuna.Study, trial: FrozenTrial) -> None:
+    """Optuna's callback for a trial it has failed for a missing heartbeat (database stores)."""
+    storage = study._storage
+    storage.set_trial_user_attr(trial._trial_id, "status", vocab.INTERRUPTED)
+    storage.set_trial_user_attr(trial._trial_id, "error", "no heartbeat from its worker: presumed dead")
+    if "run_id" in trial.user_attrs:
+        _enqueue_attempt(study, trial.user_attrs["run_id"], trial.user_attrs["spec"],
+                         int(trial.user_attrs.get("attempt", 1)) + 1)
+
+
+def is_database(study: optuna.Study) -> bool:
+    return isinstance(study._storage, optuna.storages.RDBStorage)
+
+
 def requeue_dead(study: optuna.Study) -> list[str]:
-    """Re-enqueue RUNNING trials whose worker on this host is gone. Returns their run ids."""
+    """Re-enqueue RUNNING trials whose worker is gone. Returns their run ids.
+
+    Database store: Optuna's heartbeat (any machine). Journal: the worker's pid and
+    start time (this machine only; a journal is shared by processes of one machine).
+    """
     import psutil
 
+    if is_database(study):
+        before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+        optuna.storages.fail_stale_trials(study)
+        after = {t.number: t for t in study.get_trials(deepcopy=False)}
+        return [after[n].user_attrs.get("run_id", "?") for n in sorted(before)
+                if after[n].state == TrialState.FAIL]
     host, revived = socket.gethostname(), []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         attrs = trial.user_attrs
@@ -205,9 +253,23 @@ def requeue_dead(study: optuna.Study) -> list[str]:
     return revived
 
 
+def may_come_back(study: optuna.Study) -> bool:
+    """Whether a RUNNING trial could still return to the queue if its worker dies.
+
+    On a database any running trial can (heartbeats); on a journal, those of live
+    workers on this machine can (dead ones were re-queued already).
+    """
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    if is_database(study):
+        return bool(running)
+    return any(t.user_attrs.get("worker_host") == socket.gethostname() for t in running)
+
+
 def _alive(psutil: Any, pid: int, started: float) -> bool:
     try:
-        return abs(psutil.Process(pid).create_time() - started) < 1.0  # same pid, same process
+        process = psutil.Process(pid)
+        same = abs(process.create_time() - started) < 1.0  # a reused pid has another start time
+        return same and process.status() != psutil.STATUS_ZOMBIE  # killed, not yet reaped
     except (psutil.NoSuchProcess, ValueError):
         return False
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import threading
+import time
 import traceback
 from dataclasses import asdict
 from typing import Any, Callable
@@ -23,17 +25,24 @@ from sweep.plan import RunSpec
 EVENT_PREFIX = "@@sweep "
 EXIT_NEEDS_MORE_DEVICES = 3  # a queued run needs more replicas than this process set up
 EXIT_INTERRUPTED = 130
+IDLE_POLL_SECONDS = 2.0
 
 Emit = Callable[[dict[str, Any]], None]
 
 
 def emit_stdout(event: dict[str, Any]) -> None:
-    sys.stdout.write(EVENT_PREFIX + json.dumps(event) + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(EVENT_PREFIX + json.dumps(event) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise KeyboardInterrupt from None  # whoever started us is gone: stop like on Ctrl-C
 
 
-def work(study: optuna.Study, emit: Emit = emit_stdout, max_runs: int | None = None) -> int:
-    """Train queued runs until the queue is empty. Returns the process exit code."""
+def work(study: optuna.Study, emit: Emit = emit_stdout, retries: int = 1, max_runs: int | None = None) -> int:
+    """Train queued runs until the queue is empty. Returns the process exit code.
+
+    A run that raises is recorded failed and queued again while it has retries left.
+    """
     from sweep import devices
 
     signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -41,20 +50,45 @@ def work(study: optuna.Study, emit: Emit = emit_stdout, max_runs: int | None = N
     devices.configure_replicas(replicas)
     done = 0
     while max_runs is None or done < max_runs:
+        store.requeue_dead(study)  # a dead worker's run goes back in the queue for us
         claim = store.claim_next(study)
         if claim is None:
-            return 0
+            if not store.may_come_back(study):
+                return 0
+            time.sleep(IDLE_POLL_SECONDS)  # another worker's run may still die and be re-queued
+            continue
         if claim.spec.point.train.gpus > replicas:
             store.requeue(study, claim.trial._trial_id, "needs more replicas than this worker set up")
             return EXIT_NEEDS_MORE_DEVICES
         try:
-            run_one(study, claim, emit)
+            status = run_one(study, claim, emit)
         except KeyboardInterrupt:
             store.requeue(study, claim.trial._trial_id, "interrupted before the run finished")
             emit({"event": "interrupted", "run_id": claim.spec.run_id})
             return EXIT_INTERRUPTED
+        if status == vocab.FAILED and store.retry_failed(study, claim.trial, claim.spec, retries):
+            emit({"event": "retry", "run_id": claim.spec.run_id, "epochs": claim.spec.point.train.epochs})
         done += 1
     return 0
+
+
+class _Heartbeat:
+    """Records Optuna heartbeats for a trial from a background thread while it trains."""
+
+    def __init__(self, study: optuna.Study, trial_id: int) -> None:
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._beat, args=(study._storage, trial_id), daemon=True)
+        self._thread.start()
+
+    def _beat(self, storage: Any, trial_id: int) -> None:
+        while True:
+            storage.record_heartbeat(trial_id)
+            if self._stopped.wait(store.heartbeat_seconds()):
+                return
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -77,6 +111,7 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit) -> str:
     spec, trial = claim.spec, claim.trial
     emit({"event": "start", "run_id": spec.run_id, "epochs": spec.point.train.epochs})
     status, error, last = vocab.FAILED, None, None
+    heartbeat = _Heartbeat(study, trial._trial_id) if store.is_database(study) else None
     try:
         run = Run(spec)
         store.record_info(trial, asdict(run.info))
@@ -92,6 +127,8 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit) -> str:
     except Exception:  # noqa: BLE001 - any error of one run is recorded, and the sweep goes on
         error = traceback.format_exc()
     finally:
+        if heartbeat:
+            heartbeat.stop()
         keras.backend.clear_session()  # free the graph and weights before the next run
     store.finish(study, trial, status, value=last.val_acc if last and status == vocab.DONE else None, error=error)
     emit({"event": "end", "run_id": spec.run_id, "status": status,

@@ -70,7 +70,9 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None
     assert "FAILED" in failed.stderr and "status: 0 done, 0 running, 1 failed, 0 diverged, 0 pending" in failed.stdout
     runs = pd.read_csv(tmp_path / "results" / "mixed" / vocab.RUNS_CSV)
     assert sorted(runs.status) == ["done", "done", "failed"]
-    assert "Traceback" in runs.set_index("status").loc["failed", "error"]
+    failed_row = runs.set_index("status").loc["failed"]
+    assert "Traceback" in failed_row["error"]
+    assert failed_row["attempt"] == 2  # --retries 1 (the default): tried twice, then left failed
 
 
 def test_worker_command_needs_an_existing_store(tmp_path: Path) -> None:

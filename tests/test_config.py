@@ -41,7 +41,7 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\ngrid: {train.batch_size: [8, -4]}\n",
      "grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4"),
     ("name: x\nbse: {}\n",
-     "grid.yaml: bse: unknown key; did you mean 'base'? valid keys: name, seeds, base, grid"),
+     "grid.yaml: bse: unknown key; did you mean 'base'? valid keys: name, seeds, base, grid, variants"),
     ("name: x\nbase: {train: {batch_sise: 8}}\n",
      "grid.yaml: base.train.batch_sise: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus"),
     ("name: x\nbase: {trian: {}}\n",
@@ -63,11 +63,11 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\ngrid: {train.batch_size: 8}\n",
      "grid.yaml: grid.train.batch_size: must be a non-empty list of values, got 8"),
     ("name: x\ngrid: {batch_size: [8]}\n",
-     "grid.yaml: grid.batch_size: grid keys are dotted paths into base (data.<key>, model.<key>, train.<key>)"),
+     "grid.yaml: grid.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>)"),
     ("name: x\ngrid: {train.batchsize: [8]}\n",
      "grid.yaml: grid.train.batchsize: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus"),
     ("name: x\ngrid: {trainer.batch_size: [8]}\n",
-     "grid.yaml: grid.trainer.batch_size: grid keys are dotted paths into base (data.<key>, model.<key>, train.<key>); did you mean 'train'?"),
+     "grid.yaml: grid.trainer.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>); did you mean 'train'?"),
     ("name: x\nbase: {train: {gpus: 4}}\ngrid: {train.batch_size: [8, 30]}\n",
      "grid.yaml: grid point train.batch_size=30: train.batch_size=30 is not divisible by train.gpus=4; the global batch is split evenly across replicas"),
     ("name: x\nbase: {train: {batch_size: 30, gpus: 4}}\n",
@@ -76,7 +76,7 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\nseeds: [0, 0]\n", "grid.yaml: seeds: must not repeat a seed, got [0, 0]"),
     ("name: 'a b'\n", "grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results folder), got 'a b'"),
     ("name: x\nbase: {data: {dataset: npz}}\n", "grid.yaml: base: data.path is required for data.dataset=npz"),
-    ("- just\n- a list\n", "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, got list"),
+    ("- just\n- a list\n", "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, variants, got list"),
 ])
 def test_bad_input_gets_one_precise_line(tmp_path: Path, text: str, expected: str) -> None:
     assert error_of(tmp_path, text) == expected
@@ -110,3 +110,36 @@ def test_cli_rejects_bad_grid_with_exit_2_and_writes_nothing(tmp_path: Path, com
     assert result.stderr == "error: grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4\n"
     assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_variants_cross_the_grid(tmp_path: Path) -> None:
+    from sweep.plan import plan
+
+    grid = load_grid(write_grid(tmp_path, """
+        name: v
+        seeds: [0, 1]
+        grid: {train.batch_size: [8, 64]}
+        variants:
+          - {}
+          - {data.imbalance: 0.95}
+          - {data.shuffle: false, model.width: 2.0}
+    """))
+    runs = plan(grid)
+    # 2 batch sizes x 3 variants x 2 seeds -> 12 runs
+    assert len(runs) == 12 and len({r.run_id for r in runs}) == 12
+    assert [r.slug for r in runs[:6]] == ["bs8-s0", "bs8-s1", "bs8-imb0.95-s0", "bs8-imb0.95-s1",
+                                          "bs8-shuf0-w2-s0", "bs8-shuf0-w2-s1"]
+    assert runs[4].point.data.shuffle is False and runs[4].point.model.width == 2.0
+    assert runs[0].point.data.imbalance == 0.0
+
+
+@pytest.mark.parametrize("variants, expected", [
+    ("[]", "grid.yaml: variants: must be a non-empty list of mappings of dotted keys to values, got []"),
+    ("[{train.batch_size: 8}]", "grid.yaml: variants[0].train.batch_size: train.batch_size is also a grid axis; vary a key in grid or in variants, not both"),
+    ("[{}, {data.imbalanse: 0.9}]", "grid.yaml: variants[1].data.imbalanse: unknown key; did you mean 'imbalance'? valid keys: dataset, path, classes, samples_per_class, image_size, val_fraction, shuffle, imbalance, preprocess_mismatch, seed"),
+    ("[{data.imbalance: 2}]", "grid.yaml: variants[0].data.imbalance: must be a number in [0, 1), got 2"),
+    ("[{}, {}]", "grid.yaml: variants: must not repeat a variant"),
+    ("[{train.gpus: 3}]", "grid.yaml: grid point train.batch_size=8, train.gpus=3: train.batch_size=8 is not divisible by train.gpus=3; the global batch is split evenly across replicas"),
+])
+def test_bad_variants(tmp_path: Path, variants: str, expected: str) -> None:
+    assert error_of(tmp_path, f"name: x\ngrid: {{train.batch_size: [8]}}\nvariants: {variants}\n") == expected

@@ -61,7 +61,7 @@ def test_plan_command_lists_runs_and_count_without_tensorflow(tmp_path: Path) ->
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     assert len(lines) == 13
-    assert lines[-1] == "12 runs (4 grid points x 3 seeds), 48 epochs in all"
+    assert lines[-1] == "12 runs (4 points x 3 seeds), 48 epochs in all"
     assert "train.batch_size=8 data.shuffle=True seed=0" in lines[0]
 
 

@@ -1,0 +1,137 @@
+"""Crash safety with real processes: kill -9 mid-epoch, then the sweep finishes with every run done once.
+
+Journal store: the coordinator and its worker are killed; the same command again re-queues the
+dead worker's run (pid + start time) and finishes. PostgreSQL: a real server on a loopback port,
+two workers, one killed; the survivor re-queues the dead one's run after its heartbeat goes stale.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+
+from conftest import REPO, run_cli, write_grid
+from sweep import store
+
+GRID = """\
+    name: crash
+    seeds: [0, 1]
+    base:
+      data: {classes: 6, samples_per_class: 60, image_size: 16}
+      train: {epochs: 3, batch_size: 4}
+    grid:
+      train.lr: [0.001, 0.002]
+"""
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
+
+
+def _sweep(*args: str, cwd: Path, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sweep", *args], cwd=cwd, env=_env(**env),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for_running_epoch(study_of, timeout: float = 180) -> optuna.trial.FrozenTrial:
+    """A RUNNING trial with at least one finished epoch (so the kill lands mid-run, mid-epoch)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            running = study_of().get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        except KeyError:  # the coordinator has not created the study yet
+            running = []
+        for trial in running:
+            if store.epochs_of(trial) and "worker_pid" in trial.user_attrs:
+                return trial
+        time.sleep(0.3)
+    raise AssertionError("no run reached its first epoch in time")
+
+
+def _assert_each_run_done_once(study: optuna.Study, runs: int, epochs: int) -> None:
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+    per_run = Counter(t.user_attrs["run_id"] for t in complete)
+    assert len(per_run) == runs and set(per_run.values()) == {1}, per_run
+    assert all([r["epoch"] for r in store.epochs_of(t)] == list(range(1, epochs + 1)) for t in complete)
+
+
+def test_kill_9_of_coordinator_and_worker_then_rerun_finishes_exactly_once(tmp_path: Path) -> None:
+    write_grid(tmp_path, GRID)
+    journal = tmp_path / "results" / "crash" / "journal.log"
+    coordinator = _sweep("run", "grid.yaml", cwd=tmp_path)
+    study_of = lambda: store.open_study(store.open_storage(journal), "crash", create=False)  # noqa: E731
+    victim = _wait_for_running_epoch(study_of)
+    os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
+    coordinator.kill()
+    coordinator.wait()
+    assert study_of().get_trials(deepcopy=False)[victim.number].state == optuna.trial.TrialState.RUNNING
+
+    again = run_cli("run", "grid.yaml", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"re-queued 1 run(s) whose worker died: {victim.user_attrs['run_id']}" in again.stdout
+    study = study_of()
+    _assert_each_run_done_once(study, runs=4, epochs=3)
+    killed = study.get_trials(deepcopy=False)[victim.number]
+    assert killed.state == optuna.trial.TrialState.FAIL and killed.user_attrs["status"] == "interrupted"
+    assert store.epochs_of(killed)  # the records it made before the kill are kept, not lost
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture()
+def postgres_url():
+    """A throwaway PostgreSQL server on a loopback port, run as the postgres user when we are root.
+
+    Its folder is made directly in /tmp: pytest's tmp folders are private to root (mode 700),
+    which the postgres user cannot enter.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="batchsweep-pg-"))
+    data, port = folder / "data", _free_port()
+    as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_pg:
+        shutil.chown(folder, "postgres")
+    run = lambda *cmd: subprocess.run([*as_pg, *map(str, cmd)], check=True, capture_output=True)  # noqa: E731
+    run(PG_BIN / "initdb", "-D", data, "-A", "trust", "-U", "postgres")
+    run(PG_BIN / "pg_ctl", "-D", data, "-l", folder / "log", "-w", "start",
+        "-o", f"-p {port} -k {folder} -c listen_addresses=127.0.0.1")
+    try:
+        run(PG_BIN / "createdb", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "sweeps")
+        yield f"postgresql://postgres@127.0.0.1:{port}/sweeps"
+    finally:
+        run(PG_BIN / "pg_ctl", "-D", data, "-m", "immediate", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_postgres_two_workers_one_killed_every_run_done_once(tmp_path: Path, postgres_url: str) -> None:
+    write_grid(tmp_path, GRID)
+    enqueue = _sweep("run", "grid.yaml", "--storage", postgres_url, "--workers", "2", cwd=tmp_path,
+                     BATCHSWEEP_HEARTBEAT="1")
+    study_of = lambda: store.open_study(store.open_storage(postgres_url), "crash", create=False)  # noqa: E731
+    victim = _wait_for_running_epoch(study_of)
+    os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
+    output, _ = enqueue.communicate(timeout=600)
+    # the killed worker is reported, but the survivor re-queued and finished its run
+    assert "a worker exited with code -9" in output
+    assert enqueue.returncode == 0, output
+    study = study_of()
+    _assert_each_run_done_once(study, runs=4, epochs=3)
+    killed = study.get_trials(deepcopy=False)[victim.number]
+    assert killed.state == optuna.trial.TrialState.FAIL and killed.user_attrs["status"] == "interrupted"
+    hosts = {t.user_attrs["worker_pid"] for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+    assert len(hosts) >= 2  # both workers trained runs

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sweep import devices, vocab
-from sweep.worker import EVENT_PREFIX, EXIT_NEEDS_MORE_DEVICES
+from sweep.worker import EVENT_PREFIX, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
 
 MAX_WORKER_RESTARTS = 3  # a worker that exits for more devices is replaced this many times
+# (a worker that exits to free memory, EXIT_RECYCLE, is always replaced)
 
 
 @dataclass
@@ -83,14 +84,16 @@ def worker_command(storage: str, study: str, retries: int) -> list[str]:
             "--retries", str(retries)]
 
 
-def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, workers: int = 1,
+def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, slots: list[str | None],
                 retries: int = 1, out: TextIO = sys.stdout) -> int:
-    """Run `workers` worker processes until the queue is empty; return the first non-zero exit code."""
+    """One worker process per slot (its CUDA_VISIBLE_DEVICES; None = leave as is) until the
+    queue is empty; return the first non-zero exit code. The CPU cores are shared evenly."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    threads_each = max(1, devices.cpu_count() // workers)
+    threads_each = max(1, devices.cpu_count() // len(slots))
     events: queue.Queue = queue.Queue()
     command = worker_command(storage, study, retries)
-    procs = [_start(command, log_dir / f"worker-{i}.log", threads_each, events) for i in range(workers)]
+    procs = [_start(command, log_dir / f"worker-{i}.log", threads_each, events, slot)
+             for i, slot in enumerate(slots)]
     restarts, codes = 0, []
     try:
         while procs:
@@ -98,9 +101,10 @@ def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, wor
             if isinstance(item, tuple):  # (process, exit code): a worker ended
                 proc, code = item
                 procs.remove(proc)
-                if code == EXIT_NEEDS_MORE_DEVICES and restarts < MAX_WORKER_RESTARTS:
+                if code == EXIT_RECYCLE or (code == EXIT_NEEDS_MORE_DEVICES and restarts < MAX_WORKER_RESTARTS):
                     restarts += 1
-                    procs.append(_start(command, log_dir / f"worker-r{restarts}.log", threads_each, events))
+                    procs.append(_start(command, log_dir / f"worker-r{restarts}.log", threads_each, events,
+                                        proc.visible_devices))
                     continue
                 codes.append(code)
                 continue
@@ -126,14 +130,16 @@ def _stop(procs: list[subprocess.Popen], out: TextIO) -> None:
             proc.kill()  # their runs stay RUNNING; the next `run` finds the dead pids and re-queues them
 
 
-def _start(command: list[str], log_path: Path, threads: int, events: queue.Queue) -> subprocess.Popen:
-    env = devices.worker_environment(dict(os.environ), threads=threads)
+def _start(command: list[str], log_path: Path, threads: int, events: queue.Queue,
+           visible: str | None) -> subprocess.Popen:
+    env = devices.worker_environment(dict(os.environ), threads=threads, visible=visible)
     log = open(log_path, "a", encoding="utf-8")
     # A session of its own: Ctrl-C reaches only the coordinator, which then
     # stops each worker exactly once (SIGTERM), so no worker is cut short twice.
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
                             stdin=subprocess.DEVNULL, env=env, text=True, bufsize=1,
                             start_new_session=True, preexec_fn=_die_with_parent)
+    proc.visible_devices = visible  # type: ignore[attr-defined]  # a replacement gets the same devices
     threading.Thread(target=_relay, args=(proc, log, events), daemon=True).start()
     return proc
 

@@ -86,5 +86,38 @@ def strategy_for(replicas: Replicas) -> Any:
     return tf.distribute.MirroredStrategy(list(replicas.devices))
 
 
+def device_pool(requested: str | None) -> list[str]:
+    """The GPU ids a sweep may use: --devices, else CUDA_VISIBLE_DEVICES, else every GPU
+    nvidia-smi lists, else none (train on the CPU). Found without importing TensorFlow."""
+    text = requested if requested is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
+    if text is None:
+        return _nvidia_smi_gpus()
+    return [d.strip() for d in text.split(",") if d.strip() and d.strip() != "-1"]
+
+
+def _nvidia_smi_gpus() -> list[str]:
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def worker_slots(pool: list[str], replicas: int, trials_per_gpu: int = 1) -> list[str]:
+    """CUDA_VISIBLE_DEVICES for each worker process: disjoint groups of `replicas` devices,
+    each group shared by `trials_per_gpu` workers. Two workers never share a device unless
+    trials_per_gpu > 1. A run needing more replicas than there are devices gets them all
+    (and splits them into logical devices)."""
+    size = max(1, min(replicas, len(pool)))
+    groups = [",".join(pool[i:i + size]) for i in range(0, len(pool) - size + 1, size)]
+    return [group for _ in range(trials_per_gpu) for group in groups]
+
+
 def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -169,7 +169,8 @@ def _worker_identity() -> dict[str, Any]:
     import psutil
 
     return {"worker_host": socket.gethostname(), "worker_pid": os.getpid(),
-            "worker_started": psutil.Process().create_time()}
+            "worker_started": psutil.Process().create_time(),
+            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 def record_info(trial: optuna.Trial, info: dict[str, Any]) -> None:
@@ -301,6 +302,9 @@ def _run_row(trial: FrozenTrial) -> dict[str, Any]:
         "finished": finished.isoformat() if finished else None,
         "duration_seconds": (finished - started).total_seconds() if started and finished else None,
         **final, "error": trial.user_attrs.get("error"), "trial_number": trial.number,
+        "worker_host": trial.user_attrs.get("worker_host"), "worker_pid": trial.user_attrs.get("worker_pid"),
+        "visible_devices": trial.user_attrs.get("visible_devices"),
+        "worker_rss_mb": trial.user_attrs.get("worker_rss_mb"),
     }
 
 

@@ -9,6 +9,7 @@ its log. TensorFlow is imported only after the device set-up is decided.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -24,6 +25,7 @@ from sweep.plan import RunSpec
 
 EVENT_PREFIX = "@@sweep "
 EXIT_NEEDS_MORE_DEVICES = 3  # a queued run needs more replicas than this process set up
+EXIT_RECYCLE = 4  # memory grew past the bound: start a fresh worker
 EXIT_INTERRUPTED = 130
 IDLE_POLL_SECONDS = 2.0
 
@@ -38,18 +40,19 @@ def emit_stdout(event: dict[str, Any]) -> None:
         raise KeyboardInterrupt from None  # whoever started us is gone: stop like on Ctrl-C
 
 
-def work(study: optuna.Study, emit: Emit = emit_stdout, retries: int = 1, max_runs: int | None = None) -> int:
+def work(study: optuna.Study, emit: Emit = emit_stdout, retries: int = 1) -> int:
     """Train queued runs until the queue is empty. Returns the process exit code.
 
     A run that raises is recorded failed and queued again while it has retries left.
+    The process is reused across runs while its memory stays under `max_rss_mb()`;
+    past that it exits with EXIT_RECYCLE and the coordinator starts a fresh one.
     """
     from sweep import devices
 
     signal.signal(signal.SIGTERM, _raise_interrupt)
     replicas = _max_replicas(study)
     devices.configure_replicas(replicas)
-    done = 0
-    while max_runs is None or done < max_runs:
+    while True:
         store.requeue_dead(study)  # a dead worker's run goes back in the queue for us
         claim = store.claim_next(study)
         if claim is None:
@@ -68,8 +71,19 @@ def work(study: optuna.Study, emit: Emit = emit_stdout, retries: int = 1, max_ru
             return EXIT_INTERRUPTED
         if status == vocab.FAILED and store.retry_failed(study, claim.trial, claim.spec, retries):
             emit({"event": "retry", "run_id": claim.spec.run_id, "epochs": claim.spec.point.train.epochs})
-        done += 1
-    return 0
+        if rss_mb() > max_rss_mb():
+            return EXIT_RECYCLE
+
+
+def rss_mb() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def max_rss_mb() -> float:
+    """Memory above which a worker is replaced between runs ($BATCHSWEEP_WORKER_MAX_MB, default 4096)."""
+    return float(os.environ.get("BATCHSWEEP_WORKER_MAX_MB", "4096"))
 
 
 class _Heartbeat:
@@ -130,6 +144,7 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit) -> str:
         if heartbeat:
             heartbeat.stop()
         keras.backend.clear_session()  # free the graph and weights before the next run
+        trial.set_user_attr("worker_rss_mb", round(rss_mb(), 1))  # memory growth across runs, measured
     store.finish(study, trial, status, value=last.val_acc if last and status == vocab.DONE else None, error=error)
     emit({"event": "end", "run_id": spec.run_id, "status": status,
           "error": (error or "").strip().splitlines()[-1] if error else None})

@@ -1,0 +1,43 @@
+"""Device assignment: a pool of GPU ids becomes one CUDA_VISIBLE_DEVICES per worker process.
+
+Without GPUs the ids are placeholders: each worker reports the devices it was given, and
+the runs it trained record them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from conftest import TINY_GRID, run_cli, write_grid
+from sweep.devices import device_pool, worker_slots
+
+
+def test_slots_never_share_a_device_unless_asked() -> None:
+    assert worker_slots(["0", "2"], replicas=1) == ["0", "2"]
+    assert worker_slots(["0", "1", "2", "3"], replicas=2) == ["0,1", "2,3"]
+    assert worker_slots(["0", "1", "2"], replicas=2) == ["0,1"]  # device 2 alone cannot host a 2-replica run
+    assert worker_slots(["0", "2"], replicas=1, trials_per_gpu=2) == ["0", "2", "0", "2"]
+    assert worker_slots(["0"], replicas=4) == ["0"]  # more replicas than GPUs: one group, split logically
+
+
+def test_pool_comes_from_the_flag_then_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
+    assert device_pool("0, 2") == ["0", "2"]
+    assert device_pool(None) == ["1", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert device_pool(None) == []  # explicitly no GPUs: train on the CPU
+
+
+def test_run_with_a_device_pool_gives_each_worker_its_own_device(tmp_path: Path) -> None:
+    write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))
+    # 2 batch sizes x 2 seeds -> 4 runs, over 2 placeholder GPUs, one worker each
+    result = run_cli("run", "grid.yaml", "--devices", "0,2", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "starting 2 worker(s) on devices 0 | 2" in result.stdout
+    runs = pd.read_csv(tmp_path / "results" / "tiny" / "runs.csv", dtype={"visible_devices": str})
+    assert set(runs.visible_devices) == {"0", "2"}
+    for _, same_device in runs.groupby("visible_devices"):
+        spans = sorted(zip(pd.to_datetime(same_device.started), pd.to_datetime(same_device.finished)))
+        assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))  # never concurrent

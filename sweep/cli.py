@@ -52,8 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                                         "are never trained again, failed and interrupted ones are retried.")
     p.add_argument("grid", help="the grid file (YAML)")
     _results_args(p)
-    p.add_argument("--workers", type=_positive, default=1, help="worker processes on this machine (default 1)")
-    _retries_arg(p)
+    _worker_args(p)
     p.set_defaults(handler=cmd_run)
 
     p = commands.add_parser("status", help="count done / running / failed / diverged / pending runs")
@@ -66,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
                                         "Started by `run`, or by hand on another machine.")
     p.add_argument("--storage", required=True, help="journal file path or database URL of the sweep")
     p.add_argument("--study", required=True, help="the sweep's name (the grid file's name:)")
-    _retries_arg(p)
+    _worker_args(p)
     p.set_defaults(handler=cmd_worker)
 
     p = commands.add_parser("report", help="rebuild tables, figures and the claims report from results folders (no TensorFlow)",
@@ -78,9 +77,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _retries_arg(p: argparse.ArgumentParser) -> None:
+def _worker_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=_positive, default=None,
+                   help="worker processes on this machine (default: one per device group with GPUs, else 1)")
+    p.add_argument("--devices", default=None, metavar="IDS",
+                   help="GPU ids to use, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else every GPU, else the CPU); "
+                        "a run with gpus: G takes G of them, and two runs never share one")
+    p.add_argument("--trials-per-gpu", type=_positive, default=1, metavar="K",
+                   help="let K runs share each GPU, for models too small to fill one (default 1)")
     p.add_argument("--retries", type=_non_negative, default=1,
                    help="times a run that raised is tried again before it is left failed (default 1)")
+
+
+def _slots(args: argparse.Namespace, replicas: int) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES per worker process, from --devices / --trials-per-gpu / --workers."""
+    from sweep import devices
+
+    pool = devices.device_pool(args.devices)
+    if not pool:
+        return [None] * (args.workers or 1)
+    slots: list[str | None] = list(devices.worker_slots(pool, replicas, args.trials_per_gpu))
+    return slots[: args.workers] if args.workers else slots
 
 
 def _non_negative(text: str) -> int:
@@ -145,11 +162,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     epochs_total = sum(s.point.train.epochs for s in todo)
     print(f"{grid.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished, "
           f"{len(todo)} to train ({epochs_total} epochs; {added} newly queued). Store: {target}")
-    print(f"starting {args.workers} worker(s); TensorFlow takes a few seconds to load. Logs: {results / vocab.LOG_DIR}/")
     progress = coordinator.Progress(runs_total=len(todo), epochs_total=epochs_total)
     started = time.monotonic()
+    slots = _slots(args, max(s.point.train.gpus for s in todo))
+    print(f"starting {len(slots)} worker(s){_devices_note(slots)}; TensorFlow takes a few seconds to load. "
+          f"Logs: {results / vocab.LOG_DIR}/")
     code = coordinator.run_workers(target, grid.name, progress, results / vocab.LOG_DIR,
-                                   workers=args.workers, retries=args.retries)
+                                   slots=slots, retries=args.retries)
     print(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
     lost = store.requeue_dead(study)  # a worker that crashed left its run RUNNING
     if lost:
@@ -162,6 +181,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{unfinished} run(s) not finished; run the same command again to train them", file=sys.stderr)
         return EXIT_FAILED
     return result
+
+
+def _devices_note(slots: list[str | None]) -> str:
+    used = [s for s in slots if s is not None]
+    return f" on devices {' | '.join(used)} (CUDA_VISIBLE_DEVICES per worker)" if used else ""
 
 
 def _open(target: str, name: str, create: bool):  # -> optuna.Study
@@ -251,21 +275,42 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     if "://" not in args.storage and not Path(args.storage).exists():
         raise UsageError(f"--storage {args.storage}: no such journal file; start the sweep with `sweep run GRID` first")
-    return worker.work(_open(args.storage, args.study, create=False), retries=args.retries)
+    study = _open(args.storage, args.study, create=False)
+    if args.workers is None and args.devices is None:
+        return worker.work(study, retries=args.retries)  # this process trains
+    return _coordinate_existing(args, study)
+
+
+def _coordinate_existing(args: argparse.Namespace, study) -> int:
+    """`worker --workers N` / `--devices IDS`: several worker processes for a sweep started elsewhere."""
+    from sweep import coordinator, store
+
+    queued = [RunSpec.from_json(t.user_attrs["spec"]) for t in study.get_trials(deepcopy=False)
+              if store.status_of(t) == vocab.PENDING and "spec" in t.user_attrs]
+    if not queued:
+        print(f"{args.study}: no queued runs; nothing to do")
+        return EXIT_OK
+    slots = _slots(args, max(s.point.train.gpus for s in queued))
+    print(f"{args.study}: {len(queued)} queued run(s); starting {len(slots)} worker(s){_devices_note(slots)}")
+    progress = coordinator.Progress(runs_total=len(queued), epochs_total=sum(s.point.train.epochs for s in queued))
+    log_dir = Path("results") / args.study / vocab.LOG_DIR
+    return coordinator.run_workers(args.storage, args.study, progress, log_dir, slots=slots, retries=args.retries)
 
 
 # --- report
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from sweep import analysis, report
-
     if len(args.folders) > 1 and args.out is None:
         raise UsageError("several results folders need --out DIR for the combined report (e.g. --out results/reference)")
-    try:
-        written = report.build(args.folders, args.out)
-    except analysis.ResultsError as err:
-        raise UsageError(str(err)) from None
+    for folder in args.folders:  # before the imports: a typo should answer at once
+        missing = [n for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV) if not (folder / n).is_file()]
+        if missing:
+            raise UsageError(f"{folder}: no {' or '.join(missing)} here; "
+                             f"make it with `python -m sweep run GRID --results {folder}`")
+    from sweep import report
+
+    written = report.build(args.folders, args.out)
     for claim, finding in written.findings:
         print(f"{claim.id}: {report.verdict_text(claim, finding)}")
     print(f"report: {written.markdown} and {written.html}")

@@ -79,6 +79,14 @@ def format_event(event: dict[str, Any], progress: Progress) -> str | None:
     return None
 
 
+def threads_per_worker(workers: int) -> int:
+    """TensorFlow threads per worker: a fair share of the cores ($BATCHSWEEP_THREADS overrides).
+
+    Measured in benchmarks/workers.py (README, "Measured")."""
+    override = os.environ.get("BATCHSWEEP_THREADS")
+    return int(override) if override else max(1, devices.cpu_count() // workers)
+
+
 def worker_command(storage: str, study: str, retries: int) -> list[str]:
     return [sys.executable, "-m", "sweep", "worker", "--storage", storage, "--study", study,
             "--retries", str(retries)]
@@ -89,7 +97,7 @@ def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, slo
     """One worker process per slot (its CUDA_VISIBLE_DEVICES; None = leave as is) until the
     queue is empty; return the first non-zero exit code. The CPU cores are shared evenly."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    threads_each = max(1, devices.cpu_count() // len(slots))
+    threads_each = threads_per_worker(len(slots))
     events: queue.Queue = queue.Queue()
     command = worker_command(storage, study, retries)
     procs = [_start(command, log_dir / f"worker-{i}.log", threads_each, events, slot)

@@ -135,3 +135,22 @@ def test_postgres_two_workers_one_killed_every_run_done_once(tmp_path: Path, pos
     assert killed.state == optuna.trial.TrialState.FAIL and killed.user_attrs["status"] == "interrupted"
     hosts = {t.user_attrs["worker_pid"] for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
     assert len(hosts) >= 2  # both workers trained runs
+
+
+def test_ctrl_c_requeues_the_running_run_and_exits_130(tmp_path: Path) -> None:
+    write_grid(tmp_path, GRID)
+    journal = tmp_path / "results" / "crash" / "journal.log"
+    coordinator = _sweep("run", "grid.yaml", cwd=tmp_path)
+    study_of = lambda: store.open_study(store.open_storage(journal), "crash", create=False)  # noqa: E731
+    victim = _wait_for_running_epoch(study_of)
+    coordinator.send_signal(signal.SIGINT)
+    output, _ = coordinator.communicate(timeout=60)
+    assert coordinator.returncode == 130, output
+    assert "running runs are cancelled and queued again" in output
+    cancelled = study_of().get_trials(deepcopy=False)[victim.number]
+    assert cancelled.state == optuna.trial.TrialState.FAIL and cancelled.user_attrs["status"] == "interrupted"
+    assert not study_of().get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+
+    again = run_cli("run", "grid.yaml", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    _assert_each_run_done_once(study_of(), runs=4, epochs=3)

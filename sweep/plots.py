@@ -1,0 +1,233 @@
+"""Figures from analysis tables: PNG and SVG into <out>/figures/. No TensorFlow, no pyplot.
+
+Figures are drawn per results folder (their names start with the folder's name)
+and only when that folder's runs vary the setting a figure needs. Every line is
+the mean over seeds; bands and error bars are the 95% Student-t interval (see
+`sweep.analysis`). `matplotlib.figure.Figure` is used directly, so no GUI backend
+or global pyplot state is involved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from sweep import analysis as an
+from sweep import vocab
+
+LABELS = {
+    vocab.TRAIN_ACC: "train_acc (running mean, training mode)",
+    vocab.TRAIN_EVAL_ACC: "train_eval_acc (end of epoch, inference mode)",
+    vocab.VAL_ACC: "val_acc (end of epoch, inference mode)",
+    vocab.GAP: "gap = train_acc - val_acc",
+    vocab.EVAL_GAP: "eval_gap = train_eval_acc - val_acc",
+}
+
+
+@dataclass(frozen=True)
+class FigureFile:
+    name: str
+    png: Path
+    svg: Path
+    title: str
+    caption: str
+
+
+def draw_all(results: an.Results, out: Path) -> list[FigureFile]:
+    """Every figure the data supports, for each results folder, into out/figures/."""
+    folder = out / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    figures: list[FigureFile] = []
+    if results.epochs.empty:
+        return figures
+    for source, epochs in results.epochs.groupby(an.SOURCE, sort=False):
+        figures += draw_source(epochs, folder, Path(str(source)).name)
+    return figures
+
+
+def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str) -> list[FigureFile]:
+    summary = an.run_summary(epochs)
+    drawn: list[FigureFile] = []
+
+    def save(name: str, fig: Figure, caption: str) -> None:
+        drawn.append(_save(fig, folder, f"{prefix}-{name}", caption))
+
+    by_batch = an.choose_context(summary, an.BATCH_SIZE)
+    if by_batch is not None:
+        chosen = epochs[epochs[an.RUN_ID].isin(by_batch.rows[an.RUN_ID])]
+        note = f" Runs: {by_batch.describe()}."
+        save("accuracy_curves", accuracy_curves(chosen), "Mean over seeds, 95% t-interval bands." + note)
+        save("gap_curves", gap_curves(chosen), "Solid: gap (what the post read); dashed: eval_gap." + note)
+        save("speed", speed_vs_batch(by_batch.rows), "Epochs 2 onwards (epoch 1 includes graph tracing)." + note)
+    if an.BATCH_SIZE in an.varying(summary):
+        save("final_val_acc", final_val_vs_batch(summary), "One line per combination of the other settings that vary.")
+    toggles = [t for t in an.TOGGLES if t in an.varying(summary)]
+    if toggles:
+        save("toggles", toggle_gaps(summary, toggles),
+             "Each panel compares one setting with the others at the post's defaults; error bars: 95% t-interval.")
+    by_gpus = an.choose_context(summary, an.GPUS)
+    if by_gpus is not None:
+        chosen = epochs[epochs[an.RUN_ID].isin(by_gpus.rows[an.RUN_ID])]
+        save("gpus_curves", gpus_curves(chosen), f"Same global batch in each panel. Runs: {by_gpus.describe()}.")
+    return drawn
+
+
+def _save(fig: Figure, folder: Path, name: str, caption: str) -> FigureFile:
+    png, svg = folder / f"{name}.png", folder / f"{name}.svg"
+    fig.savefig(png, dpi=100, metadata={"Software": None})
+    fig.savefig(svg, metadata={"Date": None})  # no timestamp: same data, same file
+    title = fig.get_suptitle() or name
+    return FigureFile(name, png, svg, title, caption)
+
+
+# --- helpers
+
+
+def _band(ax: Axes, stats: pd.DataFrame, label: str, **style: Any) -> None:
+    """Mean line and 95% CI band of one metric (stats: rows of analysis.summarize)."""
+    stats = stats.sort_values(vocab.EPOCH)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
+    line = ax.plot(stats[vocab.EPOCH], stats["mean"], marker="o", markersize=3, label=label, **style)[0]
+    ax.fill_between(stats[vocab.EPOCH], stats["ci_low"], stats["ci_high"], color=line.get_color(), alpha=0.15)
+
+
+def _panels(count: int, title: str, width: float = 4.2, height: float = 3.4) -> tuple[Figure, list[Axes]]:
+    fig = Figure(figsize=(max(width * count, 6.0), height + 0.8), layout="constrained")
+    axes = fig.subplots(1, count, sharey=True, squeeze=False)[0].tolist()
+    fig.suptitle(title)
+    return fig, axes
+
+
+# --- the figures
+
+
+def accuracy_curves(epochs: pd.DataFrame) -> Figure:
+    """train_acc, train_eval_acc and val_acc against epoch, one panel per batch size."""
+    metrics = (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC)
+    stats = an.summarize(epochs, metrics, by=[an.BATCH_SIZE])
+    sizes = an.sorted_values(stats[an.BATCH_SIZE])
+    fig, axes = _panels(len(sizes), "Is train_acc far above val_acc early on, and at which batch sizes?", width=3.4)
+    for ax, size in zip(axes, sizes):
+        for metric, style in zip(metrics, ("-", "--", "-")):
+            _band(ax, stats[(stats[an.BATCH_SIZE] == size) & (stats["metric"] == metric)], LABELS[metric], linestyle=style)
+        ax.set_title(f"batch size {an.fmt_value(size)}")
+        ax.set_ylim(0, 1)  # accuracies; a t band over few seeds can reach past 0 and 1
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy (fraction correct)")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize="small")
+    return fig
+
+
+def gap_curves(epochs: pd.DataFrame) -> Figure:
+    """gap (solid) and eval_gap (dashed) against epoch, one colour per batch size."""
+    stats = an.summarize(epochs, (vocab.GAP, vocab.EVAL_GAP), by=[an.BATCH_SIZE])
+    fig, (ax,) = _panels(1, "Does the train-val gap grow with batch size?")
+    ax.set_title("solid: gap (training-mode running mean); dashed: eval_gap (inference mode)", fontsize="small")
+    for i, size in enumerate(an.sorted_values(stats[an.BATCH_SIZE])):
+        color = f"C{i % 10}"
+        for metric, style in ((vocab.GAP, "-"), (vocab.EVAL_GAP, "--")):
+            rows = stats[(stats[an.BATCH_SIZE] == size) & (stats["metric"] == metric)]
+            _band(ax, rows, f"batch {an.fmt_value(size)}: {metric}", linestyle=style, color=color)
+    ax.axhline(0, color="grey", linewidth=0.8)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("train accuracy - val accuracy (fraction)")
+    ax.legend(fontsize="small", ncol=2)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _log2_batch_axis(ax: Axes, sizes: list[Any]) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [an.fmt_value(s) for s in sizes])
+    ax.set_xlabel("batch size (global, images per step; log2 scale)")
+    ax.grid(alpha=0.3)
+
+
+def _errorbar_by_batch(ax: Axes, rows: pd.DataFrame, metric: str, label: str) -> None:
+    points = [(size, an.estimate(group[metric])) for size, group in rows.groupby(an.BATCH_SIZE)]
+    xs = [p[0] for p in points]
+    means = [p[1].mean for p in points]
+    errors = [[p[1].mean - p[1].low for p in points], [p[1].high - p[1].mean for p in points]]
+    ax.errorbar(xs, means, yerr=errors, marker="o", capsize=3, label=label)
+
+
+def final_val_vs_batch(summary: pd.DataFrame) -> Figure:
+    """val_acc at the last epoch against batch size, one line per combination of the other settings."""
+    others = an.varying(summary, exclude=[an.BATCH_SIZE])
+    fig, (ax,) = _panels(1, "Which batch size ends with the best val_acc?")
+    groups = summary.groupby(others, dropna=False, sort=True) if others else [((), summary)]
+    for values, rows in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        label = ", ".join(f"{k}={an.fmt_value(v)}" for k, v in zip(others, values)) or "all runs"
+        _errorbar_by_batch(ax, rows, an.column(vocab.VAL_ACC, "last"), label)
+    _log2_batch_axis(ax, an.sorted_values(summary[an.BATCH_SIZE]))
+    ax.set_ylabel("val_acc at the last epoch (fraction)")
+    ax.legend(fontsize="small")
+    return fig
+
+
+def speed_vs_batch(summary: pd.DataFrame) -> Figure:
+    """Epoch time and samples per second against batch size."""
+    fig = Figure(figsize=(9.0, 4.0), layout="constrained")
+    axes = fig.subplots(1, 2)
+    fig.suptitle("Do larger batches train faster per epoch?")
+    sizes = an.sorted_values(summary[an.BATCH_SIZE])
+    for ax, metric, unit in zip(axes, (vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND),
+                                ("epoch time (seconds)", "throughput (training images per second)")):
+        _errorbar_by_batch(ax, summary, metric, "mean over seeds, 95% CI")
+        _log2_batch_axis(ax, sizes)
+        ax.set_ylabel(unit)
+        ax.legend(fontsize="small")
+    return fig
+
+
+def toggle_gaps(summary: pd.DataFrame, toggles: list[str]) -> Figure:
+    """For each toggle: gap and eval_gap at epoch 2 and at the end, per value of the toggle."""
+    fig, axes = _panels(len(toggles), "Does each suspected cause open a train-val gap?", width=3.0)
+    bars = [(vocab.GAP, "epoch2"), (vocab.GAP, "last"), (vocab.EVAL_GAP, "epoch2"), (vocab.EVAL_GAP, "last")]
+    for ax, toggle in zip(axes, toggles):
+        selection = an.choose_context(summary, toggle)
+        rows = selection.rows if selection is not None else summary
+        values = an.toggle_values(rows, toggle)
+        for i, (metric, when) in enumerate(bars):
+            ests = [an.estimate(an.where(rows, toggle, v)[an.column(metric, when)]) for v in values]
+            xs = [j + (i - 1.5) * 0.2 for j in range(len(values))]
+            errors = [[e.mean - e.low for e in ests], [e.high - e.mean for e in ests]]
+            ax.bar(xs, [e.mean for e in ests], width=0.2, yerr=errors, capsize=2,
+                   label=f"{metric} at {'epoch 2' if when == 'epoch2' else 'the end'}", hatch="//" if i >= 2 else None)
+        ax.set_xticks(range(len(values)), [an.fmt_value(v) for v in values])
+        ax.set_xlabel(toggle)
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0].set_ylabel("train accuracy - val accuracy (fraction)")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize="small")
+    return fig
+
+
+def gpus_curves(epochs: pd.DataFrame) -> Figure:
+    """val_acc (solid) and train_eval_acc (dashed) against epoch, one colour per replica count."""
+    stats = an.summarize(epochs, (vocab.VAL_ACC, vocab.TRAIN_EVAL_ACC), by=[an.BATCH_SIZE, an.GPUS])
+    sizes = an.sorted_values(stats[an.BATCH_SIZE])
+    fig, axes = _panels(len(sizes), "Do G replicas at the same global batch learn like one device?")
+    for ax, size in zip(axes, sizes):
+        at_size = stats[stats[an.BATCH_SIZE] == size]
+        for i, gpus in enumerate(an.sorted_values(at_size[an.GPUS])):
+            for metric, style in ((vocab.VAL_ACC, "-"), (vocab.TRAIN_EVAL_ACC, "--")):
+                rows = at_size[(at_size[an.GPUS] == gpus) & (at_size["metric"] == metric)]
+                _band(ax, rows, f"{an.fmt_value(gpus)} replica(s): {metric}", linestyle=style, color=f"C{i % 10}")
+        ax.set_title(f"global batch {an.fmt_value(size)}")
+        ax.set_ylim(0, 1)  # accuracies; a t band over few seeds can reach past 0 and 1
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("accuracy (fraction correct)")
+    axes[-1].legend(fontsize="small")
+    return fig
+
+

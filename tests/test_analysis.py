@@ -1,0 +1,132 @@
+"""Analysis on small committed results (tests/fixtures/fx_*), numbers checked against the raw CSV rows."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from sweep import analysis as an
+from sweep import vocab
+
+FIXTURES = REPO / "tests" / "fixtures"
+BS, CAUSES, GPUS = FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gpus"
+T_975_2DF = 4.302652729911275  # Student t, 97.5% quantile, 2 degrees of freedom (3 seeds)
+
+
+def test_load_counts_and_deduplicates() -> None:
+    results = an.load([BS])
+    # 3 batch sizes x 3 seeds -> 9 runs of 3 epochs -> 27 epoch rows
+    assert len(results.runs) == 9 and len(results.epochs) == 27
+    assert an.varying(results.epochs) == [an.BATCH_SIZE]
+    twice = an.load([BS, BS])  # the same run_id in two folders is one run
+    assert len(twice.runs) == 9 and len(twice.epochs) == 27
+
+
+def test_a_folder_without_csvs_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / vocab.RUNS_CSV).write_text("run_id\n")
+    with pytest.raises(an.ResultsError, match=r"no epochs\.csv here; make it with `python -m sweep run"):
+        an.load([tmp_path])
+
+
+def test_mean_and_t_interval_match_a_hand_computation() -> None:
+    raw = pd.read_csv(BS / vocab.EPOCHS_CSV)
+    values = raw[(raw["train.batch_size"] == 64) & (raw["epoch"] == 2)]["val_acc"].to_numpy()
+    assert len(values) == 3
+    mean = sum(values) / 3
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / 2)
+    half = T_975_2DF * sd / math.sqrt(3)
+
+    curves = an.summarize(an.load([BS]).epochs)
+    row = curves[(curves[an.BATCH_SIZE] == 64) & (curves["epoch"] == 2) & (curves["metric"] == "val_acc")]
+    assert len(row) == 1
+    assert row["n"].item() == 3
+    assert row["mean"].item() == pytest.approx(mean)
+    assert row["ci_low"].item() == pytest.approx(mean - half)
+    assert row["ci_high"].item() == pytest.approx(mean + half)
+    assert an.t_multiplier(3) == pytest.approx(T_975_2DF)
+
+
+def test_paired_difference_matches_seeds_by_hand() -> None:
+    raw = pd.read_csv(BS / vocab.EPOCHS_CSV)
+    at2 = raw[raw["epoch"] == 2].set_index(["train.batch_size", "seed"])["gap"]
+    diffs = np.array([at2[(64, s)] - at2[(8, s)] for s in (0, 1, 2)])
+    half = T_975_2DF * diffs.std(ddof=1) / math.sqrt(3)
+
+    summary = an.run_summary(an.load([BS]).epochs)
+    est = an.paired(summary, an.BATCH_SIZE, 8, 64, an.column("gap", "epoch2"))
+    assert est.n == 3
+    assert est.mean == pytest.approx(diffs.mean())
+    assert (est.low, est.high) == pytest.approx((diffs.mean() - half, diffs.mean() + half))
+
+
+def test_run_summary_speed_skips_the_tracing_epoch() -> None:
+    raw = pd.read_csv(BS / vocab.EPOCHS_CSV)
+    run = raw[raw["run_id"] == raw["run_id"].iloc[0]]
+    summary = an.run_summary(an.load([BS]).epochs).set_index("run_id")
+    assert summary.loc[run["run_id"].iloc[0], "epoch_seconds"] == pytest.approx(run[run.epoch > 1]["epoch_seconds"].mean())
+    assert summary.loc[run["run_id"].iloc[0], "gap_last"] == pytest.approx(run[run.epoch == 3]["gap"].item())
+
+
+def test_gap_table_has_epoch_two_and_the_last_epoch() -> None:
+    gaps = an.gap_table(an.load([BS]).epochs)
+    # 3 batch sizes x 2 moments x 5 metrics
+    assert len(gaps) == 30
+    assert set(gaps["at"]) == {"epoch 2", "last"} and set(gaps[gaps["at"] == "last"]["epoch"]) == {3}
+
+
+def test_checks_are_three_valued() -> None:
+    inside = an.Estimate(0.5, 0.1, 3, 0.3, 0.7)
+    assert an.Check("x", inside, low=0.2).outcome() is True
+    assert an.Check("x", inside, low=0.8).outcome() is False
+    assert an.Check("x", inside, low=0.4).outcome() is None
+    assert an.Check("x", inside, low=-1.0, high=0.6).outcome() is None
+    assert an.all_of([True, None]) is None and an.all_of([True, False, None]) is False
+    assert an.any_of([False, None]) is None and an.any_of([False, True]) is True
+
+
+def test_seeds_needed_from_the_observed_sd() -> None:
+    # n=17: t(16)=2.120 * 0.1 / sqrt(17) = 0.0514 > 0.05; n=18: t(17)=2.110 * 0.1 / sqrt(18) = 0.0497
+    assert an.seeds_to_decide(0.1, 0.05) == 18
+    check = an.Check("x", an.Estimate(0.25, 0.1, 3, 0.0, 0.5), low=0.2)
+    assert check.margin() == pytest.approx(0.05) and check.seeds_needed() == 18
+    assert an.seeds_to_decide(0.1, 0.0) is None
+
+
+def test_choose_context_prefers_the_post_defaults_and_the_first_folder() -> None:
+    summary = an.run_summary(an.load([CAUSES, BS]).epochs)
+    imbalance = an.choose_context(summary, "data.imbalance")
+    assert imbalance is not None
+    # the other toggles stay at the post's setting: 2 values x 3 seeds
+    assert len(imbalance.rows) == 6 and set(imbalance.rows["data.shuffle"]) == {True}
+    by_batch = an.choose_context(summary, an.BATCH_SIZE, (8, 64))
+    assert by_batch is not None and set(by_batch.rows[an.SOURCE]) == {str(BS)}
+    assert an.choose_context(summary, an.GPUS) is None  # neither folder varies the replicas
+    assert an.toggle_values(summary, "data.shuffle") == [True, False]
+    assert an.toggle_values(summary, "data.samples_per_class") == [20, 10]
+
+
+def test_write_tables(tmp_path: Path) -> None:
+    paths = an.write_tables(an.load([GPUS]), tmp_path)
+    assert sorted(p.name for p in paths) == ["curves.csv", "gaps.csv", "run_summary.csv"]
+    curves = pd.read_csv(tmp_path / "tables" / "curves.csv")
+    # 2 replica counts x 2 epochs x 12 metrics
+    assert len(curves) == 48 and set(curves["n"]) == {2}
+
+
+def test_analysis_plots_and_report_do_not_import_tensorflow(tmp_path: Path) -> None:
+    code = ("import sys; from sweep.cli import main; "
+            f"code = main(['report', {str(BS)!r}, '--out', {str(tmp_path)!r}]); "
+            "assert code == 0, code; "
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')); "
+            "print('HEAVY', heavy)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stdout
+    assert (tmp_path / "report.html").is_file()

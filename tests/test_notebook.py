@@ -1,0 +1,25 @@
+"""notebooks/review.ipynb runs top to bottom against a committed results fixture."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from conftest import REPO
+
+NOTEBOOK = REPO / "notebooks" / "review.ipynb"
+
+def test_review_notebook_executes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BATCHSWEEP_RESULTS", str(REPO / "tests" / "fixtures" / "fx_bs"))
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    text = "\n".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert "fx_bs: 9 runs, statuses {'done': 9}" in text
+    assert "4 figures" in text
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 4
+    tables = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
+    assert any("eval_gap_epoch2" in t for t in tables) and any("contradicted" in t for t in tables)

@@ -1,0 +1,180 @@
+"""The claims report on committed fixtures: verdicts, flips when the data changes, files, HTML in Chromium."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, TINY_GRID, run_cli, write_grid
+from sweep import analysis as an
+from sweep import report, vocab
+
+FIXTURES = REPO / "tests" / "fixtures"
+FOLDERS = [FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gpus"]
+T_975_2DF = 4.302652729911275
+
+
+@pytest.fixture(scope="module")
+def combined(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The combined report of the three fixtures, built once by the CLI as a user would."""
+    out = tmp_path_factory.mktemp("report")
+    done = run_cli("report", *map(str, FOLDERS), "--out", str(out), cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "C1: contradicted"
+    return out
+
+
+@pytest.fixture(scope="module")
+def summary() -> pd.DataFrame:
+    return an.run_summary(an.load(FOLDERS).epochs)
+
+
+def verdicts(out: Path) -> dict[str, str]:
+    claims = pd.read_csv(out / "tables" / "claims.csv")
+    return claims.groupby("claim")["verdict"].first().to_dict()
+
+
+def test_known_verdicts_on_the_fixtures(combined: Path) -> None:
+    assert verdicts(combined) == {
+        "C1": "contradicted",  # tiny data: batch 8's gap is large too
+        "C2": "supported", "C3": "contradicted",
+        "C4": "inconclusive", "C5": "inconclusive", "C6": "inconclusive",
+        "C7": "inconclusive", "C8": "inconclusive", "C9": "inconclusive",
+    }
+
+
+def test_c2_numbers_match_the_raw_rows(summary: pd.DataFrame) -> None:
+    raw = pd.read_csv(FIXTURES / "fx_causes" / vocab.EPOCHS_CSV)
+    at2 = raw[raw["epoch"] == 2]
+    imbalanced = at2[at2["data.imbalance"] == 0.95].set_index("seed")["gap"]
+    default = (at2["data.imbalance"] == 0.0) & at2["data.shuffle"] & (at2["data.preprocess_mismatch"] == "none") \
+        & (at2["model.width"] == 1.0) & (at2["data.samples_per_class"] == 20)
+    base = at2[default].set_index("seed")["gap"]
+    diffs = (imbalanced - base).to_numpy()
+    finding = report.check_c2(summary)
+    assert finding is not None and finding.verdict == "supported"
+    level, increase = finding.checks
+    assert level.estimate.mean == pytest.approx(imbalanced.mean())
+    assert increase.estimate.mean == pytest.approx(diffs.mean())
+    assert increase.estimate.low == pytest.approx(diffs.mean() - T_975_2DF * diffs.std(ddof=1) / math.sqrt(3))
+
+
+def test_c1_flips_to_supported_when_batch_8_closes_its_gap(summary: pd.DataFrame) -> None:
+    gap2 = an.column("gap", "epoch2")
+    assert report.check_c1(summary).verdict == "contradicted"
+    edited = summary.copy()
+    small, large = edited[an.BATCH_SIZE] == 8, edited[an.BATCH_SIZE] == 64
+    edited.loc[small, gap2] = [0.01, -0.02, 0.03]
+    edited.loc[large, gap2] = [0.70, 0.74, 0.78]
+    assert report.check_c1(edited).verdict == "supported"
+    edited.loc[large, gap2] = [0.05, 0.45, 0.25]  # mean 0.25, sd 0.2: the interval straddles 0.2
+    finding = report.check_c1(edited)
+    assert finding.verdict == "inconclusive"
+    # smallest n with t(n-1) * 0.2 / sqrt(n) < 0.05: n = 64 (t(63) = 1.998 -> 0.04996)
+    assert finding.seeds_needed() == 64
+
+
+def test_c2_flips_to_contradicted_when_the_imbalance_gap_vanishes(summary: pd.DataFrame) -> None:
+    gap2 = an.column("gap", "epoch2")
+    edited = summary.copy()
+    imbalanced = an.matches(edited["data.imbalance"], 0.95)
+    edited.loc[imbalanced, gap2] = [0.0, 0.01, -0.01]
+    assert report.check_c2(edited).verdict == "contradicted"
+
+
+def test_c9_equivalence_needs_a_narrow_interval() -> None:
+    metric = an.column("val_acc", "last")
+    edited = an.run_summary(an.load([FIXTURES / "fx_gpus"]).epochs)
+    one = edited[an.GPUS] == 1
+    edited.loc[~one, metric] = edited.loc[~one, "seed"].map(edited[one].set_index("seed")[metric]) + 0.001
+    assert report.check_c9(edited).verdict == "supported"
+    edited.loc[~one, metric] += 0.3
+    assert report.check_c9(edited).verdict == "contradicted"
+
+
+def test_claims_a_folder_cannot_test_name_the_experiments_file() -> None:
+    findings = report.evaluate(an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs))
+    texts = {claim.id: report.verdict_text(claim, finding) for claim, finding in findings}
+    assert texts["C2"] == "not tested by this sweep (see experiments/causes.yaml)"
+    assert texts["C9"] == "not tested by this sweep (see experiments/gpus.yaml)"
+    assert texts["C1"] == "contradicted"
+    empty = report.evaluate(pd.DataFrame())
+    assert all(finding is None for _, finding in empty)
+
+
+def test_report_files(combined: Path) -> None:
+    for name in ("report.md", "report.html", "tables/curves.csv", "tables/gaps.csv",
+                 "tables/run_summary.csv", "tables/claims.csv"):
+        assert (combined / name).is_file(), name
+    figures = sorted(p.name for p in (combined / "figures").glob("*.png"))
+    assert figures == ["fx_bs-accuracy_curves.png", "fx_bs-final_val_acc.png", "fx_bs-gap_curves.png",
+                       "fx_bs-speed.png", "fx_causes-toggles.png", "fx_gpus-gpus_curves.png"]
+    assert len(list((combined / "figures").glob("*.svg"))) == 6
+    md = (combined / "report.md").read_text()
+    assert "| C2 | imbalanced training classes" in md and "| supported |" in md
+    assert re.search(r"\| git commit \| ([0-9a-f]{40}|unknown) \|", md)
+    assert "| runs | 31 (31 done) |" in md
+    assert "eval_gap" in md and "0.99^4 = 0.96" in md  # the C1 nuance: BatchNorm lag at batch 64
+
+
+def test_html_is_self_contained(combined: Path) -> None:
+    page = (combined / "report.html").read_text()
+    assert "<script" not in page and "<link" not in page
+    sources = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
+
+
+IMAGE_PROBE = """<script>
+window.addEventListener('load', () => {
+  const images = [...document.images];
+  const probe = document.createElement('div');
+  probe.id = 'probe';
+  probe.dataset.total = images.length;
+  probe.dataset.loaded = images.filter(i => i.complete && i.naturalWidth > 0).length;
+  probe.dataset.tables = document.querySelectorAll('table').length;
+  document.body.appendChild(probe);
+});
+</script>"""
+
+
+def test_html_renders_in_headless_chromium(combined: Path, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    assert Path(chromium).exists(), "install Chromium: apt-get install -y chromium (see .ci/run)"
+    page = tmp_path / "page.html"  # a copy with a probe script; the report itself has no scripts
+    page.write_text((combined / "report.html").read_text().replace("</body>", IMAGE_PROBE + "</body>"))
+    done = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    probe = re.search(r'<div id="probe" data-total="(\d+)" data-loaded="(\d+)" data-tables="(\d+)"', done.stdout)
+    assert probe, done.stderr[-2000:]
+    total, loaded, tables = map(int, probe.groups())
+    assert total == 6 and loaded == total
+    assert tables >= 10
+    assert "<h1>Batch-size claims report</h1>" in done.stdout
+
+
+def test_cli_report_errors(tmp_path: Path) -> None:
+    done = run_cli("report", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "no runs.csv or epochs.csv here" in done.stderr
+    several = run_cli("report", *map(str, FOLDERS[:2]), cwd=tmp_path)
+    assert several.returncode == 2 and "--out" in several.stderr
+
+
+def test_run_ends_by_writing_the_report(tmp_path: Path) -> None:
+    write_grid(tmp_path, TINY_GRID)
+    done = run_cli("run", "grid.yaml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    results = tmp_path / "results" / "tiny"
+    assert f"report: {Path('results/tiny/report.md')} and" in done.stdout
+    md = (results / "report.md").read_text()
+    assert "| runs | 2 (2 done) |" in md
+    assert (results / "figures" / "tiny-accuracy_curves.png").is_file()

@@ -27,6 +27,14 @@ SLUG_NAMES = {
 }
 
 
+# Dotted keys added after run ids were first published (append new keys here).
+OMIT_WHEN_DEFAULT: frozenset[str] = frozenset()
+
+
+def _default(section: str, key: str) -> Any:
+    return getattr(getattr(PointConfig(), section), key)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One training run: a grid point plus a seed. A run is a pure function of it."""
@@ -50,8 +58,15 @@ class RunSpec:
         return hashlib.sha256(canonical.encode()).hexdigest()[:8]
 
     def resolved(self) -> dict[str, Any]:
-        """Everything that determines the run's numbers (not the sweep's name)."""
-        return {"seed": self.seed, **self.point.to_dict()}
+        """Everything that determines the run's numbers (not the sweep's name).
+
+        Keys added after the first release are left out while at their default, so
+        adding a key never changes the ids (and orphans the results) of existing runs.
+        """
+        point = {section: {k: v for k, v in values.items()
+                           if not (f"{section}.{k}" in OMIT_WHEN_DEFAULT and v == _default(section, k))}
+                 for section, values in self.point.to_dict().items()}
+        return {"seed": self.seed, **point}
 
     def flat(self) -> dict[str, Any]:
         """Dotted key -> value for every setting, plus seed: the spec columns of runs.csv."""

@@ -121,7 +121,7 @@ def accuracy_curves(epochs: pd.DataFrame) -> Figure:
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy (fraction correct)")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize="small")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=1 if len(axes) < 3 else 3, fontsize="small")
     return fig
 
 

@@ -70,3 +70,10 @@ def test_light_modules_do_not_import_tensorflow() -> None:
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_published_run_id_never_changes() -> None:
+    from sweep.config import PointConfig
+
+    # the id of the default point at seed 0; if this fails, existing results lose their runs
+    assert RunSpec(sweep="any", seed=0, point=PointConfig(), varying=(("seed", 0),)).run_id == "s0-e428119f"

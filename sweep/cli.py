@@ -7,6 +7,7 @@ nothing written); 130 interrupted (the next `run` picks up where it stopped).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -63,7 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     p = commands.add_parser("worker", help="join a sweep: train queued runs from a store until none are left",
                             description="Train queued runs of an existing sweep until the queue is empty. "
                                         "Started by `run`, or by hand on another machine.")
-    p.add_argument("--storage", required=True, help="journal file path or database URL of the sweep")
+    p.add_argument("--storage", default=None,
+                   help="journal file path or database URL of the sweep, or @FILE to read it from a file "
+                        "(default: $BATCHSWEEP_STORAGE)")
     p.add_argument("--study", required=True, help="the sweep's name (the grid file's name:)")
     _worker_args(p)
     p.set_defaults(handler=cmd_worker)
@@ -107,7 +110,8 @@ def _non_negative(text: str) -> int:
 def _results_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", type=Path, default=None, help="results folder (default results/<name>)")
     p.add_argument("--storage", default=None,
-                   help="store: journal file path or postgresql:// URL (default <results>/journal.log)")
+                   help="store: journal file path or postgresql:// URL, or @FILE to read it from a file "
+                        "(default: $BATCHSWEEP_STORAGE, else <results>/journal.log)")
 
 
 def _positive(text: str) -> int:
@@ -122,7 +126,21 @@ def _positive(text: str) -> int:
 
 def _locations(args: argparse.Namespace, grid: GridFile) -> tuple[Path, str]:
     results = args.results or Path("results") / grid.name
-    return results, args.storage or str(results / vocab.JOURNAL_FILE)
+    return results, _storage_arg(args.storage) or str(results / vocab.JOURNAL_FILE)
+
+
+def _storage_arg(value: str | None) -> str | None:
+    """--storage, `@file` holding it, or $BATCHSWEEP_STORAGE: a password need not be on a command line."""
+    from sweep.store import STORAGE_ENV
+
+    value = value if value is not None else os.environ.get(STORAGE_ENV)
+    if value and value.startswith("@"):
+        path = Path(value[1:]).expanduser()
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except OSError as err:
+            raise UsageError(f"--storage {value}: cannot read {path}: {err.strerror}") from None
+    return value or None
 
 
 # --- plan
@@ -161,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _finish(study, runs, results)
     epochs_total = sum(s.point.train.epochs for s in todo)
     print(f"{grid.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished, "
-          f"{len(todo)} to train ({epochs_total} epochs; {added} newly queued). Store: {target}")
+          f"{len(todo)} to train ({epochs_total} epochs; {added} newly queued). Store: {_shown(target)}")
     progress = coordinator.Progress(runs_total=len(todo), epochs_total=epochs_total)
     started = time.monotonic()
     slots = _slots(args, max(s.point.train.gpus for s in todo))
@@ -194,9 +212,16 @@ def _open(target: str, name: str, create: bool):  # -> optuna.Study
     try:
         return store.open_study(store.open_storage(target), name, create=create)
     except KeyError:
-        raise UsageError(f"the store {target} has no sweep named {name!r}") from None
+        raise UsageError(f"the store {_shown(target)} has no sweep named {name!r}") from None
     except Exception as err:  # a bad URL, an unreachable database, a corrupt journal
-        raise UsageError(f"cannot open the store {target}: {type(err).__name__}: {err}") from None
+        detail = _shown(str(err).strip().splitlines()[0] if str(err).strip() else "")
+        raise UsageError(f"cannot open the store {_shown(target)}: {type(err).__name__}: {detail}") from None
+
+
+def _shown(text: str) -> str:
+    from sweep.store import redact
+
+    return redact(text)
 
 
 def _pending_runs(study, runs: list[RunSpec]) -> list[RunSpec]:
@@ -273,6 +298,9 @@ def _print_running(study, planned: dict[str, RunSpec]) -> None:
 def cmd_worker(args: argparse.Namespace) -> int:
     from sweep import worker
 
+    args.storage = _storage_arg(args.storage)
+    if args.storage is None:
+        raise UsageError("--storage is required (or set $BATCHSWEEP_STORAGE): the sweep's journal file or database URL")
     if "://" not in args.storage and not Path(args.storage).exists():
         raise UsageError(f"--storage {args.storage}: no such journal file; start the sweep with `sweep run GRID` first")
     study = _open(args.storage, args.study, create=False)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sweep import devices, vocab
+from sweep.store import STORAGE_ENV
 from sweep.worker import EVENT_PREFIX, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
 
 MAX_WORKER_RESTARTS = 3  # a worker that exits for more devices is replaced this many times
@@ -87,9 +88,10 @@ def threads_per_worker(workers: int) -> int:
     return int(override) if override else max(1, devices.cpu_count() // workers)
 
 
-def worker_command(storage: str, study: str, retries: int) -> list[str]:
-    return [sys.executable, "-m", "sweep", "worker", "--storage", storage, "--study", study,
-            "--retries", str(retries)]
+def worker_command(study: str, retries: int) -> list[str]:
+    """The worker's argv. The store is passed in its environment ($BATCHSWEEP_STORAGE), not
+    here: a command line is visible to every user of the machine (ps), a password with it."""
+    return [sys.executable, "-m", "sweep", "worker", "--study", study, "--retries", str(retries)]
 
 
 def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, slots: list[str | None],
@@ -99,8 +101,8 @@ def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, slo
     log_dir.mkdir(parents=True, exist_ok=True)
     threads_each = threads_per_worker(len(slots))
     events: queue.Queue = queue.Queue()
-    command = worker_command(storage, study, retries)
-    procs = [_start(command, log_dir / f"worker-{i}.log", threads_each, events, slot)
+    command = worker_command(study, retries)
+    procs = [_start(command, storage, log_dir / f"worker-{i}.log", threads_each, events, slot)
              for i, slot in enumerate(slots)]
     restarts, codes = 0, []
     try:
@@ -111,7 +113,7 @@ def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, slo
                 procs.remove(proc)
                 if code == EXIT_RECYCLE or (code == EXIT_NEEDS_MORE_DEVICES and restarts < MAX_WORKER_RESTARTS):
                     restarts += 1
-                    procs.append(_start(command, log_dir / f"worker-r{restarts}.log", threads_each, events,
+                    procs.append(_start(command, storage, log_dir / f"worker-r{restarts}.log", threads_each, events,
                                         proc.visible_devices))
                     continue
                 codes.append(code)
@@ -138,9 +140,10 @@ def _stop(procs: list[subprocess.Popen], out: TextIO) -> None:
             proc.kill()  # their runs stay RUNNING; the next `run` finds the dead pids and re-queues them
 
 
-def _start(command: list[str], log_path: Path, threads: int, events: queue.Queue,
+def _start(command: list[str], storage: str, log_path: Path, threads: int, events: queue.Queue,
            visible: str | None) -> subprocess.Popen:
     env = devices.worker_environment(dict(os.environ), threads=threads, visible=visible)
+    env[STORAGE_ENV] = storage
     log = open(log_path, "a", encoding="utf-8")
     # A session of its own: Ctrl-C reaches only the coordinator, which then
     # stops each worker exactly once (SIGTERM), so no worker is cut short twice.

@@ -22,6 +22,7 @@ storage=JournalStorage(JournalFileBackend("results/NAME/journal.log")))``.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import warnings
 from dataclasses import dataclass
@@ -36,6 +37,14 @@ from sweep import vocab
 from sweep.plan import RunSpec
 
 EPOCH_PREFIX = "epoch_"
+
+
+STORAGE_ENV = "BATCHSWEEP_STORAGE"  # how a password-bearing URL reaches workers: never on a command line
+
+
+def redact(text: str) -> str:
+    """Replace the password of any database URL in `text` with ***."""
+    return re.sub(r"(\w[\w+.-]*://[^:/@\s]*:)[^/\s]*@", r"\1***@", text)
 
 
 def heartbeat_seconds() -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from conftest import REPO, run_cli, write_grid
+from conftest import REPO, TINY_GRID, run_cli, write_grid
 from sweep import store
 
 GRID = """\
@@ -154,3 +154,20 @@ def test_ctrl_c_requeues_the_running_run_and_exits_130(tmp_path: Path) -> None:
     again = run_cli("run", "grid.yaml", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     _assert_each_run_done_once(study_of(), runs=4, epochs=3)
+
+
+def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str) -> None:
+    secret = "S3cretPW"
+    url = postgres_url.replace("postgres@", f"postgres:{secret}@")  # trust auth accepts any password
+    write_grid(tmp_path, TINY_GRID)
+    (tmp_path / "store.url").write_text(url + "\n")
+    outputs = [run_cli("run", "grid.yaml", "--storage", url, cwd=tmp_path),
+               run_cli("status", "grid.yaml", "--storage", "@store.url", cwd=tmp_path),
+               run_cli("run", "grid.yaml", "--storage", url.replace("/sweeps", "/nosuchdb"), cwd=tmp_path)]
+    assert outputs[0].returncode == 0 and outputs[1].returncode == 0, outputs[0].stderr + outputs[1].stderr
+    assert outputs[2].returncode == 2 and "postgres:***@" in outputs[2].stderr
+    assert "Store: postgresql://postgres:***@127.0.0.1" in outputs[0].stdout
+    texts = [o.stdout + o.stderr for o in outputs]
+    texts += [p.read_text(errors="replace") for p in (tmp_path / "results").rglob("*") if p.is_file()]
+    assert len(texts) > 10  # logs, runs.csv, epochs.csv, tables, report.md, report.html, ...
+    assert not [t for t in texts if secret in t]

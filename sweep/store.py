@@ -67,7 +67,45 @@ def open_storage(target: str | Path) -> optuna.storages.BaseStorage:
             return optuna.storages.RDBStorage(text, heartbeat_interval=beat, grace_period=3 * beat,
                                               heartbeat_stale_trial_callback=_requeue_stale)
     Path(text).parent.mkdir(parents=True, exist_ok=True)
+    repair_journal(Path(text))
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(text))
+
+
+def repair_journal(path: Path) -> int:
+    """Drop a last line cut off by a crash (no trailing newline); return the bytes dropped.
+
+    Optuna skips such a line when reading, but the next append would be glued onto
+    it and make the whole journal unreadable. Done under Optuna's own journal lock,
+    so a line another process is writing right now is never mistaken for a cut one.
+    """
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    lock = optuna.storages.journal.JournalFileSymlinkLock(str(path))
+    lock.acquire()
+    try:
+        with open(path, "rb+") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - 1))
+            if handle.read(1) == b"\n":
+                return 0
+            keep = _end_of_last_line(handle, size)
+            handle.truncate(keep)
+            return size - keep
+    finally:
+        lock.release()
+
+
+def _end_of_last_line(handle: Any, size: int, chunk: int = 1 << 16) -> int:
+    """Offset just after the last newline in the file (0 if there is none)."""
+    position = size
+    while position > 0:
+        start = max(0, position - chunk)
+        handle.seek(start)
+        found = handle.read(position - start).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        position = start
+    return 0
 
 
 def open_study(storage: optuna.storages.BaseStorage, name: str, create: bool = True) -> optuna.Study:

@@ -143,3 +143,16 @@ def test_variants_cross_the_grid(tmp_path: Path) -> None:
 ])
 def test_bad_variants(tmp_path: Path, variants: str, expected: str) -> None:
     assert error_of(tmp_path, f"name: x\ngrid: {{train.batch_size: [8]}}\nvariants: {variants}\n") == expected
+
+
+@pytest.mark.parametrize("name", ["../x", "/abs", "a/b", "..", ".hidden", "a\\\\b"])
+def test_a_sweep_name_cannot_escape_the_results_folder(tmp_path: Path, name: str) -> None:
+    message = error_of(tmp_path, f"name: '{name}'\n")
+    assert message.startswith("grid.yaml: name: must be letters, digits, '_', '.' or '-'")
+
+
+def test_python_tags_are_rejected_not_executed(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    message = error_of(tmp_path, f"name: !!python/object/apply:os.system ['touch {marker}']\n")
+    assert "YAML syntax error" in message or "could not determine a constructor" in message
+    assert not marker.exists()

@@ -115,3 +115,22 @@ def test_export_writes_tidy_tables(tmp_path: Path) -> None:
         [claim.spec.run_id, 1, 0.1], [claim.spec.run_id, 2, 0.2]]
     assert {"train.batch_size", "seed", *vocab.EPOCH_METRICS} <= set(epoch_rows.columns)
     assert run_rows.set_index("run_id").loc[claim.spec.run_id, "final_val_acc"] == 0.2
+
+
+def test_a_journal_cut_mid_line_by_a_crash_loses_only_that_line(tmp_path: Path) -> None:
+    study, runs = _study(tmp_path), _runs(tmp_path)
+    store.enqueue(study, runs)
+    claim = store.claim_next(study)
+    store.record_epoch(claim.trial, _record(1, 0.25))
+    store.record_epoch(claim.trial, _record(2, 0.5))
+    journal = tmp_path / "journal.log"
+    data = journal.read_bytes()
+    cut = data.rindex(b"\n", 0, data.index(b'"epoch_0002"')) + 1 + 30
+    with open(journal, "rb+") as handle:  # a crash in the middle of writing epoch 2's record
+        handle.truncate(cut)
+    reopened = _study(tmp_path)  # repairs the cut line before anything is appended
+    assert journal.read_bytes().endswith(b"\n")
+    trial = reopened.get_trials(deepcopy=False)[claim.trial.number]
+    assert [r["epoch"] for r in store.epochs_of(trial)] == [1]  # epoch 1 kept, the cut epoch 2 dropped
+    store.enqueue(reopened, runs)  # appending works and the journal stays readable
+    assert len(_study(tmp_path).trials) == 4

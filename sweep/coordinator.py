@@ -27,7 +27,7 @@ from sweep.store import STORAGE_ENV
 from sweep.worker import EVENT_PREFIX, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
 
 MAX_WORKER_RESTARTS = 3  # a worker that exits for more devices is replaced this many times
-# (a worker that exits to free memory, EXIT_RECYCLE, is always replaced)
+# (a worker that exits to free memory or for another replica count, EXIT_RECYCLE, is always replaced)
 
 
 @dataclass

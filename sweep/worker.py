@@ -52,6 +52,7 @@ def work(study: optuna.Study, emit: Emit = emit_stdout, retries: int = 1) -> int
     signal.signal(signal.SIGTERM, _raise_interrupt)
     replicas = _max_replicas(study)
     devices.configure_replicas(replicas)
+    mirrored: int | None = None  # replica count of the MirroredStrategy this process has used
     while True:
         store.requeue_dead(study)  # a dead worker's run goes back in the queue for us
         claim = store.claim_next(study)
@@ -60,9 +61,17 @@ def work(study: optuna.Study, emit: Emit = emit_stdout, retries: int = 1) -> int
                 return 0
             time.sleep(IDLE_POLL_SECONDS)  # another worker's run may still die and be re-queued
             continue
-        if claim.spec.point.train.gpus > replicas:
+        needed = claim.spec.point.train.gpus
+        if needed > replicas:
             store.requeue(study, claim.trial._trial_id, "needs more replicas than this worker set up")
             return EXIT_NEEDS_MORE_DEVICES
+        if mirrored not in (None, needed) and needed > 1:
+            # TensorFlow's collectives keep their first group size per process: a second
+            # MirroredStrategy over another number of devices aborts ("joining a group with
+            # size 4, but that group has size 2"). A fresh worker takes this run.
+            store.requeue(study, claim.trial._trial_id, "needs a fresh worker for another replica count")
+            return EXIT_RECYCLE
+        mirrored = needed if needed > 1 else mirrored
         try:
             status = run_one(study, claim, emit)
         except KeyboardInterrupt:

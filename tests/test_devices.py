@@ -41,3 +41,16 @@ def test_run_with_a_device_pool_gives_each_worker_its_own_device(tmp_path: Path)
     for _, same_device in runs.groupby("visible_devices"):
         spans = sorted(zip(pd.to_datetime(same_device.started), pd.to_datetime(same_device.finished)))
         assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))  # never concurrent
+
+
+def test_replica_counts_change_within_one_sweep(tmp_path: Path) -> None:
+    # TensorFlow cannot run MirroredStrategy over 2 and then 4 devices in one process:
+    # the worker hands the 4-replica run to a fresh process instead of failing it.
+    write_grid(tmp_path, TINY_GRID.replace("train.batch_size: [4, 8]", "train.gpus: [1, 2, 4]"))
+    result = run_cli("run", "grid.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = pd.read_csv(tmp_path / "results" / "tiny" / "runs.csv").set_index("train.gpus")
+    assert runs.status.tolist() == ["done"] * 3
+    assert runs.replicas.to_dict() == {1: 1, 2: 2, 4: 4}
+    assert runs.per_replica_batch.to_dict() == {1: 8, 2: 4, 4: 2}
+    assert runs.loc[4, "worker_pid"] != runs.loc[2, "worker_pid"]

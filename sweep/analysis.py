@@ -47,6 +47,16 @@ POST_DEFAULTS: dict[str, Any] = {
     "data.shuffle": True, "data.imbalance": 0.0, "data.preprocess_mismatch": "none",
     "model.width": 1.0, GPUS: 1,
 }
+# The control axes (docs/design.md, "Controls") at their defaults. Claims read the
+# runs at these values; results written before a key existed lack its column or
+# leave it empty, which means the default.
+CONTROL_DEFAULTS: dict[str, Any] = {
+    "model.batchnorm": True, "model.bn_momentum": 0.99, "model.ghost_batch_size": None,
+    "train.budget": "epochs", "train.lr_scaling": "none", "train.warmup_epochs": 0.0,
+}
+# Settings that only accompany a control (train.steps with budget: steps, ...) or
+# do not change training (eval_every_steps adds records, not updates).
+CONTROL_COMPANIONS: tuple[str, ...] = ("train.steps", "train.reference_batch_size", "train.eval_every_steps")
 TOGGLES: tuple[str, ...] = ("data.shuffle", "data.imbalance", "data.preprocess_mismatch",
                             "model.width", "data.samples_per_class")
 TOGGLE_REFERENCE: dict[str, Any] = {**POST_DEFAULTS}  # samples_per_class: the largest present
@@ -214,6 +224,7 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
 
 def _speed(epochs: pd.DataFrame) -> pd.DataFrame:
     later = epochs[(epochs[vocab.EPOCH] > 1) | (epochs.groupby(RUN_ID)[vocab.EPOCH].transform("max") == 1)]
+    later = later[later[vocab.EPOCH] % 1 == 0]  # records inside an epoch (eval_every_steps) time part of one
     return later.groupby(RUN_ID)[[vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND]].mean()
 
 
@@ -258,6 +269,11 @@ def fmt_value(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) and not math.isnan(value) else str(value)
 
 
+def is_default(series: pd.Series, default: Any) -> pd.Series:
+    """Rows at a control's default; an empty cell (a run from before the key existed, or null) counts as default."""
+    return series.isna() | (matches(series, default) if default is not None else False)
+
+
 def matches(series: pd.Series, value: Any) -> pd.Series:
     if isinstance(value, (bool, str)):
         return series.astype(str) == str(value)
@@ -268,7 +284,8 @@ def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (),
                    min_values: int = 2) -> Selection | None:
     """The one group of runs that compares `axis`, chosen by a fixed rule.
 
-    1. Keep runs whose other toggles are at the post's setting (POST_DEFAULTS).
+    1. Keep runs whose other toggles are at the post's setting (POST_DEFAULTS)
+       and whose controls are at their defaults (CONTROL_DEFAULTS).
     2. Group by every other setting; a group qualifies when it has all `values`
        of the axis (or at least `min_values` of them).
     3. Prefer the most axis values, then the most seeds, then the earliest
@@ -280,6 +297,9 @@ def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (),
     for key, value in POST_DEFAULTS.items():
         if key != axis and key in rows:
             rows = rows[matches(rows[key], value)]
+    for key, value in CONTROL_DEFAULTS.items():
+        if key != axis and key in rows:
+            rows = rows[is_default(rows[key], value)]
     others = [c for c in setting_columns(rows) if c != axis]
     keyed = rows.assign(_ctx=_key(rows, others))
     groups = [g for _, g in keyed.groupby("_ctx", sort=True) if _qualifies(g, axis, values, min_values)]

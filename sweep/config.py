@@ -24,6 +24,10 @@ class ConfigError(Exception):
     """Bad grid file. The message is one line, ready for stderr."""
 
 
+class UnknownSettings(ValueError):
+    """A stored run uses settings this version does not know (queued by a newer version)."""
+
+
 Check = Callable[[Any], Any]
 
 
@@ -108,6 +112,8 @@ def _spec(default: Any, check: Check, doc: str) -> Any:
 DATASETS = ("glyphs120", "digits", "folder", "npz")
 MISMATCHES = ("none", "scale", "standardize", "invert")
 OPTIMIZERS = ("adam", "sgd", "momentum")
+LR_SCALINGS = ("none", "linear", "sqrt")
+BUDGETS = ("epochs", "steps")
 
 
 @dataclass(frozen=True)
@@ -129,6 +135,7 @@ class ModelConfig:
     width: float = _spec(1.0, number_in(0, 16, low_open=True), "channel multiplier; 1.0 = about 70k parameters at 120 classes")
     batchnorm: bool = _spec(True, boolean, "BatchNormalization after each convolution")
     bn_momentum: float = _spec(0.99, number_in(0, 1, high_open=True), "BatchNormalization moving-statistics momentum")
+    ghost_batch_size: int | None = _spec(None, optional_positive_int, "BatchNorm statistics over sub-batches of this many images in training (ghost batch norm); null = the whole per-replica batch")
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,13 @@ class TrainConfig:
     optimizer: str = _spec("adam", one_of(*OPTIMIZERS), "adam | sgd | momentum (SGD with momentum 0.9)")
     lr: float = _spec(0.001, number_in(0, math.inf, low_open=True, high_open=True), "learning rate")
     gpus: int = _spec(1, positive_int, "data-parallel replicas (MirroredStrategy); virtual CPU devices where GPUs are missing")
+    # Controls (docs/design.md, "Controls"); added after the first release, so in plan.OMIT_WHEN_DEFAULT.
+    lr_scaling: str = _spec("none", one_of(*LR_SCALINGS), "none | linear | sqrt: lr x (batch_size / reference_batch_size), or its square root")
+    reference_batch_size: int | None = _spec(None, optional_positive_int, "the batch size at which lr applies unscaled; required when lr_scaling is not none")
+    warmup_epochs: float = _spec(0.0, number_in(0, math.inf, high_open=True), "linear learning-rate warm-up from ~0 over this many epochs, per step; 0 = none")
+    budget: str = _spec("epochs", one_of(*BUDGETS), "epochs: train.epochs passes; steps: stop after exactly train.steps optimizer steps (train.epochs unused)")
+    steps: int | None = _spec(None, optional_positive_int, "optimizer steps for budget: steps; the same for every batch size")
+    eval_every_steps: int | None = _spec(None, optional_positive_int, "also write a record every N optimizer steps (epoch is then fractional); null = once per epoch")
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
@@ -160,7 +174,14 @@ class PointConfig:
 
     @staticmethod
     def from_dict(raw: dict[str, dict[str, Any]]) -> PointConfig:
-        return PointConfig(**{name: cls(**raw[name]) for name, cls in SECTIONS.items()})
+        """Settings as stored; missing keys take their defaults (runs stored by an older harness)."""
+        for name, cls in SECTIONS.items():
+            unknown = set(raw.get(name, {})) - {f.name for f in dataclasses.fields(cls)}
+            if unknown:
+                keys = ", ".join(sorted(f"{name}.{k}" for k in unknown))
+                raise UnknownSettings(f"settings unknown to this version of batchsweep: {keys} "
+                                 f"(the run was queued by a newer version; upgrade this machine)")
+        return PointConfig(**{name: cls(**raw.get(name, {})) for name, cls in SECTIONS.items()})
 
 
 Setting = tuple[str, Any]  # (dotted key, value)
@@ -384,6 +405,9 @@ def point_problem(point: PointConfig) -> str | None:
     if train.batch_size % train.gpus:
         return (f"train.batch_size={train.batch_size} is not divisible by train.gpus={train.gpus}; "
                 f"the global batch is split evenly across replicas")
+    control = _control_problem(point)
+    if control:
+        return control
     if data.dataset in ("folder", "npz") and data.path is None:
         return f"data.path is required for data.dataset={data.dataset}"
     if data.dataset in ("glyphs120", "digits") and data.path is not None:
@@ -392,4 +416,26 @@ def point_problem(point: PointConfig) -> str | None:
         return f"data.path must be a .npz file for dataset npz, got {data.path}"
     if data.dataset == "folder" and data.path and not Path(data.path).is_dir():
         return f"data.path must be a folder (one sub-folder per class) for dataset folder, got {data.path}"
+    return None
+
+
+def _control_problem(point: PointConfig) -> str | None:
+    """Cross-key checks of the control axes (learning-rate scaling, budget, ghost batches)."""
+    train, model = point.train, point.model
+    if train.lr_scaling != "none" and train.reference_batch_size is None:
+        return f"train.reference_batch_size is required for train.lr_scaling={train.lr_scaling}"
+    if train.lr_scaling == "none" and train.reference_batch_size is not None:
+        return "train.reference_batch_size is only used with train.lr_scaling linear | sqrt; remove it"
+    if train.budget == "steps" and train.steps is None:
+        return "train.steps is required for train.budget=steps"
+    if train.budget == "epochs" and train.steps is not None:
+        return "train.steps is only used with train.budget=steps; remove it"
+    if train.budget == "epochs" and train.warmup_epochs >= train.epochs:
+        return f"train.warmup_epochs={train.warmup_epochs:g} must be less than train.epochs={train.epochs}"
+    per_replica = train.batch_size // train.gpus
+    if model.ghost_batch_size is not None and per_replica % model.ghost_batch_size:
+        return (f"model.ghost_batch_size={model.ghost_batch_size} must divide the per-replica batch "
+                f"{per_replica} (train.batch_size / train.gpus), or be null")
+    if model.ghost_batch_size is not None and not model.batchnorm:
+        return "model.ghost_batch_size needs model.batchnorm: true; remove it"
     return None

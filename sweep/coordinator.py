@@ -73,6 +73,8 @@ def format_event(event: dict[str, Any], progress: Progress) -> str | None:
         return f"{progress.prefix()} | {event['run_id']} {event['status'].upper()}: {event.get('error')}"
     if kind == "interrupted":
         return f"{event['run_id']} interrupted; it is queued again"
+    if kind == "error":
+        return f"worker stopped: {event['message']}"
     if kind == "retry":
         progress.runs_total += 1
         progress.epochs_total += int(event.get("epochs", 0))

@@ -7,6 +7,13 @@ Four blocks of 3x3 convolution -> BatchNormalization (optional) -> ReLU ->
 count independent of the image size. Channels grow as the resolution shrinks,
 so the parameters sit in the cheap late layers: about 5.8 MFLOP per 32x32
 image forward, half of a three-block design with the same parameter count.
+
+`model.ghost_batch_size` swaps BatchNormalization for `GhostBatchNormalization`
+(Hoffer et al. 2017): in training, each consecutive sub-batch of that many
+images is normalised with its own mean and variance, so the normalisation
+batch stays the same when the batch size changes. Inference uses the moving
+statistics as usual. Under MirroredStrategy each replica splits its own share
+of the batch.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ def build_model(cfg: ModelConfig, image_size: int, num_classes: int) -> Any:
     for i, filters in enumerate(channels(cfg.width)):
         # No conv bias under BatchNorm: its beta makes the bias redundant.
         x = layers.Conv2D(filters, 3, padding="same", use_bias=not cfg.batchnorm, name=f"conv{i}")(x)
-        if cfg.batchnorm:
+        if cfg.batchnorm and cfg.ghost_batch_size:
+            x = ghost_batch_norm_class()(cfg.ghost_batch_size, momentum=cfg.bn_momentum, name=f"bn{i}")(x)
+        elif cfg.batchnorm:
             x = layers.BatchNormalization(momentum=cfg.bn_momentum, name=f"bn{i}")(x)
         x = layers.ReLU(name=f"relu{i}")(x)
         x = layers.MaxPooling2D(2, padding="same", name=f"pool{i}")(x)
@@ -44,3 +53,58 @@ def build_model(cfg: ModelConfig, image_size: int, num_classes: int) -> Any:
 
 def trainable_parameters(model: Any) -> int:
     return int(sum(math.prod(w.shape) for w in model.trainable_weights))
+
+
+_GHOST_CLASS: Any = None
+
+
+def ghost_batch_norm_class() -> Any:
+    """The `GhostBatchNormalization` layer class (defined on first use: it subclasses a Keras layer)."""
+    global _GHOST_CLASS
+    if _GHOST_CLASS is None:
+        _GHOST_CLASS = _define_ghost_batch_norm()
+    return _GHOST_CLASS
+
+
+def _define_ghost_batch_norm() -> Any:
+    import keras
+    from keras import ops
+
+    class GhostBatchNormalization(keras.layers.BatchNormalization):
+        """BatchNormalization whose training statistics come from ghost batches of `ghost_batch_size` images.
+
+        Channels-last 4-D inputs. A batch not divisible by the ghost size (an epoch's
+        short last batch) ends with one smaller ghost. The moving mean and variance
+        are updated with the averages of the ghost means and variances, weighted by
+        ghost size (what tf.keras' `virtual_batch_size` did).
+        """
+
+        def __init__(self, ghost_batch_size: int, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.ghost_batch_size = ghost_batch_size
+
+        def call(self, inputs: Any, training: Any = None, mask: Any = None) -> Any:
+            if not (training and self.trainable):
+                return super().call(inputs, training=training, mask=mask)
+            x = ops.cast(inputs, "float32")
+            ghost = ops.arange(ops.shape(x)[0]) // self.ghost_batch_size  # each image's ghost batch
+            mean = self._per_image(ops.mean(x, axis=(1, 2)), ghost)  # (N, C): its ghost's mean
+            centred = x - mean[:, None, None, :]
+            variance = self._per_image(ops.mean(ops.square(centred), axis=(1, 2)), ghost)
+            self.moving_mean.assign(self.moving_mean * self.momentum + ops.mean(mean, axis=0) * (1.0 - self.momentum))
+            self.moving_variance.assign(self.moving_variance * self.momentum
+                                        + ops.mean(variance, axis=0) * (1.0 - self.momentum))
+            outputs = centred * ops.rsqrt(variance + self.epsilon)[:, None, None, :] * self.gamma + self.beta
+            return ops.cast(outputs, self.compute_dtype)
+
+        @staticmethod
+        def _per_image(values: Any, ghost: Any) -> Any:
+            """Average per-image values (N, C) over each ghost batch, then hand each image its ghost's average."""
+            totals = ops.segment_sum(values, ghost, sorted=True)
+            counts = ops.segment_sum(ops.ones_like(values[:, :1]), ghost, sorted=True)
+            return ops.take(totals / counts, ghost, axis=0)
+
+        def get_config(self) -> dict[str, Any]:
+            return {**super().get_config(), "ghost_batch_size": self.ghost_batch_size}
+
+    return GhostBatchNormalization

@@ -24,11 +24,16 @@ SLUG_NAMES = {
     "data.path": "path", "model.width": "w", "model.batchnorm": "bn",
     "model.bn_momentum": "bnm", "train.epochs": "ep", "train.batch_size": "bs",
     "train.optimizer": "opt", "train.lr": "lr", "train.gpus": "g",
+    "model.ghost_batch_size": "gbn", "train.lr_scaling": "lrs", "train.reference_batch_size": "refbs",
+    "train.warmup_epochs": "wu", "train.budget": "bud", "train.steps": "st", "train.eval_every_steps": "evs",
 }
 
 
 # Dotted keys added after run ids were first published (append new keys here).
-OMIT_WHEN_DEFAULT: frozenset[str] = frozenset()
+OMIT_WHEN_DEFAULT: frozenset[str] = frozenset({
+    "model.ghost_batch_size", "train.lr_scaling", "train.reference_batch_size", "train.warmup_epochs",
+    "train.budget", "train.steps", "train.eval_every_steps",
+})
 
 
 def _default(section: str, key: str) -> Any:
@@ -63,10 +68,14 @@ class RunSpec:
         Keys added after the first release are left out while at their default, so
         adding a key never changes the ids (and orphans the results) of existing runs.
         """
-        point = {section: {k: v for k, v in values.items()
-                           if not (f"{section}.{k}" in OMIT_WHEN_DEFAULT and v == _default(section, k))}
-                 for section, values in self.point.to_dict().items()}
-        return {"seed": self.seed, **point}
+        return {"seed": self.seed, **self._point_dict()}
+
+    def _point_dict(self) -> dict[str, dict[str, Any]]:
+        """The settings, without later-added keys at their default: also what the store
+        keeps, so an older harness can still read runs that do not use newer keys."""
+        return {section: {k: v for k, v in values.items()
+                          if not (f"{section}.{k}" in OMIT_WHEN_DEFAULT and v == _default(section, k))}
+                for section, values in self.point.to_dict().items()}
 
     def flat(self) -> dict[str, Any]:
         """Dotted key -> value for every setting, plus seed: the spec columns of runs.csv."""
@@ -75,7 +84,7 @@ class RunSpec:
         return {"seed": self.seed, **flat}
 
     def to_json(self) -> str:
-        return json.dumps({"sweep": self.sweep, "seed": self.seed, "point": self.point.to_dict(),
+        return json.dumps({"sweep": self.sweep, "seed": self.seed, "point": self._point_dict(),
                            "varying": [list(kv) for kv in self.varying]}, sort_keys=True)
 
     @staticmethod

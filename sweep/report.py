@@ -41,7 +41,8 @@ SAME_VAL = 0.02  # C9: "learn the same" means final val_acc within +-0.02, paire
 SMALL_BATCH = 32  # C8: "batch_size 32 or less"
 
 FILES = {"article": "experiments/article.yaml", "batch_sizes": "experiments/batch_sizes.yaml",
-         "causes": "experiments/causes.yaml", "gpus": "experiments/gpus.yaml"}
+         "causes": "experiments/causes.yaml", "gpus": "experiments/gpus.yaml",
+         "controls": "experiments/controls.yaml"}
 
 
 @dataclass(frozen=True)
@@ -325,6 +326,162 @@ def evaluate(table: pd.DataFrame) -> list[tuple[Claim, Finding | None]]:
     return [(claim, claim.evaluate(table)) for claim in CLAIMS]
 
 
+# --- attribution: which mechanism makes C1's gap at batch 64?
+
+# (mechanism, the control keys that switch it on); a run belongs to an arm when one of
+# its keys is off its default and every other control is at its default.
+ARMS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("(b) BatchNorm momentum", ("model.bn_momentum",)),
+    ("(b) no BatchNorm", ("model.batchnorm",)),
+    ("(b) ghost batch norm", ("model.ghost_batch_size",)),
+    ("(c) equal optimizer steps", ("train.budget",)),
+    ("(d) learning rate scaled per batch size", ("train.lr_scaling", "train.warmup_epochs")),
+)
+INFERENCE_ARM = "(a) train accuracy in inference mode (eval_gap)"
+DEFAULT_ARM = "default (the post's setting)"
+
+
+@dataclass(frozen=True)
+class Arm:
+    label: str
+    gap64: Estimate  # at batch 64, epoch 2 (or at batch 8's epoch-2 step count, for equal steps)
+    change: Estimate | None  # paired vs the default arm, per seed; None for the default itself
+    gap8: Estimate
+    val_last: Estimate  # C7: val_acc at batch 64 - batch 8, last record, paired per seed
+    read_at: str
+
+
+@dataclass(frozen=True)
+class Attribution:
+    selection: str
+    arms: tuple[Arm, ...]
+    missing: tuple[str, ...]  # mechanisms with no runs here
+
+    def conclusion(self) -> str:
+        effects = [a for a in self.arms if a.change is not None and a.change.n > 0]
+        if not effects:
+            return "No control arm in these results: run experiments/controls.yaml to attribute the gap."
+        top = max(effects, key=lambda a: abs(a.change.mean))  # type: ignore[union-attr]
+        direction = "lowers" if top.change.mean < 0 else "raises"  # type: ignore[union-attr]
+        return (f"Of the controls in these results, {top.label} changes the epoch-2 gap at batch 64 the most: it "
+                f"{direction} it by {fmt(top.change)} (paired over seeds), from {fmt(self.arms[0].gap64)} to "
+                f"{fmt(top.gap64)}" + ("; its interval includes 0, so more seeds are needed to be sure."
+                                        if top.change.low <= 0 <= top.change.high else "."))  # type: ignore[union-attr]
+
+
+def _arm_of(row: pd.Series) -> str | None:
+    """The arm label of a run (with its control values), DEFAULT_ARM, or None (several controls at once)."""
+    off = [k for k, d in an.CONTROL_DEFAULTS.items() if k in row and not an.is_default(pd.Series([row[k]]), d).iloc[0]]
+    if not off:
+        return DEFAULT_ARM
+    for label, keys in ARMS:
+        if set(off) <= set(keys):
+            extra = [k for k in an.CONTROL_COMPANIONS if k in row and pd.notna(row[k])]
+            return f"{label}: " + ", ".join(f"{k}={_v(row[k])}" for k in [*off, *extra])
+    return None
+
+
+def _attribution_runs(epochs: pd.DataFrame) -> pd.DataFrame:
+    """One row per done run at the post's toggles: settings, seed, arm, and a context key (everything else)."""
+    runs = an.at_epoch(epochs, None)
+    for key, value in an.POST_DEFAULTS.items():
+        if key in runs:
+            runs = runs[an.matches(runs[key], value)]
+    if runs.empty:
+        return runs
+    runs = runs.assign(_arm=runs.apply(_arm_of, axis=1)).dropna(subset=["_arm"])
+    skip = {an.BATCH_SIZE, *an.CONTROL_DEFAULTS, *an.CONTROL_COMPANIONS}
+    return runs.assign(_ctx=an._key(runs, [c for c in an.setting_columns(runs) if c not in skip]))
+
+
+def _reading(epochs: pd.DataFrame, run_id: str, step: float | None) -> pd.Series:
+    """A run's record at epoch 2, or its last record at or before `step` optimizer steps."""
+    rows = epochs[epochs[an.RUN_ID] == run_id]
+    if step is None:
+        return rows[rows[vocab.EPOCH] == an.EPOCH_TWO].iloc[0] if (rows[vocab.EPOCH] == an.EPOCH_TWO).any() else None
+    rows = rows[rows[vocab.STEP] <= step]
+    return rows.loc[rows[vocab.STEP].idxmax()] if len(rows) else None
+
+
+def _per_seed(epochs: pd.DataFrame, runs: pd.DataFrame, batch: int, metric: str, step: float | None) -> pd.Series:
+    at = an.where(runs, an.BATCH_SIZE, batch)
+    values = {}
+    for _, run in at.iterrows():
+        record = _reading(epochs, run[an.RUN_ID], step)
+        if record is not None:
+            values[run[an.SEED]] = float(record[metric])
+    return pd.Series(values, dtype=float)
+
+
+def attribution(epochs: pd.DataFrame) -> Attribution | None:
+    """C1's gap at batch 64 under each control, paired by seed with the default arm (None: no such runs)."""
+    needed = {an.BATCH_SIZE, an.RUN_ID, vocab.GAP, vocab.STEP}
+    runs = _attribution_runs(epochs) if not epochs.empty and needed <= set(epochs.columns) else pd.DataFrame()
+    if runs.empty:
+        return None
+    groups = [g for _, g in runs.groupby("_ctx", sort=True)
+              if (g["_arm"] == DEFAULT_ARM).any() and all(an.matches(g[an.BATCH_SIZE], b).any() for b in (8, 64))]
+    if not groups:
+        return None
+    group = max(groups, key=lambda g: (g["_arm"].nunique(), g[an.SEED].nunique()))  # first on ties
+    default = group[group["_arm"] == DEFAULT_ARM]
+    steps8 = _per_seed(epochs, default, 8, vocab.STEP, None).mean()  # batch 8's steps by epoch 2
+    base = _per_seed(epochs, default, 64, vocab.GAP, None)
+    arms = [_arm(epochs, default, DEFAULT_ARM, base, None), _inference_arm(epochs, default, base)]
+    for label in sorted(set(group["_arm"]) - {DEFAULT_ARM}, key=lambda a: ([m for m, _ in ARMS].index(a.split(":")[0]), a)):
+        rows = group[group["_arm"] == label]
+        equal_steps = label.startswith("(c)")
+        arms.append(_arm(epochs, rows, label, base, steps8 if equal_steps else None))
+    present = {a.label.split(":")[0] for a in arms}
+    missing = tuple(m for m, _ in ARMS if m not in present)
+    seeds = group[an.SEED].nunique()
+    selection = f"{len(group)} runs, {seeds} seeds, batch 8 and 64; " + (
+        ", ".join(f"{k}={_v(group[k].iloc[0])}" for k in ("data.samples_per_class", "data.classes", "train.epochs",
+                                                           "train.optimizer", "train.lr") if k in group) or "")
+    return Attribution(selection, tuple(arms), missing)
+
+
+def _arm(epochs: pd.DataFrame, rows: pd.DataFrame, label: str, base: pd.Series, step: float | None) -> Arm:
+    gap64 = _per_seed(epochs, rows, 64, vocab.GAP, step)
+    change = None if label == DEFAULT_ARM else an.estimate((gap64 - base).dropna())
+    val = _per_seed(epochs, rows, 64, vocab.VAL_ACC, math.inf) - _per_seed(epochs, rows, 8, vocab.VAL_ACC, math.inf)
+    read_at = "epoch 2" if step is None else f"step {step:.0f} (batch 8's epoch 2)"
+    return Arm(label, an.estimate(gap64), change, an.estimate(_per_seed(epochs, rows, 8, vocab.GAP, None)),
+               an.estimate(val.dropna()), read_at)
+
+
+def _inference_arm(epochs: pd.DataFrame, default: pd.DataFrame, base: pd.Series) -> Arm:
+    """The default runs, with train accuracy measured like val_acc: eval_gap instead of gap."""
+    eval_gap = _per_seed(epochs, default, 64, vocab.EVAL_GAP, None)
+    return Arm(INFERENCE_ARM, an.estimate(eval_gap), an.estimate((eval_gap - base).dropna()),
+               an.estimate(_per_seed(epochs, default, 8, vocab.EVAL_GAP, None)), an.estimate([]), "epoch 2")
+
+
+def _survives(e: Estimate) -> str:
+    outcome = Check("", e, low=FAR_GAP).outcome()
+    return {True: "yes", False: "no", None: "undecided"}[outcome]
+
+
+def _attribution_section(doc: Doc, att: Attribution | None) -> None:
+    doc.h(2, "Attribution: what makes C1's gap at batch 64?")
+    if att is None:
+        doc.p(f"These results have no runs at batch 8 and 64 with the controls at their defaults; "
+              f"`{FILES['controls']}` runs the attribution grid.")
+        return
+    doc.p("Each arm changes one thing against the default arm (same seeds, so changes are paired per seed). "
+          f"The gap \"survives\" when its whole 95% interval lies above {FAR_GAP:g}. The equal-steps arm is read "
+          "at batch 64's record after as many optimizer steps as batch 8 takes by epoch 2. The last column is C7's "
+          "val_acc at batch 64 minus batch 8 at each run's last record (for equal steps: after the same steps).")
+    doc.p(f"Runs used: {att.selection}.")
+    doc.table(("arm", "read at", "gap at batch 64 [95% CI] (n)", f"survives (> {FAR_GAP:g})?",
+               "change vs default (paired)", "gap at batch 8", "C7: val_acc 64 - 8, last (paired)"),
+              [(a.label, a.read_at, fmt(a.gap64), _survives(a.gap64), fmt(a.change) if a.change else "(reference)",
+                fmt(a.gap8), fmt(a.val_last) if a.val_last.n else "as default") for a in att.arms])
+    for mechanism in att.missing:
+        doc.p(f"{mechanism}: not in these results ({FILES['controls']}).")
+    doc.p(f"Conclusion: {att.conclusion()}")
+
+
 # --- formatting numbers
 
 
@@ -461,7 +618,7 @@ class Doc:
 
 
 def document(results: an.Results, findings: list[tuple[Claim, Finding | None]],
-             figures: list[plots.FigureFile]) -> Doc:
+             figures: list[plots.FigureFile], att: Attribution | None = None) -> Doc:
     doc = Doc()
     doc.h(1, "Batch-size claims report")
     doc.p("Does the blog post about Keras batch sizes hold? Each claim below is checked on the runs of this "
@@ -475,6 +632,7 @@ def document(results: an.Results, findings: list[tuple[Claim, Finding | None]],
     _statistics_section(doc)
     for claim, finding in findings:
         _claim_section(doc, claim, finding)
+    _attribution_section(doc, att)
     if figures:
         doc.h(2, "Figures")
         for fig in figures:
@@ -606,7 +764,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None) -> Writt
     findings = evaluate(an.run_summary(results.epochs))
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
     figures = plots.draw_all(results, target)
-    doc = document(results, findings, figures)
+    doc = document(results, findings, figures, attribution(results.epochs))
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")
     page.write_text(to_html(doc), encoding="utf-8")

@@ -195,6 +195,7 @@ def claim_next(study: optuna.Study) -> Claim | None:
     """Atomically take the next WAITING trial, or None if the queue is empty."""
     storage = study._storage
     for frozen in storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
+        spec = RunSpec.from_json(frozen.user_attrs["spec"])  # unreadable: raises before claiming
         try:
             if not storage.set_trial_state_values(frozen._trial_id, state=TrialState.RUNNING):
                 continue  # another worker took it first
@@ -207,7 +208,7 @@ def claim_next(study: optuna.Study) -> Claim | None:
         # shows it as the user_attrs_run_id column.)
         for key, value in _worker_identity().items():
             trial.set_user_attr(key, value)
-        return Claim(trial, RunSpec.from_json(frozen.user_attrs["spec"]))
+        return Claim(trial, spec)
     return None
 
 
@@ -225,9 +226,15 @@ def record_info(trial: optuna.Trial, info: dict[str, Any]) -> None:
 
 
 def record_epoch(trial: optuna.Trial, record: dict[str, Any]) -> None:
-    epoch = int(record[vocab.EPOCH])
-    trial.set_user_attr(f"{EPOCH_PREFIX}{epoch:04d}", record)
-    trial.report(float(record[vocab.VAL_ACC]), epoch)
+    """One evaluation record. End of epoch e: user attribute epoch_000e and trial.report(val_acc, e).
+    A record inside an epoch (eval_every_steps, a steps budget) is keyed by its step as well and
+    not reported to Optuna, whose intermediate values are per epoch."""
+    epoch = float(record[vocab.EPOCH])
+    if epoch.is_integer():
+        trial.set_user_attr(f"{EPOCH_PREFIX}{int(epoch):04d}", record)
+        trial.report(float(record[vocab.VAL_ACC]), int(epoch))
+    else:
+        trial.set_user_attr(f"{EPOCH_PREFIX}{int(epoch):04d}_step_{int(record[vocab.STEP]):09d}", record)
 
 
 def finish(study: optuna.Study, trial: optuna.Trial, status: str, value: float | None = None,
@@ -326,8 +333,9 @@ def _alive(psutil: Any, pid: int, started: float) -> bool:
 
 
 def epochs_of(trial: FrozenTrial) -> list[dict[str, Any]]:
-    keys = sorted(k for k in trial.user_attrs if k.startswith(EPOCH_PREFIX))
-    return [trial.user_attrs[k] for k in keys]
+    """The run's evaluation records in training order."""
+    records = [v for k, v in trial.user_attrs.items() if k.startswith(EPOCH_PREFIX)]
+    return sorted(records, key=lambda r: (r[vocab.STEP], r[vocab.EPOCH]))
 
 
 def runs_table(study: optuna.Study) -> pd.DataFrame:

@@ -8,6 +8,17 @@ over the epoch, in training mode, while the weights change) and the number
 that is comparable with `val_acc` (`train_eval_acc`, the end-of-epoch model in
 inference mode).
 
+Controls (docs/design.md, "Controls"): the learning rate used is
+`effective_lr` (scaled by batch size on request) with an optional linear
+warm-up per step; `budget: steps` stops after exactly `train.steps` optimizer
+steps; `eval_every_steps` adds records inside an epoch. A record's `epoch` is
+then fractional, epochs completed (1.25 = a quarter into epoch 2); at the end
+of an epoch it is the integer epoch, as before. An epoch with records inside it
+is trained by one `fit` call per stretch between records, and its `train_acc`
+and `train_loss` are Keras's running means since the start of the epoch
+(stretch means weighted by images). With every control at its default an epoch
+is one `fit` call, exactly as before the controls existed.
+
 Seeding is in one place (`_seed_everything`): weights from a sub-seed of the
 run seed, data order from another, and TensorFlow op determinism on, so the
 same spec gives identical records (timings aside).
@@ -22,6 +33,7 @@ from typing import Any, Iterator
 
 from sweep import data as data_module
 from sweep import devices, model as model_module
+from sweep.config import TrainConfig
 from sweep.plan import RunSpec, derive_seed
 
 EVAL_BATCH = 512  # fixed, so evaluation numbers do not depend on the training batch size
@@ -31,7 +43,7 @@ EVAL_BATCH = 512  # fixed, so evaluation numbers do not depend on the training b
 class EpochRecord:
     """One row of epochs.csv (without the spec columns); names from sweep.vocab."""
 
-    epoch: int  # 1-based: epoch 2 is the post's "epoch 2"
+    epoch: float  # 1-based, an int at the end of an epoch (epoch 2 is the post's); fractional inside one
     step: int  # optimizer steps so far
     train_acc: float
     train_eval_acc: float
@@ -81,49 +93,116 @@ class Run:
         self.split = data_module.load_split(spec.point.data)
         replicas = devices.replicas_for(spec.point.train.gpus)
         self.strategy = devices.strategy_for(replicas)
-        with self.strategy.scope():
-            self.model = _compiled_model(spec, self.split)
         batch = spec.point.train.batch_size
+        steps_per_epoch = math.ceil(len(self.split.y_train) / batch)
+        with self.strategy.scope():
+            self.model = _compiled_model(spec, self.split, steps_per_epoch)
         self.info = RunInfo(
             parameters=model_module.trainable_parameters(self.model),
             train_samples=len(self.split.y_train), val_samples=len(self.split.y_val),
             num_classes=self.split.num_classes, replicas=len(replicas.devices),
             per_replica_batch=batch // len(replicas.devices), virtual_devices=replicas.virtual,
-            devices=",".join(replicas.devices), steps_per_epoch=math.ceil(len(self.split.y_train) / batch),
+            devices=",".join(replicas.devices), steps_per_epoch=steps_per_epoch,
         )
 
     def epochs(self) -> Iterator[EpochRecord]:
-        for epoch in range(1, self.spec.point.train.epochs + 1):
-            yield self._one_epoch(epoch)
+        cfg = self.spec.point.train
+        stops = record_stops(self.info.steps_per_epoch, total_steps(cfg, self.info.steps_per_epoch), cfg.eval_every_steps)
+        for epoch, epoch_stops in enumerate(stops, start=1):
+            yield from self._one_epoch(epoch, epoch_stops)
 
-    def _one_epoch(self, epoch: int) -> EpochRecord:
+    def _one_epoch(self, epoch: int, stops: list[int]) -> Iterator[EpochRecord]:
+        """Train one epoch up to each stop (steps into the epoch) in turn; a record at every stop."""
+        split, batch = self.split, self.spec.point.train.batch_size
+        order = data_module.epoch_order(split.y_train, self.spec.point.data.shuffle, self.spec.seed, epoch)
+        x, y = split.x_train[order], split.y_train[order]
+        done, seconds, stretches = 0, 0.0, []
+        for stop in stops:
+            rows = slice(done * batch, stop * batch)  # at the defaults: one stop, every row
+            history, took = self._fit(x[rows], y[rows], epoch)
+            seconds += took
+            stretches.append((float(history["accuracy"][-1]), float(history["loss"][-1]), len(y[rows])))
+            done = stop
+            yield self._record(epoch_number(epoch, stop, self.info.steps_per_epoch), stretches, seconds)
+
+    def _fit(self, x: Any, y: Any, epoch: int) -> tuple[dict[str, list[float]], float]:
         import keras
 
-        split, train_cfg = self.split, self.spec.point.train
-        order = data_module.epoch_order(split.y_train, self.spec.point.data.shuffle, self.spec.seed, epoch)
-        dataset = data_module.batches(split.x_train[order], split.y_train[order], train_cfg.batch_size)
+        dataset = data_module.batches(x, y, self.spec.point.train.batch_size)
         started = time.perf_counter()
         history = self.model.fit(dataset, initial_epoch=epoch - 1, epochs=epoch, verbose=0, shuffle=False,
                                  callbacks=[keras.callbacks.TerminateOnNaN()])
-        seconds = time.perf_counter() - started
+        return history.history, time.perf_counter() - started
+
+    def _record(self, epoch: float, stretches: list[tuple[float, float, int]], seconds: float) -> EpochRecord:
+        """Evaluate now; train_acc and train_loss are the running means over the epoch's stretches so far."""
+        split = self.split
         step = int(self.model.optimizer.iterations.numpy())
-        loss = float(history.history["loss"][-1])
-        if not math.isfinite(loss):
-            raise Diverged(epoch, step, loss)
+        train_acc, loss, images = running_means(stretches)
+        if not math.isfinite(loss) or not math.isfinite(stretches[-1][1]):
+            raise Diverged(math.ceil(epoch), step, loss)
         train_eval = self._evaluate(split.x_train_eval, split.y_train_eval)
         val = self._evaluate(split.x_val, split.y_val)
-        train_acc = float(history.history["accuracy"][-1])
         return EpochRecord(
             epoch=epoch, step=step, train_acc=train_acc, train_eval_acc=train_eval["accuracy"],
             val_acc=val["accuracy"], train_loss=loss, train_eval_loss=train_eval["loss"],
             val_loss=val["loss"], gap=train_acc - val["accuracy"],
             eval_gap=train_eval["accuracy"] - val["accuracy"], epoch_seconds=seconds,
-            samples_per_second=len(order) / seconds, lr=_current_lr(self.model),
+            samples_per_second=images / seconds, lr=_current_lr(self.model),
         )
 
     def _evaluate(self, x: Any, y: Any) -> dict[str, float]:
         result = self.model.evaluate(x, y, batch_size=EVAL_BATCH, verbose=0, return_dict=True)
         return {"accuracy": float(result["accuracy"]), "loss": float(result["loss"])}
+
+
+def total_steps(cfg: TrainConfig, steps_per_epoch: int) -> int:
+    """Optimizer steps the run takes: train.epochs passes, or exactly train.steps."""
+    if cfg.budget == "steps":
+        return int(cfg.steps or 0)
+    return cfg.epochs * steps_per_epoch
+
+
+def record_stops(steps_per_epoch: int, total: int, every: int | None) -> list[list[int]]:
+    """Per epoch, the steps into that epoch after which a record is written.
+
+    The last stop of an epoch is where it ends: steps_per_epoch, or fewer in a
+    last partial epoch under budget: steps. `every` adds a stop at every multiple
+    of it, counted in optimizer steps since the start of the run.
+    """
+    stops = []
+    for start in range(0, total, steps_per_epoch):
+        end = min(start + steps_per_epoch, total)
+        inside = [s - start for s in range(start + 1, end) if every and s % every == 0]
+        stops.append(inside + [end - start])
+    return stops
+
+
+def epoch_number(epoch: int, stop: int, steps_per_epoch: int) -> float:
+    """The record's `epoch`: the integer epoch at its end, else epochs completed (fractional)."""
+    if stop == steps_per_epoch:
+        return epoch
+    return round(epoch - 1 + stop / steps_per_epoch, 6)
+
+
+def running_means(stretches: list[tuple[float, float, int]]) -> tuple[float, float, int]:
+    """(accuracy, loss, images) over an epoch's stretches, each (mean accuracy, mean loss, images).
+
+    One stretch (every record at the end of a whole epoch) returns Keras's own
+    numbers untouched, so the defaults reproduce the records of a single fit call.
+    """
+    images = sum(n for _, _, n in stretches)
+    if len(stretches) == 1:
+        return stretches[0][0], stretches[0][1], images
+    return (sum(a * n for a, _, n in stretches) / images, sum(l * n for _, l, n in stretches) / images, images)
+
+
+def effective_lr(cfg: TrainConfig) -> float:
+    """train.lr scaled by global batch / reference batch (linear) or its square root (sqrt)."""
+    if cfg.lr_scaling == "none":
+        return cfg.lr
+    ratio = cfg.batch_size / float(cfg.reference_batch_size or cfg.batch_size)
+    return cfg.lr * (ratio if cfg.lr_scaling == "linear" else math.sqrt(ratio))
 
 
 def train(spec: RunSpec) -> Iterator[EpochRecord]:
@@ -139,16 +218,37 @@ def _seed_everything(seed: int) -> None:
     tf.config.experimental.enable_op_determinism()
 
 
-def _compiled_model(spec: RunSpec, split: data_module.Split) -> Any:
-    import keras
-
+def _compiled_model(spec: RunSpec, split: data_module.Split, steps_per_epoch: int) -> Any:
     model = model_module.build_model(spec.point.model, spec.point.data.image_size, split.num_classes)
-    model.compile(optimizer=_optimizer(spec.point.train.optimizer, spec.point.train.lr),
+    model.compile(optimizer=_optimizer(spec.point.train.optimizer, _learning_rate(spec.point.train, steps_per_epoch)),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False)
     return model
 
 
-def _optimizer(name: str, lr: float) -> Any:
+def _learning_rate(cfg: TrainConfig, steps_per_epoch: int) -> Any:
+    """A float (the defaults: train.lr itself, as before), or a warm-up schedule."""
+    lr = effective_lr(cfg)
+    warmup_steps = round(cfg.warmup_epochs * steps_per_epoch)
+    return _warmup_schedule(lr, warmup_steps) if warmup_steps > 0 else lr
+
+
+def _warmup_schedule(lr: float, warmup_steps: int) -> Any:
+    import keras
+
+    class Warmup(keras.optimizers.schedules.LearningRateSchedule):
+        """lr x min(1, (step + 1) / warmup_steps): step 0 uses lr / warmup_steps, then linear up to lr."""
+
+        def __call__(self, step: Any) -> Any:
+            ramp = keras.ops.minimum(1.0, (keras.ops.cast(step, "float32") + 1.0) / warmup_steps)
+            return lr * ramp
+
+        def get_config(self) -> dict[str, Any]:
+            return {"lr": lr, "warmup_steps": warmup_steps}
+
+    return Warmup()
+
+
+def _optimizer(name: str, lr: Any) -> Any:
     import keras
 
     if name == "adam":

@@ -21,10 +21,12 @@ from typing import Any, Callable
 import optuna
 
 from sweep import store, vocab
+from sweep.config import UnknownSettings
 from sweep.plan import RunSpec
 
 EVENT_PREFIX = "@@sweep "
 EXIT_NEEDS_MORE_DEVICES = 3  # a queued run needs more replicas than this process set up
+EXIT_UNREADABLE = 2  # the queue holds runs written by a newer version
 EXIT_RECYCLE = 4  # memory grew past the bound: start a fresh worker
 EXIT_INTERRUPTED = 130
 IDLE_POLL_SECONDS = 2.0
@@ -47,9 +49,18 @@ def work(study: optuna.Study, emit: Emit = emit_stdout, retries: int = 1) -> int
     The process is reused across runs while its memory stays under `max_rss_mb()`;
     past that it exits with EXIT_RECYCLE and the coordinator starts a fresh one.
     """
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return _work(study, emit, retries)
+    except UnknownSettings as err:  # a queued run this version cannot read: say so, touch nothing
+        emit({"event": "error", "message": str(err)})
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_UNREADABLE
+
+
+def _work(study: optuna.Study, emit: Emit, retries: int) -> int:
     from sweep import devices
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)
     replicas = _max_replicas(study)
     devices.configure_replicas(replicas)
     mirrored: int | None = None  # replica count of the MirroredStrategy this process has used

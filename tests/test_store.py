@@ -134,3 +134,32 @@ def test_a_journal_cut_mid_line_by_a_crash_loses_only_that_line(tmp_path: Path) 
     assert [r["epoch"] for r in store.epochs_of(trial)] == [1]  # epoch 1 kept, the cut epoch 2 dropped
     store.enqueue(reopened, runs)  # appending works and the journal stays readable
     assert len(_study(tmp_path).trials) == 4
+
+
+def test_a_run_queued_by_a_newer_version_is_refused_not_claimed(tmp_path: Path) -> None:
+    import json
+
+    import pytest
+
+    from sweep.config import UnknownSettings
+
+    study, runs = _study(tmp_path), _runs(tmp_path)
+    raw = json.loads(runs[0].to_json())
+    raw["point"]["train"]["from_the_future"] = 1
+    study.enqueue_trial({"run_id": "x", "attempt": 1}, user_attrs={"run_id": "x", "attempt": 1, "spec": json.dumps(raw)})
+    with pytest.raises(UnknownSettings, match=r"train.from_the_future .*upgrade this machine"):
+        store.claim_next(study)
+    assert store.counts(study)[vocab.PENDING] == 1  # still queued, for a newer worker
+
+
+def test_records_inside_an_epoch_are_all_kept_in_step_order(tmp_path: Path) -> None:
+    study, runs = _study(tmp_path), _runs(tmp_path)
+    store.enqueue(study, runs)
+    claim = store.claim_next(study)
+    for epoch, step in ((0.5, 5), (1, 10), (1.5, 15), (2, 20)):  # eval_every_steps: 5 at 10 steps per epoch
+        record = _record(epoch, 0.1)
+        record.update(epoch=epoch, step=step)
+        store.record_epoch(claim.trial, record)
+    trial = _study(tmp_path).get_trials(deepcopy=False)[claim.trial.number]
+    assert [(r["epoch"], r["step"]) for r in store.epochs_of(trial)] == [(0.5, 5), (1, 10), (1.5, 15), (2, 20)]
+    assert trial.intermediate_values == {1: 0.1, 2: 0.1}  # Optuna sees end-of-epoch values only

@@ -1,0 +1,267 @@
+"""The control axes: learning-rate scaling and warm-up, step budgets, records every N steps, ghost batch norm."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO, run_cli, write_grid
+from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
+from sweep.plan import OMIT_WHEN_DEFAULT, RunSpec, plan
+from sweep.train import Run, effective_lr, epoch_number, record_stops, running_means
+
+FIXTURES = REPO / "tests" / "fixtures"
+NEW_KEYS = ("model.ghost_batch_size", "train.lr_scaling", "train.reference_batch_size", "train.warmup_epochs",
+            "train.budget", "train.steps", "train.eval_every_steps")
+
+
+def tiny_spec(seed: int = 0, model: dict | None = None, **train: object) -> RunSpec:
+    """4 classes x 8 training images at 12 px: 32 images, 4 steps per epoch at batch 8."""
+    point = PointConfig(
+        data=DataConfig(dataset="glyphs120", classes=4, samples_per_class=10, image_size=12),
+        model=dataclasses.replace(ModelConfig(), **(model or {})),
+        train=dataclasses.replace(TrainConfig(epochs=2, batch_size=8), **train),
+    )
+    return RunSpec(sweep="t", seed=seed, point=point, varying=(("seed", seed),))
+
+
+def numbers(records: list) -> list[dict]:
+    return [{k: v for k, v in r.to_dict().items() if k not in ("epoch_seconds", "samples_per_second")}
+            for r in records]
+
+
+# --- configuration and ids (no TensorFlow)
+
+
+def test_new_keys_are_omitted_from_ids_at_their_defaults() -> None:
+    assert set(NEW_KEYS) <= OMIT_WHEN_DEFAULT
+    spec = RunSpec(sweep="any", seed=0, point=PointConfig(), varying=(("seed", 0),))
+    assert spec.run_id == "s0-e428119f"  # the published id of the default point
+    changed = dataclasses.replace(spec, point=spec.point.with_value("train.budget", "steps")
+                                  .with_value("train.steps", 10))
+    assert changed.spec_hash != spec.spec_hash
+
+
+def test_plan_shows_the_controls_in_the_slug(tmp_path: Path) -> None:
+    grid = load_grid(write_grid(tmp_path, """
+        name: c
+        seeds: [0]
+        grid: {train.batch_size: [8, 64]}
+        variants:
+          - {}
+          - {model.ghost_batch_size: 8}
+          - {train.budget: steps, train.steps: 100}
+          - {train.lr_scaling: sqrt, train.reference_batch_size: 8, train.warmup_epochs: 1}
+    """))
+    ids = [r.run_id.rsplit("-", 1)[0] for r in plan(grid)]
+    # 2 batch sizes x 4 arms x 1 seed -> 8 runs
+    assert ids == ["bs8-s0", "bs8-gbn8-s0", "bs8-budsteps-st100-s0", "bs8-lrssqrt-refbs8-wu1-s0",
+                   "bs64-s0", "bs64-gbn8-s0", "bs64-budsteps-st100-s0", "bs64-lrssqrt-refbs8-wu1-s0"]
+
+
+@pytest.mark.parametrize("base, expected", [
+    ("{train: {budget: hours}}",
+     "grid.yaml: base.train.budget: must be one of epochs | steps, got 'hours'"),
+    ("{train: {lr_scaling: linear}}",
+     "grid.yaml: base: train.reference_batch_size is required for train.lr_scaling=linear"),
+    ("{train: {reference_batch_size: 8}}",
+     "grid.yaml: base: train.reference_batch_size is only used with train.lr_scaling linear | sqrt; remove it"),
+    ("{train: {budget: steps}}",
+     "grid.yaml: base: train.steps is required for train.budget=steps"),
+    ("{train: {steps: 100}}",
+     "grid.yaml: base: train.steps is only used with train.budget=steps; remove it"),
+    ("{train: {epochs: 2, warmup_epochs: 2}}",
+     "grid.yaml: base: train.warmup_epochs=2 must be less than train.epochs=2"),
+    ("{train: {warmup_epochs: -1}}",
+     "grid.yaml: base.train.warmup_epochs: must be a number in [0, inf), got -1"),
+    ("{train: {eval_every_steps: 0}}",
+     "grid.yaml: base.train.eval_every_steps: must be a positive integer, got 0"),
+    ("{model: {ghost_batch_size: 3}, train: {batch_size: 8}}",
+     "grid.yaml: base: model.ghost_batch_size=3 must divide the per-replica batch 8 "
+     "(train.batch_size / train.gpus), or be null"),
+    ("{model: {ghost_batch_size: 8}, train: {batch_size: 32, gpus: 2}}", None),
+    ("{model: {ghost_batch_size: 32}, train: {batch_size: 32, gpus: 2}}",
+     "grid.yaml: base: model.ghost_batch_size=32 must divide the per-replica batch 16 "
+     "(train.batch_size / train.gpus), or be null"),
+    ("{model: {ghost_batch_size: 4, batchnorm: false}}",
+     "grid.yaml: base: model.ghost_batch_size needs model.batchnorm: true; remove it"),
+])
+def test_control_keys_are_validated(tmp_path: Path, base: str, expected: str | None) -> None:
+    path = write_grid(tmp_path, f"name: x\nbase: {base}\n")
+    if expected is None:
+        load_grid(path)
+        return
+    with pytest.raises(ConfigError) as info:
+        load_grid(path)
+    assert str(info.value) == expected
+
+
+def test_effective_learning_rate() -> None:
+    base = TrainConfig(lr=0.001, batch_size=64)
+    assert effective_lr(base) == 0.001
+    assert effective_lr(dataclasses.replace(base, lr_scaling="linear", reference_batch_size=8)) == pytest.approx(0.008)
+    assert effective_lr(dataclasses.replace(base, lr_scaling="sqrt", reference_batch_size=16)) == pytest.approx(0.002)
+    assert effective_lr(dataclasses.replace(base, batch_size=8, lr_scaling="linear", reference_batch_size=8)) == 0.001
+
+
+def test_record_stops_and_epoch_numbers() -> None:
+    # 10 steps per epoch, 2 epochs, records once per epoch: the defaults
+    assert record_stops(10, 20, None) == [[10], [10]]
+    # budget: 25 steps -> two full epochs and half of a third
+    assert record_stops(10, 25, None) == [[10], [10], [5]]
+    # a record every 4 steps counts steps from the start of the run, not of the epoch
+    assert record_stops(10, 20, 4) == [[4, 8, 10], [2, 6, 10]]
+    assert [epoch_number(3, s, 10) for s in (5, 10)] == [2.5, 3]
+    assert isinstance(epoch_number(3, 10, 10), int)
+
+
+def test_running_means_weight_stretches_by_images() -> None:
+    assert running_means([(0.5, 2.0, 8)]) == (0.5, 2.0, 8)
+    acc, loss, images = running_means([(1.0, 1.0, 8), (0.0, 3.0, 24)])
+    assert (acc, loss, images) == (pytest.approx(0.25), pytest.approx(2.5), 32)
+
+
+# --- training (real TensorFlow, tiny data)
+
+
+def test_defaults_reproduce_records_made_before_the_controls_existed(tf_replicas: None) -> None:
+    """fx_bs was written by the code before the control keys; at their defaults the numbers are bit-identical."""
+    runs = {r.run_id: r for r in plan(load_grid(FIXTURES / "grids" / "fx_bs.yaml"))}
+    assert "bs16-s0-0fb1ea29" in runs  # the id did not change either
+    committed = pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv")
+    committed = committed[committed["run_id"] == "bs16-s0-0fb1ea29"].sort_values("epoch")
+    records = numbers(list(Run(runs["bs16-s0-0fb1ea29"]).epochs()))
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+    for record, (_, row) in zip(records, committed.iterrows()):
+        assert {k: record[k] for k in record} == {k: row[k] for k in record}  # exact, not approx
+
+
+def test_explicit_defaults_match_and_a_control_changes_the_numbers(tf_replicas: None) -> None:
+    implicit = numbers(list(Run(tiny_spec()).epochs()))
+    explicit = numbers(list(Run(tiny_spec(model={"ghost_batch_size": None}, lr_scaling="none", warmup_epochs=0.0,
+                                          budget="epochs", steps=None, eval_every_steps=None)).epochs()))
+    assert explicit == implicit
+    scaled = numbers(list(Run(tiny_spec(lr_scaling="linear", reference_batch_size=4)).epochs()))
+    assert [r["lr"] for r in scaled] == [pytest.approx(0.002)] * 2  # batch 8 / reference 4 = 2x
+    assert [r["val_loss"] for r in scaled] != [r["val_loss"] for r in implicit]
+
+
+def test_step_budget_gives_every_batch_size_the_same_steps(tf_replicas: None) -> None:
+    small = list(Run(tiny_spec(batch_size=8, budget="steps", steps=6)).epochs())
+    large = list(Run(tiny_spec(batch_size=32, budget="steps", steps=6)).epochs())
+    # batch 8: 4 steps per epoch -> epoch 1, then half of epoch 2; batch 32: 1 step per epoch -> 6 epochs
+    assert [(r.epoch, r.step) for r in small] == [(1, 4), (1.5, 6)]
+    assert [(r.epoch, r.step) for r in large] == [(e, e) for e in range(1, 7)]
+
+
+def test_records_every_n_steps_end_each_epoch_where_one_fit_would(tf_replicas: None) -> None:
+    plain = list(Run(tiny_spec()).epochs())
+    dense = list(Run(tiny_spec(eval_every_steps=3)).epochs())
+    # 4 steps per epoch, a record every 3 steps: at steps 3, 4 (epoch end), 6, 8 (epoch end)
+    assert [(r.epoch, r.step) for r in dense] == [(0.75, 3), (1, 4), (1.5, 6), (2, 8)]
+    ends = [r for r in dense if isinstance(r.epoch, int)]
+    for a, b in zip(ends, plain):  # the same batches and updates, only split into several fit calls
+        assert a.val_loss == pytest.approx(b.val_loss, abs=1e-5)
+        assert a.train_loss == pytest.approx(b.train_loss, abs=1e-5)
+        assert a.train_acc == pytest.approx(b.train_acc, abs=1e-6)
+
+
+def test_warmup_ramps_the_learning_rate_per_step(tf_replicas: None) -> None:
+    records = list(Run(tiny_spec(epochs=3, warmup_epochs=1.5)).epochs())
+    # 6 warm-up steps; after 4 steps the next step's rate is 0.001 x 5/6, then the full rate
+    assert [r.lr for r in records] == [pytest.approx(0.001 * 5 / 6), pytest.approx(0.001), pytest.approx(0.001)]
+
+
+# --- ghost batch normalisation
+
+
+def test_ghost_batches_are_normalised_on_their_own(tf_replicas: None) -> None:
+    import keras
+
+    from sweep.model import ghost_batch_norm_class
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 3, 3, 2)).astype("float32")
+    x[4:] = x[4:] * 5 + 10  # the second ghost batch has quite different statistics
+    ghost = ghost_batch_norm_class()(4, momentum=0.5)
+    plain = keras.layers.BatchNormalization(momentum=0.5)
+    out = keras.ops.convert_to_numpy(ghost(x, training=True))
+    for part in (slice(0, 4), slice(4, 8)):
+        alone = keras.ops.convert_to_numpy(plain(x[part], training=True))
+        np.testing.assert_allclose(out[part], alone, atol=1e-4)
+        np.testing.assert_allclose(out[part].mean(axis=(0, 1, 2)), 0, atol=1e-5)
+    # the moving statistics move towards the average of the two ghosts' statistics
+    means = np.mean([x[:4].mean(axis=(0, 1, 2)), x[4:].mean(axis=(0, 1, 2))], axis=0)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(ghost.moving_mean), 0.5 * means, rtol=1e-5)
+    # inference uses the moving statistics, like BatchNormalization
+    assert not np.allclose(keras.ops.convert_to_numpy(ghost(x, training=False)), out)
+
+
+def test_ghost_batches_split_each_replicas_share(tf_replicas: None) -> None:
+    # 2 replicas x 4 images: ghost batches of 4 are exactly what each replica's BatchNorm sees
+    plain = numbers(list(Run(tiny_spec(gpus=2)).epochs()))
+    ghost_run = Run(tiny_spec(gpus=2, model={"ghost_batch_size": 4}))
+    ghost = numbers(list(ghost_run.epochs()))
+    assert ghost_run.info.replicas == 2
+    for a, b in zip(ghost, plain):
+        assert a["step"] == b["step"] and a["val_acc"] == b["val_acc"]
+        assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-4)
+    # ghost batches of 2 normalise over fewer images: the numbers change
+    smaller = numbers(list(Run(tiny_spec(gpus=2, model={"ghost_batch_size": 2})).epochs()))
+    assert [r["train_loss"] for r in smaller] != pytest.approx([r["train_loss"] for r in plain], abs=1e-4)
+
+
+def test_controls_experiment_is_valid() -> None:
+    runs = plan(load_grid(REPO / "experiments" / "controls.yaml"))
+    # 2 batch sizes x 6 arms x 3 seeds -> 36 runs
+    assert len(runs) == 36 and len({r.run_id for r in runs}) == 36
+    steps_arm = [r for r in runs if r.point.train.budget == "steps"]
+    assert {r.point.train.batch_size for r in steps_arm} == {8, 64}
+
+
+# --- the attribution section of the report, on a committed fixture of tiny real runs
+
+
+def test_attribution_on_the_controls_fixture() -> None:
+    from sweep import analysis as an
+    from sweep import report
+
+    epochs = an.load([FIXTURES / "fx_controls"]).epochs
+    att = report.attribution(epochs)
+    assert att is not None
+    labels = [a.label for a in att.arms]
+    assert labels[:2] == [report.DEFAULT_ARM, report.INFERENCE_ARM]
+    assert [l.split(":")[0] for l in labels[2:]] == ["(b) BatchNorm momentum", "(b) ghost batch norm",
+                                                      "(c) equal optimizer steps"]
+    assert att.missing == ("(b) no BatchNorm", "(d) learning rate scaled per batch size")
+    # the default arm's gap at batch 64 is the raw epoch-2 gap averaged over the 2 seeds
+    raw = pd.read_csv(FIXTURES / "fx_controls" / "epochs.csv")
+    default = raw[(raw["train.batch_size"] == 64) & (raw["epoch"] == 2) & (raw["model.bn_momentum"] == 0.99)
+                  & raw["model.ghost_batch_size"].isna() & (raw["train.budget"] == "epochs")].set_index("seed")
+    assert att.arms[0].gap64.mean == pytest.approx(default["gap"].mean()) and att.arms[0].gap64.n == 2
+    # (a) is paired within the same runs: eval_gap - gap
+    assert att.arms[1].change.mean == pytest.approx((default["eval_gap"] - default["gap"]).mean())
+    # (c) is read where batch 64 has taken batch 8's epoch-2 steps (2 x 16 = 32 = batch 64's epoch 16)
+    steps = att.arms[-1]
+    assert steps.read_at.startswith("step 32")
+    equal = raw[(raw["train.budget"] == "steps") & (raw["train.batch_size"] == 64) & (raw["step"] == 32)]
+    assert steps.gap64.mean == pytest.approx(equal["gap"].mean())
+    assert steps.change.mean == pytest.approx((equal.set_index("seed")["gap"] - default["gap"]).mean())
+    assert att.conclusion().startswith("Of the controls in these results, ")
+
+
+def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:
+    done = run_cli("report", str(FIXTURES / "fx_controls"), "--out", str(tmp_path), cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "report.md").read_text()
+    section = text[text.index("## Attribution"):]
+    assert "(c) equal optimizer steps: train.budget=steps, train.steps=32" in section
+    assert "(d) learning rate scaled per batch size: not in these results (experiments/controls.yaml)." in section
+    assert "Conclusion: Of the controls in these results" in section
+    # C1 still reads the default arm, not a control arm
+    assert "C1:" in text and "train.budget" not in text[text.index("## C1"):text.index("## C2")]

@@ -35,6 +35,7 @@ from sweep import vocab
 
 CONFIDENCE = 0.95
 SOURCE = "source"  # column added by `load`: the results folder a row came from
+SOURCE_RANK = "source_rank"  # its position on the command line (0 = first), for tie-breaks
 SEED = "seed"
 RUN_ID = "run_id"
 SETTING_PREFIXES = ("data.", "model.", "train.")
@@ -92,7 +93,7 @@ def load(folders: Sequence[str | Path]) -> Results:
     run (training is deterministic); the first folder's copy is kept.
     """
     paths = tuple(Path(f) for f in folders)
-    pairs = [_read_folder(p) for p in paths]
+    pairs = [tuple(t.assign(**{SOURCE_RANK: rank}) for t in _read_folder(p)) for rank, p in enumerate(paths)]
     runs = pd.concat([r for r, _ in pairs], ignore_index=True) if pairs else pd.DataFrame()
     epochs = pd.concat([e for _, e in pairs], ignore_index=True) if pairs else pd.DataFrame()
     if RUN_ID in runs:
@@ -212,7 +213,7 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     """
     if epochs.empty:
         return pd.DataFrame()
-    head = [RUN_ID, SOURCE, SEED, *setting_columns(epochs)]
+    head = [RUN_ID, SOURCE, *([SOURCE_RANK] if SOURCE_RANK in epochs else []), SEED, *setting_columns(epochs)]
     last = at_epoch(epochs, None)
     table = last[head].assign(epochs=last[vocab.EPOCH].astype(int))
     for when, snap in (("epoch2", at_epoch(epochs, EPOCH_TWO)), ("last", last)):
@@ -249,7 +250,8 @@ class Selection:
     candidates: int  # how many groups could have answered
 
     def describe(self) -> str:
-        fixed = ", ".join(f"{k}={fmt_value(v)}" for k, v in self.context.items()) or "the only candidate"
+        fixed = ", ".join(f"{k}={fmt_value(v)}" for k, v in self.context.items() if not pd.isna(v))
+        fixed = fixed or "the only candidate"
         seeds = self.rows[SEED].nunique()
         values = ", ".join(fmt_value(v) for v in sorted_values(self.rows[self.axis]))
         chosen = f"chosen from {self.candidates} candidate groups: " if self.candidates > 1 else ""
@@ -288,7 +290,7 @@ def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (),
        and whose controls are at their defaults (CONTROL_DEFAULTS).
     2. Group by every other setting; a group qualifies when it has all `values`
        of the axis (or at least `min_values` of them).
-    3. Prefer the most axis values, then the most seeds, then the earliest
+    3. Prefer the most axis values (only `values` count when given), then the most seeds, then the earliest
        results folder on the command line, then the first settings in sort order.
     """
     if table.empty or axis not in table:
@@ -305,9 +307,14 @@ def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (),
     groups = [g for _, g in keyed.groupby("_ctx", sort=True) if _qualifies(g, axis, values, min_values)]
     if not groups:
         return None
-    order = {str(f): i for i, f in enumerate(dict.fromkeys(table[SOURCE]))} if SOURCE in table else {}
-    best = min(groups, key=lambda g: (-g[axis].nunique(), -g[SEED].nunique(),
-                                      min(order.get(s, 0) for s in g.get(SOURCE, [""])), g["_ctx"].iloc[0]))
+    def folder_rank(group: pd.DataFrame) -> int:
+        return int(group[SOURCE_RANK].min()) if SOURCE_RANK in group else 0
+
+    # With named values (C1: 8 and 64) every qualifying group has them all: the other
+    # batch sizes a group also has do not make it a better answer, so they do not count.
+    breadth = (lambda g: len(values)) if values else (lambda g: g[axis].nunique())
+    best = min(groups, key=lambda g: (-breadth(g), -g[SEED].nunique(),
+                                      folder_rank(g), g["_ctx"].iloc[0]))
     differing = [c for c in others if keyed[c].nunique(dropna=False) > 1]
     context = {c: best[c].iloc[0] for c in differing}
     return Selection(axis, best.drop(columns="_ctx").reset_index(drop=True), context, len(groups))

@@ -133,8 +133,8 @@ def varying(table: pd.DataFrame, exclude: Iterable[str] = ()) -> list[str]:
 
 def _key(table: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     """One string per row from the given columns; NaN-safe, for grouping and pairing."""
-    if not columns:
-        return pd.Series("", index=table.index)
+    if not columns or table.empty:  # agg over no rows returns a frame, not a series
+        return pd.Series("", index=table.index, dtype=object)
     return table[list(columns)].map(str).agg("|".join, axis=1)
 
 

@@ -73,6 +73,9 @@ def format_event(event: dict[str, Any], progress: Progress) -> str | None:
         return f"{progress.prefix()} | {event['run_id']} {event['status'].upper()}: {event.get('error')}"
     if kind == "interrupted":
         return f"{event['run_id']} interrupted; it is queued again"
+    if kind == "epochs":  # a steps budget makes more (or fewer) epochs than train.epochs says
+        progress.epochs_total += int(event["epochs"]) - int(event["planned"])
+        return None
     if kind == "error":
         return f"worker stopped: {event['message']}"
     if kind == "retry":

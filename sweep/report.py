@@ -437,7 +437,8 @@ def attribution(epochs: pd.DataFrame) -> Attribution | None:
     seeds = group[an.SEED].nunique()
     selection = f"{len(group)} runs, {seeds} seeds, batch 8 and 64; " + (
         ", ".join(f"{k}={_v(group[k].iloc[0])}" for k in ("data.samples_per_class", "data.classes", "train.epochs",
-                                                           "train.optimizer", "train.lr") if k in group) or "")
+                                                           "train.optimizer", "train.lr")
+                  if k in group and not pd.isna(group[k].iloc[0])) or "")
     return Attribution(selection, tuple(arms), missing)
 
 

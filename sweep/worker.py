@@ -9,6 +9,7 @@ its log. TensorFlow is imported only after the device set-up is decided.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
@@ -140,7 +141,7 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit) -> str:
     """Train one claimed run to its end; record every epoch as it finishes. Returns its status."""
     import keras
 
-    from sweep.train import Diverged, Run
+    from sweep.train import Diverged, Run, total_steps
 
     spec, trial = claim.spec, claim.trial
     emit({"event": "start", "run_id": spec.run_id, "epochs": spec.point.train.epochs})
@@ -149,9 +150,12 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit) -> str:
     try:
         run = Run(spec)
         store.record_info(trial, asdict(run.info))
+        epochs = math.ceil(total_steps(spec.point.train, run.info.steps_per_epoch) / run.info.steps_per_epoch)
+        if epochs != spec.point.train.epochs:  # a steps budget: known once the data is loaded
+            emit({"event": "epochs", "run_id": spec.run_id, "planned": spec.point.train.epochs, "epochs": epochs})
         for record in run.epochs():
             store.record_epoch(trial, record.to_dict())
-            emit({"event": "epoch", "run_id": spec.run_id, "epochs": spec.point.train.epochs, **record.to_dict()})
+            emit({"event": "epoch", "run_id": spec.run_id, "epochs": epochs, **record.to_dict()})
             last = record
         status = vocab.DONE
     except Diverged as err:

@@ -54,3 +54,14 @@ def test_replica_counts_change_within_one_sweep(tmp_path: Path) -> None:
     assert runs.replicas.to_dict() == {1: 1, 2: 2, 4: 4}
     assert runs.per_replica_batch.to_dict() == {1: 8, 2: 4, 4: 2}
     assert runs.loc[4, "worker_pid"] != runs.loc[2, "worker_pid"]
+
+
+def test_progress_follows_a_steps_budget() -> None:
+    from sweep.coordinator import Progress, format_event
+
+    progress = Progress(runs_total=1, epochs_total=3)
+    assert format_event({"event": "epochs", "run_id": "r", "planned": 3, "epochs": 24}, progress) is None
+    assert progress.epochs_total == 24
+    record = {"epoch": 12, "train_acc": 0.5, "train_eval_acc": 0.5, "val_acc": 0.4, "gap": 0.1, "epoch_seconds": 1.0}
+    line = format_event({"event": "epoch", "run_id": "r", "epochs": 24, **record}, progress)
+    assert "r epoch 12/24" in line and "epochs 1/24" in line

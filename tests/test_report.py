@@ -178,3 +178,18 @@ def test_run_ends_by_writing_the_report(tmp_path: Path) -> None:
     md = (results / "report.md").read_text()
     assert "| runs | 2 (2 done) |" in md
     assert (results / "figures" / "tiny-accuracy_curves.png").is_file()
+
+
+def test_a_sweep_with_only_non_default_controls_still_gets_a_report(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from sweep import report
+
+    source = Path(__file__).parent / "fixtures" / "fx_controls"
+    for name in ("runs.csv", "epochs.csv"):
+        table = pd.read_csv(source / name)
+        table = table[table["model.bn_momentum"] == 0.9] if "model.bn_momentum" in table else table
+        table.to_csv(tmp_path / name, index=False)
+    written = report.build([tmp_path])
+    verdicts = [report.verdict_text(claim, finding) for claim, finding in written.findings]
+    assert len(verdicts) == 9 and all(v.startswith("not tested") for v in verdicts)

@@ -165,12 +165,24 @@ def final_val_vs_batch(summary: pd.DataFrame) -> Figure:
     groups = summary.groupby(others, dropna=False, sort=True) if others else [((), summary)]
     for values, rows in groups:
         values = values if isinstance(values, tuple) else (values,)
-        label = ", ".join(f"{k}={an.fmt_value(v)}" for k, v in zip(others, values)) or "all runs"
-        _errorbar_by_batch(ax, rows, an.column(vocab.VAL_ACC, "last"), label)
+        _errorbar_by_batch(ax, rows, an.column(vocab.VAL_ACC, "last"), _combination_label(others, values))
     _log2_batch_axis(ax, an.sorted_values(summary[an.BATCH_SIZE]))
     ax.set_ylabel("val_acc at the last epoch (fraction)")
-    ax.legend(fontsize="small")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize="small")
     return fig
+
+
+def _is_default(key: str, value: Any, defaults: dict[str, Any]) -> bool:
+    if key not in defaults or defaults[key] is None:
+        return False  # a set value of a default-None key (ghost_batch_size=8) is never the default
+    return bool(an.matches(pd.Series([value]), defaults[key]).iloc[0])
+
+
+def _combination_label(keys: list[str], values: tuple) -> str:
+    """What sets a line apart: its settings that are set (not empty) and not at the post's default."""
+    defaults = {**an.POST_DEFAULTS, **an.CONTROL_DEFAULTS}
+    shown = [(k, v) for k, v in zip(keys, values) if not pd.isna(v) and not _is_default(k, v, defaults)]
+    return ", ".join(f"{k}={an.fmt_value(v)}" for k, v in shown) or "the post's setting"
 
 
 def speed_vs_batch(summary: pd.DataFrame) -> Figure:

@@ -362,9 +362,8 @@ class Attribution:
         if not effects:
             return "No control arm in these results: run experiments/controls.yaml to attribute the gap."
         top = max(effects, key=lambda a: abs(a.change.mean))  # type: ignore[union-attr]
-        direction = "lowers" if top.change.mean < 0 else "raises"  # type: ignore[union-attr]
-        return (f"Of the controls in these results, {top.label} changes the epoch-2 gap at batch 64 the most: it "
-                f"{direction} it by {fmt(top.change)} (paired over seeds), from {fmt(self.arms[0].gap64)} to "
+        return (f"Of the controls in these results, {top.label} changes the epoch-2 gap at batch 64 the most: "
+                f"by {fmt(top.change)} (paired over seeds), from {fmt(self.arms[0].gap64)} to "
                 f"{fmt(top.gap64)}" + ("; its interval includes 0, so more seeds are needed to be sure."
                                         if top.change.low <= 0 <= top.change.high else "."))  # type: ignore[union-attr]
 

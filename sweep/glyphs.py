@@ -361,7 +361,7 @@ def _warp_batch(
     One vectorised gather for the whole chunk: scipy's affine_transform per sample would
     cost more in call overhead than in arithmetic at 32x32.
     """
-    n, size = labels.size, masters.shape[-1]
+    size = masters.shape[-1]
     scale = _between(u[:, 0], SCALE_RANGE)
     theta = np.deg2rad(_between(u[:, 1], (-MAX_ROTATION, MAX_ROTATION)))
     room = (1.0 - scale) / 2.0 + EXTRA_SHIFT  # box stays inside, plus a little slack

@@ -143,7 +143,7 @@ def _cause(table: pd.DataFrame, axis: str, reference: Any, pick: Callable[[list[
     evidence = ((f"train_acc at {axis}={_v(value)}, epoch 2", _est(sel.rows, axis, value, _col(vocab.TRAIN_ACC, "epoch2"))),
                 (f"val_acc at {axis}={_v(value)}, epoch 2", _est(sel.rows, axis, value, _col(vocab.VAL_ACC, "epoch2"))),
                 (f"eval_gap at {axis}={_v(value)}, epoch 2", _est(sel.rows, axis, value, _col(vocab.EVAL_GAP, "epoch2"))),
-                (f"gap increase at the last epoch (paired)", an.paired(sel.rows, axis, reference, value, _col(vocab.GAP, "last"))))
+                ("gap increase at the last epoch (paired)", an.paired(sel.rows, axis, reference, value, _col(vocab.GAP, "last"))))
     return Finding(checks, an.all_of(c.outcome() for c in checks), sel.describe(), evidence)
 
 

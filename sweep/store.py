@@ -136,12 +136,13 @@ def latest_by_run(trials: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
     best: dict[str, FrozenTrial] = {}
     for trial in trials:
         run_id = trial.user_attrs.get("run_id")
-        if run_id is None:
-            continue
-        key = (STATUS_RANK.get(status_of(trial), 9), -trial.number)
-        if run_id not in best or key < (STATUS_RANK.get(status_of(best[run_id]), 9), -best[run_id].number):
+        if run_id is not None and (run_id not in best or _rank(trial) < _rank(best[run_id])):
             best[run_id] = trial
     return best
+
+
+def _rank(trial: FrozenTrial) -> tuple[int, int]:
+    return STATUS_RANK.get(status_of(trial), 9), -trial.number
 
 
 # --- enqueueing
@@ -248,34 +249,38 @@ def finish(study: optuna.Study, trial: optuna.Trial, status: str, value: float |
         study.tell(trial, state=TrialState.FAIL)
 
 
-def retry_failed(study: optuna.Study, trial: optuna.Trial, spec: RunSpec, retries: int) -> bool:
+def retry_failed(study: optuna.Study, trial: optuna.Trial, retries: int) -> bool:
     """Queue another attempt of a failed run if it has retries left. Returns whether it did."""
-    attempt = int(study._storage.get_trial(trial._trial_id).user_attrs.get("attempt", 1))
-    if attempt > retries:
+    frozen = study._storage.get_trial(trial._trial_id)
+    if int(frozen.user_attrs.get("attempt", 1)) > retries:
         return False
-    _enqueue_attempt(study, spec.run_id, spec.to_json(), attempt + 1)
+    _enqueue_next(study, frozen)
     return True
 
 
 def requeue(study: optuna.Study, trial_id: int, reason: str) -> None:
     """End an attempt that cannot finish (interrupted, crashed) and enqueue the next attempt."""
-    frozen = study._storage.get_trial(trial_id)
-    storage = study._storage
-    storage.set_trial_user_attr(trial_id, "status", vocab.INTERRUPTED)
-    storage.set_trial_user_attr(trial_id, "error", reason)
-    storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
-    attempt = int(frozen.user_attrs.get("attempt", 1)) + 1
-    _enqueue_attempt(study, frozen.user_attrs["run_id"], frozen.user_attrs["spec"], attempt)
+    _mark_interrupted(study._storage, trial_id, reason)
+    study._storage.set_trial_state_values(trial_id, state=TrialState.FAIL)
+    _enqueue_next(study, study._storage.get_trial(trial_id))
 
 
 def _requeue_stale(study: optuna.Study, trial: FrozenTrial) -> None:
     """Optuna's callback for a trial it has failed for a missing heartbeat (database stores)."""
-    storage = study._storage
-    storage.set_trial_user_attr(trial._trial_id, "status", vocab.INTERRUPTED)
-    storage.set_trial_user_attr(trial._trial_id, "error", "no heartbeat from its worker: presumed dead")
-    if "run_id" in trial.user_attrs:
-        _enqueue_attempt(study, trial.user_attrs["run_id"], trial.user_attrs["spec"],
-                         int(trial.user_attrs.get("attempt", 1)) + 1)
+    _mark_interrupted(study._storage, trial._trial_id, "no heartbeat from its worker: presumed dead")
+    _enqueue_next(study, trial)
+
+
+def _mark_interrupted(storage: optuna.storages.BaseStorage, trial_id: int, reason: str) -> None:
+    storage.set_trial_user_attr(trial_id, "status", vocab.INTERRUPTED)
+    storage.set_trial_user_attr(trial_id, "error", reason)
+
+
+def _enqueue_next(study: optuna.Study, frozen: FrozenTrial) -> None:
+    """Queue the attempt after `frozen`, with the same run and spec."""
+    attrs = frozen.user_attrs
+    if "run_id" in attrs:
+        _enqueue_attempt(study, attrs["run_id"], attrs["spec"], int(attrs.get("attempt", 1)) + 1)
 
 
 def is_database(study: optuna.Study) -> bool:

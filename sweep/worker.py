@@ -90,7 +90,7 @@ def _work(study: optuna.Study, emit: Emit, retries: int) -> int:
             store.requeue(study, claim.trial._trial_id, "interrupted before the run finished")
             emit({"event": "interrupted", "run_id": claim.spec.run_id})
             return EXIT_INTERRUPTED
-        if status == vocab.FAILED and store.retry_failed(study, claim.trial, claim.spec, retries):
+        if status == vocab.FAILED and store.retry_failed(study, claim.trial, retries):
             emit({"event": "retry", "run_id": claim.spec.run_id, "epochs": claim.spec.point.train.epochs})
         if rss_mb() > max_rss_mb():
             return EXIT_RECYCLE

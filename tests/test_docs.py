@@ -22,4 +22,4 @@ def test_quick_start_test_command_is_what_ci_runs() -> None:
     assert len(commands) == 2, commands
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci == commands[1]
-    assert commands[0].endswith("python -m sweep run experiments/article.yaml")
+    assert ".venv/bin/python -m sweep run experiments/article.yaml --results results/article-rerun" in commands[0]

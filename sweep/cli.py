@@ -15,7 +15,7 @@ from typing import Sequence
 
 from sweep import vocab
 from sweep.config import ConfigError, GridFile, field_docs, load_grid
-from sweep.plan import RunSpec, plan
+from sweep.plan import RunSpec, plan, search_groups
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -153,52 +153,90 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for spec in runs:
         print(f"{spec.run_id:<{width}}  " + " ".join(f"{k}={v}" for k, v in spec.varying))
     points = len(runs) // len(grid.seeds)
-    epochs = sum(r.point.train.epochs for r in runs)
-    print(f"{len(runs)} runs ({points} points x {len(grid.seeds)} seeds), {epochs} epochs in all")
+    print(f"{len(runs)} runs ({points} points x {len(grid.seeds)} seeds), {_budget_text(runs)}")
+    if grid.search:
+        search = grid.search
+        space = f"{search.lr_low:g} to {search.lr_high:g}{', log scale' if search.lr_log else ''}"
+        print(f"then a learning-rate search for each of the {points} points: {search.trials} trials at seed "
+              f"{search.seed}, lr from {space} (TPE; {search.metric} at the last epoch"
+              f"{'; trials below the median curve are pruned' if search.prune else ''}); each point's best lr "
+              f"is re-run at every seed: {points * search.trials} search trials + {len(runs)} tuned runs")
     return EXIT_OK
+
+
+def _budget_text(runs: list[RunSpec]) -> str:
+    """Epochs in all; a run with a steps budget counts its steps (its epochs depend on the data's size)."""
+    by_epochs = [r for r in runs if r.point.train.budget == "epochs"]
+    text = f"{sum(r.point.train.epochs for r in by_epochs)} epochs in all"
+    if len(by_epochs) < len(runs):
+        steps = sum(int(r.point.train.steps or 0) for r in runs if r.point.train.budget == "steps")
+        text = (f"{text} for the {len(by_epochs)} runs with an epochs budget, and {steps} optimizer steps "
+                f"for the {len(runs) - len(by_epochs)} with a steps budget")
+    return text
 
 
 # --- run
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from sweep import coordinator, store
+    """Train the grid's runs and the searches' trials; then each finished search's best lr at every seed."""
+    from sweep import store
 
     grid = load_grid(args.grid)
-    runs = plan(grid)
+    runs, groups = plan(grid), search_groups(grid)
     results, target = _locations(args, grid)
     study = _open(target, grid.name, create=True)
-    revived = store.requeue_dead(study)
+    revived = store.requeue_dead_everywhere(study)
     if revived:
         print(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")
     added = store.enqueue(study, runs)
-    _warn_foreign(study, runs)
-    todo = _pending_runs(study, runs)
-    if not todo:
-        print(f"all {len(runs)} runs of {grid.name} are already finished; nothing to train.")
-        return _finish(study, runs, results)
+    store.register_searches(study, groups)
+    code, planned, trained = EXIT_OK, list(runs), False
+    for phase in range(3):  # grid and searches; then the tuned runs; a third pass only if a search finished late
+        planned = runs + store.enqueue_tuned(study, groups, grid.seeds)
+        if phase == 0:
+            _warn_foreign(study, planned)
+        todo = _pending_runs(study, planned) + _pending_slots(study)
+        if not todo or code:
+            break
+        code = _train(args, study, grid.name, todo, len(planned), added, target, results, phase)
+        trained = True
+    if not trained:
+        print(f"all {len(planned)} runs of {grid.name} are already finished; nothing to train.")
+    result = _finish(study, planned, results)
+    unfinished = len(_pending_runs(study, planned) + _pending_slots(study))
+    if unfinished:
+        print(f"{unfinished} run(s) not finished; run the same command again to train them", file=sys.stderr)
+        return EXIT_FAILED
+    return result
+
+
+def _train(args: argparse.Namespace, study, name: str, todo: list[RunSpec], planned: int, added: int,
+           target: str, results: Path, phase: int) -> int:
+    """Start the workers for the queued runs and show their progress; return the workers' exit code."""
+    from sweep import coordinator, store
+
     epochs_total = sum(s.point.train.epochs for s in todo)
-    print(f"{grid.name}: {len(runs)} runs, {len(runs) - len(todo)} already finished, "
-          f"{len(todo)} to train ({epochs_total} epochs; {added} newly queued). Store: {_shown(target)}")
+    searching = len(store.search_slots(study))
+    if phase == 0:
+        extra = f" and {searching} learning-rate search trial(s)" if searching else ""
+        print(f"{name}: {planned} runs{extra}; {len(todo)} to train ({epochs_total} epochs; "
+              f"{added} newly queued). Store: {_shown(target)}")
+    else:
+        print(f"{name}: learning-rate searches finished; training their best lr at every seed: {len(todo)} run(s)")
     progress = coordinator.Progress(runs_total=len(todo), epochs_total=epochs_total)
     started = time.monotonic()
     slots = _slots(args, max(s.point.train.gpus for s in todo))
     print(f"starting {len(slots)} worker(s){_devices_note(slots)}; TensorFlow takes a few seconds to load. "
           f"Logs: {results / vocab.LOG_DIR}/")
-    code = coordinator.run_workers(target, grid.name, progress, results / vocab.LOG_DIR,
-                                   slots=slots, retries=args.retries)
+    code = coordinator.run_workers(target, name, progress, results / vocab.LOG_DIR, slots=slots, retries=args.retries)
     print(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
-    lost = store.requeue_dead(study)  # a worker that crashed left its run RUNNING
+    lost = store.requeue_dead_everywhere(study)  # a worker that crashed left its run RUNNING
     if lost:
         print(f"re-queued {len(lost)} run(s) of crashed workers: {', '.join(lost)}", file=sys.stderr)
     if code:
         print(f"a worker exited with code {code}; see {results / vocab.LOG_DIR}/", file=sys.stderr)
-    result = _finish(study, runs, results)
-    unfinished = len(_pending_runs(study, runs))
-    if unfinished:
-        print(f"{unfinished} run(s) not finished; run the same command again to train them", file=sys.stderr)
-        return EXIT_FAILED
-    return result
+    return code
 
 
 def _devices_note(slots: list[str | None]) -> str:
@@ -231,6 +269,15 @@ def _pending_runs(study, runs: list[RunSpec]) -> list[RunSpec]:
     return [s for s in runs if s.run_id in current and store.status_of(current[s.run_id]) in (vocab.PENDING, vocab.RUNNING)]
 
 
+def _pending_slots(study) -> list[RunSpec]:
+    """Templates of the learning-rate search trials still queued or running."""
+    from sweep import store
+
+    current = store.latest_by_run(store.all_trials(study))
+    return [spec for slot, spec in store.search_slots(study).items()
+            if store.status_of(current[slot]) in (vocab.PENDING, vocab.RUNNING)]
+
+
 def _warn_foreign(study, runs: list[RunSpec]) -> None:
     from sweep import store
 
@@ -245,10 +292,10 @@ def _finish(study, runs: list[RunSpec], results: Path) -> int:
     from sweep import store
 
     runs_csv, epochs_csv = store.export_csv(study, results)
-    counts = store.counts(study, [s.run_id for s in runs])
-    print("status: " + ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES))
-    current = store.latest_by_run(study.get_trials(deepcopy=False))
-    planned = {s.run_id for s in runs}
+    planned = {s.run_id for s in runs} | set(store.search_slots(study))
+    counts = store.counts(study, planned)
+    print(f"status: {_counts_text(counts)}")
+    current = store.latest_by_run(store.all_trials(study))
     failed = [(rid, t) for rid, t in current.items() if rid in planned and store.status_of(t) == vocab.FAILED]
     for run_id, trial in failed:
         error = (trial.user_attrs.get("error") or "").strip().splitlines()
@@ -265,24 +312,34 @@ def cmd_status(args: argparse.Namespace) -> int:
     from sweep import store
 
     grid = load_grid(args.grid)
-    runs = plan(grid)
+    runs, groups = plan(grid), search_groups(grid)
+    slots = len(groups) * grid.search.trials if grid.search else 0
     results, target = _locations(args, grid)
     if args.storage is None and not Path(target).exists():
         print(f"{grid.name}: nothing has run yet ({target} does not exist)")
-        counts = {s: 0 for s in vocab.STATUSES} | {vocab.PENDING: len(runs)}
+        counts = {s: 0 for s in vocab.STATUSES} | {vocab.PENDING: len(runs) + slots}
     else:
-        counts = store.counts(_open(target, grid.name, create=False), [s.run_id for s in runs])
-    print(f"{grid.name}: {len(runs)} runs: " + ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES))
+        study = _open(target, grid.name, create=False)
+        tuned = [spec for specs in store.tuned_runs(study, groups, grid.seeds).values() for spec in specs]
+        runs = runs + tuned
+        counts = store.counts(study, [s.run_id for s in runs] + list(store.search_slots(study)))
+    searched = f" + {slots} learning-rate search trials" if slots else ""
+    print(f"{grid.name}: {len(runs)} runs{searched}: {_counts_text(counts)}")
     if counts[vocab.RUNNING]:
-        _print_running(_open(target, grid.name, create=False), {s.run_id: s for s in runs})
+        _print_running(study, {s.run_id: s for s in runs} | store.search_slots(study))
     return EXIT_OK
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    """"2 done, 0 running, ..."; pruned (learning-rate search trials only) when there are any."""
+    return ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES if s != vocab.PRUNED or counts[s])
 
 
 def _print_running(study, planned: dict[str, RunSpec]) -> None:
     """One line per running run: where it runs and how far it got."""
     from sweep import store
 
-    for run_id, trial in sorted(store.latest_by_run(study.get_trials(deepcopy=False)).items()):
+    for run_id, trial in sorted(store.latest_by_run(store.all_trials(study)).items()):
         if run_id not in planned or store.status_of(trial) != vocab.RUNNING:
             continue
         attrs = trial.user_attrs

@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import math
 import re
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -34,8 +35,16 @@ Check = Callable[[Any], Any]
 # --- value checks: return the (normalised) value or raise ValueError("must ..., got ...")
 
 
+# Values are shown shortened: a hostile file can hold a huge or self-similar structure
+# (YAML aliases: a "billion laughs") whose full repr would never finish.
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 60, 60, 40
+
+
 def _got(value: Any) -> str:
-    return f"got {value!r}" if not isinstance(value, str) else f"got '{value}'"
+    if isinstance(value, str) and value.isprintable() and len(value) <= 60:
+        return f"got '{value}'"
+    return f"got {_SHORT.repr(value)}"  # newlines and control characters escaped: one line
 
 
 def positive_int(value: Any) -> int:
@@ -63,7 +72,8 @@ def number_in(low: float, high: float, *, low_open: bool = False, high_open: boo
 
     def check(value: Any) -> float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        ok = ok and math.isfinite(value)
+        # math.isfinite(10**400) raises OverflowError; Python compares such an int with a float exactly
+        ok = ok and (abs(value) < 1e308 if isinstance(value, int) else math.isfinite(value))
         ok = ok and (value > low if low_open else value >= low)
         ok = ok and (value < high if high_open else value <= high)
         if not ok:
@@ -76,7 +86,7 @@ def number_in(low: float, high: float, *, low_open: bool = False, high_open: boo
 def one_of(*choices: str) -> Check:
     def check(value: Any) -> str:
         if value not in choices:
-            hint = _did_you_mean(str(value), choices)
+            hint = _did_you_mean(value, choices) if isinstance(value, str) else ""  # str() of a huge list would not end
             raise ValueError(f"must be one of {' | '.join(choices)}, {_got(value)}{hint}")
         return value
 
@@ -152,6 +162,7 @@ class TrainConfig:
     budget: str = _spec("epochs", one_of(*BUDGETS), "epochs: train.epochs passes; steps: stop after exactly train.steps optimizer steps (train.epochs unused)")
     steps: int | None = _spec(None, optional_positive_int, "optimizer steps for budget: steps; the same for every batch size")
     eval_every_steps: int | None = _spec(None, optional_positive_int, "also write a record every N optimizer steps (epoch is then fractional); null = once per epoch")
+    noise_scale: bool = _spec(False, boolean, "also estimate the gradient noise scale B_simple at every record (McCandlish et al. 2018); training is unchanged")
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
@@ -197,6 +208,7 @@ class GridFile:
     grid: tuple[tuple[str, tuple[Any, ...]], ...]  # (dotted key, values) in file order
     variants: tuple[tuple[Setting, ...], ...]  # override sets; () is the base itself
     source: str  # the file it came from, for messages
+    search: SearchConfig | None = None  # tune train.lr per grid point (Shallue et al. 2019)
 
     def points(self) -> list[tuple[PointConfig, tuple[Setting, ...]]]:
         """Every grid combination times every variant: (point, the settings that vary)."""
@@ -214,8 +226,33 @@ class GridFile:
         return result
 
 
-TOP_LEVEL_KEYS = ("name", "seeds", "base", "grid", "variants")
+SEARCH_METRICS = {"val_acc": "maximize", "val_loss": "minimize"}  # at the last epoch
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """The `search:` block: a learning-rate search for every grid point, then its best lr over the seeds.
+
+    Every combination of the grid (and variants) gets its own Optuna study of
+    `trials` runs at seed `seed`, each with a learning rate drawn from
+    [lr_low, lr_high]; the best one is re-run at every seed of the grid file.
+    """
+
+    lr_low: float
+    lr_high: float
+    lr_log: bool = True
+    trials: int = 8
+    metric: str = "val_acc"
+    seed: int = 0
+    prune: bool = True
+
+
+SEARCH_KEYS = ("lr", "trials", "metric", "seed", "prune")
+SEARCH_LR_KEYS = ("low", "high", "log")
+TOP_LEVEL_KEYS = ("name", "seeds", "base", "grid", "variants", "search")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+MAX_NAME = 100  # a folder name and an Optuna study name; file systems stop at 255 bytes
+MAX_RUNS = 100_000  # more runs than any sweep here needs; a bigger grid is a typo, not a plan
 
 
 def field_docs() -> dict[str, str]:
@@ -241,8 +278,46 @@ def load_grid(path: str | Path) -> GridFile:
 
 class _KeyError(Exception):
     def __init__(self, where: str, what: str) -> None:
+        where, what = _one_line(where, 200), _one_line(what, 1000)  # keys and values come from the file
         super().__init__(f"{where}: {what}")
         self.where, self.what = where, what
+
+
+_LINE_BREAKS = str.maketrans({c: repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def _one_line(text: str, limit: int) -> str:
+    """`text` with every character str.splitlines() breaks at escaped, cut to `limit`: stderr gets one line."""
+    text = text.translate(_LINE_BREAKS)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """yaml.SafeLoader (no Python tags, nothing executed) that also reads 1e-4 as a number.
+
+    PyYAML follows YAML 1.1, where an exponent needs a dot (1.0e-4) and 1e-4 is a
+    string; YAML 1.2 and every other tool read it as the float users mean.
+    It also refuses a repeated key, which plain YAML resolves silently to the last one.
+    """
+
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
+        # Checked on the raw node, before merge keys (<<) are expanded: overriding a merged key is fine.
+        node = super().compose_mapping_node(anchor)
+        seen = set()
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                if (key.tag, key.value) in seen:
+                    raise yaml.composer.ComposerError(
+                        None, None, f"duplicate key '{key.value}' (YAML would keep only the last one)", key.start_mark)
+                seen.add((key.tag, key.value))
+        return node
+
+
+_SafeLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 def _read_yaml(path: Path) -> Any:
@@ -250,14 +325,26 @@ def _read_yaml(path: Path) -> Any:
         hint = " (it is a folder)" if path.is_dir() else ""
         raise ConfigError(f"{path}: no such grid file{hint}")
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path.name}: not a UTF-8 text file (invalid byte at offset {err.start})") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the grid file: {err.strerror or err}") from None
+    try:
+        return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader: no Python tags, nothing executed
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"{path.name}: {where}YAML syntax error: {problem}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path.name}: not a UTF-8 text file") from None
+        problem = getattr(err, "problem", None) or (str(err).splitlines() or [type(err).__name__])[0]
+        kind = "YAML error" if isinstance(err, (yaml.constructor.ConstructorError, yaml.composer.ComposerError)) else "YAML syntax error"
+        raise ConfigError(_one_line(f"{path.name}: {where}{kind}: {problem}", 1000)) from None
+    except RecursionError:  # PyYAML parses nesting recursively: [[[[... a thousand levels deep
+        raise ConfigError(f"{path.name}: YAML error: nested too deeply") from None
+    except MemoryError:
+        raise
+    except Exception as err:  # noqa: BLE001 - PyYAML's constructors raise plain errors on some scalars: !!int '', 2001-13-45, a 5000-digit int
+        detail = (str(err).splitlines() or [""])[0]
+        raise ConfigError(_one_line(f"{path.name}: YAML error: a value cannot be read ({type(err).__name__}: {detail})", 1000)) from None
 
 
 def _parse(raw: Any, label: str, folder: Path) -> GridFile:
@@ -269,7 +356,8 @@ def _parse(raw: Any, label: str, folder: Path) -> GridFile:
     base = _parse_base(raw.get("base") or {}, folder)
     grid = _parse_grid(raw.get("grid") or {}, folder)
     variants = _parse_variants(raw.get("variants"), {key for key, _ in grid}, folder)
-    grid_file = GridFile(name=name, seeds=seeds, base=base, grid=grid, variants=variants, source=label)
+    search = _parse_search(raw["search"]) if "search" in raw else None
+    grid_file = GridFile(name=name, seeds=seeds, base=base, grid=grid, variants=variants, source=label, search=search)
     _check_points(grid_file)
     return grid_file
 
@@ -282,8 +370,11 @@ def _reject_unknown(mapping: dict, valid: Any, prefix: str) -> None:
 
 
 def _parse_name(value: Any) -> str:
-    if not isinstance(value, str) or not NAME_PATTERN.match(value):
-        raise _KeyError("name", f"must be letters, digits, '_', '.' or '-' (it names the results folder), {_got(value)}")
+    # fullmatch, not match: NAME_PATTERN's $ also matches before a final newline ("x\n").
+    # The first character cannot be '.', so '.', '..' and '../x' never name a folder outside results/.
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or len(value) > MAX_NAME:
+        raise _KeyError("name", f"must be letters, digits, '_', '.' or '-', starting with a letter or digit, "
+                                f"at most {MAX_NAME} characters (it names the results folder), {_got(value)}")
     return value
 
 
@@ -359,8 +450,12 @@ def _resolve(section: str, key: str, value: Any, folder: Path, where: str) -> An
     """Make data.path absolute (relative to the grid file) and check it exists."""
     if (section, key) != ("data", "path") or value is None:
         return value
-    resolved = (folder / Path(value).expanduser()).resolve()
-    if not resolved.exists():
+    try:
+        resolved = (folder / Path(value).expanduser()).resolve()
+        found = resolved.exists()
+    except (OSError, RuntimeError, ValueError) as err:  # ~nosuchuser, a NUL byte, a name too long, a symlink loop
+        raise _KeyError(where, f"not a usable path, {_got(value)} ({type(err).__name__}: {err})") from None
+    if not found:
         raise _KeyError(where, f"no such file or folder: {resolved}")
     return str(resolved)
 
@@ -390,10 +485,38 @@ def _parse_variants(raw: Any, grid_keys: set[str], folder: Path) -> tuple[tuple[
     return tuple(variants)
 
 
+def _parse_search(raw: Any) -> SearchConfig:
+    example = "e.g. {lr: {low: 1e-4, high: 1e-1}, trials: 8}"
+    if not isinstance(raw, dict) or "lr" not in raw:
+        raise _KeyError("search", f"must be a mapping with at least lr: {{low, high}}, {example}; {_got(raw)}")
+    _reject_unknown(raw, SEARCH_KEYS, "search.")
+    lr = raw["lr"]
+    if not isinstance(lr, dict) or not {"low", "high"} <= set(lr):
+        raise _KeyError("search.lr", f"must be a mapping with low and high (and optionally log), {_got(lr)}")
+    _reject_unknown(lr, SEARCH_LR_KEYS, "search.lr.")
+    positive = number_in(0, math.inf, low_open=True, high_open=True)
+    low, high = _checked("search.lr.low", positive, lr["low"]), _checked("search.lr.high", positive, lr["high"])
+    if low >= high:
+        raise _KeyError("search.lr", f"low must be less than high, got low={low:g}, high={high:g}")
+    return SearchConfig(
+        lr_low=low, lr_high=high, lr_log=_checked("search.lr.log", boolean, lr.get("log", True)),
+        trials=_checked("search.trials", positive_int, raw.get("trials", 8)),
+        metric=_checked("search.metric", one_of(*SEARCH_METRICS), raw.get("metric", "val_acc")),
+        seed=_checked("search.seed", non_negative_int, raw.get("seed", 0)),
+        prune=_checked("search.prune", boolean, raw.get("prune", True)),
+    )
+
+
 def _check_points(grid_file: GridFile) -> None:
     """Checks that involve several keys, on every point the grid and variants make."""
+    # Count before building: a few long axes multiply into more points than memory holds.
+    points = math.prod(len(values) for _, values in grid_file.grid) * max(1, len(grid_file.variants))
+    if points * len(grid_file.seeds) > MAX_RUNS:
+        raise _KeyError("grid", f"makes {points * len(grid_file.seeds)} runs ({points} points x {len(grid_file.seeds)} seeds); "
+                                f"at most {MAX_RUNS}: split it into several grid files")
+    searched = grid_file.search is not None
     for point, settings in grid_file.points():
-        problem = point_problem(point)
+        problem = point_problem(point) or (_search_problem(point, settings) if searched else None)
         if problem:
             where = "base" if not settings else "grid point " + ", ".join(f"{k}={v}" for k, v in settings)
             raise _KeyError(where, problem)
@@ -419,6 +542,15 @@ def point_problem(point: PointConfig) -> str | None:
     return None
 
 
+def _search_problem(point: PointConfig, settings: tuple[Setting, ...]) -> str | None:
+    """With search:, the learning rate is the search's: it cannot also be varied or scaled."""
+    if any(key == "train.lr" for key, _ in settings):
+        return "train.lr is tuned by search.lr; remove it from grid and variants (base.train.lr stays the untuned reference)"
+    if point.train.lr_scaling != "none":
+        return "train.lr_scaling must be none with search: the search picks the learning rate of every batch size itself"
+    return None
+
+
 def _control_problem(point: PointConfig) -> str | None:
     """Cross-key checks of the control axes (learning-rate scaling, budget, ghost batches)."""
     train, model = point.train, point.model
@@ -436,6 +568,8 @@ def _control_problem(point: PointConfig) -> str | None:
     if model.ghost_batch_size is not None and per_replica % model.ghost_batch_size:
         return (f"model.ghost_batch_size={model.ghost_batch_size} must divide the per-replica batch "
                 f"{per_replica} (train.batch_size / train.gpus), or be null")
+    if train.noise_scale and train.gpus > 1:
+        return "train.noise_scale is measured on one device; use train.gpus: 1 for the runs that measure it"
     if model.ghost_batch_size is not None and not model.batchnorm:
         return "model.ghost_batch_size needs model.batchnorm: true; remove it"
     return None

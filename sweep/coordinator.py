@@ -68,6 +68,8 @@ def format_event(event: dict[str, Any], progress: Progress) -> str | None:
     if kind == "end":
         progress.runs_done += 1
         progress.statuses[event["status"]] = progress.statuses.get(event["status"], 0) + 1
+        if event["status"] in (vocab.PRUNED, vocab.DIVERGED):  # final: its remaining epochs never come
+            progress.epochs_total -= int(event.get("epochs_left", 0))
         if event["status"] == vocab.DONE:
             return None
         return f"{progress.prefix()} | {event['run_id']} {event['status'].upper()}: {event.get('error')}"

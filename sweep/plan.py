@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sweep.config import GridFile, PointConfig
+from sweep.config import GridFile, PointConfig, SearchConfig
 
 # Short names for the slug; a key not listed here uses its own name.
 SLUG_NAMES = {
@@ -26,13 +26,14 @@ SLUG_NAMES = {
     "train.optimizer": "opt", "train.lr": "lr", "train.gpus": "g",
     "model.ghost_batch_size": "gbn", "train.lr_scaling": "lrs", "train.reference_batch_size": "refbs",
     "train.warmup_epochs": "wu", "train.budget": "bud", "train.steps": "st", "train.eval_every_steps": "evs",
+    "train.noise_scale": "gns",
 }
 
 
 # Dotted keys added after run ids were first published (append new keys here).
 OMIT_WHEN_DEFAULT: frozenset[str] = frozenset({
     "model.ghost_batch_size", "train.lr_scaling", "train.reference_batch_size", "train.warmup_epochs",
-    "train.budget", "train.steps", "train.eval_every_steps",
+    "train.budget", "train.steps", "train.eval_every_steps", "train.noise_scale",
 })
 
 
@@ -114,6 +115,55 @@ def plan(grid_file: GridFile) -> list[RunSpec]:
         for point, settings in grid_file.points()
         for seed in grid_file.seeds
     ]
+
+
+@dataclass(frozen=True)
+class SearchGroup:
+    """One learning-rate search: a grid point whose lr is left to the search, and the search settings.
+
+    Its trials are `template` at a sampled lr; its best lr is then re-run at every seed
+    (`tuned_runs`). The id leaves out train.lr (the untuned reference) and search.trials
+    and search.prune, so adding trials later continues the same search.
+    """
+
+    template: RunSpec  # the point at search.seed, lr = the untuned base lr
+    search: SearchConfig
+
+    @property
+    def group_id(self) -> str:
+        slug = "-".join(_slug_part(k, v) for k, v in self.template.varying if k != "seed") or "point"
+        resolved = self.template._point_dict()
+        resolved["train"] = {k: v for k, v in resolved["train"].items() if k != "lr"}
+        space = {k: getattr(self.search, k) for k in ("lr_low", "lr_high", "lr_log", "metric", "seed")}
+        canonical = json.dumps({"point": resolved, "search": space}, sort_keys=True, separators=(",", ":"))
+        return f"{slug}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
+
+    def study_name(self) -> str:
+        return f"{self.template.sweep}:lr_search:{self.group_id}"
+
+    def trial_spec(self, lr: float) -> RunSpec:
+        return at_lr(self.template, lr)
+
+    def tuned_runs(self, lr: float, seeds: tuple[int, ...]) -> list[RunSpec]:
+        return [at_lr(replace(self.template, seed=s, varying=self.template.varying[:-1] + (("seed", s),)), lr)
+                for s in seeds]
+
+
+def at_lr(spec: RunSpec, lr: float) -> RunSpec:
+    """The run at learning rate `lr`, with train.lr among its varying values (before the seed)."""
+    varying = tuple(kv for kv in spec.varying if kv[0] not in ("train.lr", "seed"))
+    return replace(spec, point=spec.point.with_value("train.lr", float(lr)),
+                   varying=varying + (("train.lr", float(lr)), ("seed", spec.seed)))
+
+
+def search_groups(grid_file: GridFile) -> list[SearchGroup]:
+    """One learning-rate search per grid point (times variants); none without a search: block."""
+    if grid_file.search is None:
+        return []
+    seed = grid_file.search.seed
+    return [SearchGroup(RunSpec(sweep=grid_file.name, seed=seed, point=point, varying=settings + (("seed", seed),)),
+                        grid_file.search)
+            for point, settings in grid_file.points()]
 
 
 def derive_seed(seed: int, *names: Any) -> int:

@@ -15,6 +15,14 @@ One Optuna study per sweep; one trial per attempt at a run:
   An interrupted or crashed attempt is re-enqueued as attempt + 1; a failed one
   is re-enqueued by the next ``run``; a diverged one never is.
 
+A learning-rate search (the grid file's ``search:``) is one more study per grid
+point, ``<sweep>:lr_search:<group>``, listed in the sweep study's user attribute
+``lr_searches``. Its slots are enqueued like runs (``run_id`` = ``<group>-t<k>``);
+the worker that claims one draws ``lr`` with the study's sampler
+(``trial.suggest_float``, so Optuna's dashboard shows lr against the metric) and
+the trial may end PRUNED. The best lr of a finished search is re-run at every
+seed in the sweep study, as runs with the user attribute ``role`` = ``tuned``.
+
 Plain Optuna reads all of it: ``optuna.load_study(study_name=NAME,
 storage=JournalStorage(JournalFileBackend("results/NAME/journal.log")))``.
 """
@@ -34,7 +42,8 @@ import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
 from sweep import vocab
-from sweep.plan import RunSpec
+from sweep.config import SEARCH_METRICS
+from sweep.plan import RunSpec, SearchGroup, derive_seed
 
 EPOCH_PREFIX = "epoch_"
 
@@ -125,10 +134,13 @@ def status_of(trial: FrozenTrial) -> str:
         return vocab.RUNNING
     if trial.state == TrialState.WAITING:
         return vocab.PENDING
+    if trial.state == TrialState.PRUNED:
+        return vocab.PRUNED
     return str(trial.user_attrs.get("status", vocab.FAILED))
 
 
-STATUS_RANK = {vocab.DONE: 0, vocab.RUNNING: 1, vocab.PENDING: 2, vocab.DIVERGED: 3, vocab.FAILED: 4, vocab.INTERRUPTED: 5}
+STATUS_RANK = {vocab.DONE: 0, vocab.PRUNED: 1, vocab.RUNNING: 2, vocab.PENDING: 3, vocab.DIVERGED: 4,
+               vocab.FAILED: 5, vocab.INTERRUPTED: 6}
 
 
 def latest_by_run(trials: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
@@ -148,20 +160,23 @@ def _rank(trial: FrozenTrial) -> tuple[int, int]:
 # --- enqueueing
 
 
-def enqueue(study: optuna.Study, runs: list[RunSpec]) -> int:
-    """Add a WAITING trial for every run that has none that is pending, running, done or diverged.
+def enqueue(study: optuna.Study, runs: list[RunSpec], role: str = vocab.GRID, **attrs: Any) -> int:
+    """Add a WAITING trial for every run that has none that is pending, running or finished.
 
     Failed runs get a new attempt. Returns how many trials were added.
     """
+    return _enqueue_items(study, [(spec.run_id, spec.to_json()) for spec in runs], {"role": role, **attrs})
+
+
+def _enqueue_items(study: optuna.Study, items: list[tuple[str, str]], attrs: dict[str, Any]) -> int:
     current = latest_by_run(study.get_trials(deepcopy=False))
     attempts = _attempts(study)
     added = 0
-    for spec in runs:
-        trial = current.get(spec.run_id)
-        if trial is not None and status_of(trial) in (vocab.DONE, vocab.RUNNING, vocab.PENDING, vocab.DIVERGED):
+    for run_id, spec_json in items:
+        trial = current.get(run_id)
+        if trial is not None and status_of(trial) in (*vocab.FINAL_STATUSES, vocab.RUNNING, vocab.PENDING):
             continue
-        attempt = attempts.get(spec.run_id, 0) + 1
-        _enqueue_attempt(study, spec.run_id, spec.to_json(), attempt)
+        _enqueue_attempt(study, run_id, spec_json, attempts.get(run_id, 0) + 1, attrs)
         added += 1
     return added
 
@@ -175,12 +190,124 @@ def _attempts(study: optuna.Study) -> dict[str, int]:
     return counts
 
 
-def _enqueue_attempt(study: optuna.Study, run_id: str, spec_json: str, attempt: int) -> None:
+def _enqueue_attempt(study: optuna.Study, run_id: str, spec_json: str, attempt: int,
+                     attrs: dict[str, Any]) -> None:
     study.enqueue_trial(
         {"run_id": run_id, "attempt": attempt},
-        user_attrs={"run_id": run_id, "attempt": attempt, "spec": spec_json},
+        user_attrs={**attrs, "run_id": run_id, "attempt": attempt, "spec": spec_json},
         skip_if_exists=True,
     )
+
+
+# --- learning-rate searches
+
+SEARCHES_ATTR = "lr_searches"  # on the sweep study: group id -> the search's settings, for every worker
+
+
+@dataclass(frozen=True)
+class Search:
+    """A learning-rate search as workers see it: its study and settings."""
+
+    group_id: str
+    study: optuna.Study
+    settings: dict[str, Any]  # lr_low, lr_high, lr_log, trials, metric, seed, prune
+
+    def sample_lr(self, trial: optuna.Trial) -> float:
+        """Draw this trial's lr with TPE, seeded per trial so a search is reproducible.
+
+        TPE (Optuna's default sampler) models good and bad learning rates separately;
+        it needs a few observations first, so the first half of the trials are random
+        (log-uniform). A Gaussian process would suit a 1-D search of ~8 trials as well,
+        but Optuna's GPSampler needs PyTorch. constant_liar keeps parallel workers from
+        drawing the same lr while earlier trials are still running.
+        """
+        s = self.settings
+        self.study.sampler = optuna.samplers.TPESampler(
+            n_startup_trials=max(1, s["trials"] // 2), constant_liar=True,
+            seed=derive_seed(s["seed"], "lr_search", self.group_id, trial.number))
+        return trial.suggest_float("lr", s["lr_low"], s["lr_high"], log=s["lr_log"])
+
+
+def register_searches(study: optuna.Study, groups: list[SearchGroup]) -> list[Search]:
+    """Create each group's study, record the settings on the sweep study, enqueue the trial slots."""
+    known = dict(study.user_attrs.get(SEARCHES_ATTR, {}))
+    for group in groups:
+        known[group.group_id] = {**{k: getattr(group.search, k) for k in
+                                    ("lr_low", "lr_high", "lr_log", "trials", "metric", "seed", "prune")},
+                                 "study": group.study_name()}
+    if groups:
+        study.set_user_attr(SEARCHES_ATTR, known)
+    searches = [s for s in searches_of(study) if s.group_id in {g.group_id for g in groups}]
+    templates = {g.group_id: g.template.to_json() for g in groups}
+    for search in searches:
+        slots = [(f"{search.group_id}-t{k}", templates[search.group_id]) for k in range(1, search.settings["trials"] + 1)]
+        _enqueue_items(search.study, slots, {"role": vocab.SEARCH, "search_group": search.group_id})
+    return searches
+
+
+def searches_of(study: optuna.Study) -> list[Search]:
+    """Every learning-rate search of the sweep, its study opened with the search's pruner."""
+    result = []
+    for group_id, settings in study.user_attrs.get(SEARCHES_ATTR, {}).items():
+        pruner = (optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2) if settings["prune"]
+                  else optuna.pruners.NopPruner())
+        search_study = optuna.create_study(study_name=settings["study"], storage=study._storage, pruner=pruner,
+                                           direction=SEARCH_METRICS[settings["metric"]], load_if_exists=True)
+        result.append(Search(group_id, search_study, settings))
+    return result
+
+
+def best_lr(search: Search) -> float | None:
+    """The search's best lr once none of its trials is pending or running; None before (or if none finished)."""
+    trials = latest_by_run(search.study.get_trials(deepcopy=False)).values()
+    if any(status_of(t) in (vocab.PENDING, vocab.RUNNING, vocab.INTERRUPTED) for t in trials):
+        return None
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and "lr" in t.params]
+    if not complete:
+        return None
+    pick = max if search.settings["metric"] == "val_acc" else min
+    return float(pick(complete, key=lambda t: (t.value, -t.number)).params["lr"])
+
+
+def tuned_runs(study: optuna.Study, groups: list[SearchGroup], seeds: tuple[int, ...]) -> dict[str, list[RunSpec]]:
+    """group id -> its best lr's run at every seed, for each search that has finished (reads only)."""
+    searches = {s.group_id: s for s in searches_of(study)}
+    result = {}
+    for group in groups:
+        lr = best_lr(searches[group.group_id]) if group.group_id in searches else None
+        if lr is not None:
+            result[group.group_id] = group.tuned_runs(lr, seeds)
+    return result
+
+
+def enqueue_tuned(study: optuna.Study, groups: list[SearchGroup], seeds: tuple[int, ...]) -> list[RunSpec]:
+    """Queue each finished search's best lr at every seed; return every tuned run known so far."""
+    tuned = tuned_runs(study, groups, seeds)
+    for group_id, runs in tuned.items():
+        enqueue(study, runs, role=vocab.TUNED, search_group=group_id)
+    return [spec for runs in tuned.values() for spec in runs]
+
+
+def search_slots(study: optuna.Study) -> dict[str, RunSpec]:
+    """slot id -> its template spec, for every trial slot of the sweep's learning-rate searches."""
+    slots = {}
+    for search in searches_of(study):
+        for trial in search.study.get_trials(deepcopy=False):
+            slots.setdefault(trial.user_attrs["run_id"], RunSpec.from_json(trial.user_attrs["spec"]))
+    return slots
+
+
+def requeue_dead_everywhere(study: optuna.Study) -> list[str]:
+    """`requeue_dead` for the sweep and each of its learning-rate searches."""
+    return [run_id for s in [study, *(x.study for x in searches_of(study))] for run_id in requeue_dead(s)]
+
+
+def all_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The sweep's trials and those of its learning-rate searches (their run ids never collide)."""
+    trials = list(study.get_trials(deepcopy=False))
+    for search in searches_of(study):
+        trials.extend(search.study.get_trials(deepcopy=False))
+    return trials
 
 
 # --- claiming and recording (the worker's side)
@@ -226,14 +353,14 @@ def record_info(trial: optuna.Trial, info: dict[str, Any]) -> None:
     trial.set_user_attr("info", info)
 
 
-def record_epoch(trial: optuna.Trial, record: dict[str, Any]) -> None:
-    """One evaluation record. End of epoch e: user attribute epoch_000e and trial.report(val_acc, e).
+def record_epoch(trial: optuna.Trial, record: dict[str, Any], metric: str = vocab.VAL_ACC) -> None:
+    """One evaluation record. End of epoch e: user attribute epoch_000e and trial.report(metric, e).
     A record inside an epoch (eval_every_steps, a steps budget) is keyed by its step as well and
     not reported to Optuna, whose intermediate values are per epoch."""
     epoch = float(record[vocab.EPOCH])
     if epoch.is_integer():
         trial.set_user_attr(f"{EPOCH_PREFIX}{int(epoch):04d}", record)
-        trial.report(float(record[vocab.VAL_ACC]), int(epoch))
+        trial.report(float(record[metric]), int(epoch))
     else:
         trial.set_user_attr(f"{EPOCH_PREFIX}{int(epoch):04d}_step_{int(record[vocab.STEP]):09d}", record)
 
@@ -245,6 +372,8 @@ def finish(study: optuna.Study, trial: optuna.Trial, status: str, value: float |
         trial.set_user_attr("error", error[-4000:])  # the tail: where the exception is
     if status == vocab.DONE:
         study.tell(trial, value)
+    elif status == vocab.PRUNED:
+        study.tell(trial, state=TrialState.PRUNED)
     else:
         study.tell(trial, state=TrialState.FAIL)
 
@@ -280,7 +409,8 @@ def _enqueue_next(study: optuna.Study, frozen: FrozenTrial) -> None:
     """Queue the attempt after `frozen`, with the same run and spec."""
     attrs = frozen.user_attrs
     if "run_id" in attrs:
-        _enqueue_attempt(study, attrs["run_id"], attrs["spec"], int(attrs.get("attempt", 1)) + 1)
+        kept = {k: attrs[k] for k in ("role", "search_group") if k in attrs}
+        _enqueue_attempt(study, attrs["run_id"], attrs["spec"], int(attrs.get("attempt", 1)) + 1, kept)
 
 
 def is_database(study: optuna.Study) -> bool:
@@ -345,7 +475,7 @@ def epochs_of(trial: FrozenTrial) -> list[dict[str, Any]]:
 
 def runs_table(study: optuna.Study) -> pd.DataFrame:
     """One row per run: spec columns, status, timings, run facts, final metrics."""
-    rows = [_run_row(t) for t in latest_by_run(study.get_trials(deepcopy=False)).values()]
+    rows = [_run_row(t) for t in latest_by_run(all_trials(study)).values()]
     return pd.DataFrame(rows).sort_values("run_id").reset_index(drop=True) if rows else pd.DataFrame()
 
 
@@ -355,8 +485,8 @@ def _run_row(trial: FrozenTrial) -> dict[str, Any]:
     final = {f"final_{k}": v for k, v in (epochs[-1] if epochs else {}).items() if k != vocab.EPOCH}
     started, finished = trial.datetime_start, trial.datetime_complete
     return {
-        "run_id": spec.run_id, "sweep": spec.sweep, "status": status_of(trial),
-        "attempt": trial.user_attrs.get("attempt", 1), **spec.flat(),
+        "run_id": _shown_id(trial, spec), "sweep": spec.sweep, "status": status_of(trial),
+        "attempt": trial.user_attrs.get("attempt", 1), **_role(trial), **spec.flat(),
         **trial.user_attrs.get("info", {}), "epochs_done": len(epochs),
         "started": started.isoformat() if started else None,
         "finished": finished.isoformat() if finished else None,
@@ -368,13 +498,26 @@ def _run_row(trial: FrozenTrial) -> dict[str, Any]:
     }
 
 
+def _shown_id(trial: FrozenTrial, spec: RunSpec) -> str:
+    """The run's id; a search slot whose lr is not drawn yet shows its slot id (its spec is only a template)."""
+    if trial.user_attrs.get("role") == vocab.SEARCH and "lr" not in trial.params:
+        return str(trial.user_attrs["run_id"])
+    return spec.run_id
+
+
+def _role(trial: FrozenTrial) -> dict[str, Any]:
+    """role (grid | search | tuned) and the learning-rate search it belongs to, if any."""
+    return {"role": trial.user_attrs.get("role", vocab.GRID), "search_group": trial.user_attrs.get("search_group")}
+
+
 def epochs_table(study: optuna.Study) -> pd.DataFrame:
     """One row per (run, epoch), every spec column repeated (tidy)."""
     rows = []
-    for trial in latest_by_run(study.get_trials(deepcopy=False)).values():
+    for trial in latest_by_run(all_trials(study)).values():
         spec = RunSpec.from_json(trial.user_attrs["spec"])
-        head = {"run_id": spec.run_id, "status": status_of(trial), **spec.flat()}
-        rows.extend({**head, **{k: record.get(k) for k in vocab.EPOCH_METRICS}} for record in epochs_of(trial))
+        head = {"run_id": _shown_id(trial, spec), "status": status_of(trial), **_role(trial), **spec.flat()}
+        rows.extend({**head, **{k: record.get(k) for k in vocab.EPOCH_METRICS},
+                     **{k: record[k] for k in vocab.NOISE_METRICS if k in record}} for record in epochs_of(trial))
     if not rows:
         return pd.DataFrame(columns=["run_id", "status", *vocab.EPOCH_METRICS])
     return pd.DataFrame(rows).sort_values(["run_id", vocab.EPOCH]).reset_index(drop=True)
@@ -393,7 +536,7 @@ def export_csv(study: optuna.Study, folder: Path) -> tuple[Path, Path]:
 
 def counts(study: optuna.Study, run_ids: Iterable[str] | None = None) -> dict[str, int]:
     """Runs per status; with run_ids, only those runs, and unplanned ones count as pending."""
-    current = latest_by_run(study.get_trials(deepcopy=False))
+    current = latest_by_run(all_trials(study))
     ids = list(run_ids) if run_ids is not None else list(current)
     result = {s: 0 for s in vocab.STATUSES}
     for run_id in ids:

@@ -31,8 +31,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
+import numpy as np
+
 from sweep import data as data_module
-from sweep import devices, model as model_module
+from sweep import devices, model as model_module, noise, vocab
 from sweep.config import TrainConfig
 from sweep.plan import RunSpec, derive_seed
 
@@ -56,9 +58,13 @@ class EpochRecord:
     epoch_seconds: float  # the fit call only, not evaluation; epoch 1 includes graph tracing
     samples_per_second: float
     lr: float
+    noise_scale: float | None = None  # B_simple, with train.noise_scale only (sweep/noise.py)
+    grad_norm_sq: float | None = None
+    grad_noise_trace: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as stored; the noise-scale fields only where measured."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in vocab.NOISE_METRICS}
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,7 @@ class Run:
 
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
+        self._gradient: Any = None  # the noise-scale gradient function, made on first use
         _seed_everything(spec.seed)
         self.split = data_module.load_split(spec.point.data)
         replicas = devices.replicas_for(spec.point.train.gpus)
@@ -143,13 +150,27 @@ class Run:
             raise Diverged(math.ceil(epoch), step, loss)
         train_eval = self._evaluate(split.x_train_eval, split.y_train_eval)
         val = self._evaluate(split.x_val, split.y_val)
+        measured = self._noise_scale(step) if self.spec.point.train.noise_scale else None
         return EpochRecord(
             epoch=epoch, step=step, train_acc=train_acc, train_eval_acc=train_eval["accuracy"],
             val_acc=val["accuracy"], train_loss=loss, train_eval_loss=train_eval["loss"],
             val_loss=val["loss"], gap=train_acc - val["accuracy"],
             eval_gap=train_eval["accuracy"] - val["accuracy"], epoch_seconds=seconds,
             samples_per_second=images / seconds, lr=_current_lr(self.model),
+            **({vocab.NOISE_SCALE: measured.b_simple, vocab.GRAD_NORM_SQ: measured.grad_norm_sq,
+                vocab.GRAD_NOISE_TRACE: measured.grad_noise_trace} if measured else {}),
         )
+
+    def _noise_scale(self, step: int) -> noise.NoiseScale:
+        """B_simple at the current weights, from training batches drawn by a sub-seed of the run seed."""
+        import keras
+
+        if self._gradient is None:  # one traced function per run
+            self._gradient = noise.keras_gradient(self.model, keras.losses.SparseCategoricalCrossentropy())
+        rng = np.random.default_rng(derive_seed(self.spec.seed, "noise-scale", step))
+        with noise.preserved(self.model):
+            return noise.measure(self._gradient, self.split.x_train, self.split.y_train,
+                                 self.spec.point.train.batch_size, rng)
 
     def _evaluate(self, x: Any, y: Any) -> dict[str, float]:
         result = self.model.evaluate(x, y, batch_size=EVAL_BATCH, verbose=0, return_dict=True)

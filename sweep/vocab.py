@@ -24,14 +24,26 @@ EPOCH_METRICS: tuple[str, ...] = (
     VAL_LOSS, GAP, EVAL_GAP, EPOCH_SECONDS, SAMPLES_PER_SECOND, LR,
 )
 
+# Only in runs with train.noise_scale: true (sweep/noise.py); columns of epochs.csv when any run has them.
+NOISE_SCALE = "noise_scale"  # B_simple = grad_noise_trace / grad_norm_sq
+GRAD_NORM_SQ = "grad_norm_sq"  # |G|^2, the squared norm of the true gradient (estimate)
+GRAD_NOISE_TRACE = "grad_noise_trace"  # tr(Sigma), the per-example gradient covariance's trace (estimate)
+NOISE_METRICS: tuple[str, ...] = (NOISE_SCALE, GRAD_NORM_SQ, GRAD_NOISE_TRACE)
+
 # Run statuses as users see them (status command, runs.csv).
 DONE = "done"
 RUNNING = "running"
 FAILED = "failed"
 DIVERGED = "diverged"
 PENDING = "pending"
+PRUNED = "pruned"  # a learning-rate search trial stopped early by the pruner (a final status)
 INTERRUPTED = "interrupted"  # an attempt cut short (crash, Ctrl-C); its run is queued again
-STATUSES: tuple[str, ...] = (DONE, RUNNING, FAILED, DIVERGED, PENDING)
+STATUSES: tuple[str, ...] = (DONE, RUNNING, FAILED, DIVERGED, PRUNED, PENDING)
+FINAL_STATUSES: tuple[str, ...] = (DONE, DIVERGED, PRUNED)  # never trained again
+
+# What a run is for (the `role` column): a point of the grid, a trial of a
+# learning-rate search, or a re-run of a search's best learning rate at a seed.
+GRID, SEARCH, TUNED = "grid", "search", "tuned"
 
 # Results layout: results/<name>/...
 JOURNAL_FILE = "journal.log"

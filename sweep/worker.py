@@ -23,7 +23,7 @@ import optuna
 
 from sweep import store, vocab
 from sweep.config import UnknownSettings
-from sweep.plan import RunSpec
+from sweep.plan import RunSpec, at_lr
 
 EVENT_PREFIX = "@@sweep "
 EXIT_NEEDS_MORE_DEVICES = 3  # a queued run needs more replicas than this process set up
@@ -59,41 +59,59 @@ def work(study: optuna.Study, emit: Emit = emit_stdout, retries: int = 1) -> int
         return EXIT_UNREADABLE
 
 
+Queue = tuple[optuna.Study, "store.Search | None"]  # the sweep's own queue, or a learning-rate search's
+
+
 def _work(study: optuna.Study, emit: Emit, retries: int) -> int:
     from sweep import devices
 
-    replicas = _max_replicas(study)
+    queues: list[Queue] = [(study, None)] + [(s.study, s) for s in store.searches_of(study)]
+    replicas = _max_replicas([q for q, _ in queues])
     devices.configure_replicas(replicas)
     mirrored: int | None = None  # replica count of the MirroredStrategy this process has used
     while True:
-        store.requeue_dead(study)  # a dead worker's run goes back in the queue for us
-        claim = store.claim_next(study)
-        if claim is None:
-            if not store.may_come_back(study):
+        for queue, _ in queues:
+            store.requeue_dead(queue)  # a dead worker's run goes back in the queue for us
+        claimed = _claim(queues)
+        if claimed is None:
+            if not any(store.may_come_back(q) for q, _ in queues):
                 return 0
             time.sleep(IDLE_POLL_SECONDS)  # another worker's run may still die and be re-queued
             continue
+        queue, search, claim = claimed
         needed = claim.spec.point.train.gpus
         if needed > replicas:
-            store.requeue(study, claim.trial._trial_id, "needs more replicas than this worker set up")
+            store.requeue(queue, claim.trial._trial_id, "needs more replicas than this worker set up")
             return EXIT_NEEDS_MORE_DEVICES
         if mirrored not in (None, needed) and needed > 1:
             # TensorFlow's collectives keep their first group size per process: a second
             # MirroredStrategy over another number of devices aborts ("joining a group with
             # size 4, but that group has size 2"). A fresh worker takes this run.
-            store.requeue(study, claim.trial._trial_id, "needs a fresh worker for another replica count")
+            store.requeue(queue, claim.trial._trial_id, "needs a fresh worker for another replica count")
             return EXIT_RECYCLE
         mirrored = needed if needed > 1 else mirrored
+        if search is not None:  # a search slot: this trial's lr comes from the search's sampler
+            claim = store.Claim(claim.trial, at_lr(claim.spec, search.sample_lr(claim.trial)))
+            claim.trial.set_user_attr("spec", claim.spec.to_json())
         try:
-            status = run_one(study, claim, emit)
+            status = run_one(queue, claim, emit, search)
         except KeyboardInterrupt:
-            store.requeue(study, claim.trial._trial_id, "interrupted before the run finished")
+            store.requeue(queue, claim.trial._trial_id, "interrupted before the run finished")
             emit({"event": "interrupted", "run_id": claim.spec.run_id})
             return EXIT_INTERRUPTED
-        if status == vocab.FAILED and store.retry_failed(study, claim.trial, retries):
+        if status == vocab.FAILED and store.retry_failed(queue, claim.trial, retries):
             emit({"event": "retry", "run_id": claim.spec.run_id, "epochs": claim.spec.point.train.epochs})
         if rss_mb() > max_rss_mb():
             return EXIT_RECYCLE
+
+
+def _claim(queues: list[Queue]) -> tuple[optuna.Study, store.Search | None, store.Claim] | None:
+    """The next queued run: the sweep's own runs first, then the searches' trials in order."""
+    for queue, search in queues:
+        claim = store.claim_next(queue)
+        if claim is not None:
+            return queue, search, claim
+    return None
 
 
 def rss_mb() -> float:
@@ -130,22 +148,27 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _max_replicas(study: optuna.Study) -> int:
+def _max_replicas(studies: list[optuna.Study]) -> int:
     """The most replicas any queued run needs: logical devices are fixed once TensorFlow starts."""
-    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    waiting = [t for s in studies for t in s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))]
     return max((RunSpec.from_json(t.user_attrs["spec"]).point.train.gpus for t in waiting
                 if "spec" in t.user_attrs), default=1)
 
 
-def run_one(study: optuna.Study, claim: store.Claim, emit: Emit) -> str:
-    """Train one claimed run to its end; record every epoch as it finishes. Returns its status."""
+def run_one(study: optuna.Study, claim: store.Claim, emit: Emit, search: store.Search | None = None) -> str:
+    """Train one claimed run to its end; record every epoch as it finishes. Returns its status.
+
+    A search trial reports the search's metric to Optuna after every epoch and stops
+    early (status pruned) when the search's pruner says its curve is below the median.
+    """
     import keras
 
     from sweep.train import Diverged, Run, total_steps
 
     spec, trial = claim.spec, claim.trial
     emit({"event": "start", "run_id": spec.run_id, "epochs": spec.point.train.epochs})
-    status, error, last = vocab.FAILED, None, None
+    status, error, last, epochs = vocab.FAILED, None, None, spec.point.train.epochs
+    metric = search.settings["metric"] if search else vocab.VAL_ACC
     heartbeat = _Heartbeat(study, trial._trial_id) if store.is_database(study) else None
     try:
         run = Run(spec)
@@ -153,11 +176,14 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit) -> str:
         epochs = math.ceil(total_steps(spec.point.train, run.info.steps_per_epoch) / run.info.steps_per_epoch)
         if epochs != spec.point.train.epochs:  # a steps budget: known once the data is loaded
             emit({"event": "epochs", "run_id": spec.run_id, "planned": spec.point.train.epochs, "epochs": epochs})
+        status = vocab.DONE
         for record in run.epochs():
-            store.record_epoch(trial, record.to_dict())
+            store.record_epoch(trial, record.to_dict(), metric)
             emit({"event": "epoch", "run_id": spec.run_id, "epochs": epochs, **record.to_dict()})
             last = record
-        status = vocab.DONE
+            if search is not None and float(record.epoch).is_integer() and trial.should_prune():
+                status, error = vocab.PRUNED, f"pruned after epoch {record.epoch}: {metric} below the search's median"
+                break
     except Diverged as err:
         status, error = vocab.DIVERGED, str(err)
     except KeyboardInterrupt:
@@ -169,7 +195,9 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit) -> str:
             heartbeat.stop()
         keras.backend.clear_session()  # free the graph and weights before the next run
         trial.set_user_attr("worker_rss_mb", round(rss_mb(), 1))  # memory growth across runs, measured
-    store.finish(study, trial, status, value=last.val_acc if last and status == vocab.DONE else None, error=error)
+    value = getattr(last, metric) if last and status == vocab.DONE else None
+    store.finish(study, trial, status, value=value, error=error)
     emit({"event": "end", "run_id": spec.run_id, "status": status,
+          "epochs_left": max(0, epochs - math.ceil(last.epoch if last else 0)),
           "error": (error or "").strip().splitlines()[-1] if error else None})
     return status

@@ -41,9 +41,9 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\ngrid: {train.batch_size: [8, -4]}\n",
      "grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4"),
     ("name: x\nbse: {}\n",
-     "grid.yaml: bse: unknown key; did you mean 'base'? valid keys: name, seeds, base, grid, variants"),
+     "grid.yaml: bse: unknown key; did you mean 'base'? valid keys: name, seeds, base, grid, variants, search"),
     ("name: x\nbase: {train: {batch_sise: 8}}\n",
-     "grid.yaml: base.train.batch_sise: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus, lr_scaling, reference_batch_size, warmup_epochs, budget, steps, eval_every_steps"),
+     "grid.yaml: base.train.batch_sise: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus, lr_scaling, reference_batch_size, warmup_epochs, budget, steps, eval_every_steps, noise_scale"),
     ("name: x\nbase: {trian: {}}\n",
      "grid.yaml: base.trian: unknown key; did you mean 'train'? valid keys: data, model, train"),
     ("name: x\nbase: {data: {shuffle: 'yes'}}\n",
@@ -65,7 +65,7 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\ngrid: {batch_size: [8]}\n",
      "grid.yaml: grid.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>)"),
     ("name: x\ngrid: {train.batchsize: [8]}\n",
-     "grid.yaml: grid.train.batchsize: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus, lr_scaling, reference_batch_size, warmup_epochs, budget, steps, eval_every_steps"),
+     "grid.yaml: grid.train.batchsize: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus, lr_scaling, reference_batch_size, warmup_epochs, budget, steps, eval_every_steps, noise_scale"),
     ("name: x\ngrid: {trainer.batch_size: [8]}\n",
      "grid.yaml: grid.trainer.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>); did you mean 'train'?"),
     ("name: x\nbase: {train: {gpus: 4}}\ngrid: {train.batch_size: [8, 30]}\n",
@@ -76,7 +76,7 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\nseeds: [0, 0]\n", "grid.yaml: seeds: must not repeat a seed, got [0, 0]"),
     ("name: 'a b'\n", "grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results folder), got 'a b'"),
     ("name: x\nbase: {data: {dataset: npz}}\n", "grid.yaml: base: data.path is required for data.dataset=npz"),
-    ("- just\n- a list\n", "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, variants, got list"),
+    ("- just\n- a list\n", "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, variants, search, got list"),
 ])
 def test_bad_input_gets_one_precise_line(tmp_path: Path, text: str, expected: str) -> None:
     assert error_of(tmp_path, text) == expected

@@ -50,7 +50,7 @@ def test_claims_are_exclusive_and_records_arrive_per_epoch(tmp_path: Path) -> No
     store.finish(study, a.trial, vocab.DONE, value=0.5)
     store.finish(other, b.trial, vocab.DIVERGED, error="loss became nan")
     counts = store.counts(_study(tmp_path), [r.run_id for r in runs])
-    assert counts == {vocab.DONE: 1, vocab.RUNNING: 0, vocab.FAILED: 0, vocab.DIVERGED: 1, vocab.PENDING: 2}
+    assert counts == {vocab.DONE: 1, vocab.RUNNING: 0, vocab.FAILED: 0, vocab.DIVERGED: 1, vocab.PRUNED: 0, vocab.PENDING: 2}
     # diverged is final: enqueueing again adds nothing for it
     assert store.enqueue(study, runs) == 0
 

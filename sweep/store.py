@@ -43,7 +43,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweep import vocab
 from sweep.config import SEARCH_METRICS
-from sweep.plan import RunSpec, SearchGroup, derive_seed
+from sweep.plan import RunSpec, SearchGroup, at_lr, derive_seed
 
 EPOCH_PREFIX = "epoch_"
 
@@ -226,6 +226,12 @@ class Search:
             n_startup_trials=max(1, s["trials"] // 2), constant_liar=True,
             seed=derive_seed(s["seed"], "lr_search", self.group_id, trial.number))
         return trial.suggest_float("lr", s["lr_low"], s["lr_high"], log=s["lr_log"])
+
+    def start(self, claim: Claim) -> Claim:
+        """A claimed slot becomes a run: draw its lr, and keep the run's own spec on the trial."""
+        spec = at_lr(claim.spec, self.sample_lr(claim.trial))
+        claim.trial.set_user_attr("spec", spec.to_json())
+        return Claim(claim.trial, spec)
 
 
 def register_searches(study: optuna.Study, groups: list[SearchGroup]) -> list[Search]:

@@ -23,7 +23,7 @@ import optuna
 
 from sweep import store, vocab
 from sweep.config import UnknownSettings
-from sweep.plan import RunSpec, at_lr
+from sweep.plan import RunSpec
 
 EVENT_PREFIX = "@@sweep "
 EXIT_NEEDS_MORE_DEVICES = 3  # a queued run needs more replicas than this process set up
@@ -91,8 +91,7 @@ def _work(study: optuna.Study, emit: Emit, retries: int) -> int:
             return EXIT_RECYCLE
         mirrored = needed if needed > 1 else mirrored
         if search is not None:  # a search slot: this trial's lr comes from the search's sampler
-            claim = store.Claim(claim.trial, at_lr(claim.spec, search.sample_lr(claim.trial)))
-            claim.trial.set_user_attr("spec", claim.spec.to_json())
+            claim = search.start(claim)
         try:
             status = run_one(queue, claim, emit, search)
         except KeyboardInterrupt:

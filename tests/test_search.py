@@ -1,0 +1,174 @@
+"""Learning-rate search per grid point: the search: block, its Optuna studies, pruning, the tuned re-runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+
+from conftest import run_cli, write_grid
+from sweep import store, vocab
+from sweep.config import ConfigError, load_grid
+from sweep.plan import plan, search_groups
+
+SEARCH_GRID = """\
+    name: s
+    seeds: [0, 1]
+    base:
+      data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 12}
+      train: {epochs: 2, batch_size: 8, lr: 0.001}
+    grid:
+      train.batch_size: [4, 8]
+    search:
+      lr: {low: 1e-4, high: 1e-1}
+      trials: 4
+      seed: 7
+"""
+
+
+def _grid(tmp_path: Path, text: str = SEARCH_GRID):
+    return load_grid(write_grid(tmp_path, text))
+
+
+# --- the search: block (no TensorFlow)
+
+
+def test_search_block_is_read_with_defaults(tmp_path: Path) -> None:
+    search = _grid(tmp_path).search
+    assert (search.lr_low, search.lr_high, search.lr_log) == (1e-4, 1e-1, True)  # 1e-4 is a number, not a string
+    assert (search.trials, search.metric, search.seed, search.prune) == (4, "val_acc", 7, True)
+
+
+@pytest.mark.parametrize("search, expected", [
+    ("{lr: {low: 0.1, high: 0.01}}", "grid.yaml: search.lr: low must be less than high, got low=0.1, high=0.01"),
+    ("{lr: {low: 0, high: 0.1}}", "grid.yaml: search.lr.low: must be a number in (0, inf), got 0"),
+    ("{lr: {low: 1e-4, high: 0.1}, trails: 8}",
+     "grid.yaml: search.trails: unknown key; did you mean 'trials'? valid keys: lr, trials, metric, seed, prune"),
+    ("{lr: {low: 1e-4, high: 0.1}, metric: acc}",
+     "grid.yaml: search.metric: must be one of val_acc | val_loss, got 'acc'; did you mean 'val_acc'?"),
+    ("{trials: 8}", "grid.yaml: search: must be a mapping with at least lr: {low, high}, "
+                    "e.g. {lr: {low: 1e-4, high: 1e-1}, trials: 8}; got {'trials': 8}"),
+])
+def test_bad_search_blocks_get_one_precise_line(tmp_path: Path, search: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_grid(write_grid(tmp_path, f"name: x\nsearch: {search}\n"))
+    assert str(err.value) == expected
+
+
+def test_the_searched_lr_cannot_also_be_varied_or_scaled(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="train.lr is tuned by search.lr; remove it from grid"):
+        load_grid(write_grid(tmp_path, "name: x\ngrid: {train.lr: [0.1, 0.01]}\nsearch: {lr: {low: 1e-4, high: 0.1}}\n"))
+    with pytest.raises(ConfigError, match="train.lr_scaling must be none with search"):
+        load_grid(write_grid(tmp_path, "name: x\nbase: {train: {lr_scaling: sqrt, reference_batch_size: 8}}\n"
+                                       "search: {lr: {low: 1e-4, high: 0.1}}\n"))
+
+
+def test_one_search_per_point_with_ids_that_survive_more_trials(tmp_path: Path) -> None:
+    grid = _grid(tmp_path)
+    groups = search_groups(grid)
+    assert [g.template.point.train.batch_size for g in groups] == [4, 8]
+    assert all(g.template.seed == 7 for g in groups)
+    more = search_groups(_grid(tmp_path, SEARCH_GRID.replace("trials: 4", "trials: 6")
+                               .replace("lr: 0.001", "lr: 0.003")))
+    assert [g.group_id for g in more] == [g.group_id for g in groups]  # more trials continue the same search
+    wider = search_groups(_grid(tmp_path, SEARCH_GRID.replace("high: 1e-1", "high: 1")))
+    assert {g.group_id for g in wider}.isdisjoint(g.group_id for g in groups)
+    tuned = groups[1].tuned_runs(0.0123, (0, 1))
+    assert [(r.seed, r.point.train.lr, r.point.train.batch_size) for r in tuned] == [(0, 0.0123, 8), (1, 0.0123, 8)]
+    assert tuned[0].run_id.startswith("bs8-lr0.0123-s0-")
+
+
+# --- the store: a real journal, trials finished by hand (no TensorFlow)
+
+
+def _finish_slot(search: store.Search, study: optuna.Study, value: float) -> float:
+    claim = search.start(store.claim_next(search.study))
+    lr = claim.spec.point.train.lr
+    for epoch in (1, 2):
+        store.record_epoch(claim.trial, {vocab.EPOCH: epoch, vocab.STEP: epoch, vocab.VAL_ACC: value})
+    store.finish(search.study, claim.trial, vocab.DONE, value=value)
+    return lr
+
+
+def test_searches_enqueue_once_sample_in_range_and_pick_the_best(tmp_path: Path) -> None:
+    grid, study = _grid(tmp_path), store.open_study(store.open_storage(tmp_path / "j.log"), "s")
+    groups = search_groups(grid)
+    searches = store.register_searches(study, groups)
+    store.register_searches(study, groups)  # again: nothing more
+    assert [len(s.study.get_trials()) for s in searches] == [4, 4]
+    assert len(store.search_slots(study)) == 8
+    search = searches[0]
+    lrs = [_finish_slot(search, study, value) for value in (0.2, 0.6, 0.4)]
+    assert all(1e-4 <= lr <= 1e-1 for lr in lrs) and len(set(lrs)) == 3
+    assert store.best_lr(search) is None  # one trial still queued
+    assert store.enqueue_tuned(study, groups, grid.seeds) == []
+    last = _finish_slot(search, study, 0.1)
+    assert store.best_lr(search) == pytest.approx(lrs[1])  # the highest val_acc
+    tuned = store.enqueue_tuned(study, groups, grid.seeds)
+    assert [(r.seed, r.point.train.lr) for r in tuned] == [(0, lrs[1]), (1, lrs[1])]
+    assert store.enqueue_tuned(study, groups, grid.seeds) == tuned  # idempotent
+    assert len(study.get_trials()) == 2
+    table = store.runs_table(study)
+    assert table["role"].value_counts().to_dict() == {vocab.SEARCH: 8, vocab.TUNED: 2}
+    mine = table[(table.role == vocab.SEARCH) & (table.search_group == search.group_id)]
+    assert sorted(mine["train.lr"]) == sorted(lrs + [last])  # each trial's row shows its own lr
+
+
+def test_the_same_history_draws_the_same_lr(tmp_path: Path) -> None:
+    """Seeded per trial: two stores with the same history sample the same learning rates."""
+    drawn = []
+    for name in ("a", "b"):
+        study = store.open_study(store.open_storage(tmp_path / f"{name}.log"), "s")
+        search = store.register_searches(study, search_groups(_grid(tmp_path)))[0]
+        drawn.append([_finish_slot(search, study, v) for v in (0.3, 0.5, 0.1, 0.2)])
+    assert drawn[0] == drawn[1]
+
+
+def test_a_curve_below_the_median_is_pruned(tmp_path: Path) -> None:
+    study = store.open_study(store.open_storage(tmp_path / "j.log"), "s")
+    search = store.register_searches(study, search_groups(_grid(tmp_path)))[0]
+    for value in (0.5, 0.6):
+        _finish_slot(search, study, value)
+    claim = store.claim_next(search.study)
+    search.sample_lr(claim.trial)
+    store.record_epoch(claim.trial, {vocab.EPOCH: 1, vocab.STEP: 1, vocab.VAL_ACC: 0.0})
+    assert not claim.trial.should_prune()  # epoch 1 is warm-up
+    store.record_epoch(claim.trial, {vocab.EPOCH: 2, vocab.STEP: 2, vocab.VAL_ACC: 0.0})
+    assert claim.trial.should_prune()
+    store.finish(search.study, claim.trial, vocab.PRUNED)
+    assert store.status_of(search.study.get_trials()[2]) == vocab.PRUNED
+
+
+# --- end to end: real workers, real TensorFlow
+
+
+def test_run_searches_then_trains_the_best_lr_at_every_seed(tmp_path: Path) -> None:
+    write_grid(tmp_path, SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]")
+               .replace("trials: 4", "trials: 3"))
+    first = run_cli("run", "grid.yaml", cwd=tmp_path, timeout=900)
+    assert first.returncode == 0, first.stderr
+    assert "learning-rate searches finished; training their best lr at every seed: 2 run(s)" in first.stdout
+    runs = pd.read_csv(tmp_path / "results" / "s" / vocab.RUNS_CSV)
+    assert runs["role"].value_counts().to_dict() == {vocab.SEARCH: 3, vocab.GRID: 2, vocab.TUNED: 2}
+    search = runs[runs.role == vocab.SEARCH]
+    assert set(search.seed) == {7} and search["train.lr"].between(1e-4, 1e-1).all()
+    done = search[search.status == vocab.DONE]
+    best = done.sort_values("final_val_acc", ascending=False, kind="stable")["train.lr"].iloc[0]
+    tuned = runs[runs.role == vocab.TUNED]
+    assert sorted(tuned.seed) == [0, 1] and (tuned["train.lr"] == best).all()
+    assert (tuned.status == vocab.DONE).all() and tuned.epochs_done.eq(2).all()
+    # Optuna's own tools see each search as a study of lr against val_acc
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
+        str(tmp_path / "results" / "s" / vocab.JOURNAL_FILE)))
+    names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+    assert names[0] == "s" and len(names) == 2 and names[1].startswith("s:lr_search:bs8-")
+    frame = optuna.load_study(study_name=names[1], storage=storage).trials_dataframe()
+    assert "params_lr" in frame and len(frame) == 3
+    status = run_cli("status", "grid.yaml", cwd=tmp_path)
+    finished = (runs.status == vocab.DONE).sum() + (runs.status == vocab.PRUNED).sum()
+    assert finished == 7 and status.stdout.startswith(f"s: 4 runs + 3 learning-rate search trials: "
+                                                      f"{(runs.status == vocab.DONE).sum()} done, 0 running")
+    again = run_cli("run", "grid.yaml", cwd=tmp_path)
+    assert again.returncode == 0 and "already finished; nothing to train" in again.stdout

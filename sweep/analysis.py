@@ -23,7 +23,7 @@ Statistics (docs/report.md says the same for readers of the report):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -38,6 +38,7 @@ SOURCE = "source"  # column added by `load`: the results folder a row came from
 SOURCE_RANK = "source_rank"  # its position on the command line (0 = first), for tie-breaks
 SEED = "seed"
 RUN_ID = "run_id"
+ROLE = "role"  # grid | search | tuned (sweep.vocab); missing in results written before searches existed
 SETTING_PREFIXES = ("data.", "model.", "train.")
 BATCH_SIZE, GPUS = "train.batch_size", "train.gpus"
 EPOCH_TWO = 2  # the post's "epoch 2"
@@ -79,11 +80,16 @@ class ResultsError(Exception):
 
 @dataclass(frozen=True)
 class Results:
-    """Runs of one or more results folders; `epochs` holds only finished (done) runs."""
+    """Runs of one or more results folders; `epochs` holds only finished (done) runs of the grid.
+
+    Learning-rate search trials and the re-runs of their best lr (the `role` column)
+    answer their own question (sweep/tuning.py), so the claims never see them.
+    """
 
     folders: tuple[Path, ...]
-    runs: pd.DataFrame  # every run, every status, one row per run_id
-    epochs: pd.DataFrame  # one row per (done run, epoch)
+    runs: pd.DataFrame  # every run, every status, every role; one row per (run_id, role)
+    epochs: pd.DataFrame  # one row per (done grid run, epoch)
+    tuned: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (done tuned run, epoch)
 
 
 def load(folders: Sequence[str | Path]) -> Results:
@@ -96,12 +102,25 @@ def load(folders: Sequence[str | Path]) -> Results:
     pairs = [tuple(t.assign(**{SOURCE_RANK: rank}) for t in _read_folder(p)) for rank, p in enumerate(paths)]
     runs = pd.concat([r for r, _ in pairs], ignore_index=True) if pairs else pd.DataFrame()
     epochs = pd.concat([e for _, e in pairs], ignore_index=True) if pairs else pd.DataFrame()
+    runs, epochs = _with_role(runs), _with_role(epochs)
     if RUN_ID in runs:
-        runs = runs.drop_duplicates(RUN_ID, keep="first").reset_index(drop=True)
+        runs = runs.drop_duplicates([RUN_ID, ROLE], keep="first").reset_index(drop=True)
     if RUN_ID in epochs and len(epochs):
-        epochs = epochs.drop_duplicates([RUN_ID, vocab.EPOCH], keep="first")
+        epochs = epochs.drop_duplicates([RUN_ID, ROLE, vocab.EPOCH], keep="first")
         epochs = epochs[epochs["status"] == vocab.DONE].reset_index(drop=True)
-    return Results(folders=paths, runs=runs, epochs=epochs)
+    by_role = {role: rows.drop(columns=ROLE).reset_index(drop=True) for role, rows in epochs.groupby(ROLE)} \
+        if ROLE in epochs else {}
+    empty = epochs.drop(columns=ROLE, errors="ignore").iloc[0:0]
+    return Results(folders=paths, runs=runs, epochs=by_role.get(vocab.GRID, empty),
+                   tuned=by_role.get(vocab.TUNED, empty))
+
+
+def _with_role(table: pd.DataFrame) -> pd.DataFrame:
+    """A `role` column; results written before learning-rate searches existed hold grid runs only."""
+    if table.empty and not len(table.columns):
+        return table
+    role = table[ROLE].fillna(vocab.GRID) if ROLE in table else vocab.GRID
+    return table.assign(**{ROLE: role})
 
 
 def _read_folder(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from sweep import analysis as an
-from sweep import plots, vocab
+from sweep import plots, tuning, vocab
 from sweep.analysis import Check, Estimate, Selection
 
 # --- thresholds (fractions of images; 0.20 = 20 percentage points)
@@ -42,7 +42,7 @@ SMALL_BATCH = 32  # C8: "batch_size 32 or less"
 
 FILES = {"article": "experiments/article.yaml", "batch_sizes": "experiments/batch_sizes.yaml",
          "causes": "experiments/causes.yaml", "gpus": "experiments/gpus.yaml",
-         "controls": "experiments/controls.yaml"}
+         "controls": "experiments/controls.yaml", "lr_search": "experiments/lr_search.yaml"}
 
 
 @dataclass(frozen=True)
@@ -482,6 +482,43 @@ def _attribution_section(doc: Doc, att: Attribution | None) -> None:
     doc.p(f"Conclusion: {att.conclusion()}")
 
 
+def _tuning_section(doc: Doc, tun: tuning.Tuning | None) -> None:
+    doc.h(2, "Batch sizes at their own best learning rate")
+    if tun is None:
+        doc.p(f"No learning-rate search in these results; `{FILES['lr_search']}` runs one per batch size "
+              "(a `search:` block in a grid file).")
+        return
+    doc.p("Shallue et al. (2019) compare batch sizes each at a learning rate tuned for it. Each search below drew "
+          "learning rates with TPE at one seed, pruned trials whose val_acc curve fell below the median, and re-ran "
+          "the best lr at every seed of the grid; the fixed lr is the grid's own runs of the same point. Changes are "
+          "paired by seed.")
+    doc.table(("batch size", "context", "best lr", "fixed lr", "val_acc at best lr, last epoch",
+               "val_acc at fixed lr", "tuned - fixed (paired)", "gap at epoch 2: best lr / fixed lr"),
+              [(str(p.batch_size), p.context or "-", tuning.describe(p.best_lr), tuning.describe(p.fixed_lr),
+                fmt(p.tuned_val), fmt(p.fixed_val), fmt(p.change), f"{fmt(p.tuned_gap2)} / {fmt(p.fixed_gap2)}")
+               for p in tun.points])
+    doc.table(("batch size", "search trials: lr -> final val_acc (status)"),
+              [(str(p.batch_size), "; ".join(f"{lr:.3g} -> {v:.3f}{'' if s == vocab.DONE else f' ({s})'}"
+                                             for lr, v, s in p.trials)) for p in tun.points])
+    doc.p(f"Conclusion: {tun.conclusion()}")
+
+
+def _noise_section(doc: Doc, rows: tuple[tuning.NoiseRow, ...]) -> None:
+    if not rows:
+        return
+    doc.h(2, "Gradient noise scale")
+    doc.p("B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018), estimated at every epoch from gradient norms at "
+          "the run's batch size and at 4 times it (their appendix A.1), the two terms averaged separately over "
+          "1,024 training images before the ratio. Mean [95% CI] over seeds, at the grid's fixed lr.")
+    epochs = sorted({r.epoch for r in rows})
+    keys = sorted({(r.batch_size, r.lr) for r in rows})
+    cells = {(r.batch_size, r.lr, r.epoch): r.b_simple for r in rows}
+    doc.table(("batch size", "lr", *(f"epoch {e}" for e in epochs)),
+              [(str(b), f"{lr:g}", *(fmt(cells[(b, lr, e)]) if (b, lr, e) in cells else "-" for e in epochs))
+               for b, lr in keys])
+    doc.p(tuning.noise_conclusion(rows))
+
+
 # --- formatting numbers
 
 
@@ -619,6 +656,7 @@ class Doc:
 
 def document(results: an.Results, findings: list[tuple[Claim, Finding | None]],
              figures: list[plots.FigureFile], att: Attribution | None = None) -> Doc:
+    """The report's blocks: header, verdicts, one section per claim, attribution, tuning, figures."""
     doc = Doc()
     doc.h(1, "Batch-size claims report")
     doc.p("Does the blog post about Keras batch sizes hold? Each claim below is checked on the runs of this "
@@ -633,6 +671,8 @@ def document(results: an.Results, findings: list[tuple[Claim, Finding | None]],
     for claim, finding in findings:
         _claim_section(doc, claim, finding)
     _attribution_section(doc, att)
+    _tuning_section(doc, tuning.tuning(results))
+    _noise_section(doc, tuning.noise_scales(results))
     if figures:
         doc.h(2, "Figures")
         for fig in figures:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import run_cli, write_grid
-from sweep import store, vocab
+from sweep import analysis, store, tuning, vocab
 from sweep.config import ConfigError, load_grid
 from sweep.plan import plan, search_groups
 
@@ -166,9 +166,32 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(tmp_path: Path) -> N
     assert names[0] == "s" and len(names) == 2 and names[1].startswith("s:lr_search:bs8-")
     frame = optuna.load_study(study_name=names[1], storage=storage).trials_dataframe()
     assert "params_lr" in frame and len(frame) == 3
+    # the report: claims read the grid's runs only; the tuning section pairs tuned with fixed lr by seed
+    results = analysis.load([tmp_path / "results" / "s"])
+    assert set(results.epochs.run_id) == set(runs[runs.role == vocab.GRID].run_id)
+    point = tuning.tuning(results).points[0]
+    fixed = runs[runs.role == vocab.GRID].set_index("seed").final_val_acc
+    assert point.best_lr == best and point.fixed_lr == 0.001 and point.tuned_val.n == 2
+    assert point.change.mean == pytest.approx((tuned.set_index("seed").final_val_acc - fixed).mean())
+    assert len(point.trials) == 3
+    report = (tmp_path / "results" / "s" / "report.md").read_text()
+    assert "## Batch sizes at their own best learning rate" in report and f"| 8 | - | {best:.3g} | 0.001 |" in report
     status = run_cli("status", "grid.yaml", cwd=tmp_path)
     finished = (runs.status == vocab.DONE).sum() + (runs.status == vocab.PRUNED).sum()
     assert finished == 7 and status.stdout.startswith(f"s: 4 runs + 3 learning-rate search trials: "
                                                       f"{(runs.status == vocab.DONE).sum()} done, 0 running")
     again = run_cli("run", "grid.yaml", cwd=tmp_path)
     assert again.returncode == 0 and "already finished; nothing to train" in again.stdout
+
+
+def test_noise_scales_are_summarised_per_batch_size_and_epoch() -> None:
+    epochs = pd.DataFrame({
+        "run_id": ["a", "a", "b", "b", "c"], "seed": [0, 0, 1, 1, 0], "status": "done",
+        "train.batch_size": [8, 8, 8, 8, 128], "train.lr": 0.001, vocab.EPOCH: [1, 2, 1, 2, 1],
+        vocab.NOISE_SCALE: [100.0, 300.0, 120.0, 340.0, 90.0],
+    })
+    rows = tuning.noise_scales(analysis.Results(folders=(), runs=pd.DataFrame(), epochs=epochs))
+    assert [(r.batch_size, r.epoch, r.b_simple.mean, r.b_simple.n) for r in rows] == [
+        (8, 1, 110.0, 2), (8, 2, 320.0, 2), (128, 1, 90.0, 1)]
+    text = tuning.noise_conclusion(rows)
+    assert text.startswith("At epoch 2, B_simple is 320 to 320") and "Batch sizes 8, 128 are below it" in text

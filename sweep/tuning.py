@@ -1,0 +1,190 @@
+"""Batch sizes at their own best learning rate, and the gradient noise scale: tables for the report.
+
+Reads what `sweep.analysis.load` returns; no TensorFlow. Two questions:
+
+- Shallue et al. (2019): compared at a learning rate tuned for each batch size
+  (the search's best lr, re-run at every seed), does a small batch still end with
+  a higher val_acc than a large one? And how much did tuning change each batch
+  size against the post's fixed lr (paired by seed)?
+- McCandlish et al. (2018): where do the sweep's batch sizes sit against the
+  gradient noise scale B_simple? Well below it, doubling the batch nearly halves
+  the steps needed; well above it, a larger batch mostly adds images, not progress.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from sweep import analysis as an
+from sweep import vocab
+
+SMALL_BATCH = 32  # the post's advice: batch_size 32 or less
+
+
+@dataclass(frozen=True)
+class TunedPoint:
+    """One learning-rate search: its trials, its best lr, and that lr against the fixed lr over seeds."""
+
+    batch_size: int
+    context: str  # the other settings that vary between searches, if any
+    best_lr: float
+    fixed_lr: float | None
+    trials: tuple[tuple[float, float, str], ...]  # (lr, final metric, status), by lr
+    tuned_val: an.Estimate  # val_acc at the last epoch, over seeds, at the best lr
+    fixed_val: an.Estimate  # the same at the post's fixed lr (grid runs of the same point)
+    change: an.Estimate  # tuned - fixed, paired by seed
+    tuned_gap2: an.Estimate  # the post's gap at epoch 2, at the best lr
+    fixed_gap2: an.Estimate
+
+
+@dataclass(frozen=True)
+class Tuning:
+    points: tuple[TunedPoint, ...]
+    small_vs_large: an.Estimate | None  # val_acc: best tuned batch <= 32 minus best tuned batch > 32, paired
+    small: int | None
+    large: int | None
+
+    def conclusion(self) -> str:
+        if self.small_vs_large is None or self.small_vs_large.n == 0:
+            return ("These searches do not cover batch sizes on both sides of 32, so the post's advice is not "
+                    "tested at tuned learning rates.")
+        e = self.small_vs_large
+        side = ("higher" if e.mean > 0 else "lower")
+        sure = "" if e.n > 1 and not (e.low <= 0 <= e.high) else "; the interval includes 0, so the sign is not settled"
+        return (f"At its own best learning rate, batch {self.small} ends with a val_acc {abs(e.mean):.3f} {side} than "
+                f"batch {self.large} ({_fmt(e)}, paired by seed){sure}.")
+
+
+def tuning(results: an.Results) -> Tuning | None:
+    """None when the results hold no finished learning-rate search."""
+    runs, tuned = results.runs, results.tuned
+    if tuned.empty or an.ROLE not in runs or "search_group" not in tuned:
+        return None
+    points = [p for group, rows in tuned.groupby("search_group", sort=False)
+              if (p := _point(results, group, rows)) is not None]
+    points.sort(key=lambda p: (p.context, p.batch_size))
+    if not points:
+        return None
+    small, large, diff = _small_vs_large(tuned, points)
+    return Tuning(tuple(points), diff, small, large)
+
+
+def _point(results: an.Results, group: str, tuned_epochs: pd.DataFrame) -> TunedPoint | None:
+    runs = results.runs
+    trials = runs[(runs[an.ROLE] == vocab.SEARCH) & (runs["search_group"] == group)]
+    last = an.at_epoch(tuned_epochs, None)
+    if last.empty:
+        return None
+    best_lr = float(last["train.lr"].iloc[0])
+    fixed = _fixed_runs(results.epochs, last)
+    fixed_last = an.at_epoch(fixed, None) if not fixed.empty else fixed
+    tuned_val, fixed_val = _by_seed(last, vocab.VAL_ACC), _by_seed(fixed_last, vocab.VAL_ACC)
+    return TunedPoint(
+        batch_size=int(last[an.BATCH_SIZE].iloc[0]), context=_context(last, results.tuned),
+        best_lr=best_lr, fixed_lr=float(fixed["train.lr"].iloc[0]) if not fixed.empty else None,
+        trials=tuple(sorted((float(r["train.lr"]), float(r.get("final_val_acc", math.nan)), str(r["status"]))
+                            for _, r in trials.iterrows())),
+        tuned_val=an.estimate(tuned_val), fixed_val=an.estimate(fixed_val),
+        change=an.estimate((tuned_val - fixed_val).dropna()),
+        tuned_gap2=an.estimate(_by_seed(an.at_epoch(tuned_epochs, an.EPOCH_TWO), vocab.GAP)),
+        fixed_gap2=an.estimate(_by_seed(an.at_epoch(fixed, an.EPOCH_TWO), vocab.GAP) if not fixed.empty else []),
+    )
+
+
+def _others(table: pd.DataFrame) -> list[str]:
+    return [c for c in an.setting_columns(table) if c != "train.lr"]
+
+
+def _fixed_runs(grid_epochs: pd.DataFrame, tuned_last: pd.DataFrame) -> pd.DataFrame:
+    """The grid's runs of the same point: every setting equal except the learning rate."""
+    if grid_epochs.empty:
+        return grid_epochs
+    columns = [c for c in _others(tuned_last) if c in grid_epochs]
+    want = set(an._key(tuned_last, columns))
+    return grid_epochs[an._key(grid_epochs, columns).isin(want)]
+
+
+def _by_seed(rows: pd.DataFrame, metric: str) -> pd.Series:
+    if rows.empty:
+        return pd.Series(dtype=float)
+    return rows.groupby(an.SEED)[metric].mean()
+
+
+def _context(last: pd.DataFrame, all_tuned: pd.DataFrame) -> str:
+    varying = [c for c in an.varying(all_tuned, exclude=("train.lr", an.BATCH_SIZE))]
+    return ", ".join(f"{c}={an.fmt_value(last[c].iloc[0])}" for c in varying)
+
+
+def _small_vs_large(tuned: pd.DataFrame, points: list[TunedPoint]) -> tuple[int | None, int | None, an.Estimate | None]:
+    """The post's advice at tuned lrs: the best small batch against the best large one, in the first context."""
+    context = points[0].context
+    mine = [p for p in points if p.context == context]
+    small = [p for p in mine if p.batch_size <= SMALL_BATCH]
+    large = [p for p in mine if p.batch_size > SMALL_BATCH]
+    if not small or not large:
+        return None, None, None
+    best_small = max(small, key=lambda p: p.tuned_val.mean)
+    best_large = max(large, key=lambda p: p.tuned_val.mean)
+    last = an.at_epoch(tuned, None)
+    values = {p.batch_size: _by_seed(last[an.matches(last[an.BATCH_SIZE], p.batch_size)], vocab.VAL_ACC)
+              for p in (best_small, best_large)}
+    return best_small.batch_size, best_large.batch_size, an.estimate(
+        (values[best_small.batch_size] - values[best_large.batch_size]).dropna())
+
+
+# --- the gradient noise scale
+
+
+@dataclass(frozen=True)
+class NoiseRow:
+    batch_size: int
+    lr: float
+    epoch: int
+    b_simple: an.Estimate  # over seeds
+
+
+def noise_scales(results: an.Results) -> tuple[NoiseRow, ...]:
+    """B_simple per batch size and epoch (end-of-epoch records of grid runs that measured it)."""
+    epochs = results.epochs
+    if epochs.empty or vocab.NOISE_SCALE not in epochs:
+        return ()
+    rows = epochs[epochs[vocab.NOISE_SCALE].notna() & (epochs[vocab.EPOCH] % 1 == 0)]
+    found = []
+    for (batch, lr, epoch), group in rows.groupby([an.BATCH_SIZE, "train.lr", vocab.EPOCH], sort=True):
+        found.append(NoiseRow(int(batch), float(lr), int(epoch), an.estimate(group[vocab.NOISE_SCALE])))
+    return tuple(found)
+
+
+def noise_conclusion(rows: tuple[NoiseRow, ...]) -> str:
+    if not rows:
+        return ""
+    last_epoch = max(r.epoch for r in rows)
+    final = [r for r in rows if r.epoch == last_epoch]
+    low, high = min(r.b_simple.mean for r in final), max(r.b_simple.mean for r in final)
+    batches = sorted({r.batch_size for r in rows})
+    below = [b for b in batches if b < low]
+    above = [b for b in batches if b > high]
+    parts = [f"At epoch {last_epoch}, B_simple is {low:.0f} to {high:.0f} across these runs."]
+    if below:
+        parts.append(f"Batch sizes {', '.join(map(str, below))} are below it: there, a larger batch should need "
+                     f"nearly proportionally fewer steps, so it is not the batch size itself that costs accuracy.")
+    if above:
+        parts.append(f"Batch sizes {', '.join(map(str, above))} are above it: there, extra images per step buy "
+                     f"little, and equal-epoch comparisons penalise the large batch for its fewer steps.")
+    return " ".join(parts)
+
+
+def _fmt(e: an.Estimate) -> str:
+    if e.n == 0:
+        return "no data"
+    if e.n == 1:
+        return f"{e.mean:.3f} (1 seed)"
+    return f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}] (n={e.n})"
+
+
+def describe(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) and not math.isnan(value) else "n/a"

@@ -371,7 +371,7 @@ def _coordinate_existing(args: argparse.Namespace, study) -> int:
     from sweep import coordinator, store
 
     queued = [RunSpec.from_json(t.user_attrs["spec"]) for t in study.get_trials(deepcopy=False)
-              if store.status_of(t) == vocab.PENDING and "spec" in t.user_attrs]
+              if store.status_of(t) == vocab.PENDING and "spec" in t.user_attrs] + _pending_slots(study)
     if not queued:
         print(f"{args.study}: no queued runs; nothing to do")
         return EXIT_OK

@@ -34,6 +34,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted; run the same command again to continue where it stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as err:
+        from sweep.store import DISK_FULL_ADVICE, is_disk_full
+
+        if not is_disk_full(err):
+            raise
+        print(f"error: no space left on device writing {err.filename or 'the store'}; {DISK_FULL_ADVICE}",
+              file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -249,6 +257,8 @@ def _open(target: str, name: str, create: bool):  # -> optuna.Study
 
     try:
         return store.open_study(store.open_storage(target), name, create=create)
+    except store.NewerStoreError as err:
+        raise UsageError(f"{_shown(target)}: {err}") from None
     except KeyError:
         raise UsageError(f"the store {_shown(target)} has no sweep named {name!r}") from None
     except Exception as err:  # a bad URL, an unreachable database, a corrupt journal

@@ -253,6 +253,7 @@ TOP_LEVEL_KEYS = ("name", "seeds", "base", "grid", "variants", "search")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 MAX_NAME = 100  # a folder name and an Optuna study name; file systems stop at 255 bytes
 MAX_RUNS = 100_000  # more runs than any sweep here needs; a bigger grid is a typo, not a plan
+MAX_NESTING = 100  # levels of [ and { in a grid file
 
 
 def field_docs() -> dict[str, str]:
@@ -330,6 +331,14 @@ def _read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path.name}: not a UTF-8 text file (invalid byte at offset {err.start})") from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read the grid file: {err.strerror or err}") from None
+    # PyYAML's scanner is quadratic in the depth of [ and { (5000 levels: seconds; 100k: hours) and its
+    # parser recursive, so deep nesting is refused before parsing; a real grid file nests 3 or 4 levels.
+    depth = 0
+    for bracket in re.finditer(r"[\[\]{}]", text):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > MAX_NESTING:
+            line = text.count("\n", 0, bracket.start()) + 1
+            raise ConfigError(f"{path.name}: line {line}: YAML error: nested too deeply (more than {MAX_NESTING} levels of [ or {{)")
     try:
         return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader: no Python tags, nothing executed
     except yaml.YAMLError as err:
@@ -372,9 +381,10 @@ def _reject_unknown(mapping: dict, valid: Any, prefix: str) -> None:
 def _parse_name(value: Any) -> str:
     # fullmatch, not match: NAME_PATTERN's $ also matches before a final newline ("x\n").
     # The first character cannot be '.', so '.', '..' and '../x' never name a folder outside results/.
-    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value) or len(value) > MAX_NAME:
-        raise _KeyError("name", f"must be letters, digits, '_', '.' or '-', starting with a letter or digit, "
-                                f"at most {MAX_NAME} characters (it names the results folder), {_got(value)}")
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
+        raise _KeyError("name", f"must be letters, digits, '_', '.' or '-' (it names the results folder), {_got(value)}")
+    if len(value) > MAX_NAME:
+        raise _KeyError("name", f"must be at most {MAX_NAME} characters (it names the results folder), {_got(value)}")
     return value
 
 
@@ -454,7 +464,8 @@ def _resolve(section: str, key: str, value: Any, folder: Path, where: str) -> An
         resolved = (folder / Path(value).expanduser()).resolve()
         found = resolved.exists()
     except (OSError, RuntimeError, ValueError) as err:  # ~nosuchuser, a NUL byte, a name too long, a symlink loop
-        raise _KeyError(where, f"not a usable path, {_got(value)} ({type(err).__name__}: {err})") from None
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else err  # not the whole long path again
+        raise _KeyError(where, f"not a usable path, {_got(value)} ({type(err).__name__}: {reason})") from None
     if not found:
         raise _KeyError(where, f"no such file or folder: {resolved}")
     return str(resolved)

@@ -29,6 +29,7 @@ storage=JournalStorage(JournalFileBackend("results/NAME/journal.log")))``.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import socket
@@ -54,6 +55,15 @@ STORAGE_ENV = "BATCHSWEEP_STORAGE"  # how a password-bearing URL reaches workers
 def redact(text: str) -> str:
     """Replace the password of any database URL in `text` with ***."""
     return re.sub(r"(\w[\w+.-]*://[^:/@\s]*:)[^/\s]*@", r"\1***@", text)
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """ENOSPC or EDQUOT: the store (or the results folder) cannot grow; nothing else can go on."""
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+DISK_FULL_ADVICE = ("free some space, then run the same command again: the store reopens "
+                    "(a record cut off mid-line is dropped) and keeps every finished epoch")
 
 
 def heartbeat_seconds() -> int:
@@ -117,11 +127,43 @@ def _end_of_last_line(handle: Any, size: int, chunk: int = 1 << 16) -> int:
     return 0
 
 
+# What a sweep study holds, as a number: 1 = runs only (no `format` attribute); 2 = roles and
+# learning-rate searches. A newer harness may read an older store, never the other way round.
+STORE_FORMAT = 2
+FORMAT_ATTR = "batchsweep_format"
+
+
+class NewerStoreError(Exception):
+    """The sweep was written by a newer batchsweep. The message is one line, ready for stderr."""
+
+
 def open_study(storage: optuna.storages.BaseStorage, name: str, create: bool = True) -> optuna.Study:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    if create:
-        return optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)
-    return optuna.load_study(study_name=name, storage=storage)
+    try:  # load first: opening an existing sweep writes nothing (a newer one is refused untouched)
+        study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        if not create:
+            raise
+        study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)
+    attrs = study.user_attrs
+    found = int(attrs.get(FORMAT_ATTR, 1))
+    if found > STORE_FORMAT:
+        raise NewerStoreError(
+            f"sweep {name!r} was written by batchsweep {attrs.get('batchsweep_version', '?')} (store format {found}); "
+            f"this is batchsweep {_version()} (store format {STORE_FORMAT}): upgrade batchsweep to read or extend it")
+    if create and FORMAT_ATTR not in attrs and not study.get_trials(deepcopy=False):
+        study.set_user_attr(FORMAT_ATTR, STORE_FORMAT)  # a new sweep: say what wrote it
+        study.set_user_attr("batchsweep_version", _version())
+    return study
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("batchsweep")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 # --- statuses
@@ -140,7 +182,7 @@ def status_of(trial: FrozenTrial) -> str:
 
 
 STATUS_RANK = {vocab.DONE: 0, vocab.PRUNED: 1, vocab.RUNNING: 2, vocab.PENDING: 3, vocab.DIVERGED: 4,
-               vocab.FAILED: 5, vocab.INTERRUPTED: 6}
+               vocab.FAILED: 5, vocab.INTERRUPTED: 6, vocab.DUPLICATE: 7}
 
 
 def latest_by_run(trials: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
@@ -335,6 +377,10 @@ def claim_next(study: optuna.Study) -> Claim | None:
                 continue  # another worker took it first
         except optuna.exceptions.UpdateFinishedTrialError:
             continue
+        if _duplicate(storage, study._study_id, frozen):
+            storage.set_trial_user_attr(frozen._trial_id, "status", vocab.DUPLICATE)
+            storage.set_trial_state_values(frozen._trial_id, state=TrialState.FAIL)
+            continue
         trial = optuna.Trial(study, frozen._trial_id)
         # Identity first: if this process dies from here on, `requeue_dead` can tell.
         # (The enqueued run_id is not suggested as a param: Optuna forbids a
@@ -344,6 +390,18 @@ def claim_next(study: optuna.Study) -> Claim | None:
             trial.set_user_attr(key, value)
         return Claim(trial, spec)
     return None
+
+
+def _duplicate(storage: optuna.storages.BaseStorage, study_id: int, frozen: FrozenTrial) -> bool:
+    """Whether an earlier trial holds the same attempt at the same run.
+
+    Two `run` commands that enqueue at the same moment can both add attempt k of a
+    run (enqueueing reads, then writes). Only the lowest-numbered copy is trained,
+    whichever worker claims it, so a run is still trained once.
+    """
+    key = (frozen.user_attrs.get("run_id"), frozen.user_attrs.get("attempt"))
+    return any((t.user_attrs.get("run_id"), t.user_attrs.get("attempt")) == key and t.number < frozen.number
+               for t in storage.get_all_trials(study_id, deepcopy=False))
 
 
 def _worker_identity() -> dict[str, Any]:

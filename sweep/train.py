@@ -80,6 +80,7 @@ class RunInfo:
     virtual_devices: bool
     devices: str
     steps_per_epoch: int
+    skipped_files: int = 0  # dataset folder: files that are not images (notes.txt, .DS_Store), left out (docs/inputs.md)
 
 
 class Diverged(Exception):
@@ -110,6 +111,7 @@ class Run:
             num_classes=self.split.num_classes, replicas=len(replicas.devices),
             per_replica_batch=batch // len(replicas.devices), virtual_devices=replicas.virtual,
             devices=",".join(replicas.devices), steps_per_epoch=steps_per_epoch,
+            skipped_files=len(data_module.skipped_files(spec.point.data)),
         )
 
     def epochs(self) -> Iterator[EpochRecord]:

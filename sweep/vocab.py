@@ -38,6 +38,7 @@ DIVERGED = "diverged"
 PENDING = "pending"
 PRUNED = "pruned"  # a learning-rate search trial stopped early by the pruner (a final status)
 INTERRUPTED = "interrupted"  # an attempt cut short (crash, Ctrl-C); its run is queued again
+DUPLICATE = "duplicate"  # a second copy of an attempt (two `run`s enqueued at once); never trained
 STATUSES: tuple[str, ...] = (DONE, RUNNING, FAILED, DIVERGED, PRUNED, PENDING)
 FINAL_STATUSES: tuple[str, ...] = (DONE, DIVERGED, PRUNED)  # never trained again
 

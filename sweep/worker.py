@@ -29,6 +29,7 @@ EVENT_PREFIX = "@@sweep "
 EXIT_NEEDS_MORE_DEVICES = 3  # a queued run needs more replicas than this process set up
 EXIT_UNREADABLE = 2  # the queue holds runs written by a newer version
 EXIT_RECYCLE = 4  # memory grew past the bound: start a fresh worker
+EXIT_DISK_FULL = 5  # the store cannot be written: stop, the coordinator says what to do
 EXIT_INTERRUPTED = 130
 IDLE_POLL_SECONDS = 2.0
 
@@ -57,6 +58,13 @@ def work(study: optuna.Study, emit: Emit = emit_stdout, retries: int = 1) -> int
         emit({"event": "error", "message": str(err)})
         print(f"error: {err}", file=sys.stderr)
         return EXIT_UNREADABLE
+    except OSError as err:
+        if not store.is_disk_full(err):
+            raise
+        # Its run stays RUNNING; once this process is gone the next `run` re-queues it.
+        emit({"event": "error", "message": f"no space left on device: {err.filename or 'the store'}"})
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_DISK_FULL
 
 
 Queue = tuple[optuna.Study, "store.Search | None"]  # the sweep's own queue, or a learning-rate search's
@@ -98,10 +106,17 @@ def _work(study: optuna.Study, emit: Emit, retries: int) -> int:
             store.requeue(queue, claim.trial._trial_id, "interrupted before the run finished")
             emit({"event": "interrupted", "run_id": claim.spec.run_id})
             return EXIT_INTERRUPTED
-        if status == vocab.FAILED and store.retry_failed(queue, claim.trial, retries):
+        if status == vocab.FAILED and store.retry_failed(queue, claim.trial, retries if _retryable(queue, claim) else 0):
             emit({"event": "retry", "run_id": claim.spec.run_id, "epochs": claim.spec.point.train.epochs})
         if rss_mb() > max_rss_mb():
             return EXIT_RECYCLE
+
+
+def _retryable(study: optuna.Study, claim: store.Claim) -> bool:
+    """A run that failed on its data (sweep.data.DataError) fails the same way again: no retry."""
+    error = study._storage.get_trial(claim.trial._trial_id).user_attrs.get("error") or ""
+    lines = error.strip().splitlines()
+    return not (lines and lines[-1].startswith("sweep.data.DataError"))
 
 
 def _claim(queues: list[Queue]) -> tuple[optuna.Study, store.Search | None, store.Claim] | None:
@@ -187,6 +202,10 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit, search: store.S
         status, error = vocab.DIVERGED, str(err)
     except KeyboardInterrupt:
         raise
+    except OSError as err:
+        if store.is_disk_full(err):
+            raise  # not this run's fault, and nothing more can be recorded: the worker stops
+        error = traceback.format_exc()
     except Exception:  # noqa: BLE001 - any error of one run is recorded, and the sweep goes on
         error = traceback.format_exc()
     finally:

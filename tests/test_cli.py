@@ -6,6 +6,7 @@ from pathlib import Path
 
 import optuna
 import pandas as pd
+import pytest
 
 from conftest import TINY_GRID, run_cli, write_grid
 from sweep import vocab
@@ -41,7 +42,7 @@ def test_run_status_and_rerun(tmp_path: Path) -> None:
     assert len(optuna.load_study(study_name="tiny", storage=storage).trials) == 4  # nothing ran twice
 
 
-def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
+def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "broken.npz").write_bytes(b"not an npz archive")
     write_grid(tmp_path, TINY_GRID.replace("train.batch_size: [4, 8]", "data.dataset: [glyphs120, npz]")
                .replace("data: {dataset: glyphs120,", "data: {")
@@ -61,10 +62,12 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None
     write_grid(tmp_path, """\
         name: mixed
         base:
-          data: {dataset: npz, path: broken.npz, image_size: 12}
+          data: {classes: 4, samples_per_class: 10, image_size: 16}
           train: {epochs: 1, batch_size: 8}
     """, name="bad.yaml")
     assert run_cli("run", "ok.yaml", cwd=tmp_path).returncode == 0
+    # A fault of the machine, not of the run: the dataset cache cannot be written (a file is in the way).
+    monkeypatch.setenv("BATCHSWEEP_CACHE", str(tmp_path / "broken.npz"))
     failed = run_cli("run", "bad.yaml", cwd=tmp_path)
     assert failed.returncode == 1
     assert "FAILED" in failed.stderr and "status: 0 done, 0 running, 1 failed, 0 diverged, 0 pending" in failed.stdout

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli, write_grid
 from sweep import analysis, store, tuning, vocab
 from sweep.config import ConfigError, load_grid
-from sweep.plan import plan, search_groups
+from sweep.plan import search_groups
 
 SEARCH_GRID = """\
     name: s

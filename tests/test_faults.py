@@ -1,0 +1,99 @@
+"""The store under faults: two `run`s at once, duplicate attempts, a full disk, a newer store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+
+from conftest import REPO, TINY_GRID, run_cli, write_grid
+from sweep import store, vocab
+from sweep.config import load_grid
+from sweep.plan import plan
+
+
+def _completions(journal: Path, name: str) -> pd.Series:
+    """COMPLETE trials per run id, read with plain Optuna."""
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    trials = optuna.load_study(study_name=name, storage=storage).get_trials()
+    done = [t.user_attrs["run_id"] for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    return pd.Series(done, dtype=object).value_counts()
+
+
+def test_a_duplicated_attempt_is_never_trained(tmp_path: Path) -> None:
+    study = store.open_study(store.open_storage(tmp_path / "j.log"), "tiny")
+    spec = plan(load_grid(write_grid(tmp_path, TINY_GRID)))[0]
+    for _ in range(2):  # what two `run`s enqueueing at the same moment can leave behind
+        study.enqueue_trial({"run_id": spec.run_id, "attempt": 1},
+                            user_attrs={"run_id": spec.run_id, "attempt": 1, "spec": spec.to_json()})
+    first = store.claim_next(study)
+    assert first.trial.number == 0
+    assert store.claim_next(study) is None  # the copy is set aside, not handed out
+    copy = study.get_trials()[1]
+    assert (copy.state, copy.user_attrs["status"]) == (optuna.trial.TrialState.FAIL, vocab.DUPLICATE)
+    assert store.counts(study)[vocab.RUNNING] == 1
+
+
+def test_two_runs_of_one_sweep_at_once_cooperate_and_train_each_run_once(tmp_path: Path) -> None:
+    write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "sweep", "run", "grid.yaml"]
+    procs = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert all("Traceback" not in err for _, err in outputs)
+    completions = _completions(tmp_path / "results" / "tiny" / vocab.JOURNAL_FILE, "tiny")
+    assert len(completions) == 4 and completions.eq(1).all()  # every run, exactly once
+    runs = pd.read_csv(tmp_path / "results" / "tiny" / vocab.RUNS_CSV)
+    assert sorted(runs.status) == [vocab.DONE] * 4
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path):
+    """A 2 MB tmpfs: a real file system that really fills up (tests run as root, as CI does)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_stops_the_sweep_with_advice_and_the_store_reopens(tmp_path: Path, small_disk: Path) -> None:
+    write_grid(tmp_path, TINY_GRID)
+    results = small_disk / "tiny"
+    assert run_cli("run", "grid.yaml", "--results", str(results), cwd=tmp_path).returncode == 0  # room to spare
+    bigger = tmp_path / "bigger.yaml"
+    bigger.write_text((tmp_path / "grid.yaml").read_text().replace("seeds: [0]", "seeds: [0, 1, 2]"))
+    filler = small_disk / "filler"
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    filler.write_bytes(b"\0" * (free - 6_000))  # room for the new runs' queue entries, not their epochs
+    full = run_cli("run", "bigger.yaml", "--results", str(results), cwd=tmp_path)
+    assert full.returncode == 1, full.stdout + full.stderr
+    assert "no space left on device" in full.stderr and "run the same command again" in full.stderr
+    assert "Traceback" not in full.stderr
+    filler.unlink()
+    again = run_cli("run", "bigger.yaml", "--results", str(results), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    completions = _completions(results / vocab.JOURNAL_FILE, "tiny")
+    assert len(completions) == 6 and completions.eq(1).all()
+
+
+def test_a_store_from_a_newer_version_is_refused_and_left_alone(tmp_path: Path) -> None:
+    write_grid(tmp_path, TINY_GRID)
+    journal = tmp_path / "results" / "tiny" / vocab.JOURNAL_FILE
+    study = store.open_study(store.open_storage(journal), "tiny")
+    assert study.user_attrs[store.FORMAT_ATTR] == store.STORE_FORMAT
+    study.set_user_attr(store.FORMAT_ATTR, store.STORE_FORMAT + 1)
+    study.set_user_attr("batchsweep_version", "9.0.0")
+    before = journal.read_bytes()
+    for command in ("run", "status"):
+        refused = run_cli(command, "grid.yaml", cwd=tmp_path)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "written by batchsweep 9.0.0 (store format 3)" in refused.stderr and "upgrade batchsweep" in refused.stderr
+    assert journal.read_bytes() == before

@@ -224,6 +224,47 @@ def column(metric: str, when: str) -> str:
     return f"{metric}_{when}"
 
 
+STUCK_MIN_RECORDS = 3  # fewer records cannot tell a stuck model from a slow one
+
+
+def run_health(results: Results) -> pd.DataFrame:
+    """Runs whose numbers cannot answer a claim, with the reason: run_id, status, problem.
+
+    - diverged: the loss became NaN or infinite (never in `epochs`; listed so nothing vanishes);
+    - stuck: a done run whose val_acc and train_eval_acc never changed over 3 or more
+      records while val_acc sits at 1 / classes, i.e. the model predicts one class;
+    - a validation set of one class (from results of other tools; our loaders refuse it),
+      where accuracy says nothing about generalisation.
+    """
+    problems = []
+    runs = results.runs
+    if "status" in runs:
+        for _, run in runs[runs["status"] == vocab.DIVERGED].iterrows():
+            problems.append((run[RUN_ID], vocab.DIVERGED, f"diverged: {run.get('error') or 'loss became NaN or infinite'}"))
+    if "num_classes" in runs:
+        for _, run in runs[(runs["status"] == vocab.DONE) & (runs["num_classes"] < 2)].iterrows():
+            problems.append((run[RUN_ID], vocab.DONE, "validation holds a single class: accuracy cannot compare settings"))
+    epochs = results.epochs
+    if not epochs.empty:
+        for run_id, rows in epochs.groupby(RUN_ID, sort=True):
+            if _stuck(rows, runs):
+                problems.append((run_id, vocab.DONE, f"stuck: val_acc {rows[vocab.VAL_ACC].iloc[0]:.3f} and "
+                                 f"train_eval_acc unchanged over {len(rows)} records (the model predicts one class)"))
+    return pd.DataFrame(problems, columns=[RUN_ID, "status", "problem"]).drop_duplicates(RUN_ID)
+
+
+def _stuck(rows: pd.DataFrame, runs: pd.DataFrame) -> bool:
+    if len(rows) < STUCK_MIN_RECORDS or rows[vocab.VAL_ACC].nunique() > 1 or rows[vocab.TRAIN_EVAL_ACC].nunique() > 1:
+        return False
+    classes = runs.loc[runs[RUN_ID] == rows[RUN_ID].iloc[0], "num_classes"] if "num_classes" in runs else pd.Series()
+    return classes.empty or abs(rows[vocab.VAL_ACC].iloc[0] - 1.0 / float(classes.iloc[0])) < 1e-6
+
+
+def without(epochs: pd.DataFrame, health: pd.DataFrame) -> pd.DataFrame:
+    """`epochs` without the runs `run_health` lists: claims are never decided on them."""
+    return epochs[~epochs[RUN_ID].isin(health[RUN_ID])] if not epochs.empty and len(health) else epochs
+
+
 def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     """One row per done run: settings, seed, metrics at epoch 2 and at the last epoch, speed.
 

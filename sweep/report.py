@@ -655,7 +655,8 @@ class Doc:
 
 
 def document(results: an.Results, findings: list[tuple[Claim, Finding | None]],
-             figures: list[plots.FigureFile], att: Attribution | None = None) -> Doc:
+             figures: list[plots.FigureFile], att: Attribution | None = None,
+             health: pd.DataFrame | None = None) -> Doc:
     """The report's blocks: header, verdicts, one section per claim, attribution, tuning, figures."""
     doc = Doc()
     doc.h(1, "Batch-size claims report")
@@ -667,6 +668,7 @@ def document(results: an.Results, findings: list[tuple[Claim, Finding | None]],
     doc.table(("claim", "the post", "verdict", "deciding numbers"),
               [(c.id, c.quote, verdict_text(c, f), "; ".join(f"{k.label}: {fmt(k.estimate)}" for k in f.checks) if f else "")
                for c, f in findings])
+    _health_section(doc, health if health is not None else pd.DataFrame())
     _statistics_section(doc)
     for claim, finding in findings:
         _claim_section(doc, claim, finding)
@@ -682,6 +684,17 @@ def document(results: an.Results, findings: list[tuple[Claim, Finding | None]],
           "group of seeds), `tables/gaps.csv` (gap and eval_gap at epoch 2 and at the last epoch), "
           "`tables/run_summary.csv` (one row per run), `tables/claims.csv` (every check above).")
     return doc
+
+
+def _health_section(doc: Doc, health: pd.DataFrame) -> None:
+    """Runs left out of every claim, and why: a degenerate run must not decide a verdict."""
+    if health.empty:
+        return
+    doc.h(2, "Runs left out of the claims")
+    doc.p(f"{len(health)} run(s) cannot answer a claim and are left out of every verdict and of the attribution "
+          "(the figures still show the stuck ones). A setting whose seeds are all here is then 'not tested', "
+          "and one that lost some seeds has a wider interval.")
+    doc.table(("run", "status", "problem"), [(r["run_id"], r["status"], r["problem"]) for _, r in health.iterrows()])
 
 
 def _statistics_section(doc: Doc) -> None:
@@ -801,10 +814,12 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None) -> Writt
     target = Path(out) if out is not None else Path(folders[0])
     target.mkdir(parents=True, exist_ok=True)
     an.write_tables(results, target)
-    findings = evaluate(an.run_summary(results.epochs))
+    health = an.run_health(results)
+    healthy = an.without(results.epochs, health)
+    findings = evaluate(an.run_summary(healthy))
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
     figures = plots.draw_all(results, target)
-    doc = document(results, findings, figures, attribution(results.epochs))
+    doc = document(results, findings, figures, attribution(healthy), health)
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")
     page.write_text(to_html(doc), encoding="utf-8")

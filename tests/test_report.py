@@ -193,3 +193,35 @@ def test_a_sweep_with_only_non_default_controls_still_gets_a_report(tmp_path: Pa
     written = report.build([tmp_path])
     verdicts = [report.verdict_text(claim, finding) for claim, finding in written.findings]
     assert len(verdicts) == 9 and all(v.startswith("not tested") for v in verdicts)
+
+
+def test_stuck_and_diverged_runs_are_named_and_never_decide_a_claim(tmp_path: Path) -> None:
+    """fx_bs (real runs, 8 classes, 3 epochs) with one run made stuck at chance and one diverged."""
+    import pandas as pd
+
+    from sweep import analysis, report
+
+    source = Path(__file__).parent / "fixtures" / "fx_bs"
+    runs, epochs = pd.read_csv(source / "runs.csv"), pd.read_csv(source / "epochs.csv")
+    stuck, lost = "bs64-s0-ac7df268", "bs64-s1-373854fb"
+    chance = epochs["run_id"] == stuck
+    epochs.loc[chance, ["val_acc", "train_eval_acc"]] = [0.125, 0.125]  # one class of 8, every epoch
+    epochs.loc[chance, "eval_gap"] = 0.0
+    epochs.loc[chance, "gap"] = epochs.loc[chance, "train_acc"] - 0.125
+    runs["error"] = runs["error"].astype(object)
+    runs.loc[runs["run_id"] == lost, ["status", "error"]] = ["diverged", "training loss became nan in epoch 2"]
+    epochs.loc[epochs["run_id"] == lost, "status"] = "diverged"
+    runs.to_csv(tmp_path / "runs.csv", index=False)
+    epochs.to_csv(tmp_path / "epochs.csv", index=False)
+
+    health = analysis.run_health(analysis.load([tmp_path]))
+    assert dict(zip(health.run_id, health.status)) == {lost: "diverged", stuck: "done"}
+    written = report.build([tmp_path])
+    md = written.markdown.read_text()
+    assert "## Runs left out of the claims" in md
+    assert f"| {stuck} | done | stuck: val_acc 0.125 and train_eval_acc unchanged over 3 records" in md
+    assert f"| {lost} | diverged | diverged: training loss became nan in epoch 2 |" in md
+    used = pd.read_csv(tmp_path / "tables" / "claims.csv")
+    assert len(used) and "bs64-s0" not in md.split("## Runs left out")[0]
+    summary = analysis.run_summary(analysis.without(analysis.load([tmp_path]).epochs, health))
+    assert stuck not in set(summary.run_id) and len(summary) == 7

@@ -97,3 +97,23 @@ def test_a_store_from_a_newer_version_is_refused_and_left_alone(tmp_path: Path) 
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
         assert "written by batchsweep 9.0.0 (store format 3)" in refused.stderr and "upgrade batchsweep" in refused.stderr
     assert journal.read_bytes() == before
+
+
+def test_four_workers_on_one_journal_train_every_run_exactly_once(tmp_path: Path) -> None:
+    write_grid(tmp_path, """\
+        name: load
+        seeds: [0]
+        base:
+          data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 8}
+          train: {epochs: 1, batch_size: 8}
+        grid:
+          data.seed: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+    """)
+    result = run_cli("run", "grid.yaml", "--workers", "4", cwd=tmp_path, timeout=900)
+    assert result.returncode == 0, result.stderr
+    completions = _completions(tmp_path / "results" / "load" / vocab.JOURNAL_FILE, "load")
+    assert len(completions) == 16 and completions.eq(1).all()
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
+        str(tmp_path / "results" / "load" / vocab.JOURNAL_FILE)))
+    workers = {t.user_attrs["worker_pid"] for t in optuna.load_study(study_name="load", storage=storage).get_trials()}
+    assert len(workers) >= 2  # the queue was shared (a slow-starting worker may find it empty)

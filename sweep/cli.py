@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from sweep import vocab
-from sweep.config import ConfigError, GridFile, field_docs, load_grid
+from sweep.config import SEARCH_DOCS, ConfigError, GridFile, field_docs, load_grid
 from sweep.plan import RunSpec, plan, search_groups
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -48,7 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sweep", description="Batch-size experiment sweeps on TensorFlow/Keras.",
         epilog="Grid file keys (dotted paths usable in grid:):\n"
-               + "\n".join(f"  {k:<26} {doc}" for k, doc in field_docs().items()),
+               + "\n".join(f"  {k:<26} {doc}" for k, doc in field_docs().items())
+               + "\n\nOptional search: block (a learning-rate search for every grid point, then its best lr "
+                 "at every seed):\n"
+               + "\n".join(f"  {k:<26} {doc}" for k, doc in SEARCH_DOCS.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -248,6 +248,13 @@ class SearchConfig:
 
 
 SEARCH_KEYS = ("lr", "trials", "metric", "seed", "prune")
+SEARCH_DOCS = {
+    "search.lr": "{low, high, log}: the range learning rates are drawn from (log: true, the default, = log-uniform)",
+    "search.trials": "learning rates tried per grid point (default 8; the first half at random, then TPE)",
+    "search.metric": "val_acc (maximised, the default) | val_loss (minimised), at the last epoch",
+    "search.seed": "the seed the trials run at (default 0; pick one outside seeds: so the re-runs are fresh)",
+    "search.prune": "stop a trial below the median of earlier trials from epoch 2 (default true)",
+}
 SEARCH_LR_KEYS = ("low", "high", "log")
 TOP_LEVEL_KEYS = ("name", "seeds", "base", "grid", "variants", "search")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -522,8 +529,10 @@ def _check_points(grid_file: GridFile) -> None:
     """Checks that involve several keys, on every point the grid and variants make."""
     # Count before building: a few long axes multiply into more points than memory holds.
     points = math.prod(len(values) for _, values in grid_file.grid) * max(1, len(grid_file.variants))
-    if points * len(grid_file.seeds) > MAX_RUNS:
-        raise _KeyError("grid", f"makes {points * len(grid_file.seeds)} runs ({points} points x {len(grid_file.seeds)} seeds); "
+    per_point = len(grid_file.seeds) * (2 if grid_file.search else 1) + (grid_file.search.trials if grid_file.search else 0)
+    if points * per_point > MAX_RUNS:
+        searched = f" + {grid_file.search.trials} search trials and {len(grid_file.seeds)} tuned runs" if grid_file.search else ""
+        raise _KeyError("grid", f"makes {points * per_point} runs ({points} points x {len(grid_file.seeds)} seeds{searched}); "
                                 f"at most {MAX_RUNS}: split it into several grid files")
     searched = grid_file.search is not None
     for point, settings in grid_file.points():

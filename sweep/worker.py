@@ -195,7 +195,9 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit, search: store.S
             store.record_epoch(trial, record.to_dict(), metric)
             emit({"event": "epoch", "run_id": spec.run_id, "epochs": epochs, **record.to_dict()})
             last = record
-            if search is not None and float(record.epoch).is_integer() and trial.should_prune():
+            # Pruning at the last epoch would save nothing and hide a finished trial from the sampler.
+            if search is not None and float(record.epoch).is_integer() and record.epoch < epochs \
+                    and trial.should_prune():
                 status, error = vocab.PRUNED, f"pruned after epoch {record.epoch}: {metric} below the search's median"
                 break
     except Diverged as err:

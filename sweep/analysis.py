@@ -171,6 +171,15 @@ class Estimate:
     high: float
 
 
+def fmt_estimate(e: Estimate) -> str:
+    """"0.147 [0.116, 0.179] (n=3)", as the report writes every estimate."""
+    if e.n == 0:
+        return "no data"
+    if e.n == 1:
+        return f"{e.mean:.3f} (1 seed, no interval)"
+    return f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}] (n={e.n})"
+
+
 def t_multiplier(n: int, confidence: float = CONFIDENCE) -> float:
     """t(1 - alpha/2, n - 1): 12.71 at n=2, 4.30 at n=3, 2.26 at n=10."""
     return float(stdtrit(n - 1, 0.5 + confidence / 2)) if n > 1 else math.nan

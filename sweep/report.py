@@ -522,12 +522,7 @@ def _noise_section(doc: Doc, rows: tuple[tuning.NoiseRow, ...]) -> None:
 # --- formatting numbers
 
 
-def fmt(e: Estimate) -> str:
-    if e.n == 0:
-        return "no data"
-    if e.n == 1:
-        return f"{e.mean:.3f} (1 seed, no interval)"
-    return f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}] (n={e.n})"
+fmt = an.fmt_estimate
 
 
 def verdict_text(claim: Claim, finding: Finding | None) -> str:

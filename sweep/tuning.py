@@ -56,7 +56,7 @@ class Tuning:
         side = ("higher" if e.mean > 0 else "lower")
         sure = "" if e.n > 1 and not (e.low <= 0 <= e.high) else "; the interval includes 0, so the sign is not settled"
         return (f"At its own best learning rate, batch {self.small} ends with a val_acc {abs(e.mean):.3f} {side} than "
-                f"batch {self.large} ({_fmt(e)}, paired by seed){sure}.")
+                f"batch {self.large} ({an.fmt_estimate(e)}, paired by seed){sure}.")
 
 
 def tuning(results: an.Results) -> Tuning | None:
@@ -176,14 +176,6 @@ def noise_conclusion(rows: tuple[NoiseRow, ...]) -> str:
         parts.append(f"Batch sizes {', '.join(map(str, above))} are above it: there, extra images per step buy "
                      f"little, and equal-epoch comparisons penalise the large batch for its fewer steps.")
     return " ".join(parts)
-
-
-def _fmt(e: an.Estimate) -> str:
-    if e.n == 0:
-        return "no data"
-    if e.n == 1:
-        return f"{e.mean:.3f} (1 seed)"
-    return f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}] (n={e.n})"
 
 
 def describe(value: Any) -> str:

@@ -101,22 +101,15 @@ def _work(study: optuna.Study, emit: Emit, retries: int) -> int:
         if search is not None:  # a search slot: this trial's lr comes from the search's sampler
             claim = search.start(claim)
         try:
-            status = run_one(queue, claim, emit, search)
+            status, retryable = run_one(queue, claim, emit, search)
         except KeyboardInterrupt:
             store.requeue(queue, claim.trial._trial_id, "interrupted before the run finished")
             emit({"event": "interrupted", "run_id": claim.spec.run_id})
             return EXIT_INTERRUPTED
-        if status == vocab.FAILED and store.retry_failed(queue, claim.trial, retries if _retryable(queue, claim) else 0):
+        if status == vocab.FAILED and retryable and store.retry_failed(queue, claim.trial, retries):
             emit({"event": "retry", "run_id": claim.spec.run_id, "epochs": claim.spec.point.train.epochs})
         if rss_mb() > max_rss_mb():
             return EXIT_RECYCLE
-
-
-def _retryable(study: optuna.Study, claim: store.Claim) -> bool:
-    """A run that failed on its data (sweep.data.DataError) fails the same way again: no retry."""
-    error = study._storage.get_trial(claim.trial._trial_id).user_attrs.get("error") or ""
-    lines = error.strip().splitlines()
-    return not (lines and lines[-1].startswith("sweep.data.DataError"))
 
 
 def _claim(queues: list[Queue]) -> tuple[optuna.Study, store.Search | None, store.Claim] | None:
@@ -169,19 +162,24 @@ def _max_replicas(studies: list[optuna.Study]) -> int:
                 if "spec" in t.user_attrs), default=1)
 
 
-def run_one(study: optuna.Study, claim: store.Claim, emit: Emit, search: store.Search | None = None) -> str:
-    """Train one claimed run to its end; record every epoch as it finishes. Returns its status.
+def run_one(study: optuna.Study, claim: store.Claim, emit: Emit,
+            search: store.Search | None = None) -> tuple[str, bool]:
+    """Train one claimed run to its end; record every epoch as it finishes.
+
+    Returns its status and whether another attempt could end differently: a run that
+    failed on its data (sweep.data.DataError) fails the same way again.
 
     A search trial reports the search's metric to Optuna after every epoch and stops
     early (status pruned) when the search's pruner says its curve is below the median.
     """
     import keras
 
+    from sweep.data import DataError
     from sweep.train import Diverged, Run, total_steps
 
     spec, trial = claim.spec, claim.trial
     emit({"event": "start", "run_id": spec.run_id, "epochs": spec.point.train.epochs})
-    status, error, last, epochs = vocab.FAILED, None, None, spec.point.train.epochs
+    status, error, last, epochs, retryable = vocab.FAILED, None, None, spec.point.train.epochs, True
     metric = search.settings["metric"] if search else vocab.VAL_ACC
     heartbeat = _Heartbeat(study, trial._trial_id) if store.is_database(study) else None
     try:
@@ -208,6 +206,8 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit, search: store.S
         if store.is_disk_full(err):
             raise  # not this run's fault, and nothing more can be recorded: the worker stops
         error = traceback.format_exc()
+    except DataError:
+        error, retryable = traceback.format_exc(), False
     except Exception:  # noqa: BLE001 - any error of one run is recorded, and the sweep goes on
         error = traceback.format_exc()
     finally:
@@ -220,4 +220,4 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit, search: store.S
     emit({"event": "end", "run_id": spec.run_id, "status": status,
           "epochs_left": max(0, epochs - math.ceil(last.epoch if last else 0)),
           "error": (error or "").strip().splitlines()[-1] if error else None})
-    return status
+    return status, retryable

@@ -154,7 +154,10 @@ def _key(table: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     """One string per row from the given columns; NaN-safe, for grouping and pairing."""
     if not columns or table.empty:  # agg over no rows returns a frame, not a series
         return pd.Series("", index=table.index, dtype=object)
-    return table[list(columns)].map(str).agg("|".join, axis=1)
+    key = table[columns[0]].map(str)
+    for name in columns[1:]:  # column by column: a row-wise join is 10x slower on a 100-run sweep
+        key = key + "|" + table[name].map(str)
+    return key
 
 
 # --- estimates over seeds

@@ -87,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
                                         "report.md and report.html (self-contained) into OUT.")
     p.add_argument("folders", nargs="+", metavar="DIR", type=Path, help="results folder(s), e.g. results/article")
     p.add_argument("--out", type=Path, default=None, help="where to write (default: DIR; required with several DIRs)")
+    p.add_argument("--svg", action="store_true", help="also write every figure as SVG (for papers; PNG always)")
     p.set_defaults(handler=cmd_report)
     return parser
 
@@ -408,7 +409,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                              f"make it with `python -m sweep run GRID --results {folder}`")
     from sweep import report
 
-    written = report.build(args.folders, args.out)
+    written = report.build(args.folders, args.out, svg=args.svg)
     for claim, finding in written.findings:
         print(f"{claim.id}: {report.verdict_text(claim, finding)}")
     print(f"report: {written.markdown} and {written.html}")

@@ -121,3 +121,25 @@ def worker_slots(pool: list[str], replicas: int, trials_per_gpu: int = 1) -> lis
 
 def cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def intra_op_threads() -> int:
+    """TensorFlow's intra-op thread count in this process: set in code, by
+    $TF_NUM_INTRAOP_THREADS (`worker_environment`), or else one per core."""
+    import tensorflow as tf
+
+    configured = tf.config.threading.get_intra_op_parallelism_threads()
+    return configured or int(os.environ.get("TF_NUM_INTRAOP_THREADS") or 0) or cpu_count()
+
+
+def cpu_model() -> str:
+    """The processor's name: float results can differ in the last bits between CPU models."""
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()

@@ -1,25 +1,36 @@
-"""Figures from analysis tables: PNG and SVG into <out>/figures/. No TensorFlow, no pyplot.
+"""Figures from analysis tables: PNG (and SVG on request) into <out>/figures/. No TensorFlow, no pyplot.
 
 Figures are drawn per results folder (their names start with the folder's name)
 and only when that folder's runs vary the setting a figure needs. Every line is
 the mean over seeds; bands and error bars are the 95% Student-t interval (see
 `sweep.analysis`). `matplotlib.figure.Figure` is used directly, so no GUI backend
 or global pyplot state is involved.
+
+Drawing is most of a report's time (about 75% on 100 runs), so a figure is drawn
+again only when what it shows may have changed: `figures/figures.json` keeps, per
+figure, a hash of its folder's epochs table, of this code and of matplotlib's
+version. matplotlib itself is imported only when something is drawn.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from sweep import analysis as an
 from sweep import vocab
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+INDEX = "figures.json"  # figure name -> {"key": what it was drawn from, "title": its title}
 
 LABELS = {
     vocab.TRAIN_ACC: "train_acc (running mean, training mode)",
@@ -34,56 +45,86 @@ LABELS = {
 class FigureFile:
     name: str
     png: Path
-    svg: Path
+    svg: Path | None
     title: str
     caption: str
 
 
-def draw_all(results: an.Results, out: Path) -> list[FigureFile]:
+def draw_all(results: an.Results, out: Path, svg: bool = False) -> list[FigureFile]:
     """Every figure the data supports, for each results folder, into out/figures/."""
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
     figures: list[FigureFile] = []
     if results.epochs.empty:
         return figures
+    index = _read_index(folder)
     for source, epochs in results.epochs.groupby(an.SOURCE, sort=False):
-        figures += draw_source(epochs, folder, Path(str(source)).name)
+        figures += draw_source(epochs, folder, Path(str(source)).name, index, svg)
+    (folder / INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return figures
 
 
-def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str) -> list[FigureFile]:
+def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str, index: dict[str, Any], svg: bool) -> list[FigureFile]:
     summary = an.run_summary(epochs)
     drawn: list[FigureFile] = []
+    key = _drawing_key(epochs)
 
-    def save(name: str, fig: Figure, caption: str) -> None:
-        drawn.append(_save(fig, folder, f"{prefix}-{name}", caption))
+    def save(name: str, make: Callable[[], Figure], caption: str) -> None:
+        drawn.append(_cached_or_drawn(make, folder, f"{prefix}-{name}", caption, key, index, svg))
 
     by_batch = an.choose_context(summary, an.BATCH_SIZE)
     if by_batch is not None:
         chosen = epochs[epochs[an.RUN_ID].isin(by_batch.rows[an.RUN_ID])]
         note = f" Runs: {by_batch.describe()}."
-        save("accuracy_curves", accuracy_curves(chosen), "Mean over seeds, 95% t-interval bands." + note)
-        save("gap_curves", gap_curves(chosen), "Solid: gap (what the post read); dashed: eval_gap." + note)
-        save("speed", speed_vs_batch(by_batch.rows), "Epochs 2 onwards (epoch 1 includes graph tracing)." + note)
+        save("accuracy_curves", lambda: accuracy_curves(chosen), "Mean over seeds, 95% t-interval bands." + note)
+        save("gap_curves", lambda: gap_curves(chosen), "Solid: gap (what the post read); dashed: eval_gap." + note)
+        save("speed", lambda: speed_vs_batch(by_batch.rows), "Epochs 2 onwards (epoch 1 includes graph tracing)." + note)
     if an.BATCH_SIZE in an.varying(summary):
-        save("final_val_acc", final_val_vs_batch(summary), "One line per combination of the other settings that vary.")
+        save("final_val_acc", lambda: final_val_vs_batch(summary), "One line per combination of the other settings that vary.")
     toggles = [t for t in an.TOGGLES if t in an.varying(summary)]
     if toggles:
-        save("toggles", toggle_gaps(summary, toggles),
+        save("toggles", lambda: toggle_gaps(summary, toggles),
              "Each panel compares one setting with the others at the post's defaults; error bars: 95% t-interval.")
     by_gpus = an.choose_context(summary, an.GPUS)
     if by_gpus is not None:
         chosen = epochs[epochs[an.RUN_ID].isin(by_gpus.rows[an.RUN_ID])]
-        save("gpus_curves", gpus_curves(chosen), f"Same global batch in each panel. Runs: {by_gpus.describe()}.")
+        save("gpus_curves", lambda: gpus_curves(chosen), f"Same global batch in each panel. Runs: {by_gpus.describe()}.")
     return drawn
 
 
-def _save(fig: Figure, folder: Path, name: str, caption: str) -> FigureFile:
-    png, svg = folder / f"{name}.png", folder / f"{name}.svg"
+def _cached_or_drawn(make: Callable[[], Figure], folder: Path, name: str, caption: str, key: str,
+                     index: dict[str, Any], svg: bool) -> FigureFile:
+    png, svg_path = folder / f"{name}.png", (folder / f"{name}.svg" if svg else None)
+    known = index.get(name, {})
+    if known.get("key") == key and png.exists() and (svg_path is None or svg_path.exists()):
+        return FigureFile(name, png, svg_path, known["title"], caption)
+    fig = make()
     fig.savefig(png, dpi=100, metadata={"Software": None})
-    fig.savefig(svg, metadata={"Date": None})  # no timestamp: same data, same file
+    if svg_path is not None:
+        fig.savefig(svg_path, metadata={"Date": None})  # no timestamp: same data, same file
+    else:
+        (folder / f"{name}.svg").unlink(missing_ok=True)  # an SVG of older data would mislead
     title = fig.get_suptitle() or name
-    return FigureFile(name, png, svg, title, caption)
+    index[name] = {"key": key, "title": title}
+    return FigureFile(name, png, svg_path, title, caption)
+
+
+def _drawing_key(epochs: pd.DataFrame) -> str:
+    """What a folder's figures are drawn from: its epochs table, the drawing code, matplotlib."""
+    digest = hashlib.sha256(pd.util.hash_pandas_object(epochs, index=False).to_numpy().tobytes())
+    digest.update(",".join(map(str, epochs.columns)).encode())
+    for module in (__file__, an.__file__):
+        digest.update(Path(module).read_bytes())
+    digest.update(importlib.metadata.version("matplotlib").encode())
+    return digest.hexdigest()
+
+
+def _read_index(folder: Path) -> dict[str, Any]:
+    try:
+        index = json.loads((folder / INDEX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: everything is drawn again
+    return index if isinstance(index, dict) else {}
 
 
 # --- helpers
@@ -91,6 +132,8 @@ def _save(fig: Figure, folder: Path, name: str, caption: str) -> FigureFile:
 
 def _band(ax: Axes, stats: pd.DataFrame, label: str, **style: Any) -> None:
     """Mean line and 95% CI band of one metric (stats: rows of analysis.summarize)."""
+    from matplotlib.ticker import MaxNLocator
+
     stats = stats.sort_values(vocab.EPOCH)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
     line = ax.plot(stats[vocab.EPOCH], stats["mean"], marker="o", markersize=3, label=label, **style)[0]
@@ -98,6 +141,8 @@ def _band(ax: Axes, stats: pd.DataFrame, label: str, **style: Any) -> None:
 
 
 def _panels(count: int, title: str, width: float = 4.2, height: float = 3.4) -> tuple[Figure, list[Axes]]:
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(max(width * count, 6.0), height + 0.8), layout="constrained")
     axes = fig.subplots(1, count, sharey=True, squeeze=False)[0].tolist()
     fig.suptitle(title)
@@ -187,6 +232,8 @@ def _combination_label(keys: list[str], values: tuple) -> str:
 
 def speed_vs_batch(summary: pd.DataFrame) -> Figure:
     """Epoch time and samples per second against batch size."""
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(9.0, 4.0), layout="constrained")
     axes = fig.subplots(1, 2)
     fig.suptitle("Do larger batches train faster per epoch?")

@@ -368,9 +368,9 @@ class Attribution:
                                         if top.change.low <= 0 <= top.change.high else "."))  # type: ignore[union-attr]
 
 
-def _arm_of(row: pd.Series) -> str | None:
-    """The arm label of a run (with its control values), DEFAULT_ARM, or None (several controls at once)."""
-    off = [k for k, d in an.CONTROL_DEFAULTS.items() if k in row and not an.is_default(pd.Series([row[k]]), d).iloc[0]]
+def _arm_of(row: pd.Series, off: list[str]) -> str | None:
+    """The arm label of a run whose controls `off` are not at their defaults (with their values),
+    DEFAULT_ARM, or None (several controls at once)."""
     if not off:
         return DEFAULT_ARM
     for label, keys in ARMS:
@@ -388,14 +388,15 @@ def _attribution_runs(epochs: pd.DataFrame) -> pd.DataFrame:
             runs = runs[an.matches(runs[key], value)]
     if runs.empty:
         return runs
-    runs = runs.assign(_arm=runs.apply(_arm_of, axis=1)).dropna(subset=["_arm"])
+    changed = {k: ~an.is_default(runs[k], d) for k, d in an.CONTROL_DEFAULTS.items() if k in runs}
+    arms = [_arm_of(row, [k for k, off in changed.items() if off[i]]) for i, row in runs.iterrows()]
+    runs = runs.assign(_arm=arms).dropna(subset=["_arm"])
     skip = {an.BATCH_SIZE, *an.CONTROL_DEFAULTS, *an.CONTROL_COMPANIONS}
     return runs.assign(_ctx=an._key(runs, [c for c in an.setting_columns(runs) if c not in skip]))
 
 
-def _reading(epochs: pd.DataFrame, run_id: str, step: float | None) -> pd.Series:
-    """A run's record at epoch 2, or its last record at or before `step` optimizer steps."""
-    rows = epochs[epochs[an.RUN_ID] == run_id]
+def _reading(rows: pd.DataFrame, step: float | None) -> pd.Series | None:
+    """A run's record (rows: its records) at epoch 2, or its last record at or before `step` optimizer steps."""
     if step is None:
         return rows[rows[vocab.EPOCH] == an.EPOCH_TWO].iloc[0] if (rows[vocab.EPOCH] == an.EPOCH_TWO).any() else None
     rows = rows[rows[vocab.STEP] <= step]
@@ -404,9 +405,10 @@ def _reading(epochs: pd.DataFrame, run_id: str, step: float | None) -> pd.Series
 
 def _per_seed(epochs: pd.DataFrame, runs: pd.DataFrame, batch: int, metric: str, step: float | None) -> pd.Series:
     at = an.where(runs, an.BATCH_SIZE, batch)
+    records = {run_id: rows for run_id, rows in epochs[epochs[an.RUN_ID].isin(at[an.RUN_ID])].groupby(an.RUN_ID)}
     values = {}
     for _, run in at.iterrows():
-        record = _reading(epochs, run[an.RUN_ID], step)
+        record = _reading(records[run[an.RUN_ID]], step) if run[an.RUN_ID] in records else None
         if record is not None:
             values[run[an.SEED]] = float(record[metric])
     return pd.Series(values, dtype=float)
@@ -803,8 +805,8 @@ class Written:
     findings: list[tuple[Claim, Finding | None]]
 
 
-def build(folders: Sequence[str | Path], out: str | Path | None = None) -> Written:
-    """Tables, figures and the report for results folders, into out (default: the only folder)."""
+def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: bool = False) -> Written:
+    """Tables, figures (SVG too on request) and the report for results folders, into out (default: the only folder)."""
     results = an.load(folders)
     target = Path(out) if out is not None else Path(folders[0])
     target.mkdir(parents=True, exist_ok=True)
@@ -813,7 +815,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None) -> Writt
     healthy = an.without(results.epochs, health)
     findings = evaluate(an.run_summary(healthy))
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
-    figures = plots.draw_all(results, target)
+    figures = plots.draw_all(results, target, svg=svg)
     doc = document(results, findings, figures, attribution(healthy), health)
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")

@@ -22,6 +22,13 @@ is one `fit` call, exactly as before the controls existed.
 Seeding is in one place (`_seed_everything`): weights from a sub-seed of the
 run seed, data order from another, and TensorFlow op determinism on, so the
 same spec gives identical records (timings aside).
+
+A worker trains many runs of one architecture, and tracing Keras's training
+and evaluation functions costs 4-5 s per run on a CPU (docs/levers.md). So the
+last compiled model is kept (`_CompiledCache`) and reused by the next run whose
+graph is the same (`graph_key`): it gets that run's freshly initialised weights
+and a zeroed optimizer, and trains bit for bit like a fresh model
+(tests/test_train.py). `forget_compiled` drops it after a failed run.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ from sweep.config import TrainConfig
 from sweep.plan import RunSpec, derive_seed
 
 EVAL_BATCH = 512  # fixed, so evaluation numbers do not depend on the training batch size
+# Small batches run this many images per call into TensorFlow (steps_per_execution), so the
+# Python side of a step is paid once per 128 images: 1.20x less CPU at batch 8, same numbers.
+IMAGES_PER_EXECUTION = 128
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,11 @@ class RunInfo:
     devices: str
     steps_per_epoch: int
     skipped_files: int = 0  # dataset folder: files that are not images (notes.txt, .DS_Store), left out (docs/inputs.md)
+    threads: int = 0  # TensorFlow intra-op threads: the same seed gives the same numbers at the same thread count
+    cpu: str = ""  # and on the same CPU model (docs/levers.md, "Same numbers")
+    jit_compile: bool = False  # XLA as Keras applied it (it turns it off under op determinism)
+    steps_per_execution: int = 1
+    reused_model: bool = False  # trained in the previous run's compiled model (fresh weights): no tracing
 
 
 class Diverged(Exception):
@@ -97,14 +112,11 @@ class Run:
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
         self._gradient: Any = None  # the noise-scale gradient function, made on first use
-        _seed_everything(spec.seed)
-        self.split = data_module.load_split(spec.point.data)
+        self.split = data_module.load_split(spec.point.data)  # seeds of its own: no global random state
         replicas = devices.replicas_for(spec.point.train.gpus)
-        self.strategy = devices.strategy_for(replicas)
         batch = spec.point.train.batch_size
         steps_per_epoch = math.ceil(len(self.split.y_train) / batch)
-        with self.strategy.scope():
-            self.model = _compiled_model(spec, self.split, steps_per_epoch)
+        self.strategy, self.model, reused = _CACHE.model_for(spec, self.split, steps_per_epoch, replicas)
         self.info = RunInfo(
             parameters=model_module.trainable_parameters(self.model),
             train_samples=len(self.split.y_train), val_samples=len(self.split.y_val),
@@ -112,6 +124,8 @@ class Run:
             per_replica_batch=batch // len(replicas.devices), virtual_devices=replicas.virtual,
             devices=",".join(replicas.devices), steps_per_epoch=steps_per_epoch,
             skipped_files=len(data_module.skipped_files(spec.point.data)),
+            threads=devices.intra_op_threads(), cpu=devices.cpu_model(), jit_compile=bool(self.model.jit_compile),
+            steps_per_execution=steps_per_execution(batch, len(replicas.devices)), reused_model=reused,
         )
 
     def epochs(self) -> Iterator[EpochRecord]:
@@ -241,11 +255,83 @@ def _seed_everything(seed: int) -> None:
     tf.config.experimental.enable_op_determinism()
 
 
-def _compiled_model(spec: RunSpec, split: data_module.Split, steps_per_epoch: int) -> Any:
-    model = model_module.build_model(spec.point.model, spec.point.data.image_size, split.num_classes)
-    model.compile(optimizer=_optimizer(spec.point.train.optimizer, _learning_rate(spec.point.train, steps_per_epoch)),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False)
-    return model
+def steps_per_execution(batch_size: int, replicas: int) -> int:
+    """Optimizer steps per call into TensorFlow. One under MirroredStrategy: there Keras's
+    multi-step loop fails ("You must feed a value for placeholder tensor", Keras 3.15)."""
+    return max(1, IMAGES_PER_EXECUTION // batch_size) if replicas == 1 else 1
+
+
+def graph_key(spec: RunSpec, num_classes: int, steps_per_epoch: int, replicas: int) -> tuple:
+    """Everything that shapes a compiled model's graph. A constant learning rate is not in it:
+    it is a variable, set per run; a warm-up schedule's numbers are traced into the graph."""
+    cfg = spec.point.train
+    lr = _learning_rate(cfg, steps_per_epoch)
+    schedule = lr.get_config() if not isinstance(lr, float) else None
+    return (spec.point.model, spec.point.data.image_size, num_classes, cfg.optimizer, schedule, replicas,
+            steps_per_execution(cfg.batch_size, replicas))
+
+
+class _CompiledCache:
+    """The last compiled model of this process and its strategy, for the next run with the same graph."""
+
+    def __init__(self) -> None:
+        self.key: tuple | None = None
+        self.model: Any = None
+        self.strategy: Any = None
+        self.replicas: Any = None
+
+    def model_for(self, spec: RunSpec, split: data_module.Split, steps_per_epoch: int,
+                  replicas: devices.Replicas) -> tuple[Any, Any, bool]:
+        """(strategy, compiled model with this run's initial weights, whether the model was reused).
+
+        Seeding comes right before the weights are drawn, as in a fresh process; a new
+        graph first clears Keras's global state, as a fresh process would have it."""
+        key = graph_key(spec, split.num_classes, steps_per_epoch, len(replicas.devices))
+        reuse = key == self.key and replicas == self.replicas
+        if not reuse:
+            forget_compiled()
+        _seed_everything(spec.seed)
+        strategy = self.strategy if reuse else devices.strategy_for(replicas)
+        with strategy.scope():
+            fresh = model_module.build_model(spec.point.model, spec.point.data.image_size, split.num_classes)
+            if reuse:
+                _reset(self.model, fresh, _learning_rate(spec.point.train, steps_per_epoch))
+                return strategy, self.model, True
+            _compile(fresh, spec, steps_per_epoch, len(replicas.devices))
+        self.key, self.model, self.strategy, self.replicas = key, fresh, strategy, replicas
+        return strategy, fresh, False
+
+
+_CACHE = _CompiledCache()
+
+
+def forget_compiled() -> None:
+    """Drop the cached model and Keras's global state (after a failed run, or before another graph)."""
+    import keras
+
+    _CACHE.key = _CACHE.model = _CACHE.strategy = _CACHE.replicas = None
+    keras.backend.clear_session()
+
+
+def _compile(model: Any, spec: RunSpec, steps_per_epoch: int, replicas: int) -> None:
+    cfg = spec.point.train
+    model.compile(optimizer=_optimizer(cfg.optimizer, _learning_rate(cfg, steps_per_epoch)),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False,
+                  steps_per_execution=steps_per_execution(cfg.batch_size, replicas))
+
+
+def _reset(model: Any, fresh: Any, lr: Any) -> None:
+    """Make a compiled model start where `fresh` starts: its weights, a zeroed optimizer, this lr."""
+    import numpy as np
+
+    model.set_weights(fresh.get_weights())
+    for variable in model.optimizer.variables:  # the step count, Adam's moments, SGD's momentum
+        if "learning_rate" not in variable.path:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
+    if isinstance(lr, float):
+        model.optimizer.learning_rate = lr
+    model.stop_training = False
+
 
 
 def _learning_rate(cfg: TrainConfig, steps_per_epoch: int) -> Any:

@@ -172,10 +172,8 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit,
     A search trial reports the search's metric to Optuna after every epoch and stops
     early (status pruned) when the search's pruner says its curve is below the median.
     """
-    import keras
-
     from sweep.data import DataError
-    from sweep.train import Diverged, Run, total_steps
+    from sweep.train import Diverged, Run, forget_compiled, total_steps
 
     spec, trial = claim.spec, claim.trial
     emit({"event": "start", "run_id": spec.run_id, "epochs": spec.point.train.epochs})
@@ -188,7 +186,6 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit,
         epochs = math.ceil(total_steps(spec.point.train, run.info.steps_per_epoch) / run.info.steps_per_epoch)
         if epochs != spec.point.train.epochs:  # a steps budget: known once the data is loaded
             emit({"event": "epochs", "run_id": spec.run_id, "planned": spec.point.train.epochs, "epochs": epochs})
-        status = vocab.DONE
         for record in run.epochs():
             store.record_epoch(trial, record.to_dict(), metric)
             emit({"event": "epoch", "run_id": spec.run_id, "epochs": epochs, **record.to_dict()})
@@ -198,6 +195,8 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit,
                     and trial.should_prune():
                 status, error = vocab.PRUNED, f"pruned after epoch {record.epoch}: {metric} below the search's median"
                 break
+        else:  # every epoch trained; an exception above leaves the status failed
+            status = vocab.DONE
     except Diverged as err:
         status, error = vocab.DIVERGED, str(err)
     except KeyboardInterrupt:
@@ -213,7 +212,8 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit,
     finally:
         if heartbeat:
             heartbeat.stop()
-        keras.backend.clear_session()  # free the graph and weights before the next run
+        if status not in (vocab.DONE, vocab.PRUNED):  # its model may be broken: the next run builds its own
+            forget_compiled()  # also on Ctrl-C, which leaves the status failed until the run is re-queued
         trial.set_user_attr("worker_rss_mb", round(rss_mb(), 1))  # memory growth across runs, measured
     value = getattr(last, metric) if last and status == vocab.DONE else None
     store.finish(study, trial, status, value=value, error=error)

@@ -129,7 +129,12 @@ def test_running_means_weight_stretches_by_images() -> None:
 
 
 def test_defaults_reproduce_records_made_before_the_controls_existed(tf_replicas: None) -> None:
-    """fx_bs was written by the code before the control keys; at their defaults the numbers are bit-identical."""
+    """fx_bs was written by the code before the control keys; at their defaults the numbers are the same.
+
+    Exactly the same on the CPU model that wrote the fixture; another CPU model's vector kernels
+    sum in another order, which moves the last bits of a loss (1.3196779 -> 1.3196778 on an
+    Intel Xeon against the AMD EPYC that wrote it), so the check allows float32 rounding.
+    A changed computation moves the numbers by far more."""
     runs = {r.run_id: r for r in plan(load_grid(FIXTURES / "grids" / "fx_bs.yaml"))}
     assert "bs16-s0-0fb1ea29" in runs  # the id did not change either
     committed = pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv")
@@ -137,7 +142,7 @@ def test_defaults_reproduce_records_made_before_the_controls_existed(tf_replicas
     records = numbers(list(Run(runs["bs16-s0-0fb1ea29"]).epochs()))
     assert [r["epoch"] for r in records] == [1, 2, 3]
     for record, (_, row) in zip(records, committed.iterrows()):
-        assert {k: record[k] for k in record} == {k: row[k] for k in record}  # exact, not approx
+        assert {k: record[k] for k in record} == pytest.approx({k: row[k] for k in record}, rel=1e-6, abs=0)
 
 
 def test_explicit_defaults_match_and_a_control_changes_the_numbers(tf_replicas: None) -> None:

@@ -108,6 +108,30 @@ def test_claims_a_folder_cannot_test_name_the_experiments_file() -> None:
     assert all(finding is None for _, finding in empty)
 
 
+def test_figures_are_redrawn_only_when_their_data_changes(tmp_path: Path) -> None:
+    """A second report on the same data reuses the PNGs; changed epochs redraw that folder's figures only."""
+    folders = [tmp_path / "fx_bs", tmp_path / "fx_causes"]
+    for folder in folders:
+        shutil.copytree(FIXTURES / folder.name, folder)
+    out = tmp_path / "out"
+    assert run_cli("report", *map(str, folders), "--out", str(out), cwd=REPO).returncode == 0
+    pngs = sorted((out / "figures").glob("*.png"))
+    first = {p.name: p.stat().st_mtime_ns for p in pngs}
+    report_before = (out / "report.md").read_text()
+    assert run_cli("report", *map(str, folders), "--out", str(out), cwd=REPO).returncode == 0
+    assert {p.name: p.stat().st_mtime_ns for p in pngs} == first  # nothing redrawn
+    assert (out / "report.md").read_text() == report_before  # titles and captions as before
+    epochs = pd.read_csv(folders[0] / "epochs.csv")
+    epochs.loc[0, "val_acc"] += 0.01
+    epochs.to_csv(folders[0] / "epochs.csv", index=False)
+    assert run_cli("report", *map(str, folders), "--out", str(out), cwd=REPO).returncode == 0
+    redrawn = {p.name for p in pngs if p.stat().st_mtime_ns != first[p.name]}
+    assert redrawn == {n for n in first if n.startswith("fx_bs-")}
+    done = run_cli("report", *map(str, folders), "--out", str(out), "--svg", cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.stem for p in (out / "figures").glob("*.svg")) == sorted(p.stem for p in pngs)
+
+
 def test_report_files(combined: Path) -> None:
     for name in ("report.md", "report.html", "tables/curves.csv", "tables/gaps.csv",
                  "tables/run_summary.csv", "tables/claims.csv"):
@@ -115,7 +139,7 @@ def test_report_files(combined: Path) -> None:
     figures = sorted(p.name for p in (combined / "figures").glob("*.png"))
     assert figures == ["fx_bs-accuracy_curves.png", "fx_bs-final_val_acc.png", "fx_bs-gap_curves.png",
                        "fx_bs-speed.png", "fx_causes-toggles.png", "fx_gpus-gpus_curves.png"]
-    assert len(list((combined / "figures").glob("*.svg"))) == 6
+    assert not list((combined / "figures").glob("*.svg"))  # SVG on request only (--svg)
     md = (combined / "report.md").read_text()
     assert "| C2 | imbalanced training classes" in md and "| supported |" in md
     assert re.search(r"\| git commit \| ([0-9a-f]{40}|unknown) \|", md)

@@ -9,7 +9,7 @@ import pytest
 
 from sweep.config import DataConfig, PointConfig, TrainConfig
 from sweep.plan import RunSpec
-from sweep.train import Diverged, Run
+from sweep.train import Diverged, Run, forget_compiled
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 
@@ -54,6 +54,34 @@ def test_absurd_learning_rate_diverges(tf_replicas: None) -> None:
     with pytest.raises(Diverged) as info:
         list(Run(tiny_spec(optimizer="sgd", lr=1e12)).epochs())
     assert info.value.epoch == 1 and not math.isfinite(info.value.loss)
+
+
+def test_a_reused_compiled_model_trains_like_a_fresh_one(tf_replicas: None) -> None:
+    """A worker keeps its last compiled model for the next run with the same graph; the numbers
+    must be those of a fresh model: seeds, learning rates, optimizers, warm-up, two replicas."""
+    specs = [tiny_spec(seed=0), tiny_spec(seed=1, lr=0.003), tiny_spec(seed=2, optimizer="momentum", lr=0.05),
+             tiny_spec(seed=0, optimizer="momentum", lr=0.01), tiny_spec(seed=1, warmup_epochs=0.5),
+             tiny_spec(seed=2, warmup_epochs=0.5), tiny_spec(seed=1, gpus=2), tiny_spec(seed=2, gpus=2)]
+    forget_compiled()
+    in_sequence, reused = [], []
+    for spec in specs:
+        run = Run(spec)
+        in_sequence.append(without_timings(list(run.epochs())))
+        reused.append(run.info.reused_model)
+    assert reused == [False, True, False, True, False, True, False, True]
+    fresh = []
+    for spec in specs:
+        forget_compiled()
+        fresh.append(without_timings(list(Run(spec).epochs())))
+    assert in_sequence == fresh  # exact: every metric of every epoch
+    assert in_sequence[0] != in_sequence[1]
+
+
+def test_a_run_records_how_it_was_computed(tf_replicas: None) -> None:
+    run = Run(tiny_spec(batch_size=16))
+    assert (run.info.jit_compile, run.info.steps_per_execution) == (False, 8)  # 128 images per call
+    assert run.info.threads >= 1 and run.info.cpu  # the same numbers need the same thread count and CPU model
+    assert Run(tiny_spec(batch_size=16, gpus=2)).info.steps_per_execution == 1
 
 
 def test_two_replicas_split_the_global_batch(tf_replicas: None) -> None:

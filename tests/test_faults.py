@@ -117,3 +117,35 @@ def test_four_workers_on_one_journal_train_every_run_exactly_once(tmp_path: Path
         str(tmp_path / "results" / "load" / vocab.JOURNAL_FILE)))
     workers = {t.user_attrs["worker_pid"] for t in optuna.load_study(study_name="load", storage=storage).get_trials()}
     assert len(workers) >= 2  # the queue was shared (a slow-starting worker may find it empty)
+
+
+def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(tmp_path: Path, tf_replicas: None,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error inside epoch 2 (here injected into the evaluation) fails the run; epoch 1 stays recorded,
+    and the next run of the same worker builds a fresh model instead of reusing the broken one's."""
+    from sweep import train, worker
+
+    study = store.open_study(store.open_storage(tmp_path / "j.log"), "tiny")
+    specs = plan(load_grid(write_grid(tmp_path, TINY_GRID)))
+    store.enqueue(study, specs)
+    evaluate = train.Run._evaluate
+
+    def broken_in_epoch_two(self: train.Run, x: object, y: object) -> dict[str, float]:
+        if int(self.model.optimizer.iterations.numpy()) > self.info.steps_per_epoch:
+            raise RuntimeError("injected: evaluation broke in epoch 2")
+        return evaluate(self, x, y)
+
+    events: list[dict] = []
+    monkeypatch.setattr(train.Run, "_evaluate", broken_in_epoch_two)
+    status, retryable = worker.run_one(study, store.claim_next(study), events.append)
+    assert (status, retryable) == (vocab.FAILED, True)
+    failed = study.get_trials()[0]
+    assert failed.state == optuna.trial.TrialState.FAIL and failed.user_attrs["status"] == vocab.FAILED
+    assert "injected: evaluation broke in epoch 2" in failed.user_attrs["error"]
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1]
+    assert events[-1]["status"] == vocab.FAILED
+    assert train._CACHE.key is None  # its compiled model is dropped, not handed to the next run
+    monkeypatch.setattr(train.Run, "_evaluate", evaluate)
+    events.clear()
+    assert worker.run_one(study, store.claim_next(study), events.append) == (vocab.DONE, True)
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]

@@ -26,6 +26,9 @@ def worker_environment(base: dict[str, str], threads: int | None = None, visible
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ info lines are noise to users
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
+        # TensorFlow maps nearly all of a GPU's memory in its first process, so a second worker
+        # packed on that GPU (--trials-per-gpu) would fail: take memory as needed instead.
+        env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     if threads:
         for name in ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS"):
             env[name] = str(threads)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from conftest import TINY_GRID, run_cli, write_grid
-from sweep.devices import device_pool, worker_slots
+from sweep.devices import device_pool, worker_environment, worker_slots
 
 
 def test_slots_never_share_a_device_unless_asked() -> None:
@@ -28,6 +28,13 @@ def test_pool_comes_from_the_flag_then_the_environment(monkeypatch) -> None:
     assert device_pool(None) == ["1", "3"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert device_pool(None) == []  # explicitly no GPUs: train on the CPU
+
+
+def test_a_gpu_worker_takes_gpu_memory_as_needed_so_workers_can_share_a_gpu() -> None:
+    env = worker_environment({}, threads=1, visible="0")
+    assert (env["CUDA_VISIBLE_DEVICES"], env["TF_FORCE_GPU_ALLOW_GROWTH"]) == ("0", "true")
+    assert worker_environment({"TF_FORCE_GPU_ALLOW_GROWTH": "false"}, visible="0")["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in worker_environment({}, threads=2)  # the CPU: nothing to share
 
 
 def test_run_with_a_device_pool_gives_each_worker_its_own_device(tmp_path: Path) -> None:

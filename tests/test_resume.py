@@ -156,7 +156,7 @@ def test_ctrl_c_requeues_the_running_run_and_exits_130(tmp_path: Path) -> None:
     _assert_each_run_done_once(study_of(), runs=4, epochs=3)
 
 
-def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str) -> None:
+def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "S3cretPW"
     url = postgres_url.replace("postgres@", f"postgres:{secret}@")  # trust auth accepts any password
     write_grid(tmp_path, TINY_GRID)
@@ -164,7 +164,10 @@ def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str) -
     outputs = [run_cli("run", "grid.yaml", "--storage", url, cwd=tmp_path),
                run_cli("status", "grid.yaml", "--storage", "@store.url", cwd=tmp_path),
                run_cli("run", "grid.yaml", "--storage", url.replace("/sweeps", "/nosuchdb"), cwd=tmp_path)]
+    monkeypatch.setenv("BATCHSWEEP_STORAGE", url)  # the third way the README gives
+    outputs.append(run_cli("status", "grid.yaml", cwd=tmp_path))
     assert outputs[0].returncode == 0 and outputs[1].returncode == 0, outputs[0].stderr + outputs[1].stderr
+    assert outputs[3].returncode == 0 and "2 done" in outputs[3].stdout, outputs[3].stdout + outputs[3].stderr
     assert outputs[2].returncode == 2 and "postgres:***@" in outputs[2].stderr
     assert "Store: postgresql://postgres:***@127.0.0.1" in outputs[0].stdout
     texts = [o.stdout + o.stderr for o in outputs]

@@ -74,7 +74,8 @@ def format_event(event: dict[str, Any], progress: Progress) -> str | None:
             return None
         return f"{progress.prefix()} | {event['run_id']} {event['status'].upper()}: {event.get('error')}"
     if kind == "interrupted":
-        return f"{event['run_id']} interrupted; it is queued again"
+        why = f" ({event['reason']})" if event.get("reason") else ""
+        return f"{event['run_id']} interrupted{why}; it is queued again"
     if kind == "epochs":  # a steps budget makes more (or fewer) epochs than train.epochs says
         progress.epochs_total += int(event["epochs"]) - int(event["planned"])
         return None

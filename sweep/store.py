@@ -29,7 +29,9 @@ storage=JournalStorage(JournalFileBackend("results/NAME/journal.log")))``.
 
 from __future__ import annotations
 
+import datetime
 import errno
+import math
 import os
 import re
 import socket
@@ -49,6 +51,9 @@ from sweep.plan import RunSpec, SearchGroup, at_lr, derive_seed
 EPOCH_PREFIX = "epoch_"
 
 
+# A claim writes the worker's identity within milliseconds; a RUNNING trial still without
+# one after this long lost its worker mid-claim (journal stores; databases use heartbeats).
+CLAIM_SECONDS = 60.0
 STORAGE_ENV = "BATCHSWEEP_STORAGE"  # how a password-bearing URL reaches workers: never on a command line
 
 
@@ -405,12 +410,15 @@ def _duplicate(storage: optuna.storages.BaseStorage, study_id: int, frozen: Froz
 
 
 def _worker_identity() -> dict[str, Any]:
-    """host + pid + process start time: enough to tell later whether this worker is dead."""
+    """host + pid + process start time: enough to tell later whether this worker is dead.
+
+    Written one attribute at a time, host last: `requeue_dead` judges only trials whose
+    host is written, so it never sees a half-written identity (a pid of -1) as a dead worker.
+    """
     import psutil
 
-    return {"worker_host": socket.gethostname(), "worker_pid": os.getpid(),
-            "worker_started": psutil.Process().create_time(),
-            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
+    return {"worker_pid": os.getpid(), "worker_started": psutil.Process().create_time(),
+            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "worker_host": socket.gethostname()}
 
 
 def record_info(trial: optuna.Trial, info: dict[str, Any]) -> None:
@@ -498,13 +506,24 @@ def requeue_dead(study: optuna.Study) -> list[str]:
     host, revived = socket.gethostname(), []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         attrs = trial.user_attrs
-        if attrs.get("worker_host") != host or "run_id" not in attrs:
+        if "run_id" not in attrs:
+            continue
+        if "worker_host" not in attrs:  # being claimed right now, or its claimer died before saying who it is
+            if _seconds_since(trial.datetime_start) > CLAIM_SECONDS:
+                requeue(study, trial._trial_id, "its worker died while claiming it")
+                revived.append(attrs["run_id"])
+            continue
+        if attrs["worker_host"] != host:
             continue
         if _alive(psutil, int(attrs.get("worker_pid", -1)), float(attrs.get("worker_started", 0))):
             continue
         requeue(study, trial._trial_id, f"worker pid {attrs.get('worker_pid')} on {host} died mid-run")
         revived.append(attrs["run_id"])
     return revived
+
+
+def _seconds_since(moment: datetime.datetime | None) -> float:
+    return (datetime.datetime.now() - moment).total_seconds() if moment else math.inf
 
 
 def may_come_back(study: optuna.Study) -> bool:

@@ -111,7 +111,6 @@ class Run:
 
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
-        self._gradient: Any = None  # the noise-scale gradient function, made on first use
         self.split = data_module.load_split(spec.point.data)  # seeds of its own: no global random state
         replicas = devices.replicas_for(spec.point.train.gpus)
         batch = spec.point.train.batch_size
@@ -181,11 +180,11 @@ class Run:
         """B_simple at the current weights, from training batches drawn by a sub-seed of the run seed."""
         import keras
 
-        if self._gradient is None:  # one traced function per run
-            self._gradient = noise.keras_gradient(self.model, keras.losses.SparseCategoricalCrossentropy())
+        if _CACHE.gradient is None:  # traced once per compiled model, like its training function
+            _CACHE.gradient = noise.keras_gradient(self.model, keras.losses.SparseCategoricalCrossentropy())
         rng = np.random.default_rng(derive_seed(self.spec.seed, "noise-scale", step))
         with noise.preserved(self.model):
-            return noise.measure(self._gradient, self.split.x_train, self.split.y_train,
+            return noise.measure(_CACHE.gradient, self.split.x_train, self.split.y_train,
                                  self.spec.point.train.batch_size, rng)
 
     def _evaluate(self, x: Any, y: Any) -> dict[str, float]:
@@ -279,6 +278,7 @@ class _CompiledCache:
         self.model: Any = None
         self.strategy: Any = None
         self.replicas: Any = None
+        self.gradient: Any = None  # the noise-scale gradient function of this model, made on first use
 
     def model_for(self, spec: RunSpec, split: data_module.Split, steps_per_epoch: int,
                   replicas: devices.Replicas) -> tuple[Any, Any, bool]:
@@ -309,7 +309,7 @@ def forget_compiled() -> None:
     """Drop the cached model and Keras's global state (after a failed run, or before another graph)."""
     import keras
 
-    _CACHE.key = _CACHE.model = _CACHE.strategy = _CACHE.replicas = None
+    _CACHE.key = _CACHE.model = _CACHE.strategy = _CACHE.replicas = _CACHE.gradient = None
     keras.backend.clear_session()
 
 
@@ -331,7 +331,6 @@ def _reset(model: Any, fresh: Any, lr: Any) -> None:
     if isinstance(lr, float):
         model.optimizer.learning_rate = lr
     model.stop_training = False
-
 
 
 def _learning_rate(cfg: TrainConfig, steps_per_epoch: int) -> Any:

@@ -162,6 +162,14 @@ def _max_replicas(studies: list[optuna.Study]) -> int:
                 if "spec" in t.user_attrs), default=1)
 
 
+def _taken_back(run_id: str, emit: Emit) -> tuple[str, bool]:
+    """The store ended this attempt while it trained (its worker was presumed dead) and queued
+    the next one: drop this attempt's work quietly; the queued attempt trains the run."""
+    emit({"event": "interrupted", "run_id": run_id,
+          "reason": "the store presumed this worker dead and queued the run again"})
+    return vocab.INTERRUPTED, False
+
+
 def run_one(study: optuna.Study, claim: store.Claim, emit: Emit,
             search: store.Search | None = None) -> tuple[str, bool]:
     """Train one claimed run to its end; record every epoch as it finishes.
@@ -207,6 +215,8 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit,
         error = traceback.format_exc()
     except DataError:
         error, retryable = traceback.format_exc(), False
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return _taken_back(spec.run_id, emit)
     except Exception:  # noqa: BLE001 - any error of one run is recorded, and the sweep goes on
         error = traceback.format_exc()
     finally:
@@ -214,9 +224,12 @@ def run_one(study: optuna.Study, claim: store.Claim, emit: Emit,
             heartbeat.stop()
         if status not in (vocab.DONE, vocab.PRUNED):  # its model may be broken: the next run builds its own
             forget_compiled()  # also on Ctrl-C, which leaves the status failed until the run is re-queued
-        trial.set_user_attr("worker_rss_mb", round(rss_mb(), 1))  # memory growth across runs, measured
     value = getattr(last, metric) if last and status == vocab.DONE else None
-    store.finish(study, trial, status, value=value, error=error)
+    try:
+        trial.set_user_attr("worker_rss_mb", round(rss_mb(), 1))  # memory growth across runs, measured
+        store.finish(study, trial, status, value=value, error=error)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return _taken_back(spec.run_id, emit)
     emit({"event": "end", "run_id": spec.run_id, "status": status,
           "epochs_left": max(0, epochs - math.ceil(last.epoch if last else 0)),
           "error": (error or "").strip().splitlines()[-1] if error else None})

@@ -149,3 +149,25 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(tmp_p
     events.clear()
     assert worker.run_one(study, store.claim_next(study), events.append) == (vocab.DONE, True)
     assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]
+
+
+def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Path, tf_replicas: None) -> None:
+    """If the store ends an attempt while its worker still trains it (a worker presumed dead), the
+    worker drops that attempt without a traceback and goes on; the next attempt is queued."""
+    from sweep import worker
+
+    study = store.open_study(store.open_storage(tmp_path / "j.log"), "tiny")
+    store.enqueue(study, plan(load_grid(write_grid(tmp_path, TINY_GRID))))
+    claim = store.claim_next(study)
+    events: list[dict] = []
+
+    def presumed_dead_after_epoch_one(event: dict) -> None:
+        events.append(event)
+        if event["event"] == "epoch":
+            store.requeue(study, claim.trial._trial_id, "presumed dead (test)")
+
+    assert worker.run_one(study, claim, presumed_dead_after_epoch_one) == (vocab.INTERRUPTED, False)
+    assert events[-1]["event"] == "interrupted" and "queued the run again" in events[-1]["reason"]
+    attempts = {t.user_attrs["attempt"]: t.state for t in study.get_trials() if t.user_attrs["run_id"] == claim.spec.run_id}
+    assert attempts == {1: optuna.trial.TrialState.FAIL, 2: optuna.trial.TrialState.WAITING}
+    assert worker.run_one(study, store.claim_next(study), events.append)[0] == vocab.DONE  # the worker goes on

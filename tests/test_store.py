@@ -163,3 +163,22 @@ def test_records_inside_an_epoch_are_all_kept_in_step_order(tmp_path: Path) -> N
     trial = _study(tmp_path).get_trials(deepcopy=False)[claim.trial.number]
     assert [(r["epoch"], r["step"]) for r in store.epochs_of(trial)] == [(0.5, 5), (1, 10), (1.5, 15), (2, 20)]
     assert trial.intermediate_values == {1: 0.1, 2: 0.1}  # Optuna sees end-of-epoch values only
+
+
+def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, monkeypatch) -> None:
+    """Under load a worker read a claim whose identity was half written (pid not yet there) and
+    re-queued it as dead, 50 ms after the claim (benchmarks/load.py, 4 workers). The identity is
+    now written host last, and a trial without a host is judged only after CLAIM_SECONDS."""
+    assert list(store._worker_identity())[-1] == "worker_host"
+    study = _study(tmp_path)
+    store.enqueue(study, _runs(tmp_path))
+    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))[0]
+    study._storage.set_trial_state_values(waiting._trial_id, state=optuna.trial.TrialState.RUNNING)
+    study._storage.set_trial_user_attr(waiting._trial_id, "worker_pid", 12345)  # mid-claim: no host yet
+    assert store.requeue_dead(study) == []
+    monkeypatch.setattr(store, "CLAIM_SECONDS", 0.0)  # as if its claimer died mid-claim long ago
+    assert store.requeue_dead(study) == [waiting.user_attrs["run_id"]]
+    ended = study._storage.get_trial(waiting._trial_id)
+    assert (ended.state, ended.user_attrs["error"]) == (optuna.trial.TrialState.FAIL, "its worker died while claiming it")
+    attempts = [t.user_attrs["attempt"] for t in study.get_trials() if t.user_attrs["run_id"] == waiting.user_attrs["run_id"]]
+    assert attempts == [1, 2]  # queued again, nothing lost

@@ -329,7 +329,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     runs, groups = plan(grid), search_groups(grid)
     slots = len(groups) * grid.search.trials if grid.search else 0
     results, target = _locations(args, grid)
-    if args.storage is None and not Path(target).exists():
+    if "://" not in target and not Path(target).exists():  # a journal not yet written; a database is asked
         print(f"{grid.name}: nothing has run yet ({target} does not exist)")
         counts = {s: 0 for s in vocab.STATUSES} | {vocab.PENDING: len(runs) + slots}
     else:

@@ -15,6 +15,7 @@ is not.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -135,6 +136,7 @@ def intra_op_threads() -> int:
     return configured or int(os.environ.get("TF_NUM_INTRAOP_THREADS") or 0) or cpu_count()
 
 
+@functools.cache  # read once per process, not once per run
 def cpu_model() -> str:
     """The processor's name: float results can differ in the last bits between CPU models."""
     try:

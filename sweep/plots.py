@@ -14,6 +14,7 @@ version. matplotlib itself is imported only when something is drawn.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -113,10 +114,18 @@ def _drawing_key(epochs: pd.DataFrame) -> str:
     """What a folder's figures are drawn from: its epochs table, the drawing code, matplotlib."""
     digest = hashlib.sha256(pd.util.hash_pandas_object(epochs, index=False).to_numpy().tobytes())
     digest.update(",".join(map(str, epochs.columns)).encode())
+    digest.update(_code_digest())
+    return digest.hexdigest()
+
+
+@functools.cache  # once per process, not once per results folder
+def _code_digest() -> bytes:
+    """The drawing code (this module and sweep.analysis) and matplotlib's version."""
+    digest = hashlib.sha256()
     for module in (__file__, an.__file__):
         digest.update(Path(module).read_bytes())
     digest.update(importlib.metadata.version("matplotlib").encode())
-    return digest.hexdigest()
+    return digest.digest()
 
 
 def _read_index(folder: Path) -> dict[str, Any]:

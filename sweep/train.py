@@ -124,7 +124,7 @@ class Run:
             devices=",".join(replicas.devices), steps_per_epoch=steps_per_epoch,
             skipped_files=len(data_module.skipped_files(spec.point.data)),
             threads=devices.intra_op_threads(), cpu=devices.cpu_model(), jit_compile=bool(self.model.jit_compile),
-            steps_per_execution=steps_per_execution(batch, len(replicas.devices)), reused_model=reused,
+            steps_per_execution=int(self.model.steps_per_execution), reused_model=reused,
         )
 
     def epochs(self) -> Iterator[EpochRecord]:
@@ -260,14 +260,13 @@ def steps_per_execution(batch_size: int, replicas: int) -> int:
     return max(1, IMAGES_PER_EXECUTION // batch_size) if replicas == 1 else 1
 
 
-def graph_key(spec: RunSpec, num_classes: int, steps_per_epoch: int, replicas: int) -> tuple:
+def graph_key(spec: RunSpec, num_classes: int, lr: Any, replicas: devices.Replicas) -> tuple:
     """Everything that shapes a compiled model's graph. A constant learning rate is not in it:
     it is a variable, set per run; a warm-up schedule's numbers are traced into the graph."""
     cfg = spec.point.train
-    lr = _learning_rate(cfg, steps_per_epoch)
     schedule = lr.get_config() if not isinstance(lr, float) else None
     return (spec.point.model, spec.point.data.image_size, num_classes, cfg.optimizer, schedule, replicas,
-            steps_per_execution(cfg.batch_size, replicas))
+            steps_per_execution(cfg.batch_size, len(replicas.devices)))
 
 
 class _CompiledCache:
@@ -277,7 +276,6 @@ class _CompiledCache:
         self.key: tuple | None = None
         self.model: Any = None
         self.strategy: Any = None
-        self.replicas: Any = None
         self.gradient: Any = None  # the noise-scale gradient function of this model, made on first use
 
     def model_for(self, spec: RunSpec, split: data_module.Split, steps_per_epoch: int,
@@ -286,8 +284,9 @@ class _CompiledCache:
 
         Seeding comes right before the weights are drawn, as in a fresh process; a new
         graph first clears Keras's global state, as a fresh process would have it."""
-        key = graph_key(spec, split.num_classes, steps_per_epoch, len(replicas.devices))
-        reuse = key == self.key and replicas == self.replicas
+        lr = _learning_rate(spec.point.train, steps_per_epoch)
+        key = graph_key(spec, split.num_classes, lr, replicas)
+        reuse = key == self.key
         if not reuse:
             forget_compiled()
         _seed_everything(spec.seed)
@@ -295,10 +294,12 @@ class _CompiledCache:
         with strategy.scope():
             fresh = model_module.build_model(spec.point.model, spec.point.data.image_size, split.num_classes)
             if reuse:
-                _reset(self.model, fresh, _learning_rate(spec.point.train, steps_per_epoch))
+                _reset(self.model, fresh, lr)
                 return strategy, self.model, True
-            _compile(fresh, spec, steps_per_epoch, len(replicas.devices))
-        self.key, self.model, self.strategy, self.replicas = key, fresh, strategy, replicas
+            fresh.compile(optimizer=_optimizer(spec.point.train.optimizer, lr), loss="sparse_categorical_crossentropy",
+                          metrics=["accuracy"], jit_compile=False,
+                          steps_per_execution=steps_per_execution(spec.point.train.batch_size, len(replicas.devices)))
+        self.key, self.model, self.strategy = key, fresh, strategy
         return strategy, fresh, False
 
 
@@ -309,15 +310,8 @@ def forget_compiled() -> None:
     """Drop the cached model and Keras's global state (after a failed run, or before another graph)."""
     import keras
 
-    _CACHE.key = _CACHE.model = _CACHE.strategy = _CACHE.replicas = _CACHE.gradient = None
+    _CACHE.key = _CACHE.model = _CACHE.strategy = _CACHE.gradient = None
     keras.backend.clear_session()
-
-
-def _compile(model: Any, spec: RunSpec, steps_per_epoch: int, replicas: int) -> None:
-    cfg = spec.point.train
-    model.compile(optimizer=_optimizer(cfg.optimizer, _learning_rate(cfg, steps_per_epoch)),
-                  loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False,
-                  steps_per_execution=steps_per_execution(cfg.batch_size, replicas))
 
 
 def _reset(model: Any, fresh: Any, lr: Any) -> None:

@@ -4,6 +4,15 @@ Everything imports this module and it imports nothing, so the names are
 defined exactly once (DESIGN.md, "Results layout").
 """
 
+# Columns and record keys that name a run.
+RUN_ID = "run_id"
+STATUS = "status"
+SEED = "seed"
+ROLE = "role"  # grid | search | tuned (below)
+ATTEMPT = "attempt"
+SEARCH_GROUP = "search_group"
+ERROR = "error"
+
 # Per-epoch metrics, in the column order of epochs.csv.
 EPOCH = "epoch"
 STEP = "step"

@@ -226,10 +226,12 @@ def run_health(results: Results) -> pd.DataFrame:
     runs = results.runs
     if vocab.STATUS in runs:
         for _, run in runs[runs[vocab.STATUS] == vocab.DIVERGED].iterrows():
-            problems.append((run[vocab.RUN_ID], vocab.DIVERGED, f"diverged: {run.get(vocab.ERROR) or 'loss became NaN or infinite'}"))
+            reason = run.get(vocab.ERROR) or "loss became NaN or infinite"
+            problems.append((run[vocab.RUN_ID], vocab.DIVERGED, f"diverged: {reason}"))
     if "num_classes" in runs:
         for _, run in runs[(runs[vocab.STATUS] == vocab.DONE) & (runs["num_classes"] < 2)].iterrows():
-            problems.append((run[vocab.RUN_ID], vocab.DONE, "validation holds a single class: accuracy cannot compare settings"))
+            problems.append((run[vocab.RUN_ID], vocab.DONE,
+                             "validation holds a single class: accuracy cannot compare settings"))
     epochs = results.epochs
     if not epochs.empty:
         for run_id, rows in epochs.groupby(vocab.RUN_ID, sort=True):
@@ -242,7 +244,9 @@ def run_health(results: Results) -> pd.DataFrame:
 def _stuck(rows: pd.DataFrame, runs: pd.DataFrame) -> bool:
     if len(rows) < STUCK_MIN_RECORDS or rows[vocab.VAL_ACC].nunique() > 1 or rows[vocab.TRAIN_EVAL_ACC].nunique() > 1:
         return False
-    classes = runs.loc[runs[vocab.RUN_ID] == rows[vocab.RUN_ID].iloc[0], "num_classes"] if "num_classes" in runs else pd.Series()
+    if "num_classes" not in runs:
+        return True
+    classes = runs.loc[runs[vocab.RUN_ID] == rows[vocab.RUN_ID].iloc[0], "num_classes"]
     return classes.empty or abs(rows[vocab.VAL_ACC].iloc[0] - 1.0 / float(classes.iloc[0])) < 1e-6
 
 
@@ -259,7 +263,8 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     """
     if epochs.empty:
         return pd.DataFrame()
-    head = [vocab.RUN_ID, SOURCE, *([SOURCE_RANK] if SOURCE_RANK in epochs else []), vocab.SEED, *setting_columns(epochs)]
+    rank = [SOURCE_RANK] if SOURCE_RANK in epochs else []
+    head = [vocab.RUN_ID, SOURCE, *rank, vocab.SEED, *setting_columns(epochs)]
     last = at_epoch(epochs, None)
     table = last[head].assign(epochs=last[vocab.EPOCH].astype(int))
     for when, snap in (("epoch2", at_epoch(epochs, EPOCH_TWO)), ("last", last)):

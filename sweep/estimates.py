@@ -21,7 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import stdtrit  # the t quantile; scipy.stats would add a second of import time
+from scipy.special import (
+    stdtrit,  # the t quantile; scipy.stats would add a second of import time
+)
 
 CONFIDENCE = 0.95
 MAX_SEEDS = 1000  # seeds_needed gives up beyond this

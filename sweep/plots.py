@@ -18,9 +18,9 @@ import functools
 import hashlib
 import importlib.metadata
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -28,7 +28,14 @@ import pandas as pd
 from sweep import analysis as an
 from sweep import estimates, selection, vocab
 from sweep.estimates import estimate
-from sweep.selection import choose_context, fmt_value, matches, sorted_values, toggle_values, where
+from sweep.selection import (
+    choose_context,
+    fmt_value,
+    matches,
+    sorted_values,
+    toggle_values,
+    where,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -82,9 +89,11 @@ def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str, index: dict[str
         note = f" Runs: {by_batch.describe()}."
         save("accuracy_curves", lambda: accuracy_curves(chosen), "Mean over seeds, 95% t-interval bands." + note)
         save("gap_curves", lambda: gap_curves(chosen), "Solid: gap (what the post read); dashed: eval_gap." + note)
-        save("speed", lambda: speed_vs_batch(by_batch.rows), "Epochs 2 onwards (epoch 1 includes graph tracing)." + note)
+        save("speed", lambda: speed_vs_batch(by_batch.rows),
+             "Epochs 2 onwards (epoch 1 includes graph tracing)." + note)
     if an.BATCH_SIZE in an.varying(summary):
-        save("final_val_acc", lambda: final_val_vs_batch(summary), "One line per combination of the other settings that vary.")
+        save("final_val_acc", lambda: final_val_vs_batch(summary),
+             "One line per combination of the other settings that vary.")
     toggles = [t for t in an.TOGGLES if t in an.varying(summary)]
     if toggles:
         save("toggles", lambda: toggle_gaps(summary, toggles),
@@ -92,7 +101,8 @@ def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str, index: dict[str
     by_gpus = choose_context(summary, an.GPUS)
     if by_gpus is not None:
         chosen = epochs[epochs[vocab.RUN_ID].isin(by_gpus.rows[vocab.RUN_ID])]
-        save("gpus_curves", lambda: gpus_curves(chosen), f"Same global batch in each panel. Runs: {by_gpus.describe()}.")
+        save("gpus_curves", lambda: gpus_curves(chosen),
+             f"Same global batch in each panel. Runs: {by_gpus.describe()}.")
     return drawn
 
 
@@ -170,15 +180,17 @@ def accuracy_curves(epochs: pd.DataFrame) -> Figure:
     stats = an.summarize(epochs, metrics, by=[an.BATCH_SIZE])
     sizes = sorted_values(stats[an.BATCH_SIZE])
     fig, axes = _panels(len(sizes), "Is train_acc far above val_acc early on, and at which batch sizes?", width=3.4)
-    for ax, size in zip(axes, sizes):
-        for metric, style in zip(metrics, ("-", "--", "-")):
-            _band(ax, stats[(stats[an.BATCH_SIZE] == size) & (stats["metric"] == metric)], LABELS[metric], linestyle=style)
+    for ax, size in zip(axes, sizes, strict=True):
+        for metric, style in zip(metrics, ("-", "--", "-"), strict=True):
+            rows = stats[(stats[an.BATCH_SIZE] == size) & (stats["metric"] == metric)]
+            _band(ax, rows, LABELS[metric], linestyle=style)
         ax.set_title(f"batch size {fmt_value(size)}")
         ax.set_ylim(0, 1)  # accuracies; a t band over few seeds can reach past 0 and 1
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy (fraction correct)")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=1 if len(axes) < 3 else 3, fontsize="small")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=1 if len(axes) < 3 else 3,
+               fontsize="small")
     return fig
 
 
@@ -238,7 +250,7 @@ def _is_default(key: str, value: Any, defaults: dict[str, Any]) -> bool:
 def _combination_label(keys: list[str], values: tuple) -> str:
     """What sets a line apart: its settings that are set (not empty) and not at the post's default."""
     defaults = {**an.POST_DEFAULTS, **an.CONTROL_DEFAULTS}
-    shown = [(k, v) for k, v in zip(keys, values) if not pd.isna(v) and not _is_default(k, v, defaults)]
+    shown = [(k, v) for k, v in zip(keys, values, strict=True) if not pd.isna(v) and not _is_default(k, v, defaults)]
     return ", ".join(f"{k}={fmt_value(v)}" for k, v in shown) or "the post's setting"
 
 
@@ -251,7 +263,7 @@ def speed_vs_batch(summary: pd.DataFrame) -> Figure:
     fig.suptitle("Do larger batches train faster per epoch?")
     sizes = sorted_values(summary[an.BATCH_SIZE])
     for ax, metric, unit in zip(axes, (vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND),
-                                ("epoch time (seconds)", "throughput (training images per second)")):
+                                ("epoch time (seconds)", "throughput (training images per second)"), strict=True):
         _errorbar_by_batch(ax, summary, metric, "mean over seeds, 95% CI")
         _log2_batch_axis(ax, sizes)
         ax.set_ylabel(unit)
@@ -263,7 +275,7 @@ def toggle_gaps(summary: pd.DataFrame, toggles: list[str]) -> Figure:
     """For each toggle: gap and eval_gap at epoch 2 and at the end, per value of the toggle."""
     fig, axes = _panels(len(toggles), "Does each suspected cause open a train-val gap?", width=3.0)
     bars = [(vocab.GAP, "epoch2"), (vocab.GAP, "last"), (vocab.EVAL_GAP, "epoch2"), (vocab.EVAL_GAP, "last")]
-    for ax, toggle in zip(axes, toggles):
+    for ax, toggle in zip(axes, toggles, strict=True):
         chosen = choose_context(summary, toggle)
         rows = chosen.rows if chosen is not None else summary
         values = toggle_values(rows, toggle)
@@ -287,7 +299,7 @@ def gpus_curves(epochs: pd.DataFrame) -> Figure:
     stats = an.summarize(epochs, (vocab.VAL_ACC, vocab.TRAIN_EVAL_ACC), by=[an.BATCH_SIZE, an.GPUS])
     sizes = sorted_values(stats[an.BATCH_SIZE])
     fig, axes = _panels(len(sizes), "Do G replicas at the same global batch learn like one device?")
-    for ax, size in zip(axes, sizes):
+    for ax, size in zip(axes, sizes, strict=True):
         at_size = stats[stats[an.BATCH_SIZE] == size]
         for i, gpus in enumerate(sorted_values(at_size[an.GPUS])):
             for metric, style in ((vocab.VAL_ACC, "-"), (vocab.TRAIN_EVAL_ACC, "--")):

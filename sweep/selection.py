@@ -19,8 +19,16 @@ from typing import Any
 import pandas as pd
 
 from sweep import vocab
-from sweep.analysis import CONTROL_DEFAULTS, POST_DEFAULTS, SOURCE_RANK, TOGGLE_REFERENCE, row_key, setting_columns
+from sweep.analysis import (
+    CONTROL_DEFAULTS,
+    POST_DEFAULTS,
+    SOURCE_RANK,
+    TOGGLE_REFERENCE,
+    row_key,
+    setting_columns,
+)
 from sweep.estimates import Estimate, estimate
+
 
 @dataclass(frozen=True)
 class Selection:

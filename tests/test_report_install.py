@@ -30,7 +30,8 @@ def test_an_installed_copy_rebuilds_the_article_report(tmp_path: Path) -> None:
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)],
                    check=True, timeout=300)
     (wheel,) = (tmp_path / "dist").glob("batchsweep-*.whl")
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(tmp_path / "site"), str(wheel)], check=True, timeout=300)
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(tmp_path / "site"), str(wheel)],
+                   check=True, timeout=300)
 
     elsewhere = tmp_path / "elsewhere"  # no sweep/ and no experiments/ here
     elsewhere.mkdir()

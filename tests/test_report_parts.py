@@ -47,7 +47,8 @@ def test_the_batchnorm_momentum_of_runs_without_one_is_the_control_default(recor
 
 
 def test_the_shipped_grid_files_are_named_without_reading_the_disk() -> None:
-    assert sections.SHIPPED_GRIDS == {f"experiments/{p.name}" for p in (REPO / "experiments").glob("*.yaml")}
+    shipped = {f"experiments/{p.name}" for p in (REPO / "experiments").glob("*.yaml")}
+    assert shipped == sections.SHIPPED_GRIDS
     assert sections.grid_file("article") == "experiments/article.yaml"
     assert sections.grid_file("lr_search") == "experiments/lr_search.yaml"
     assert sections.grid_file("fx_bs") == "grid file not in experiments/"

@@ -22,7 +22,14 @@ from pathlib import Path
 
 from sweep import analysis, plots
 from sweep.report import attribution, sections
-from sweep.report.claims import CLAIMS, Claim, Finding, claims_table, evaluate, verdict_text
+from sweep.report.claims import (
+    CLAIMS,
+    Claim,
+    Finding,
+    claims_table,
+    evaluate,
+    verdict_text,
+)
 from sweep.report.document import to_html, to_markdown
 
 __all__ = ["CLAIMS", "Claim", "Finding", "Written", "build", "claims_table", "evaluate", "verdict_text"]

@@ -17,8 +17,16 @@ from dataclasses import dataclass
 import pandas as pd
 
 from sweep import vocab
-from sweep.analysis import (BATCH_SIZE, CONTROL_COMPANIONS, CONTROL_DEFAULTS, EPOCH_TWO, POST_DEFAULTS, at_epoch,
-                            row_key, setting_columns)
+from sweep.analysis import (
+    BATCH_SIZE,
+    CONTROL_COMPANIONS,
+    CONTROL_DEFAULTS,
+    EPOCH_TWO,
+    POST_DEFAULTS,
+    at_epoch,
+    row_key,
+    setting_columns,
+)
 from sweep.estimates import Estimate, estimate, fmt_estimate
 from sweep.selection import fmt_value, is_default, matches, where
 
@@ -163,7 +171,8 @@ def _arm(epochs: pd.DataFrame, mechanism: Mechanism, label: str, rows: pd.DataFr
     step = steps8 if mechanism.at_equal_steps else None
     gap64 = _per_seed(epochs, rows, LARGE, mechanism.gap, step)
     change = None if mechanism == DEFAULT else estimate((gap64 - base).dropna())
-    val = (_per_seed(epochs, rows, LARGE, vocab.VAL_ACC, math.inf) - _per_seed(epochs, rows, SMALL, vocab.VAL_ACC, math.inf)
+    last = math.inf  # each run's last record
+    val = (_per_seed(epochs, rows, LARGE, vocab.VAL_ACC, last) - _per_seed(epochs, rows, SMALL, vocab.VAL_ACC, last)
            if mechanism.own_runs else pd.Series(dtype=float))
     read_at = f"step {step:.0f} (batch {SMALL}'s epoch 2)" if step is not None else "epoch 2"
     return Arm(mechanism, label, estimate(gap64), change, estimate(_per_seed(epochs, rows, SMALL, mechanism.gap, None)),

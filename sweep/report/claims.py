@@ -18,9 +18,27 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, CONTROL_DEFAULTS, GPUS, column
-from sweep.estimates import NOT_TESTED, Check, Estimate, all_of, any_of, estimate, fmt_estimate, verdict
-from sweep.selection import (Selection, choose_context, fmt_value, matches, paired, paired_relative, sorted_values,
-                             toggle_values, where)
+from sweep.estimates import (
+    NOT_TESTED,
+    Check,
+    Estimate,
+    all_of,
+    any_of,
+    estimate,
+    fmt_estimate,
+    verdict,
+)
+from sweep.selection import (
+    Selection,
+    choose_context,
+    fmt_value,
+    matches,
+    paired,
+    paired_relative,
+    sorted_values,
+    toggle_values,
+    where,
+)
 from sweep.tuning import SMALL_BATCH
 
 BN_MOMENTUM = "model.bn_momentum"
@@ -217,19 +235,20 @@ def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None
 # --- C6-C8: batch size, smallest vs largest, at the last epoch
 
 
-def _batch_extremes(table: pd.DataFrame) -> tuple[Selection, Any, Any] | None:
-    sel = choose_context(table, BATCH_SIZE)
-    if sel is None:
-        return None
-    sizes = sorted_values(sel.rows[BATCH_SIZE])
-    return sel, sizes[0], sizes[-1]
+def across_batch_sizes(check: Callable[[Selection, Any, Any], Finding | None]
+                       ) -> Callable[[Claim, pd.DataFrame], Finding | None]:
+    """A check given the group of runs chosen to compare batch sizes, with its smallest and largest batch."""
+    def run(claim: Claim, table: pd.DataFrame) -> Finding | None:
+        sel = choose_context(table, BATCH_SIZE)
+        if sel is None:
+            return None
+        sizes = sorted_values(sel.rows[BATCH_SIZE])
+        return check(sel, sizes[0], sizes[-1])
+    return run
 
 
-def check_large_batch_faster(claim: Claim, table: pd.DataFrame) -> Finding | None:
-    found = _batch_extremes(table)
-    if found is None:
-        return None
-    sel, small, large = found
+@across_batch_sizes
+def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding | None:
     change = paired_relative(sel.rows, BATCH_SIZE, small, large, vocab.EPOCH_SECONDS)
     checks = (Check(f"epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)} "
                     "(paired; -0.5 = half)", change, high=-SPEEDUP.value),)
@@ -241,11 +260,8 @@ def check_large_batch_faster(claim: Claim, table: pd.DataFrame) -> Finding | Non
     return _finding(checks, sel.describe(), evidence, notes)
 
 
-def check_large_batch_trains_small_generalises(claim: Claim, table: pd.DataFrame) -> Finding | None:
-    found = _batch_extremes(table)
-    if found is None:
-        return None
-    sel, small, large = found
+@across_batch_sizes
+def check_large_batch_trains_small_generalises(sel: Selection, small: Any, large: Any) -> Finding | None:
 
     def diff(metric: str) -> Estimate:
         return paired(sel.rows, BATCH_SIZE, small, large, column(metric, "last"))
@@ -263,11 +279,8 @@ def check_large_batch_trains_small_generalises(claim: Claim, table: pd.DataFrame
     return _finding(checks, sel.describe(), evidence, notes)
 
 
-def check_small_batch_wins(claim: Claim, table: pd.DataFrame) -> Finding | None:
-    found = _batch_extremes(table)
-    if found is None:
-        return None
-    sel = found[0]
+@across_batch_sizes
+def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Finding | None:
     metric = column(vocab.VAL_ACC, "last")
     means = {bs: _est(sel.rows, BATCH_SIZE, bs, metric) for bs in sorted_values(sel.rows[BATCH_SIZE])}
     small = {bs: e for bs, e in means.items() if bs <= SMALL_BATCH}

@@ -320,45 +320,47 @@ def check_replicas_learn_alike(claim: Claim, table: pd.DataFrame) -> Finding | N
     return _finding(checks, sel.describe(), evidence, notes)
 
 
-ARTICLE, CAUSES = "experiments/article.yaml", "experiments/causes.yaml"
-BATCH_SIZES, GPUS_FILE = "experiments/batch_sizes.yaml", "experiments/gpus.yaml"
+# The experiments files whose runs answer the claims (shipped in experiments/, named here so
+# an installed package can name them without that folder).
+ARTICLE_GRID, CAUSES_GRID = "experiments/article.yaml", "experiments/causes.yaml"
+BATCH_SIZES_GRID, GPUS_GRID = "experiments/batch_sizes.yaml", "experiments/gpus.yaml"
 
 CLAIMS: tuple[Claim, ...] = (
     Claim("C1", "at batch_size=64, epoch 2, train_acc 80% but val_acc 6%; at batch_size=8 both 60% and rising",
           f"at epoch 2, gap = train_acc - val_acc above {FAR_GAP.value:g} at batch 64 and within "
           f"+-{CLOSE_GAP.value:g} at batch 8",
-          Needs(ARTICLE, (BATCH_SIZE,), values=(8, 64)), (FAR_GAP, CLOSE_GAP), check_gap_at_two_batch_sizes),
+          Needs(ARTICLE_GRID, (BATCH_SIZE,), values=(8, 64)), (FAR_GAP, CLOSE_GAP), check_gap_at_two_batch_sizes),
     Claim("C2", "imbalanced training classes (95% of the images in one class; validation balanced) "
                 "give high train_acc and low val_acc",
           f"at epoch 2 the imbalanced runs' gap is above {FAR_GAP.value:g} and exceeds the balanced runs' gap by "
           f"more than {CAUSE_RAISES_GAP.value:g} (paired by seed)",
-          Needs(CAUSES, ("data.imbalance",), reference=0.0), (FAR_GAP, CAUSE_RAISES_GAP), check_cause_raises_gap),
+          Needs(CAUSES_GRID, ("data.imbalance",), reference=0.0), (FAR_GAP, CAUSE_RAISES_GAP), check_cause_raises_gap),
     Claim("C3", "training data not shuffled (a whole batch is one class) gives high train_acc and low val_acc",
           f"at epoch 2 the unshuffled runs' gap is above {FAR_GAP.value:g} and exceeds the shuffled runs' gap by "
           f"more than {CAUSE_RAISES_GAP.value:g} (paired by seed)",
-          Needs(CAUSES, ("data.shuffle",), reference=True), (FAR_GAP, CAUSE_RAISES_GAP), check_cause_raises_gap),
+          Needs(CAUSES_GRID, ("data.shuffle",), reference=True), (FAR_GAP, CAUSE_RAISES_GAP), check_cause_raises_gap),
     Claim("C4", "train and validation preprocessed differently give low val_acc",
           f"at the last epoch at least one kind of mismatch lowers val_acc by more than {VAL_DROP.value:g} "
           "(paired by seed)",
-          Needs(CAUSES, ("data.preprocess_mismatch",), reference="none"), (VAL_DROP,), check_mismatch_lowers_val),
+          Needs(CAUSES_GRID, ("data.preprocess_mismatch",), reference="none"), (VAL_DROP,), check_mismatch_lowers_val),
     Claim("C5", "a model too complex for the amount of data overfits",
           "at the last epoch eval_gap is larger for the wider model and for fewer samples per class "
           "(paired differences above 0 for every value tested)",
-          Needs(CAUSES, ("model.width", "data.samples_per_class")), (), check_capacity_overfits),
+          Needs(CAUSES_GRID, ("model.width", "data.samples_per_class")), (), check_capacity_overfits),
     Claim("C6", "large batches: faster",
           f"an epoch at the largest batch takes at least {SPEEDUP.value:.0%} less time than at the smallest (paired)",
-          Needs(BATCH_SIZES, (BATCH_SIZE,)), (SPEEDUP,), check_large_batch_faster),
+          Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)), (SPEEDUP,), check_large_batch_faster),
     Claim("C7", "large batches: more stable [lower training error]; small: better generalisation",
           "at the last epoch the largest batch has higher train_eval_acc and lower val_acc than the smallest (paired)",
-          Needs(BATCH_SIZES, (BATCH_SIZE,)), (), check_large_batch_trains_small_generalises),
+          Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)), (), check_large_batch_trains_small_generalises),
     Claim("C8", f"batch_size {SMALL_BATCH} or less",
           f"at the last epoch the best batch size <= {SMALL_BATCH} has higher val_acc than the best batch size "
           f"> {SMALL_BATCH} (paired)",
-          Needs(BATCH_SIZES, (BATCH_SIZE,)), (), check_small_batch_wins),
+          Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)), (), check_small_batch_wins),
     Claim("C9", "with multi_gpu_model a model is copied onto G GPUs and each batch is split between them",
           f"at one global batch, final val_acc with G replicas is within +-{SAME_VAL.value:g} of one device (paired) "
           "for every G tested",
-          Needs(GPUS_FILE, (GPUS,), reference=1), (SAME_VAL,), check_replicas_learn_alike),
+          Needs(GPUS_GRID, (GPUS,), reference=1), (SAME_VAL,), check_replicas_learn_alike),
 )
 
 

@@ -114,16 +114,21 @@ def spec_hash(run_ids: pd.Series) -> pd.Series:
 
 
 def _first_copies(table: pd.DataFrame, *per_run: str) -> pd.DataFrame:
-    """Rows of the first copy of each run (one row per run, or per run and `per_run` columns).
+    """The rows of each run's copy in the first folder that has it (one row per run, or per run and `per_run`).
 
     A run is its spec hash within its role; a search slot whose lr is not drawn yet
     shows its slot id (``<group>-t<k>``), so its search group is part of its identity too.
+    All of a run's rows come from one folder: a copy cut short in one folder never
+    lends its epochs to another folder's copy.
     """
     if vocab.RUN_ID not in table or table.empty:
         return table
-    identity = [c for c in (vocab.ROLE, vocab.SEARCH_GROUP, *per_run) if c in table]
-    copies = table.assign(_spec=spec_hash(table[vocab.RUN_ID]))
-    return table[~copies.duplicated(["_spec", *identity], keep="first")].reset_index(drop=True)
+    identity = ["_spec", *(c for c in (vocab.ROLE, vocab.SEARCH_GROUP) if c in table)]
+    keyed = table.assign(_spec=spec_hash(table[vocab.RUN_ID]))
+    first = keyed.groupby(identity, dropna=False)[SOURCE_RANK].transform("min")
+    kept = keyed[keyed[SOURCE_RANK] == first]
+    kept = kept[~kept.duplicated([*identity, *per_run], keep="first")]
+    return table.loc[kept.index].reset_index(drop=True)
 
 
 def _with_role(table: pd.DataFrame) -> pd.DataFrame:

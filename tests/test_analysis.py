@@ -57,6 +57,21 @@ def test_a_run_is_its_spec_not_its_slug(tmp_path: Path) -> None:
     assert len(combined.folder_epochs) == 27 + 9
 
 
+def test_a_run_takes_every_row_from_one_folder(tmp_path: Path) -> None:
+    """The first folder's copy of a run was cut short after epoch 1: the second folder's done copy
+    must not lend it epochs 2 and 3."""
+    run_id, partial = "bs8-s0-63df1bae", tmp_path / "partial"
+    partial.mkdir()
+    runs, epochs = pd.read_csv(BS / vocab.RUNS_CSV), pd.read_csv(BS / vocab.EPOCHS_CSV)
+    runs[runs[vocab.RUN_ID] == run_id].assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(partial / vocab.RUNS_CSV,
+                                                                                      index=False)
+    cut = epochs[(epochs[vocab.RUN_ID] == run_id) & (epochs[vocab.EPOCH] == 1)]
+    cut.assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(partial / vocab.EPOCHS_CSV, index=False)
+    results = an.load([partial, BS])
+    assert results.runs.set_index(vocab.RUN_ID).loc[run_id, vocab.STATUS] == vocab.RUNNING
+    assert run_id not in set(results.epochs[vocab.RUN_ID]) and len(results.epochs) == 24
+
+
 def test_search_slots_of_different_searches_stay_apart(tmp_path: Path) -> None:
     """A slot whose lr is not drawn yet shows its slot id, <group>-t<k>: the part after the last '-' is no hash."""
     runs = pd.DataFrame({vocab.RUN_ID: ["bs8-1a2b3c4d-t1", "bs64-5e6f7a8b-t1", "bs8-s0-0fb1ea29"],

@@ -1,44 +1,28 @@
-"""Results folders -> tables with confidence intervals, paired differences and 3-valued checks.
+"""Results folders -> one table per question: runs, per-epoch rows, per-run snapshots, curves over seeds.
 
 Reads only ``runs.csv`` and ``epochs.csv`` (written by `sweep.store.export_csv`);
-never the training code, never TensorFlow (pandas, numpy, scipy only).
+never the training code, never TensorFlow (pandas, numpy, scipy only). The
+statistics are in `sweep.estimates`, the choice of runs that answer a question
+in `sweep.selection`; docs/report.md explains both to readers of the report.
 
-Statistics (docs/report.md says the same for readers of the report):
-
-- The unit of replication is the seed. A group is every run with the same
-  settings; its n is its number of seeds (usually 3).
-- The 95% interval is Student's t over seeds: mean +- t(0.975, n-1) * sd / sqrt(n).
-  It assumes the seed-to-seed values are roughly normal and independent; with
-  n = 3 the multiplier is 4.30 (not 1.96), so intervals are wide on purpose. A
-  bootstrap over 3 seeds would be narrower only because it cannot see the tails.
-- Settings that share a seed share initial weights and data order, so two
-  settings are compared by pairing runs with the same seed and the same other
-  settings and taking the t-interval of the per-seed differences.
-- A check says where a number must lie for a claim to hold. It is True when the
-  whole interval lies there, False when the whole interval lies outside, and
-  None (undecided) otherwise; `seeds_needed` estimates how many seeds would
-  decide it from the observed SD.
+A group is every run with the same settings; its n is its number of seeds.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.special import stdtrit  # the t quantile; scipy.stats would add a second of import time
 
 from sweep import vocab
+from sweep.estimates import t_multiplier
 
-CONFIDENCE = 0.95
 SOURCE = "source"  # column added by `load`: the results folder a row came from
 SOURCE_RANK = "source_rank"  # its position on the command line (0 = first), for tie-breaks
-SEED = "seed"
-RUN_ID = "run_id"
-ROLE = "role"  # grid | search | tuned (sweep.vocab); missing in results written before searches existed
 SETTING_PREFIXES = ("data.", "model.", "train.")
 BATCH_SIZE, GPUS = "train.batch_size", "train.gpus"
 EPOCH_TWO = 2  # the post's "epoch 2"
@@ -87,40 +71,72 @@ class Results:
     """
 
     folders: tuple[Path, ...]
-    runs: pd.DataFrame  # every run, every status, every role; one row per (run_id, role)
+    runs: pd.DataFrame  # every run, every status, every role; one row per (spec, role)
     epochs: pd.DataFrame  # one row per (done grid run, epoch)
     tuned: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (done tuned run, epoch)
+    # `epochs` before runs shared between folders are counted once: each folder's figures show its own sweep whole
+    folder_epochs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def load(folders: Sequence[str | Path]) -> Results:
     """Read and concatenate results folders, in the order given.
 
-    A run_id is a hash of the whole spec, so the same id in two folders is the same
-    run (training is deterministic); the first folder's copy is kept.
+    A run is its resolved spec: two rows with the same spec hash and role are the
+    same run (training is deterministic) even when their slugs differ, e.g.
+    ``bs32-s0-62721535`` in a sweep that varies the batch size and ``s0-62721535``
+    in one that does not. The first folder's copy is kept.
     """
     paths = tuple(Path(f) for f in folders)
     pairs = [tuple(t.assign(**{SOURCE_RANK: rank}) for t in _read_folder(p)) for rank, p in enumerate(paths)]
     runs = pd.concat([r for r, _ in pairs], ignore_index=True) if pairs else pd.DataFrame()
-    epochs = pd.concat([e for _, e in pairs], ignore_index=True) if pairs else pd.DataFrame()
-    runs, epochs = _with_role(runs), _with_role(epochs)
-    if RUN_ID in runs:
-        runs = runs.drop_duplicates([RUN_ID, ROLE], keep="first").reset_index(drop=True)
-    if RUN_ID in epochs and len(epochs):
-        epochs = epochs.drop_duplicates([RUN_ID, ROLE, vocab.EPOCH], keep="first")
-        epochs = epochs[epochs["status"] == vocab.DONE].reset_index(drop=True)
-    by_role = {role: rows.drop(columns=ROLE).reset_index(drop=True) for role, rows in epochs.groupby(ROLE)} \
-        if ROLE in epochs else {}
-    empty = epochs.drop(columns=ROLE, errors="ignore").iloc[0:0]
-    return Results(folders=paths, runs=runs, epochs=by_role.get(vocab.GRID, empty),
-                   tuned=by_role.get(vocab.TUNED, empty))
+    epochs = _with_role(pd.concat([e for _, e in pairs], ignore_index=True) if pairs else pd.DataFrame())
+    grid, tuned = _done_by_role(_first_copies(epochs, vocab.EPOCH))
+    return Results(folders=paths, runs=_first_copies(_with_role(runs)), epochs=grid, tuned=tuned,
+                   folder_epochs=_done_by_role(epochs)[0])
+
+
+def _done_by_role(epochs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The done runs' rows of the grid and of the tuned re-runs, without the role column."""
+    if vocab.RUN_ID in epochs and len(epochs):
+        epochs = epochs[epochs[vocab.STATUS] == vocab.DONE].reset_index(drop=True)
+    by_role = {role: rows.drop(columns=vocab.ROLE).reset_index(drop=True)
+               for role, rows in epochs.groupby(vocab.ROLE)} if vocab.ROLE in epochs else {}
+    empty = epochs.drop(columns=vocab.ROLE, errors="ignore").iloc[0:0]
+    return by_role.get(vocab.GRID, empty), by_role.get(vocab.TUNED, empty)
+
+
+def spec_hash(run_ids: pd.Series) -> pd.Series:
+    """The hash of each run's resolved spec: the part of its id after the last '-' (`sweep.plan.RunSpec.run_id`).
+
+    The slug before it only names the settings its sweep varies, so it is a label, not an identity.
+    """
+    return run_ids.astype(str).str.rsplit("-", n=1).str[-1]
+
+
+def _first_copies(table: pd.DataFrame, *per_run: str) -> pd.DataFrame:
+    """The rows of each run's copy in the first folder that has it (one row per run, or per run and `per_run`).
+
+    A run is its spec hash within its role; a search slot whose lr is not drawn yet
+    shows its slot id (``<group>-t<k>``), so its search group is part of its identity too.
+    All of a run's rows come from one folder: a copy cut short in one folder never
+    lends its epochs to another folder's copy.
+    """
+    if vocab.RUN_ID not in table or table.empty:
+        return table
+    identity = ["_spec", *(c for c in (vocab.ROLE, vocab.SEARCH_GROUP) if c in table)]
+    keyed = table.assign(_spec=spec_hash(table[vocab.RUN_ID]))
+    first = keyed.groupby(identity, dropna=False)[SOURCE_RANK].transform("min")
+    kept = keyed[keyed[SOURCE_RANK] == first]
+    kept = kept[~kept.duplicated([*identity, *per_run], keep="first")]
+    return table.loc[kept.index].reset_index(drop=True)
 
 
 def _with_role(table: pd.DataFrame) -> pd.DataFrame:
     """A `role` column; results written before learning-rate searches existed hold grid runs only."""
     if table.empty and not len(table.columns):
         return table
-    role = table[ROLE].fillna(vocab.GRID) if ROLE in table else vocab.GRID
-    return table.assign(**{ROLE: role})
+    role = table[vocab.ROLE].fillna(vocab.GRID) if vocab.ROLE in table else vocab.GRID
+    return table.assign(**{vocab.ROLE: role})
 
 
 def _read_folder(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -150,7 +166,7 @@ def varying(table: pd.DataFrame, exclude: Iterable[str] = ()) -> list[str]:
     return [c for c in setting_columns(table) if c not in skip and table[c].nunique(dropna=False) > 1]
 
 
-def _key(table: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
+def row_key(table: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     """One string per row from the given columns; NaN-safe, for grouping and pairing."""
     if not columns or table.empty:  # agg over no rows returns a frame, not a series
         return pd.Series("", index=table.index, dtype=object)
@@ -160,44 +176,7 @@ def _key(table: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     return key
 
 
-# --- estimates over seeds
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Mean over seeds (or over per-seed differences) with a Student-t interval."""
-
-    mean: float
-    sd: float
-    n: int
-    low: float
-    high: float
-
-
-def fmt_estimate(e: Estimate) -> str:
-    """"0.147 [0.116, 0.179] (n=3)", as the report writes every estimate."""
-    if e.n == 0:
-        return "no data"
-    if e.n == 1:
-        return f"{e.mean:.3f} (1 seed, no interval)"
-    return f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}] (n={e.n})"
-
-
-def t_multiplier(n: int, confidence: float = CONFIDENCE) -> float:
-    """t(1 - alpha/2, n - 1): 12.71 at n=2, 4.30 at n=3, 2.26 at n=10."""
-    return float(stdtrit(n - 1, 0.5 + confidence / 2)) if n > 1 else math.nan
-
-
-def estimate(values: Iterable[float], confidence: float = CONFIDENCE) -> Estimate:
-    x = np.asarray(list(values), dtype=float)
-    x = x[np.isfinite(x)]
-    n = len(x)
-    if n == 0:
-        return Estimate(math.nan, math.nan, 0, math.nan, math.nan)
-    mean = float(x.mean())
-    sd = float(x.std(ddof=1)) if n > 1 else math.nan
-    half = t_multiplier(n, confidence) * sd / math.sqrt(n) if n > 1 else math.nan
-    return Estimate(mean, sd, n, mean - half, mean + half)
+# --- curves over seeds
 
 
 def summarize(table: pd.DataFrame, metrics: Sequence[str] = CURVE_METRICS,
@@ -227,7 +206,7 @@ def at_epoch(epochs: pd.DataFrame, epoch: int | None) -> pd.DataFrame:
         return epochs
     if epoch is not None:
         return epochs[epochs[vocab.EPOCH] == epoch].reset_index(drop=True)
-    last = epochs.groupby(RUN_ID)[vocab.EPOCH].idxmax()
+    last = epochs.groupby(vocab.RUN_ID)[vocab.EPOCH].idxmax()
     return epochs.loc[last.values].reset_index(drop=True)
 
 
@@ -250,31 +229,35 @@ def run_health(results: Results) -> pd.DataFrame:
     """
     problems = []
     runs = results.runs
-    if "status" in runs:
-        for _, run in runs[runs["status"] == vocab.DIVERGED].iterrows():
-            problems.append((run[RUN_ID], vocab.DIVERGED, f"diverged: {run.get('error') or 'loss became NaN or infinite'}"))
+    if vocab.STATUS in runs:
+        for _, run in runs[runs[vocab.STATUS] == vocab.DIVERGED].iterrows():
+            reason = run.get(vocab.ERROR) or "loss became NaN or infinite"
+            problems.append((run[vocab.RUN_ID], vocab.DIVERGED, f"diverged: {reason}"))
     if "num_classes" in runs:
-        for _, run in runs[(runs["status"] == vocab.DONE) & (runs["num_classes"] < 2)].iterrows():
-            problems.append((run[RUN_ID], vocab.DONE, "validation holds a single class: accuracy cannot compare settings"))
+        for _, run in runs[(runs[vocab.STATUS] == vocab.DONE) & (runs["num_classes"] < 2)].iterrows():
+            problems.append((run[vocab.RUN_ID], vocab.DONE,
+                             "validation holds a single class: accuracy cannot compare settings"))
     epochs = results.epochs
     if not epochs.empty:
-        for run_id, rows in epochs.groupby(RUN_ID, sort=True):
+        for run_id, rows in epochs.groupby(vocab.RUN_ID, sort=True):
             if _stuck(rows, runs):
                 problems.append((run_id, vocab.DONE, f"stuck: val_acc {rows[vocab.VAL_ACC].iloc[0]:.3f} and "
                                  f"train_eval_acc unchanged over {len(rows)} records (the model predicts one class)"))
-    return pd.DataFrame(problems, columns=[RUN_ID, "status", "problem"]).drop_duplicates(RUN_ID)
+    return pd.DataFrame(problems, columns=[vocab.RUN_ID, vocab.STATUS, "problem"]).drop_duplicates(vocab.RUN_ID)
 
 
 def _stuck(rows: pd.DataFrame, runs: pd.DataFrame) -> bool:
     if len(rows) < STUCK_MIN_RECORDS or rows[vocab.VAL_ACC].nunique() > 1 or rows[vocab.TRAIN_EVAL_ACC].nunique() > 1:
         return False
-    classes = runs.loc[runs[RUN_ID] == rows[RUN_ID].iloc[0], "num_classes"] if "num_classes" in runs else pd.Series()
+    if "num_classes" not in runs:
+        return True
+    classes = runs.loc[runs[vocab.RUN_ID] == rows[vocab.RUN_ID].iloc[0], "num_classes"]
     return classes.empty or abs(rows[vocab.VAL_ACC].iloc[0] - 1.0 / float(classes.iloc[0])) < 1e-6
 
 
 def without(epochs: pd.DataFrame, health: pd.DataFrame) -> pd.DataFrame:
     """`epochs` without the runs `run_health` lists: claims are never decided on them."""
-    return epochs[~epochs[RUN_ID].isin(health[RUN_ID])] if not epochs.empty and len(health) else epochs
+    return epochs[~epochs[vocab.RUN_ID].isin(health[vocab.RUN_ID])] if not epochs.empty and len(health) else epochs
 
 
 def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -285,20 +268,21 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     """
     if epochs.empty:
         return pd.DataFrame()
-    head = [RUN_ID, SOURCE, *([SOURCE_RANK] if SOURCE_RANK in epochs else []), SEED, *setting_columns(epochs)]
+    rank = [SOURCE_RANK] if SOURCE_RANK in epochs else []
+    head = [vocab.RUN_ID, SOURCE, *rank, vocab.SEED, *setting_columns(epochs)]
     last = at_epoch(epochs, None)
     table = last[head].assign(epochs=last[vocab.EPOCH].astype(int))
     for when, snap in (("epoch2", at_epoch(epochs, EPOCH_TWO)), ("last", last)):
-        values = snap.set_index(RUN_ID)[list(SNAPSHOT_METRICS)].add_suffix(f"_{when}")
-        table = table.join(values, on=RUN_ID)
-    best = epochs.groupby(RUN_ID)[vocab.VAL_ACC].max().rename("best_val_acc")
-    return table.join(best, on=RUN_ID).join(_speed(epochs), on=RUN_ID)
+        values = snap.set_index(vocab.RUN_ID)[list(SNAPSHOT_METRICS)].add_suffix(f"_{when}")
+        table = table.join(values, on=vocab.RUN_ID)
+    best = epochs.groupby(vocab.RUN_ID)[vocab.VAL_ACC].max().rename("best_val_acc")
+    return table.join(best, on=vocab.RUN_ID).join(_speed(epochs), on=vocab.RUN_ID)
 
 
 def _speed(epochs: pd.DataFrame) -> pd.DataFrame:
-    later = epochs[(epochs[vocab.EPOCH] > 1) | (epochs.groupby(RUN_ID)[vocab.EPOCH].transform("max") == 1)]
+    later = epochs[(epochs[vocab.EPOCH] > 1) | (epochs.groupby(vocab.RUN_ID)[vocab.EPOCH].transform("max") == 1)]
     later = later[later[vocab.EPOCH] % 1 == 0]  # records inside an epoch (eval_every_steps) time part of one
-    return later.groupby(RUN_ID)[[vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND]].mean()
+    return later.groupby(vocab.RUN_ID)[[vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND]].mean()
 
 
 def gap_table(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -307,198 +291,6 @@ def gap_table(epochs: pd.DataFrame) -> pd.DataFrame:
     parts = [summarize(at_epoch(epochs, e), metrics).assign(at=label)
              for label, e in (("epoch 2", EPOCH_TWO), ("last", None))]
     return pd.concat(parts, ignore_index=True)
-
-
-# --- choosing and pairing rows
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The rows that answer a question about one setting (axis), and why these."""
-
-    axis: str
-    rows: pd.DataFrame
-    context: dict[str, Any]  # the fixed settings of the chosen group that differ between candidates
-    candidates: int  # how many groups could have answered
-
-    def describe(self) -> str:
-        fixed = ", ".join(f"{k}={fmt_value(v)}" for k, v in self.context.items() if not pd.isna(v))
-        fixed = fixed or "the only candidate"
-        seeds = self.rows[SEED].nunique()
-        values = ", ".join(fmt_value(v) for v in sorted_values(self.rows[self.axis]))
-        chosen = f"chosen from {self.candidates} candidate groups: " if self.candidates > 1 else ""
-        return f"{self.axis} in {{{values}}}, {seeds} seeds; {chosen}{fixed}"
-
-
-def sorted_values(series: pd.Series) -> list[Any]:
-    """Distinct values in natural order (numbers numerically, False before True)."""
-    values = series.dropna().unique().tolist()
-    try:
-        return sorted(values)
-    except TypeError:  # mixed types
-        return sorted(values, key=str)
-
-
-def fmt_value(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) and not math.isnan(value) else str(value)
-
-
-def is_default(series: pd.Series, default: Any) -> pd.Series:
-    """Rows at a control's default; an empty cell (a run from before the key existed, or null) counts as default."""
-    return series.isna() | (matches(series, default) if default is not None else False)
-
-
-def matches(series: pd.Series, value: Any) -> pd.Series:
-    if isinstance(value, (bool, str)):
-        return series.astype(str) == str(value)
-    return pd.to_numeric(series, errors="coerce").sub(value).abs() < 1e-9
-
-
-def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (),
-                   min_values: int = 2) -> Selection | None:
-    """The one group of runs that compares `axis`, chosen by a fixed rule.
-
-    1. Keep runs whose other toggles are at the post's setting (POST_DEFAULTS)
-       and whose controls are at their defaults (CONTROL_DEFAULTS).
-    2. Group by every other setting; a group qualifies when it has all `values`
-       of the axis (or at least `min_values` of them).
-    3. Prefer the most axis values (only `values` count when given), then the most seeds, then the earliest
-       results folder on the command line, then the first settings in sort order.
-    """
-    if table.empty or axis not in table:
-        return None
-    rows = table
-    for key, value in POST_DEFAULTS.items():
-        if key != axis and key in rows:
-            rows = rows[matches(rows[key], value)]
-    for key, value in CONTROL_DEFAULTS.items():
-        if key != axis and key in rows:
-            rows = rows[is_default(rows[key], value)]
-    others = [c for c in setting_columns(rows) if c != axis]
-    keyed = rows.assign(_ctx=_key(rows, others))
-    groups = [g for _, g in keyed.groupby("_ctx", sort=True) if _qualifies(g, axis, values, min_values)]
-    if not groups:
-        return None
-    def folder_rank(group: pd.DataFrame) -> int:
-        return int(group[SOURCE_RANK].min()) if SOURCE_RANK in group else 0
-
-    # With named values (C1: 8 and 64) every qualifying group has them all: the other
-    # batch sizes a group also has do not make it a better answer, so they do not count.
-    breadth = (lambda g: len(values)) if values else (lambda g: g[axis].nunique())
-    best = min(groups, key=lambda g: (-breadth(g), -g[SEED].nunique(),
-                                      folder_rank(g), g["_ctx"].iloc[0]))
-    differing = [c for c in others if keyed[c].nunique(dropna=False) > 1]
-    context = {c: best[c].iloc[0] for c in differing}
-    return Selection(axis, best.drop(columns="_ctx").reset_index(drop=True), context, len(groups))
-
-
-def _qualifies(group: pd.DataFrame, axis: str, values: Sequence[Any], min_values: int) -> bool:
-    if values:
-        return all(matches(group[axis], v).any() for v in values)
-    return group[axis].nunique(dropna=False) >= min_values
-
-
-def toggle_values(rows: pd.DataFrame, toggle: str) -> list[Any]:
-    """A toggle's values, reference first: the post's default, or the most samples per class."""
-    values = sorted_values(rows[toggle])
-    if toggle in TOGGLE_REFERENCE:
-        reference = [v for v in values if matches(pd.Series([v]), TOGGLE_REFERENCE[toggle]).iloc[0]]
-        return reference + [v for v in values if v not in reference]
-    return values[::-1]
-
-
-def where(rows: pd.DataFrame, axis: str, value: Any) -> pd.DataFrame:
-    """Rows whose axis equals value (floats compared to 1e-9, bools and strings as text)."""
-    return rows[matches(rows[axis], value)]
-
-
-def paired_values(rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str) -> pd.Series:
-    """Per pair (same seed and other settings): metric at `value` minus metric at `reference`."""
-    others = [c for c in setting_columns(rows) if c != axis] + [SEED]
-    keyed = rows.assign(_pair=_key(rows, others))
-    base = where(keyed, axis, reference).groupby("_pair")[metric].mean()
-    other = where(keyed, axis, value).groupby("_pair")[metric].mean()
-    return (other - base).dropna()
-
-
-def paired(rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str) -> Estimate:
-    """Mean paired difference (value - reference) with its t-interval; n = number of pairs."""
-    return estimate(paired_values(rows, axis, reference, value, metric))
-
-
-def paired_relative(rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str) -> Estimate:
-    """Mean paired relative change (value / reference - 1), e.g. -0.4 = 40% less."""
-    diff = paired_values(rows, axis, reference, value, metric)
-    others = [c for c in setting_columns(rows) if c != axis] + [SEED]
-    keyed = rows.assign(_pair=_key(rows, others))
-    base = where(keyed, axis, reference).groupby("_pair")[metric].mean()
-    return estimate(diff / base.reindex(diff.index))
-
-
-# --- checks: where must a number lie for a claim to hold?
-
-SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
-NOT_TESTED = "not tested by this sweep"
-MAX_SEEDS = 1000
-
-
-@dataclass(frozen=True)
-class Check:
-    """The claim holds for this number when it lies in the open interval (low, high)."""
-
-    label: str
-    estimate: Estimate
-    low: float = -math.inf
-    high: float = math.inf
-
-    def outcome(self) -> bool | None:
-        """True: the whole CI is inside; False: the whole CI is outside; None: undecided."""
-        e = self.estimate
-        if not (math.isfinite(e.low) and math.isfinite(e.high)):
-            return None
-        if e.low > self.low and e.high < self.high:
-            return True
-        if e.high <= self.low or e.low >= self.high:
-            return False
-        return None
-
-    def region(self) -> str:
-        if math.isinf(self.low):
-            return f"< {self.high:.3g}"
-        if math.isinf(self.high):
-            return f"> {self.low:.3g}"
-        return f"in ({self.low:.3g}, {self.high:.3g})"
-
-    def margin(self) -> float:
-        """Distance from the mean to the nearest boundary: the CI half-width that would decide."""
-        bounds = [b for b in (self.low, self.high) if math.isfinite(b)]
-        return min(abs(self.estimate.mean - b) for b in bounds)
-
-    def seeds_needed(self) -> int | None:
-        """Smallest n with t(n-1) * sd / sqrt(n) < margin, from the observed SD (None: > MAX_SEEDS or unknown)."""
-        return seeds_to_decide(self.estimate.sd, self.margin())
-
-
-def seeds_to_decide(sd: float, margin: float) -> int | None:
-    if not (math.isfinite(sd) and math.isfinite(margin)) or margin <= 0:
-        return None
-    n = np.arange(2, MAX_SEEDS + 1)
-    decided = np.flatnonzero(stdtrit(n - 1, 0.5 + CONFIDENCE / 2) * sd / np.sqrt(n) < margin)
-    return int(n[decided[0]]) if decided.size else None
-
-
-def all_of(outcomes: Iterable[bool | None]) -> bool | None:
-    values = list(outcomes)
-    return False if False in values else (True if values and all(v is True for v in values) else None)
-
-
-def any_of(outcomes: Iterable[bool | None]) -> bool | None:
-    values = list(outcomes)
-    return True if True in values else (False if values and all(v is False for v in values) else None)
-
-
-def verdict(outcome: bool | None) -> str:
-    return {True: SUPPORTED, False: CONTRADICTED, None: INCONCLUSIVE}[outcome]
 
 
 # --- tables on disk

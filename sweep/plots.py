@@ -18,14 +18,24 @@ import functools
 import hashlib
 import importlib.metadata
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from sweep import analysis as an
-from sweep import vocab
+from sweep import estimates, selection, vocab
+from sweep.estimates import estimate
+from sweep.selection import (
+    choose_context,
+    fmt_value,
+    matches,
+    sorted_values,
+    toggle_values,
+    where,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -56,10 +66,10 @@ def draw_all(results: an.Results, out: Path, svg: bool = False) -> list[FigureFi
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
     figures: list[FigureFile] = []
-    if results.epochs.empty:
+    if results.folder_epochs.empty:
         return figures
     index = _read_index(folder)
-    for source, epochs in results.epochs.groupby(an.SOURCE, sort=False):
+    for source, epochs in results.folder_epochs.groupby(an.SOURCE, sort=False):
         figures += draw_source(epochs, folder, Path(str(source)).name, index, svg)
     (folder / INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return figures
@@ -73,23 +83,26 @@ def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str, index: dict[str
     def save(name: str, make: Callable[[], Figure], caption: str) -> None:
         drawn.append(_cached_or_drawn(make, folder, f"{prefix}-{name}", caption, key, index, svg))
 
-    by_batch = an.choose_context(summary, an.BATCH_SIZE)
+    by_batch = choose_context(summary, an.BATCH_SIZE)
     if by_batch is not None:
-        chosen = epochs[epochs[an.RUN_ID].isin(by_batch.rows[an.RUN_ID])]
+        chosen = epochs[epochs[vocab.RUN_ID].isin(by_batch.rows[vocab.RUN_ID])]
         note = f" Runs: {by_batch.describe()}."
         save("accuracy_curves", lambda: accuracy_curves(chosen), "Mean over seeds, 95% t-interval bands." + note)
         save("gap_curves", lambda: gap_curves(chosen), "Solid: gap (what the post read); dashed: eval_gap." + note)
-        save("speed", lambda: speed_vs_batch(by_batch.rows), "Epochs 2 onwards (epoch 1 includes graph tracing)." + note)
+        save("speed", lambda: speed_vs_batch(by_batch.rows),
+             "Epochs 2 onwards (epoch 1 includes graph tracing)." + note)
     if an.BATCH_SIZE in an.varying(summary):
-        save("final_val_acc", lambda: final_val_vs_batch(summary), "One line per combination of the other settings that vary.")
+        save("final_val_acc", lambda: final_val_vs_batch(summary),
+             "One line per combination of the other settings that vary.")
     toggles = [t for t in an.TOGGLES if t in an.varying(summary)]
     if toggles:
         save("toggles", lambda: toggle_gaps(summary, toggles),
              "Each panel compares one setting with the others at the post's defaults; error bars: 95% t-interval.")
-    by_gpus = an.choose_context(summary, an.GPUS)
+    by_gpus = choose_context(summary, an.GPUS)
     if by_gpus is not None:
-        chosen = epochs[epochs[an.RUN_ID].isin(by_gpus.rows[an.RUN_ID])]
-        save("gpus_curves", lambda: gpus_curves(chosen), f"Same global batch in each panel. Runs: {by_gpus.describe()}.")
+        chosen = epochs[epochs[vocab.RUN_ID].isin(by_gpus.rows[vocab.RUN_ID])]
+        save("gpus_curves", lambda: gpus_curves(chosen),
+             f"Same global batch in each panel. Runs: {by_gpus.describe()}.")
     return drawn
 
 
@@ -120,9 +133,9 @@ def _drawing_key(epochs: pd.DataFrame) -> str:
 
 @functools.cache  # once per process, not once per results folder
 def _code_digest() -> bytes:
-    """The drawing code (this module and sweep.analysis) and matplotlib's version."""
+    """The drawing code (this module and the analysis modules it reads) and matplotlib's version."""
     digest = hashlib.sha256()
-    for module in (__file__, an.__file__):
+    for module in (__file__, an.__file__, selection.__file__, estimates.__file__):
         digest.update(Path(module).read_bytes())
     digest.update(importlib.metadata.version("matplotlib").encode())
     return digest.digest()
@@ -165,17 +178,19 @@ def accuracy_curves(epochs: pd.DataFrame) -> Figure:
     """train_acc, train_eval_acc and val_acc against epoch, one panel per batch size."""
     metrics = (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC)
     stats = an.summarize(epochs, metrics, by=[an.BATCH_SIZE])
-    sizes = an.sorted_values(stats[an.BATCH_SIZE])
+    sizes = sorted_values(stats[an.BATCH_SIZE])
     fig, axes = _panels(len(sizes), "Is train_acc far above val_acc early on, and at which batch sizes?", width=3.4)
-    for ax, size in zip(axes, sizes):
-        for metric, style in zip(metrics, ("-", "--", "-")):
-            _band(ax, stats[(stats[an.BATCH_SIZE] == size) & (stats["metric"] == metric)], LABELS[metric], linestyle=style)
-        ax.set_title(f"batch size {an.fmt_value(size)}")
+    for ax, size in zip(axes, sizes, strict=True):
+        for metric, style in zip(metrics, ("-", "--", "-"), strict=True):
+            rows = stats[(stats[an.BATCH_SIZE] == size) & (stats["metric"] == metric)]
+            _band(ax, rows, LABELS[metric], linestyle=style)
+        ax.set_title(f"batch size {fmt_value(size)}")
         ax.set_ylim(0, 1)  # accuracies; a t band over few seeds can reach past 0 and 1
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy (fraction correct)")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=1 if len(axes) < 3 else 3, fontsize="small")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=1 if len(axes) < 3 else 3,
+               fontsize="small")
     return fig
 
 
@@ -184,11 +199,11 @@ def gap_curves(epochs: pd.DataFrame) -> Figure:
     stats = an.summarize(epochs, (vocab.GAP, vocab.EVAL_GAP), by=[an.BATCH_SIZE])
     fig, (ax,) = _panels(1, "Does the train-val gap grow with batch size?")
     ax.set_title("solid: gap (training-mode running mean); dashed: eval_gap (inference mode)", fontsize="small")
-    for i, size in enumerate(an.sorted_values(stats[an.BATCH_SIZE])):
+    for i, size in enumerate(sorted_values(stats[an.BATCH_SIZE])):
         color = f"C{i % 10}"
         for metric, style in ((vocab.GAP, "-"), (vocab.EVAL_GAP, "--")):
             rows = stats[(stats[an.BATCH_SIZE] == size) & (stats["metric"] == metric)]
-            _band(ax, rows, f"batch {an.fmt_value(size)}: {metric}", linestyle=style, color=color)
+            _band(ax, rows, f"batch {fmt_value(size)}: {metric}", linestyle=style, color=color)
     ax.axhline(0, color="grey", linewidth=0.8)
     ax.set_xlabel("epoch")
     ax.set_ylabel("train accuracy - val accuracy (fraction)")
@@ -199,13 +214,13 @@ def gap_curves(epochs: pd.DataFrame) -> Figure:
 
 def _log2_batch_axis(ax: Axes, sizes: list[Any]) -> None:
     ax.set_xscale("log", base=2)
-    ax.set_xticks(sizes, [an.fmt_value(s) for s in sizes])
+    ax.set_xticks(sizes, [fmt_value(s) for s in sizes])
     ax.set_xlabel("batch size (global, images per step; log2 scale)")
     ax.grid(alpha=0.3)
 
 
 def _errorbar_by_batch(ax: Axes, rows: pd.DataFrame, metric: str, label: str) -> None:
-    points = [(size, an.estimate(group[metric])) for size, group in rows.groupby(an.BATCH_SIZE)]
+    points = [(size, estimate(group[metric])) for size, group in rows.groupby(an.BATCH_SIZE)]
     xs = [p[0] for p in points]
     means = [p[1].mean for p in points]
     errors = [[p[1].mean - p[1].low for p in points], [p[1].high - p[1].mean for p in points]]
@@ -220,7 +235,7 @@ def final_val_vs_batch(summary: pd.DataFrame) -> Figure:
     for values, rows in groups:
         values = values if isinstance(values, tuple) else (values,)
         _errorbar_by_batch(ax, rows, an.column(vocab.VAL_ACC, "last"), _combination_label(others, values))
-    _log2_batch_axis(ax, an.sorted_values(summary[an.BATCH_SIZE]))
+    _log2_batch_axis(ax, sorted_values(summary[an.BATCH_SIZE]))
     ax.set_ylabel("val_acc at the last epoch (fraction)")
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", fontsize="small")
     return fig
@@ -229,14 +244,14 @@ def final_val_vs_batch(summary: pd.DataFrame) -> Figure:
 def _is_default(key: str, value: Any, defaults: dict[str, Any]) -> bool:
     if key not in defaults or defaults[key] is None:
         return False  # a set value of a default-None key (ghost_batch_size=8) is never the default
-    return bool(an.matches(pd.Series([value]), defaults[key]).iloc[0])
+    return bool(matches(pd.Series([value]), defaults[key]).iloc[0])
 
 
 def _combination_label(keys: list[str], values: tuple) -> str:
     """What sets a line apart: its settings that are set (not empty) and not at the post's default."""
     defaults = {**an.POST_DEFAULTS, **an.CONTROL_DEFAULTS}
-    shown = [(k, v) for k, v in zip(keys, values) if not pd.isna(v) and not _is_default(k, v, defaults)]
-    return ", ".join(f"{k}={an.fmt_value(v)}" for k, v in shown) or "the post's setting"
+    shown = [(k, v) for k, v in zip(keys, values, strict=True) if not pd.isna(v) and not _is_default(k, v, defaults)]
+    return ", ".join(f"{k}={fmt_value(v)}" for k, v in shown) or "the post's setting"
 
 
 def speed_vs_batch(summary: pd.DataFrame) -> Figure:
@@ -246,9 +261,9 @@ def speed_vs_batch(summary: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(9.0, 4.0), layout="constrained")
     axes = fig.subplots(1, 2)
     fig.suptitle("Do larger batches train faster per epoch?")
-    sizes = an.sorted_values(summary[an.BATCH_SIZE])
+    sizes = sorted_values(summary[an.BATCH_SIZE])
     for ax, metric, unit in zip(axes, (vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND),
-                                ("epoch time (seconds)", "throughput (training images per second)")):
+                                ("epoch time (seconds)", "throughput (training images per second)"), strict=True):
         _errorbar_by_batch(ax, summary, metric, "mean over seeds, 95% CI")
         _log2_batch_axis(ax, sizes)
         ax.set_ylabel(unit)
@@ -260,17 +275,17 @@ def toggle_gaps(summary: pd.DataFrame, toggles: list[str]) -> Figure:
     """For each toggle: gap and eval_gap at epoch 2 and at the end, per value of the toggle."""
     fig, axes = _panels(len(toggles), "Does each suspected cause open a train-val gap?", width=3.0)
     bars = [(vocab.GAP, "epoch2"), (vocab.GAP, "last"), (vocab.EVAL_GAP, "epoch2"), (vocab.EVAL_GAP, "last")]
-    for ax, toggle in zip(axes, toggles):
-        selection = an.choose_context(summary, toggle)
-        rows = selection.rows if selection is not None else summary
-        values = an.toggle_values(rows, toggle)
+    for ax, toggle in zip(axes, toggles, strict=True):
+        chosen = choose_context(summary, toggle)
+        rows = chosen.rows if chosen is not None else summary
+        values = toggle_values(rows, toggle)
         for i, (metric, when) in enumerate(bars):
-            ests = [an.estimate(an.where(rows, toggle, v)[an.column(metric, when)]) for v in values]
+            ests = [estimate(where(rows, toggle, v)[an.column(metric, when)]) for v in values]
             xs = [j + (i - 1.5) * 0.2 for j in range(len(values))]
             errors = [[e.mean - e.low for e in ests], [e.high - e.mean for e in ests]]
             ax.bar(xs, [e.mean for e in ests], width=0.2, yerr=errors, capsize=2,
                    label=f"{metric} at {'epoch 2' if when == 'epoch2' else 'the end'}", hatch="//" if i >= 2 else None)
-        ax.set_xticks(range(len(values)), [an.fmt_value(v) for v in values])
+        ax.set_xticks(range(len(values)), [fmt_value(v) for v in values])
         ax.set_xlabel(toggle)
         ax.axhline(0, color="grey", linewidth=0.8)
         ax.grid(alpha=0.3, axis="y")
@@ -282,15 +297,15 @@ def toggle_gaps(summary: pd.DataFrame, toggles: list[str]) -> Figure:
 def gpus_curves(epochs: pd.DataFrame) -> Figure:
     """val_acc (solid) and train_eval_acc (dashed) against epoch, one colour per replica count."""
     stats = an.summarize(epochs, (vocab.VAL_ACC, vocab.TRAIN_EVAL_ACC), by=[an.BATCH_SIZE, an.GPUS])
-    sizes = an.sorted_values(stats[an.BATCH_SIZE])
+    sizes = sorted_values(stats[an.BATCH_SIZE])
     fig, axes = _panels(len(sizes), "Do G replicas at the same global batch learn like one device?")
-    for ax, size in zip(axes, sizes):
+    for ax, size in zip(axes, sizes, strict=True):
         at_size = stats[stats[an.BATCH_SIZE] == size]
-        for i, gpus in enumerate(an.sorted_values(at_size[an.GPUS])):
+        for i, gpus in enumerate(sorted_values(at_size[an.GPUS])):
             for metric, style in ((vocab.VAL_ACC, "-"), (vocab.TRAIN_EVAL_ACC, "--")):
                 rows = at_size[(at_size[an.GPUS] == gpus) & (at_size["metric"] == metric)]
-                _band(ax, rows, f"{an.fmt_value(gpus)} replica(s): {metric}", linestyle=style, color=f"C{i % 10}")
-        ax.set_title(f"global batch {an.fmt_value(size)}")
+                _band(ax, rows, f"{fmt_value(gpus)} replica(s): {metric}", linestyle=style, color=f"C{i % 10}")
+        ax.set_title(f"global batch {fmt_value(size)}")
         ax.set_ylim(0, 1)  # accuracies; a t band over few seeds can reach past 0 and 1
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)

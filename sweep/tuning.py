@@ -21,8 +21,10 @@ import pandas as pd
 
 from sweep import analysis as an
 from sweep import vocab
+from sweep.estimates import Estimate, estimate, fmt_estimate
+from sweep.selection import fmt_value, matches
 
-SMALL_BATCH = 32  # the post's advice: batch_size 32 or less
+SMALL_BATCH = 32  # the post's advice, "batch_size 32 or less" (claim C8 and the tuned comparison)
 
 
 @dataclass(frozen=True)
@@ -34,17 +36,17 @@ class TunedPoint:
     best_lr: float
     fixed_lr: float | None
     trials: tuple[tuple[float, float, str], ...]  # (lr, final metric, status), by lr
-    tuned_val: an.Estimate  # val_acc at the last epoch, over seeds, at the best lr
-    fixed_val: an.Estimate  # the same at the post's fixed lr (grid runs of the same point)
-    change: an.Estimate  # tuned - fixed, paired by seed
-    tuned_gap2: an.Estimate  # the post's gap at epoch 2, at the best lr
-    fixed_gap2: an.Estimate
+    tuned_val: Estimate  # val_acc at the last epoch, over seeds, at the best lr
+    fixed_val: Estimate  # the same at the post's fixed lr (grid runs of the same point)
+    change: Estimate  # tuned - fixed, paired by seed
+    tuned_gap2: Estimate  # the post's gap at epoch 2, at the best lr
+    fixed_gap2: Estimate
 
 
 @dataclass(frozen=True)
 class Tuning:
     points: tuple[TunedPoint, ...]
-    small_vs_large: an.Estimate | None  # val_acc: best tuned batch <= 32 minus best tuned batch > 32, paired
+    small_vs_large: Estimate | None  # val_acc: best tuned batch <= 32 minus best tuned batch > 32, paired
     small: int | None
     large: int | None
 
@@ -56,15 +58,15 @@ class Tuning:
         side = ("higher" if e.mean > 0 else "lower")
         sure = "" if e.n > 1 and not (e.low <= 0 <= e.high) else "; the interval includes 0, so the sign is not settled"
         return (f"At its own best learning rate, batch {self.small} ends with a val_acc {abs(e.mean):.3f} {side} than "
-                f"batch {self.large} ({an.fmt_estimate(e)}, paired by seed){sure}.")
+                f"batch {self.large} ({fmt_estimate(e)}, paired by seed){sure}.")
 
 
 def tuning(results: an.Results) -> Tuning | None:
     """None when the results hold no finished learning-rate search."""
     runs, tuned = results.runs, results.tuned
-    if tuned.empty or an.ROLE not in runs or "search_group" not in tuned:
+    if tuned.empty or vocab.ROLE not in runs or vocab.SEARCH_GROUP not in tuned:
         return None
-    points = [p for group, rows in tuned.groupby("search_group", sort=False)
+    points = [p for group, rows in tuned.groupby(vocab.SEARCH_GROUP, sort=False)
               if (p := _point(results, group, rows)) is not None]
     points.sort(key=lambda p: (p.context, p.batch_size))
     if not points:
@@ -75,7 +77,7 @@ def tuning(results: an.Results) -> Tuning | None:
 
 def _point(results: an.Results, group: str, tuned_epochs: pd.DataFrame) -> TunedPoint | None:
     runs = results.runs
-    trials = runs[(runs[an.ROLE] == vocab.SEARCH) & (runs["search_group"] == group)]
+    trials = runs[(runs[vocab.ROLE] == vocab.SEARCH) & (runs[vocab.SEARCH_GROUP] == group)]
     last = an.at_epoch(tuned_epochs, None)
     if last.empty:
         return None
@@ -86,12 +88,12 @@ def _point(results: an.Results, group: str, tuned_epochs: pd.DataFrame) -> Tuned
     return TunedPoint(
         batch_size=int(last[an.BATCH_SIZE].iloc[0]), context=_context(last, results.tuned),
         best_lr=best_lr, fixed_lr=float(fixed["train.lr"].iloc[0]) if not fixed.empty else None,
-        trials=tuple(sorted((float(r["train.lr"]), float(r.get("final_val_acc", math.nan)), str(r["status"]))
+        trials=tuple(sorted((float(r["train.lr"]), float(r.get("final_val_acc", math.nan)), str(r[vocab.STATUS]))
                             for _, r in trials.iterrows())),
-        tuned_val=an.estimate(tuned_val), fixed_val=an.estimate(fixed_val),
-        change=an.estimate((tuned_val - fixed_val).dropna()),
-        tuned_gap2=an.estimate(_by_seed(an.at_epoch(tuned_epochs, an.EPOCH_TWO), vocab.GAP)),
-        fixed_gap2=an.estimate(_by_seed(an.at_epoch(fixed, an.EPOCH_TWO), vocab.GAP) if not fixed.empty else []),
+        tuned_val=estimate(tuned_val), fixed_val=estimate(fixed_val),
+        change=estimate((tuned_val - fixed_val).dropna()),
+        tuned_gap2=estimate(_by_seed(an.at_epoch(tuned_epochs, an.EPOCH_TWO), vocab.GAP)),
+        fixed_gap2=estimate(_by_seed(an.at_epoch(fixed, an.EPOCH_TWO), vocab.GAP) if not fixed.empty else []),
     )
 
 
@@ -104,22 +106,22 @@ def _fixed_runs(grid_epochs: pd.DataFrame, tuned_last: pd.DataFrame) -> pd.DataF
     if grid_epochs.empty:
         return grid_epochs
     columns = [c for c in _others(tuned_last) if c in grid_epochs]
-    want = set(an._key(tuned_last, columns))
-    return grid_epochs[an._key(grid_epochs, columns).isin(want)]
+    want = set(an.row_key(tuned_last, columns))
+    return grid_epochs[an.row_key(grid_epochs, columns).isin(want)]
 
 
 def _by_seed(rows: pd.DataFrame, metric: str) -> pd.Series:
     if rows.empty:
         return pd.Series(dtype=float)
-    return rows.groupby(an.SEED)[metric].mean()
+    return rows.groupby(vocab.SEED)[metric].mean()
 
 
 def _context(last: pd.DataFrame, all_tuned: pd.DataFrame) -> str:
     varying = [c for c in an.varying(all_tuned, exclude=("train.lr", an.BATCH_SIZE))]
-    return ", ".join(f"{c}={an.fmt_value(last[c].iloc[0])}" for c in varying)
+    return ", ".join(f"{c}={fmt_value(last[c].iloc[0])}" for c in varying)
 
 
-def _small_vs_large(tuned: pd.DataFrame, points: list[TunedPoint]) -> tuple[int | None, int | None, an.Estimate | None]:
+def _small_vs_large(tuned: pd.DataFrame, points: list[TunedPoint]) -> tuple[int | None, int | None, Estimate | None]:
     """The post's advice at tuned lrs: the best small batch against the best large one, in the first context."""
     context = points[0].context
     mine = [p for p in points if p.context == context]
@@ -130,9 +132,9 @@ def _small_vs_large(tuned: pd.DataFrame, points: list[TunedPoint]) -> tuple[int 
     best_small = max(small, key=lambda p: p.tuned_val.mean)
     best_large = max(large, key=lambda p: p.tuned_val.mean)
     last = an.at_epoch(tuned, None)
-    values = {p.batch_size: _by_seed(last[an.matches(last[an.BATCH_SIZE], p.batch_size)], vocab.VAL_ACC)
+    values = {p.batch_size: _by_seed(last[matches(last[an.BATCH_SIZE], p.batch_size)], vocab.VAL_ACC)
               for p in (best_small, best_large)}
-    return best_small.batch_size, best_large.batch_size, an.estimate(
+    return best_small.batch_size, best_large.batch_size, estimate(
         (values[best_small.batch_size] - values[best_large.batch_size]).dropna())
 
 
@@ -144,7 +146,7 @@ class NoiseRow:
     batch_size: int
     lr: float
     epoch: int
-    b_simple: an.Estimate  # over seeds
+    b_simple: Estimate  # over seeds
 
 
 def noise_scales(results: an.Results) -> tuple[NoiseRow, ...]:
@@ -155,7 +157,7 @@ def noise_scales(results: an.Results) -> tuple[NoiseRow, ...]:
     rows = epochs[epochs[vocab.NOISE_SCALE].notna() & (epochs[vocab.EPOCH] % 1 == 0)]
     found = []
     for (batch, lr, epoch), group in rows.groupby([an.BATCH_SIZE, "train.lr", vocab.EPOCH], sort=True):
-        found.append(NoiseRow(int(batch), float(lr), int(epoch), an.estimate(group[vocab.NOISE_SCALE])))
+        found.append(NoiseRow(int(batch), float(lr), int(epoch), estimate(group[vocab.NOISE_SCALE])))
     return tuple(found)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO
 from sweep import analysis as an
-from sweep import vocab
+from sweep import estimates, selection, vocab
 
 FIXTURES = REPO / "tests" / "fixtures"
 BS, CAUSES, GPUS = FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gpus"
@@ -27,6 +27,60 @@ def test_load_counts_and_deduplicates() -> None:
     assert an.varying(results.epochs) == [an.BATCH_SIZE]
     twice = an.load([BS, BS])  # the same run_id in two folders is one run
     assert len(twice.runs) == 9 and len(twice.epochs) == 27
+
+
+def _relabelled(source: Path, folder: Path, batch_size: int, sweep: str) -> set[str]:
+    """A copy of source's runs at one batch size, as a sweep that does not vary it would name them:
+    the same specs (same hashes), slugs without the batch size. Returns the new run ids."""
+    folder.mkdir()
+    runs, epochs = pd.read_csv(source / vocab.RUNS_CSV), pd.read_csv(source / vocab.EPOCHS_CSV)
+    runs = runs[runs["train.batch_size"] == batch_size].assign(sweep=sweep)
+    epochs = epochs[epochs["train.batch_size"] == batch_size]
+    rename = {run_id: run_id.split("-", 1)[1] for run_id in runs[vocab.RUN_ID]}  # bs64-s0-ac7df268 -> s0-ac7df268
+    runs.assign(**{vocab.RUN_ID: runs[vocab.RUN_ID].map(rename)}).to_csv(folder / vocab.RUNS_CSV, index=False)
+    epochs.assign(**{vocab.RUN_ID: epochs[vocab.RUN_ID].map(rename)}).to_csv(folder / vocab.EPOCHS_CSV, index=False)
+    return set(rename.values())
+
+
+def test_a_run_is_its_spec_not_its_slug(tmp_path: Path) -> None:
+    """The same spec under two slugs in two folders is one run, and the first folder's copy is kept."""
+    relabelled = _relabelled(BS, tmp_path / "no_batch_axis", 64, "no_batch_axis")
+    combined = an.load([BS, tmp_path / "no_batch_axis"])
+    assert len(combined.runs) == 9 and len(combined.epochs) == 27
+    assert not relabelled & set(combined.runs[vocab.RUN_ID]) and set(combined.epochs[an.SOURCE]) == {str(BS)}
+    summary = an.run_summary(combined.epochs)
+    at64 = summary[summary[an.BATCH_SIZE] == 64]
+    assert estimates.estimate(at64[an.column(vocab.VAL_ACC, "last")]).n == 3  # not 6
+    reversed_order = an.load([tmp_path / "no_batch_axis", BS])
+    assert relabelled <= set(reversed_order.runs[vocab.RUN_ID]) and len(reversed_order.runs) == 9
+    # each folder's figures still show its own sweep whole
+    assert len(combined.folder_epochs) == 27 + 9
+
+
+def test_a_run_takes_every_row_from_one_folder(tmp_path: Path) -> None:
+    """The first folder's copy of a run was cut short after epoch 1: the second folder's done copy
+    must not lend it epochs 2 and 3."""
+    run_id, partial = "bs8-s0-63df1bae", tmp_path / "partial"
+    partial.mkdir()
+    runs, epochs = pd.read_csv(BS / vocab.RUNS_CSV), pd.read_csv(BS / vocab.EPOCHS_CSV)
+    runs[runs[vocab.RUN_ID] == run_id].assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(partial / vocab.RUNS_CSV,
+                                                                                      index=False)
+    cut = epochs[(epochs[vocab.RUN_ID] == run_id) & (epochs[vocab.EPOCH] == 1)]
+    cut.assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(partial / vocab.EPOCHS_CSV, index=False)
+    results = an.load([partial, BS])
+    assert results.runs.set_index(vocab.RUN_ID).loc[run_id, vocab.STATUS] == vocab.RUNNING
+    assert run_id not in set(results.epochs[vocab.RUN_ID]) and len(results.epochs) == 24
+
+
+def test_search_slots_of_different_searches_stay_apart(tmp_path: Path) -> None:
+    """A slot whose lr is not drawn yet shows its slot id, <group>-t<k>: the part after the last '-' is no hash."""
+    runs = pd.DataFrame({vocab.RUN_ID: ["bs8-1a2b3c4d-t1", "bs64-5e6f7a8b-t1", "bs8-s0-0fb1ea29"],
+                         vocab.ROLE: [vocab.SEARCH, vocab.SEARCH, vocab.GRID],
+                         vocab.SEARCH_GROUP: ["bs8-1a2b3c4d", "bs64-5e6f7a8b", None],
+                         vocab.STATUS: [vocab.PENDING, vocab.PENDING, vocab.PENDING]})
+    runs.to_csv(tmp_path / vocab.RUNS_CSV, index=False)
+    (tmp_path / vocab.EPOCHS_CSV).write_text("")
+    assert len(an.load([tmp_path]).runs) == 3
 
 
 def test_a_folder_without_csvs_is_a_one_line_error(tmp_path: Path) -> None:
@@ -50,7 +104,7 @@ def test_mean_and_t_interval_match_a_hand_computation() -> None:
     assert row["mean"].item() == pytest.approx(mean)
     assert row["ci_low"].item() == pytest.approx(mean - half)
     assert row["ci_high"].item() == pytest.approx(mean + half)
-    assert an.t_multiplier(3) == pytest.approx(T_975_2DF)
+    assert estimates.t_multiplier(3) == pytest.approx(T_975_2DF)
 
 
 def test_paired_difference_matches_seeds_by_hand() -> None:
@@ -60,7 +114,7 @@ def test_paired_difference_matches_seeds_by_hand() -> None:
     half = T_975_2DF * diffs.std(ddof=1) / math.sqrt(3)
 
     summary = an.run_summary(an.load([BS]).epochs)
-    est = an.paired(summary, an.BATCH_SIZE, 8, 64, an.column("gap", "epoch2"))
+    est = selection.paired(summary, an.BATCH_SIZE, 8, 64, an.column("gap", "epoch2"))
     assert est.n == 3
     assert est.mean == pytest.approx(diffs.mean())
     assert (est.low, est.high) == pytest.approx((diffs.mean() - half, diffs.mean() + half))
@@ -82,34 +136,34 @@ def test_gap_table_has_epoch_two_and_the_last_epoch() -> None:
 
 
 def test_checks_are_three_valued() -> None:
-    inside = an.Estimate(0.5, 0.1, 3, 0.3, 0.7)
-    assert an.Check("x", inside, low=0.2).outcome() is True
-    assert an.Check("x", inside, low=0.8).outcome() is False
-    assert an.Check("x", inside, low=0.4).outcome() is None
-    assert an.Check("x", inside, low=-1.0, high=0.6).outcome() is None
-    assert an.all_of([True, None]) is None and an.all_of([True, False, None]) is False
-    assert an.any_of([False, None]) is None and an.any_of([False, True]) is True
+    inside = estimates.Estimate(0.5, 0.1, 3, 0.3, 0.7)
+    assert estimates.Check("x", inside, low=0.2).outcome() is True
+    assert estimates.Check("x", inside, low=0.8).outcome() is False
+    assert estimates.Check("x", inside, low=0.4).outcome() is None
+    assert estimates.Check("x", inside, low=-1.0, high=0.6).outcome() is None
+    assert estimates.all_of([True, None]) is None and estimates.all_of([True, False, None]) is False
+    assert estimates.any_of([False, None]) is None and estimates.any_of([False, True]) is True
 
 
 def test_seeds_needed_from_the_observed_sd() -> None:
     # n=17: t(16)=2.120 * 0.1 / sqrt(17) = 0.0514 > 0.05; n=18: t(17)=2.110 * 0.1 / sqrt(18) = 0.0497
-    assert an.seeds_to_decide(0.1, 0.05) == 18
-    check = an.Check("x", an.Estimate(0.25, 0.1, 3, 0.0, 0.5), low=0.2)
+    assert estimates.seeds_to_decide(0.1, 0.05) == 18
+    check = estimates.Check("x", estimates.Estimate(0.25, 0.1, 3, 0.0, 0.5), low=0.2)
     assert check.margin() == pytest.approx(0.05) and check.seeds_needed() == 18
-    assert an.seeds_to_decide(0.1, 0.0) is None
+    assert estimates.seeds_to_decide(0.1, 0.0) is None
 
 
 def test_choose_context_prefers_the_post_defaults_and_the_first_folder() -> None:
     summary = an.run_summary(an.load([CAUSES, BS]).epochs)
-    imbalance = an.choose_context(summary, "data.imbalance")
+    imbalance = selection.choose_context(summary, "data.imbalance")
     assert imbalance is not None
     # the other toggles stay at the post's setting: 2 values x 3 seeds
     assert len(imbalance.rows) == 6 and set(imbalance.rows["data.shuffle"]) == {True}
-    by_batch = an.choose_context(summary, an.BATCH_SIZE, (8, 64))
+    by_batch = selection.choose_context(summary, an.BATCH_SIZE, (8, 64))
     assert by_batch is not None and set(by_batch.rows[an.SOURCE]) == {str(BS)}
-    assert an.choose_context(summary, an.GPUS) is None  # neither folder varies the replicas
-    assert an.toggle_values(summary, "data.shuffle") == [True, False]
-    assert an.toggle_values(summary, "data.samples_per_class") == [20, 10]
+    assert selection.choose_context(summary, an.GPUS) is None  # neither folder varies the replicas
+    assert selection.toggle_values(summary, "data.shuffle") == [True, False]
+    assert selection.toggle_values(summary, "data.samples_per_class") == [20, 10]
 
 
 def test_write_tables(tmp_path: Path) -> None:

@@ -233,16 +233,17 @@ def test_controls_experiment_is_valid() -> None:
 
 def test_attribution_on_the_controls_fixture() -> None:
     from sweep import analysis as an
-    from sweep import report
+    from sweep.report import attribution
 
     epochs = an.load([FIXTURES / "fx_controls"]).epochs
-    att = report.attribution(epochs)
+    att = attribution.attribution(epochs)
     assert att is not None
-    labels = [a.label for a in att.arms]
-    assert labels[:2] == [report.DEFAULT_ARM, report.INFERENCE_ARM]
-    assert [l.split(":")[0] for l in labels[2:]] == ["(b) BatchNorm momentum", "(b) ghost batch norm",
-                                                      "(c) equal optimizer steps"]
-    assert att.missing == ("(b) no BatchNorm", "(d) learning rate scaled per batch size")
+    assert [a.mechanism for a in att.arms[:2]] == [attribution.DEFAULT, attribution.INFERENCE]
+    assert [a.label for a in att.arms[:2]] == [attribution.DEFAULT.label, attribution.INFERENCE.label]
+    assert [a.mechanism.label for a in att.arms[2:]] == ["(b) BatchNorm momentum", "(b) ghost batch norm",
+                                                         "(c) equal optimizer steps"]
+    assert [a.label.split(":")[0] for a in att.arms[2:]] == [a.mechanism.label for a in att.arms[2:]]
+    assert [m.label for m in att.missing] == ["(b) no BatchNorm", "(d) learning rate scaled per batch size"]
     # the default arm's gap at batch 64 is the raw epoch-2 gap averaged over the 2 seeds
     raw = pd.read_csv(FIXTURES / "fx_controls" / "epochs.csv")
     default = raw[(raw["train.batch_size"] == 64) & (raw["epoch"] == 2) & (raw["model.bn_momentum"] == 0.99)
@@ -260,9 +261,9 @@ def test_attribution_on_the_controls_fixture() -> None:
 
 
 def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:
-    done = run_cli("report", str(FIXTURES / "fx_controls"), "--out", str(tmp_path), cwd=REPO)
-    assert done.returncode == 0, done.stderr
-    text = (tmp_path / "report.md").read_text()
+    from sweep import report
+
+    text = report.build([FIXTURES / "fx_controls"], tmp_path).markdown.read_text()
     section = text[text.index("## Attribution"):]
     assert "(c) equal optimizer steps: train.budget=steps, train.steps=32" in section
     assert "(d) learning rate scaled per batch size: not in these results (experiments/controls.yaml)." in section

@@ -1,0 +1,60 @@
+"""The claims report: the post's claims C1-C9, their checks, and report.md / report.html.
+
+`build(folders, out)` reads results folders (runs.csv, epochs.csv only), writes
+tables (`sweep.analysis`), figures (`sweep.plots`), ``tables/claims.csv``,
+``report.md`` and a self-contained ``report.html``. No TensorFlow, and nothing
+read from the repository: an installed package rebuilds a report from the CSVs alone.
+
+One job per module, data flowing one way:
+
+- `claims`: the claims as data (words, runs needed, checks, thresholds) -> findings;
+- `attribution`: the attribution arms as data -> C1's gap per mechanism;
+- `provenance`: git commit, package versions, machine;
+- `sections`: findings, attribution, tuning -> the blocks of a `document.Doc`;
+- `document`: the blocks and their Markdown and HTML renderers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sweep import analysis, plots
+from sweep.report import attribution, sections
+from sweep.report.claims import (
+    CLAIMS,
+    Claim,
+    Finding,
+    claims_table,
+    evaluate,
+    verdict_text,
+)
+from sweep.report.document import to_html, to_markdown
+
+__all__ = ["CLAIMS", "Claim", "Finding", "Written", "build", "claims_table", "evaluate", "verdict_text"]
+
+
+@dataclass(frozen=True)
+class Written:
+    markdown: Path
+    html: Path
+    findings: list[tuple[Claim, Finding | None]]
+
+
+def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: bool = False) -> Written:
+    """Tables, figures (SVG too on request) and the report for results folders, into out (default: the only folder)."""
+    results = analysis.load(folders)
+    target = Path(out) if out is not None else Path(folders[0])
+    target.mkdir(parents=True, exist_ok=True)
+    analysis.write_tables(results, target)
+    health = analysis.run_health(results)
+    healthy = analysis.without(results.epochs, health)
+    findings = evaluate(analysis.run_summary(healthy))
+    claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
+    figures = plots.draw_all(results, target, svg=svg)
+    doc = sections.document(results, findings, figures, attribution.attribution(healthy), health)
+    md, page = target / "report.md", target / "report.html"
+    md.write_text(to_markdown(doc, target), encoding="utf-8")
+    page.write_text(to_html(doc), encoding="utf-8")
+    return Written(md, page, findings)

@@ -1,0 +1,171 @@
+"""Which runs answer a question about one setting, and how two of its values compare, paired by seed.
+
+Reads the per-run tables of `sweep.analysis`; returns rows and `sweep.estimates.Estimate`s.
+
+- Where several groups of runs could answer a question, `choose_context` picks one
+  by a fixed rule (docs/report.md, "Which runs answer a claim").
+- Settings that share a seed share initial weights and data order, so two values
+  of a setting are compared by pairing runs with the same seed and the same other
+  settings and taking the t-interval of the per-seed differences.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from sweep import vocab
+from sweep.analysis import (
+    CONTROL_DEFAULTS,
+    POST_DEFAULTS,
+    SOURCE_RANK,
+    TOGGLE_REFERENCE,
+    row_key,
+    setting_columns,
+)
+from sweep.estimates import Estimate, estimate
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The rows that answer a question about one setting (axis), and why these."""
+
+    axis: str
+    rows: pd.DataFrame
+    context: dict[str, Any]  # the fixed settings of the chosen group that differ between candidates
+    candidates: int  # how many groups could have answered
+
+    def describe(self) -> str:
+        fixed = ", ".join(f"{k}={fmt_value(v)}" for k, v in self.context.items() if not pd.isna(v))
+        fixed = fixed or "the only candidate"
+        seeds = self.rows[vocab.SEED].nunique()
+        values = ", ".join(fmt_value(v) for v in sorted_values(self.rows[self.axis]))
+        chosen = f"chosen from {self.candidates} candidate groups: " if self.candidates > 1 else ""
+        return f"{self.axis} in {{{values}}}, {seeds} seeds; {chosen}{fixed}"
+
+
+def sorted_values(series: pd.Series) -> list[Any]:
+    """Distinct values in natural order (numbers numerically, False before True)."""
+    values = series.dropna().unique().tolist()
+    try:
+        return sorted(values)
+    except TypeError:  # mixed types
+        return sorted(values, key=str)
+
+
+def fmt_value(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) and not math.isnan(value) else str(value)
+
+
+def is_default(series: pd.Series, default: Any) -> pd.Series:
+    """Rows at a control's default; an empty cell (a run from before the key existed, or null) counts as default."""
+    return series.isna() | (matches(series, default) if default is not None else False)
+
+
+def matches(series: pd.Series, value: Any) -> pd.Series:
+    if isinstance(value, (bool, str)):
+        return series.astype(str) == str(value)
+    return pd.to_numeric(series, errors="coerce").sub(value).abs() < 1e-9
+
+
+def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (),
+                   min_values: int = 2) -> Selection | None:
+    """The one group of runs that compares `axis`, chosen by a fixed rule.
+
+    1. Keep runs whose other toggles are at the post's setting (POST_DEFAULTS)
+       and whose controls are at their defaults (CONTROL_DEFAULTS).
+    2. Group by every other setting; a group qualifies when it has all `values`
+       of the axis (or at least `min_values` of them).
+    3. Prefer the most axis values (only `values` count when given), then the most seeds, then the earliest
+       results folder on the command line, then the first settings in sort order.
+    """
+    if table.empty or axis not in table:
+        return None
+    rows = table
+    for key, value in POST_DEFAULTS.items():
+        if key != axis and key in rows:
+            rows = rows[matches(rows[key], value)]
+    for key, value in CONTROL_DEFAULTS.items():
+        if key != axis and key in rows:
+            rows = rows[is_default(rows[key], value)]
+    others = [c for c in setting_columns(rows) if c != axis]
+    keyed = rows.assign(_ctx=settings_key(rows, others))
+    groups = [g for _, g in keyed.groupby("_ctx", sort=True) if _qualifies(g, axis, values, min_values)]
+    if not groups:
+        return None
+
+    def folder_rank(group: pd.DataFrame) -> int:
+        return int(group[SOURCE_RANK].min()) if SOURCE_RANK in group else 0
+
+    # With named values (C1: 8 and 64) every qualifying group has them all: the other
+    # batch sizes a group also has do not make it a better answer, so they do not count.
+    breadth = (lambda g: len(values)) if values else (lambda g: g[axis].nunique())
+    best = min(groups, key=lambda g: (-breadth(g), -g[vocab.SEED].nunique(),
+                                      folder_rank(g), g["_ctx"].iloc[0]))
+    differing = [c for c in others if keyed[c].nunique(dropna=False) > 1]
+    context = {c: _first_present(best[c]) for c in differing}
+    return Selection(axis, best.drop(columns="_ctx").reset_index(drop=True), context, len(groups))
+
+
+def settings_key(rows: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
+    """`row_key` with an empty control cell read as the control's default, as `is_default` reads it.
+
+    The same run written before and after a control key existed must group and pair
+    with its own settings, whichever folder's copy of it was kept.
+    """
+    filled = {c: rows[c].fillna(d) for c, d in CONTROL_DEFAULTS.items()
+              if c in columns and d is not None and rows[c].isna().any()}
+    return row_key(rows.assign(**filled) if filled else rows, columns)
+
+
+def _first_present(values: pd.Series) -> Any:
+    """A group's value of a setting: the first non-empty cell (empty cells of a control mean its default)."""
+    present = values.dropna()
+    return present.iloc[0] if len(present) else values.iloc[0]
+
+
+def _qualifies(group: pd.DataFrame, axis: str, values: Sequence[Any], min_values: int) -> bool:
+    if values:
+        return all(matches(group[axis], v).any() for v in values)
+    return group[axis].nunique(dropna=False) >= min_values
+
+
+def toggle_values(rows: pd.DataFrame, toggle: str) -> list[Any]:
+    """A toggle's values, reference first: the post's default, or the most samples per class."""
+    values = sorted_values(rows[toggle])
+    if toggle in TOGGLE_REFERENCE:
+        reference = [v for v in values if matches(pd.Series([v]), TOGGLE_REFERENCE[toggle]).iloc[0]]
+        return reference + [v for v in values if v not in reference]
+    return values[::-1]
+
+
+def where(rows: pd.DataFrame, axis: str, value: Any) -> pd.DataFrame:
+    """Rows whose axis equals value (floats compared to 1e-9, bools and strings as text)."""
+    return rows[matches(rows[axis], value)]
+
+
+def _per_pair(rows: pd.DataFrame, axis: str, value: Any, metric: str) -> pd.Series:
+    """metric at `value` per pair key: the run's seed and every setting but the axis."""
+    others = [c for c in setting_columns(rows) if c != axis] + [vocab.SEED]
+    keyed = rows.assign(_pair=settings_key(rows, others))
+    return where(keyed, axis, value).groupby("_pair")[metric].mean()
+
+
+def paired_values(rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str) -> pd.Series:
+    """Per pair (same seed and other settings): metric at `value` minus metric at `reference`."""
+    return (_per_pair(rows, axis, value, metric) - _per_pair(rows, axis, reference, metric)).dropna()
+
+
+def paired(rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str) -> Estimate:
+    """Mean paired difference (value - reference) with its t-interval; n = number of pairs."""
+    return estimate(paired_values(rows, axis, reference, value, metric))
+
+
+def paired_relative(rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str) -> Estimate:
+    """Mean paired relative change (value / reference - 1), e.g. -0.4 = 40% less."""
+    diff = paired_values(rows, axis, reference, value, metric)
+    return estimate(diff / _per_pair(rows, axis, reference, metric).reindex(diff.index))

@@ -1,0 +1,102 @@
+"""The report's parts on their own: claims and attribution arms as data, grid files without the disk,
+the document renderers, and runs kept from an older results folder."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from sweep import analysis as an
+from sweep import vocab
+from sweep.report import attribution, sections
+from sweep.report.claims import CLAIMS, by_id, thresholds
+from sweep.report.document import Doc, to_html, to_markdown
+
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def test_claims_are_data_with_their_thresholds_in_their_words() -> None:
+    assert [c.id for c in CLAIMS] == [f"C{i}" for i in range(1, 10)]
+    for claim in CLAIMS:
+        assert claim.quote and claim.experiments.startswith("experiments/") and claim.needs.axes
+        for threshold in claim.thresholds:  # a threshold the check uses is the one the report states
+            shown = f"{threshold.value:.0%}" if "%" in threshold.wording else f"{threshold.value:g}"
+            assert shown in claim.test and shown in threshold.words(), (claim.id, threshold)
+    assert [t.words() for t in thresholds()][:2] == ["far above = gap > 0.2", "close = |gap| < 0.1"]
+
+
+def test_a_claims_named_values_come_from_its_data() -> None:
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
+    c1 = by_id("C1")
+    assert [c.label for c in c1.evaluate(summary).checks] == ["gap at batch 64, epoch 2", "gap at batch 8, epoch 2"]
+    moved = dataclasses.replace(c1, needs=dataclasses.replace(c1.needs, values=(16, 64)))
+    assert [c.label for c in moved.evaluate(summary).checks] == ["gap at batch 64, epoch 2", "gap at batch 16, epoch 2"]
+
+
+@pytest.mark.parametrize("recorded", ["no column", "empty cells"])
+def test_the_batchnorm_momentum_of_runs_without_one_is_the_control_default(recorded: str) -> None:
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
+    summary = summary.drop(columns="model.bn_momentum") if recorded == "no column" \
+        else summary.assign(**{"model.bn_momentum": float("nan")})
+    (note,) = by_id("C1").evaluate(summary).notes
+    assert f"with momentum {an.CONTROL_DEFAULTS['model.bn_momentum']:g} " in note and "0.99^4 = 0.96" in note
+
+
+def test_the_shipped_grid_files_are_named_without_reading_the_disk() -> None:
+    shipped = {f"experiments/{p.name}" for p in (REPO / "experiments").glob("*.yaml")}
+    assert shipped == sections.SHIPPED_GRIDS
+    assert sections.grid_file("article") == "experiments/article.yaml"
+    assert sections.grid_file("lr_search") == "experiments/lr_search.yaml"
+    assert sections.grid_file("fx_bs") == "grid file not in experiments/"
+
+
+def test_an_arm_is_read_by_its_fields_not_its_label(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Renamed, the equal-steps arm is still read at batch 8's epoch-2 step count (2 x 16 = 32 steps)."""
+    renamed = tuple(dataclasses.replace(m, label=f"(x) arm {i}") for i, m in enumerate(attribution.CONTROLS))
+    monkeypatch.setattr(attribution, "CONTROLS", renamed)
+    att = attribution.attribution(an.load([FIXTURES / "fx_controls"]).epochs)
+    assert att is not None
+    steps = next(a for a in att.arms if a.mechanism.at_equal_steps)
+    assert steps.label.startswith("(x) arm 3: train.budget=steps") and steps.read_at.startswith("step 32")
+    assert all(a.read_at == "epoch 2" for a in att.arms if not a.mechanism.at_equal_steps)
+    assert att.arms[1].mechanism.gap == vocab.EVAL_GAP and att.arms[1].val_last.n == 0  # (a): the default runs
+
+
+def test_markdown_and_html_render_the_same_blocks(tmp_path: Path) -> None:
+    doc = Doc()
+    doc.h(2, "C1: supported")
+    doc.p("Use `--out` <here>.")
+    doc.table(("a|b", "c"), [("1", "x\ny")])
+    md = to_markdown(doc, tmp_path)
+    assert md.splitlines() == ["## C1: supported", "", "Use `--out` <here>.", "", "| a\\|b | c |", "|---|---|",
+                               "| 1 | x y |"]
+    page = to_html(doc)
+    assert '<h2>C1: <span class="supported">supported</span></h2>' in page
+    assert "<p>Use <code>--out</code> &lt;here&gt;.</p>" in page
+    assert "<tr><th>a|b</th><th>c</th></tr>" in page and "<script" not in page
+
+
+def _with_columns(source: Path, folder: Path, keep: str | None = None, **columns: object) -> None:
+    """A copy of source (only the runs whose id contains `keep`, when given) with extra setting columns."""
+    folder.mkdir()
+    for name in (vocab.RUNS_CSV, vocab.EPOCHS_CSV):
+        table = pd.read_csv(source / name)
+        table = table[table[vocab.RUN_ID].str.contains(keep)] if keep else table
+        table.assign(**columns).to_csv(folder / name, index=False)
+
+
+def test_a_run_kept_from_an_older_folder_pairs_with_newer_runs(tmp_path: Path) -> None:
+    """The older folder has no control columns (written before they existed); the newer one has them at
+    their defaults. The 1-device runs are kept from the older folder and must still pair with 2 replicas."""
+    _with_columns(FIXTURES / "fx_gpus", tmp_path / "old", keep="g1-")
+    _with_columns(FIXTURES / "fx_gpus", tmp_path / "new", **{"train.lr_scaling": "none", "train.budget": "epochs",
+                                                             "train.warmup_epochs": 0.0})
+    results = an.load([tmp_path / "old", tmp_path / "new"])
+    ones = results.epochs[results.epochs[an.GPUS] == 1]
+    assert set(ones[an.SOURCE]) == {str(tmp_path / "old")}
+    finding = by_id("C9").evaluate(an.run_summary(results.epochs))
+    assert finding is not None and [c.estimate.n for c in finding.checks] == [2]

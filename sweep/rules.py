@@ -1,0 +1,72 @@
+"""Rules across keys: which keys a point uses, and what is wrong with a combination of valid values.
+
+A key declared with `Only` (sweep/keys.py) is inert where its condition does not
+hold: `train.steps` under `train.budget: epochs`. In a grid it may be set for the
+points that use it; the others get it at its default (`without_inert`), so their
+run ids are the ids they would have without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sweep.keys import FOLDER, NPZ, Key, PointConfig, declarations, yaml_text
+
+
+def is_set(point: PointConfig, k: Key) -> bool:
+    return point.value(k.name) != k.default
+
+
+def inert(point: PointConfig) -> list[Key]:
+    """The keys set at `point` that it does not use."""
+    return [k for k in declarations().values()
+            if k.only and is_set(point, k) and point.value(k.only.on) not in k.only.values]
+
+
+def without_inert(point: PointConfig) -> PointConfig:
+    """`point` with the keys it does not use at their defaults."""
+    for k in inert(point):
+        point = point.with_value(k.name, k.default)
+    return point
+
+
+def unused_message(k: Key) -> str:
+    assert k.only is not None
+    return f"{k.name} is only used with {k.only.describe()}; remove it"
+
+
+def point_problem(point: PointConfig) -> str | None:
+    """What is wrong with a combination of otherwise valid values, or None."""
+    train, data = point.train, point.data
+    if train.batch_size % train.gpus:
+        return (f"train.batch_size={train.batch_size} is not divisible by train.gpus={train.gpus}; "
+                f"the global batch is split evenly across replicas")
+    for k in declarations().values():
+        on = point.value(k.only.on) if k.only else None
+        if k.only and k.only.required and on in k.only.values and not is_set(point, k):
+            return f"{k.name} is required for {k.only.on}={yaml_text(on)}"
+    unused = inert(point)
+    if unused:
+        return unused_message(unused[0])
+    control = _control_problem(point)
+    if control:
+        return control
+    if data.dataset == NPZ and data.path and not data.path.endswith(".npz"):
+        return f"data.path must be a .npz file for dataset npz, got {data.path}"
+    if data.dataset == FOLDER and data.path and not Path(data.path).is_dir():
+        return f"data.path must be a folder (one sub-folder per class) for dataset folder, got {data.path}"
+    return None
+
+
+def _control_problem(point: PointConfig) -> str | None:
+    """Cross-key checks of the control axes (learning-rate warm-up, ghost batches, noise scale)."""
+    train, model = point.train, point.model
+    if train.budget == "epochs" and train.warmup_epochs >= train.epochs:
+        return f"train.warmup_epochs={train.warmup_epochs:g} must be less than train.epochs={train.epochs}"
+    per_replica = train.batch_size // train.gpus
+    if model.ghost_batch_size is not None and per_replica % model.ghost_batch_size:
+        return (f"model.ghost_batch_size={model.ghost_batch_size} must divide the per-replica batch "
+                f"{per_replica} (train.batch_size / train.gpus), or be null")
+    if train.noise_scale and train.gpus > 1:
+        return "train.noise_scale is measured on one device; use train.gpus: 1 for the runs that measure it"
+    return None

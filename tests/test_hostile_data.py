@@ -23,7 +23,8 @@ from PIL import Image
 
 from conftest import REPO, run_cli, write_grid
 from sweep.config import DataConfig
-from sweep.data import DataError, _npz_images, _read_image, raw_arrays, skipped_files
+from sweep.data import DataError, raw_arrays, skipped_files
+from sweep.datafiles import _npz_images, _read_image
 
 RNG = np.random.default_rng(0)
 
@@ -328,12 +329,13 @@ def test_rgb_npz_images_get_the_grey_levels_of_the_folder_dataset(tmp_path: Path
     assert np.abs(_npz_images(rgb / 255.0, tmp_path / "d.npz").astype(int) - pil).max() <= 1
 
 
+@pytest.mark.slow
 def test_a_data_error_reaches_the_run_record_and_the_console_without_a_traceback(tmp_path: Path) -> None:
     path = npz(tmp_path, x=X, y=np.where(Y == 1, -1, 0))
     write_grid(tmp_path, f"""
         name: bad_npz
         base:
-          data: {{dataset: npz, path: {path.name}, image_size: 8}}
+          data: {{dataset: npz, path: {path.name}, image_size: 9}}
           train: {{epochs: 1, batch_size: 4}}
     """)
     result = run_cli("run", "grid.yaml", cwd=tmp_path)  # one retry by default, not used on a data error
@@ -341,10 +343,10 @@ def test_a_data_error_reaches_the_run_record_and_the_console_without_a_traceback
                f"row 10 (-1 often marks unlabelled images: drop those rows)")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
-    assert f"FAILED: sweep.data.DataError: {message}" in result.stdout + result.stderr
+    assert f"FAILED: sweep.datafiles.DataError: {message}" in result.stdout + result.stderr
     [failed] = [line for line in result.stderr.splitlines() if line.startswith("FAILED ")]
-    assert failed.endswith(f": sweep.data.DataError: {message}")
+    assert failed.endswith(f": sweep.datafiles.DataError: {message}")
     with open(tmp_path / "results" / "bad_npz" / "runs.csv", newline="") as handle:
         [row] = list(csv.DictReader(handle))
-    assert row["status"] == "failed" and row["error"].strip().endswith(f"sweep.data.DataError: {message}")
+    assert row["status"] == "failed" and row["error"].strip().endswith(f"sweep.datafiles.DataError: {message}")
     assert row["attempt"] == "1" and "retrying" not in result.stdout  # retrying cannot fix the data

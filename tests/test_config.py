@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, write_grid
+from conftest import REPO, write_grid
+from sweep import cli
 from sweep.config import ConfigError, PointConfig, load_grid
+from sweep.plan import plan
 
 
 def error_of(tmp_path: Path, text: str) -> str:
@@ -103,18 +105,18 @@ def test_missing_file_and_yaml_syntax_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["plan", "run", "status"])
-def test_cli_rejects_bad_grid_with_exit_2_and_writes_nothing(tmp_path: Path, command: str) -> None:
+def test_cli_rejects_bad_grid_with_exit_2_and_writes_nothing(tmp_path: Path, command: str,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
     write_grid(tmp_path, "name: bad\ngrid: {train.batch_size: [8, -4]}\n")
-    result = run_cli(command, "grid.yaml", cwd=tmp_path)
-    assert result.returncode == 2
-    assert result.stderr == "error: grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4\n"
-    assert "Traceback" not in result.stdout + result.stderr
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([command, "grid.yaml"]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "error: grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4\n")
     assert not (tmp_path / "results").exists()
 
 
 def test_variants_cross_the_grid(tmp_path: Path) -> None:
-    from sweep.plan import plan
-
     grid = load_grid(write_grid(tmp_path, """
         name: v
         seeds: [0, 1]
@@ -156,3 +158,87 @@ def test_python_tags_are_rejected_not_executed(tmp_path: Path) -> None:
     message = error_of(tmp_path, f"name: !!python/object/apply:os.system ['touch {marker}']\n")
     assert "YAML syntax error" in message or "could not determine a constructor" in message
     assert not marker.exists()
+
+
+# --- a key that some points of a grid do not use
+
+
+def ids(tmp_path: Path, text: str, name: str = "grid.yaml") -> list[str]:
+    return [r.run_id for r in plan(load_grid(write_grid(tmp_path, text, name)))]
+
+
+def test_a_reference_batch_is_accepted_in_a_grid_that_also_has_no_scaling(tmp_path: Path) -> None:
+    both = ids(tmp_path, "name: x\nbase: {train: {reference_batch_size: 8}}\n"
+                         "grid: {train.lr_scaling: [none, linear, sqrt]}\n")
+    alone = ids(tmp_path, "name: x\ngrid: {train.lr_scaling: [none]}\n", "alone.yaml")
+    # 3 scalings x 1 seed -> 3 runs; without scaling the run is the one it would be without the reference batch
+    assert len(both) == 3 and both[0] == alone[0]
+    runs = plan(load_grid(tmp_path / "grid.yaml"))
+    assert [r.point.train.reference_batch_size for r in runs] == [None, 8, 8]
+
+
+def test_steps_are_accepted_in_a_grid_that_also_has_the_epochs_budget(tmp_path: Path) -> None:
+    both = ids(tmp_path, "name: x\nbase: {train: {steps: 100}}\ngrid: {train.budget: [epochs, steps]}\n")
+    alone = ids(tmp_path, "name: x\ngrid: {train.budget: [epochs]}\n", "alone.yaml")
+    assert len(both) == 2 and both[0] == alone[0] and both[1] != alone[0]
+
+
+def test_an_inert_grid_axis_is_left_out_of_the_points_that_do_not_use_it(tmp_path: Path) -> None:
+    # budget x steps would be 4 combinations; under budget: epochs both step counts are the same run
+    runs = ids(tmp_path, "name: x\ngrid: {train.budget: [epochs, steps], train.steps: [100, 200]}\n")
+    alone = ids(tmp_path, "name: x\ngrid: {train.budget: [epochs]}\n", "alone.yaml")
+    assert [i.rsplit("-", 1)[0] for i in runs] == ["budepochs-s0", "budsteps-st100-s0", "budsteps-st200-s0"]
+    assert runs[0] == alone[0]
+
+
+def test_a_dataset_path_is_accepted_where_some_variants_read_files(tmp_path: Path) -> None:
+    (tmp_path / "d.npz").write_bytes(b"")
+    runs = ids(tmp_path, "name: x\nbase: {data: {path: d.npz}}\nvariants: [{}, {data.dataset: npz}]\n")
+    alone = ids(tmp_path, "name: x\n", "alone.yaml")
+    assert len(runs) == 2 and runs[0] == alone[0]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("base: {train: {steps: 100}}\ngrid: {train.batch_size: [8, 64]}\n",
+     "grid.yaml: base.train.steps: only used with train.budget steps, which no point of the grid has; remove it"),
+    ("grid: {train.reference_batch_size: [8, 16]}\n",
+     "grid.yaml: grid.train.reference_batch_size: only used with train.lr_scaling linear | sqrt, which no point "
+     "of the grid has; remove it"),
+    ("variants: [{}, {data.path: d.npz}]\n",
+     "grid.yaml: variants[1].data.path: only used with data.dataset folder | npz, which no point of the grid has; "
+     "remove it"),
+    ("grid: {train.budget: [epochs, steps]}\n",
+     "grid.yaml: grid point train.budget=steps: train.steps is required for train.budget=steps"),
+])
+def test_a_key_no_point_uses_is_still_an_error(tmp_path: Path, text: str, expected: str) -> None:
+    (tmp_path / "d.npz").write_bytes(b"")
+    assert error_of(tmp_path, f"name: x\n{text}") == expected
+
+
+def test_plan_accepts_the_grid_with_keys_inert_at_some_points(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_grid(tmp_path, "name: x\nbase: {train: {reference_batch_size: 8}}\n"
+                                "grid: {train.lr_scaling: [none, linear, sqrt]}\n")
+    assert cli.main(["plan", str(path)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("3 runs (3 points x 1 seeds)")
+
+
+# --- image sizes the model can use
+
+
+@pytest.mark.parametrize("where, text", [
+    ("base.data.image_size", "base: {data: {image_size: 2}}\n"),
+    ("grid.data.image_size[0]", "grid: {data.image_size: [8, 32]}\n"),
+])
+def test_an_image_too_small_for_the_model_is_refused(tmp_path: Path, where: str, text: str) -> None:
+    value = 2 if "image_size: 2" in text else 8
+    assert error_of(tmp_path, f"name: x\n{text}") == (
+        f"grid.yaml: {where}: must be an integer >= 9 (each of the model's 4 poolings needs 2x2 pixels), got {value}")
+
+
+def test_the_smallest_image_the_model_uses_is_accepted(tmp_path: Path) -> None:
+    assert load_grid(write_grid(tmp_path, "name: x\nbase: {data: {image_size: 9}}\n")).base.data.image_size == 9
+
+
+def test_the_committed_experiments_still_load() -> None:
+    grids = sorted((REPO / "experiments").glob("*.yaml")) + sorted((REPO / "tests" / "fixtures" / "grids").glob("*.yaml"))
+    assert len(grids) >= 10 and all(load_grid(path).name for path in grids)

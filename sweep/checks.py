@@ -7,7 +7,8 @@ from __future__ import annotations
 import difflib
 import math
 import reprlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Check = Callable[[Any], Any]
 

@@ -69,7 +69,7 @@ class GridFile:
         result = []
         for combo in itertools.product(*(values for _, values in self.grid)):
             for variant in self.variants or ((),):
-                settings = tuple(zip(keys, combo)) + variant
+                settings = tuple(zip(keys, combo, strict=True)) + variant
                 point = self.base
                 for key, value in settings:
                     point = point.with_value(key, value)
@@ -200,14 +200,16 @@ def _read_yaml(path: Path) -> Any:
         depth += 1 if bracket.group() in "[{" else -1
         if depth > MAX_NESTING:
             line = text.count("\n", 0, bracket.start()) + 1
-            raise ConfigError(f"{path.name}: line {line}: YAML error: nested too deeply (more than {MAX_NESTING} levels of [ or {{)")
+            raise ConfigError(f"{path.name}: line {line}: YAML error: nested too deeply "
+                              f"(more than {MAX_NESTING} levels of [ or {{)")
     try:
         return yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - a SafeLoader: no Python tags, nothing executed
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(err, "problem", None) or (str(err).splitlines() or [type(err).__name__])[0]
-        kind = "YAML error" if isinstance(err, (yaml.constructor.ConstructorError, yaml.composer.ComposerError)) else "YAML syntax error"
+        semantic = isinstance(err, (yaml.constructor.ConstructorError, yaml.composer.ComposerError))
+        kind = "YAML error" if semantic else "YAML syntax error"
         raise ConfigError(_one_line(f"{path.name}: {where}{kind}: {problem}", 1000)) from None
     except RecursionError:  # PyYAML parses nesting recursively: [[[[... a thousand levels deep
         raise ConfigError(f"{path.name}: YAML error: nested too deeply") from None
@@ -215,12 +217,14 @@ def _read_yaml(path: Path) -> Any:
         raise
     except Exception as err:  # noqa: BLE001 - PyYAML's constructors raise plain errors on some scalars: !!int '', 2001-13-45, a 5000-digit int
         detail = (str(err).splitlines() or [""])[0]
-        raise ConfigError(_one_line(f"{path.name}: YAML error: a value cannot be read ({type(err).__name__}: {detail})", 1000)) from None
+        what = f"a value cannot be read ({type(err).__name__}: {detail})"
+        raise ConfigError(_one_line(f"{path.name}: YAML error: {what}", 1000)) from None
 
 
 def _parse(raw: Any, label: str, folder: Path) -> GridFile:
     if not isinstance(raw, dict):
-        raise _KeyError("(top level)", f"must be a mapping with keys {', '.join(TOP_LEVEL_KEYS)}, got {type(raw).__name__}")
+        raise _KeyError("(top level)",
+                        f"must be a mapping with keys {', '.join(TOP_LEVEL_KEYS)}, got {type(raw).__name__}")
     _reject_unknown(raw, TOP_LEVEL_KEYS, "")
     name = _parse_name(raw.get("name", Path(label).stem))
     seeds = _parse_seeds(raw.get("seeds", [0]))
@@ -342,14 +346,16 @@ def _parse_variants(raw: Any, grid_keys: set[str], folder: Path) -> tuple[tuple[
     for i, overrides in enumerate(raw):
         overrides = overrides or {}
         if not isinstance(overrides, dict):
-            raise _KeyError(f"variants[{i}]", f"must be a mapping of dotted keys to values ({{}} = the base), {got(overrides)}")
+            raise _KeyError(f"variants[{i}]",
+                            f"must be a mapping of dotted keys to values ({{}} = the base), {got(overrides)}")
         settings = []
         for dotted, value in overrides.items():
             where = f"variants[{i}].{dotted}"
             section, key = _split_dotted(str(dotted), where)
             value = _resolve(section, key, _checked(where, _field_check(section, key, where), value), folder, where)
             if f"{section}.{key}" in grid_keys:
-                raise _KeyError(where, f"{section}.{key} is also a grid axis; vary a key in grid or in variants, not both")
+                raise _KeyError(where, f"{section}.{key} is also a grid axis; "
+                                       f"vary a key in grid or in variants, not both")
             settings.append((f"{section}.{key}", value))
         variants.append(tuple(settings))
     if len(set(variants)) != len(variants):
@@ -381,20 +387,25 @@ def _parse_search(raw: Any) -> SearchConfig:
 
 def _check_points(grid_file: GridFile) -> None:
     """Checks that involve several keys, on every point the grid and variants make."""
-    # Count before building: a few long axes multiply into more points than memory holds.
-    points = math.prod(len(values) for _, values in grid_file.grid) * max(1, len(grid_file.variants))
-    per_point = len(grid_file.seeds) * (2 if grid_file.search else 1) + (grid_file.search.trials if grid_file.search else 0)
-    if points * per_point > MAX_RUNS:
-        searched = f" + {grid_file.search.trials} search trials and {len(grid_file.seeds)} tuned runs" if grid_file.search else ""
-        raise _KeyError("grid", f"makes {points * per_point} runs ({points} points x {len(grid_file.seeds)} seeds{searched}); "
-                                f"at most {MAX_RUNS}: split it into several grid files")
-    searched = grid_file.search is not None
+    _check_size(grid_file)
     for point, settings in grid_file.combinations():
-        problem = point_problem(without_inert(point)) or (_search_problem(point, settings) if searched else None)
+        problem = point_problem(without_inert(point))
+        problem = problem or (_search_problem(point, settings) if grid_file.search else None)
         if problem:
             where = "base" if not settings else "grid point " + ", ".join(f"{k}={v}" for k, v in settings)
             raise _KeyError(where, problem)
     _check_every_key_is_used(grid_file)
+
+
+def _check_size(grid_file: GridFile) -> None:
+    """Count before building: a few long axes multiply into more points than memory holds."""
+    points = math.prod(len(values) for _, values in grid_file.grid) * max(1, len(grid_file.variants))
+    seeds, search = len(grid_file.seeds), grid_file.search
+    per_point = seeds * (2 if search else 1) + (search.trials if search else 0)
+    if points * per_point > MAX_RUNS:
+        searched = f" + {search.trials} search trials and {seeds} tuned runs" if search else ""
+        raise _KeyError("grid", f"makes {points * per_point} runs ({points} points x {seeds} seeds{searched}); "
+                                f"at most {MAX_RUNS}: split it into several grid files")
 
 
 def _check_every_key_is_used(grid_file: GridFile) -> None:
@@ -422,7 +433,9 @@ def _where_set(grid_file: GridFile, dotted: str) -> str:
 def _search_problem(point: PointConfig, settings: tuple[Setting, ...]) -> str | None:
     """With search:, the learning rate is the search's: it cannot also be varied or scaled."""
     if any(key == "train.lr" for key, _ in settings):
-        return "train.lr is tuned by search.lr; remove it from grid and variants (base.train.lr stays the untuned reference)"
+        return ("train.lr is tuned by search.lr; remove it from grid and variants "
+                "(base.train.lr stays the untuned reference)")
     if point.train.lr_scaling != "none":
-        return "train.lr_scaling must be none with search: the search picks the learning rate of every batch size itself"
+        return ("train.lr_scaling must be none with search: "
+                "the search picks the learning rate of every batch size itself")
     return None

@@ -29,9 +29,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +61,10 @@ class Split:
     class_names: tuple[str, ...]
 
 
+# x_train, y_train, x_val, y_val (uint8 images sorted by class, int labels), class names
+RawArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]
+
+
 # --- sources: raw images per class
 
 
@@ -83,7 +88,7 @@ def train_counts(total: int, classes: int, imbalance: float) -> list[int]:
     return [first] + [rest + (1 if k < extra else 0) for k in range(classes - 1)]
 
 
-def _render_glyphs(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+def _render_glyphs(cfg: DataConfig) -> RawArrays:
     from sweep import glyphs
 
     classes, val_counts, tr_counts = _glyphs_counts(cfg)
@@ -112,7 +117,7 @@ SOURCES: dict[str, Callable[[DataConfig], tuple[list[np.ndarray], tuple[str, ...
 }
 
 
-def _split_fixed(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+def _split_fixed(cfg: DataConfig) -> RawArrays:
     """Split a fixed dataset per class; resample the training set for imbalance."""
     per_class, names = SOURCES[cfg.dataset](cfg)
     if cfg.classes:
@@ -123,12 +128,13 @@ def _split_fixed(cfg: DataConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         images = images[rng.permutation(len(images))][: cfg.samples_per_class]
         n_val = max(1, round(cfg.val_fraction * len(images)))
         if len(images) - n_val < 1:
-            raise ValueError(f"class {names[k]!r} has {len(images)} image(s): too few to split into train and validation")
+            raise ValueError(f"class {names[k]!r} has {len(images)} image(s): "
+                             f"too few to split into train and validation")
         x_val.append(images[:n_val])
         y_val.append(np.full(n_val, k))
         pools.append(images[n_val:])
     counts = train_counts(sum(len(p) for p in pools), len(pools), cfg.imbalance)
-    x_train = [_draw(pool, n, rng) for pool, n in zip(pools, counts)]
+    x_train = [_draw(pool, n, rng) for pool, n in zip(pools, counts, strict=True)]
     y_train = [np.full(n, k) for k, n in enumerate(counts)]
     return (np.concatenate(x_train), np.concatenate(y_train), np.concatenate(x_val),
             np.concatenate(y_val), names)
@@ -144,7 +150,9 @@ def _draw(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
 # --- raw arrays, cached
 
 
-def raw_arrays(cfg: DataConfig, cache_dir: Path | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]]:
+
+
+def raw_arrays(cfg: DataConfig, cache_dir: Path | None = None) -> RawArrays:
     """(x_train, y_train, x_val, y_val, class names), uint8 images sorted by class.
 
     glyphs120 is cached on disk (rendering takes seconds; loading, milliseconds).
@@ -157,7 +165,8 @@ def raw_arrays(cfg: DataConfig, cache_dir: Path | None = None) -> tuple[np.ndarr
             arrays = tuple(saved[k] for k in ("x_train", "y_train", "x_val", "y_val"))
             return (*arrays, tuple(str(n) for n in saved["names"]))
     arrays = _render_glyphs(cfg)
-    _save_atomically(cache, dict(zip(("x_train", "y_train", "x_val", "y_val", "names"), (*arrays[:4], np.array(arrays[4])))))
+    names = ("x_train", "y_train", "x_val", "y_val", "names")
+    _save_atomically(cache, dict(zip(names, (*arrays[:4], np.array(arrays[4])), strict=True)))
     return arrays
 
 
@@ -203,7 +212,8 @@ def load_split(cfg: DataConfig, cache_dir: Path | None = None) -> Split:
     x_train, y_train, x_val, y_val, names = raw_arrays(cfg, cache_dir)
     rng = np.random.default_rng(derive_seed(cfg.seed, "val-order"))
     val_order = rng.permutation(len(y_val))
-    eval_rows = np.sort(np.random.default_rng(derive_seed(cfg.seed, "train-eval")).permutation(len(y_train))[: len(y_val)])
+    eval_order = np.random.default_rng(derive_seed(cfg.seed, "train-eval")).permutation(len(y_train))
+    eval_rows = np.sort(eval_order[: len(y_val)])
     return Split(
         x_train=preprocess(x_train), y_train=y_train.astype(np.int32),
         x_val=preprocess(x_val[val_order], cfg.preprocess_mismatch), y_val=y_val[val_order].astype(np.int32),

@@ -76,7 +76,8 @@ def scan_folder(path: str | Path) -> FolderScan:
     if len(classes) < 2:
         found = f"only {classes[0][0]!r}" if classes else "none"
         loose = any(Path(s).suffix.lower() in IMAGE_SUFFIXES for s in skipped if "/" not in s)
-        hint = "; it holds images itself: is it one class folder? point data.path at the folder above it" if loose else ""
+        hint = ("; it holds images itself: is it one class folder? point data.path at the folder above it"
+                if loose else "")
         raise DataError(f"data.path {root}: found {len(classes)} class folder(s) ({found}); a classifier needs at "
                         f"least 2, one sub-folder per class{hint}")
     return FolderScan(root=root, classes=tuple(classes), skipped=tuple(skipped))
@@ -134,7 +135,7 @@ def _read_image(path: Path, size: tuple[int, int]) -> np.ndarray:
                 if wide.min() < 0 or wide.max() > 65535:
                     raise DataError(f"data.path {path}: integer image with values in [{wide.min():g}, {wide.max():g}]; "
                                     f"expected 8 or 16 bits")
-                image = Image.fromarray(np.rint(wide / 257).astype(np.uint8))
+                return np.asarray(Image.fromarray(np.rint(wide / 257).astype(np.uint8)).convert("L").resize(size))
             return np.asarray(image.convert("L").resize(size))
     except DataError:
         raise
@@ -173,7 +174,8 @@ def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
         with np.load(path, allow_pickle=False) as archive:
             missing = {"x", "y"} - set(archive.files)
             if missing:
-                raise DataError(f"data.path {path}: missing array(s) {sorted(missing)}; expected x (N,H,W[,C]) and y (N,), "
+                raise DataError(f"data.path {path}: missing array(s) {sorted(missing)}; "
+                                f"expected x (N,H,W[,C]) and y (N,), "
                                 f"found {sorted(archive.files)[:10]}")
             name = "array x"
             x = archive["x"]
@@ -185,7 +187,8 @@ def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
         if "allow_pickle" in str(err):
             raise DataError(f"data.path {path}: {name} holds Python objects (dtype object), which would have to be "
                             f"unpickled; refused (unpickling can run code): save plain numeric arrays") from None
-        kind = type(err).__qualname__ if type(err).__module__ == "builtins" else f"{type(err).__module__}.{type(err).__qualname__}"
+        kind = type(err).__qualname__
+        kind = kind if type(err).__module__ == "builtins" else f"{type(err).__module__}.{kind}"
         raise DataError(f"data.path {path}: cannot read {name}: {kind}: {(str(err).splitlines() or [''])[0]}") from None
     for name, array in (("x", x), ("y", y)):
         if not isinstance(array, np.ndarray):  # np.load hands back raw bytes for a zip member that is not .npy
@@ -248,4 +251,4 @@ def resize(images: np.ndarray, size: int) -> np.ndarray:
         return images
     from PIL import Image
 
-    return np.stack([np.asarray(Image.fromarray(im).resize((size, size), Image.BILINEAR)) for im in images])
+    return np.stack([np.asarray(Image.fromarray(im).resize((size, size), Image.Resampling.BILINEAR)) for im in images])

@@ -108,14 +108,14 @@ def key(default: Any, check: Check, doc: str, *, slug: str, since: int = FIRST_R
 @dataclass(frozen=True)
 class DataConfig:
     dataset: str = key(GLYPHS120, one_of(*DATASETS), f"{' | '.join(DATASETS)}: which dataset to train on", slug="ds")
-    path: str | None = key(None, optional_path, "folder or .npz file for dataset folder | npz; relative to the grid file",
-                           slug="path", only=Only("data.dataset", FILE_DATASETS, required=True))
+    path: str | None = key(None, optional_path, "folder or .npz file for dataset folder | npz; relative to the "
+                           "grid file", slug="path", only=Only("data.dataset", FILE_DATASETS, required=True))
     classes: int | None = key(None, optional_positive_int, "use only the first N classes; null = all", slug="cls")
     samples_per_class: int = key(100, positive_int, "images per class before the split (a cap for digits, folder, npz)",
                                  slug="spc", toggle=5)
-    image_size: int = key(32, int_at_least(MIN_IMAGE_SIZE, f"each of the model's {POOLING_STAGES} poolings needs 2x2 pixels"),
-                          f"square, one channel; at least {MIN_IMAGE_SIZE} (the model's {POOLING_STAGES} poolings)",
-                          slug="img")
+    image_size: int = key(32, int_at_least(MIN_IMAGE_SIZE, f"each of the model's {POOLING_STAGES} poolings needs "
+                                           "2x2 pixels"), f"square, one channel; at least {MIN_IMAGE_SIZE}, so each "
+                          f"of the model's {POOLING_STAGES} poolings has 2x2 pixels to pool", slug="img")
     val_fraction: float = key(0.2, number_in(0, 1, low_open=True, high_open=True),
                               "share of each class held out for validation", slug="vf")
     shuffle: bool = key(True, boolean, "false: the training set in class order, the same every epoch "

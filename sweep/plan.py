@@ -17,6 +17,7 @@ from typing import Any
 from sweep import keys
 from sweep.config import GridFile, PointConfig, SearchConfig
 
+
 @dataclass(frozen=True)
 class RunSpec:
     """One training run: a grid point plus a seed. A run is a pure function of it."""

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, write_grid
-from sweep import cli, config
+from sweep import cli, config, gridyaml
 from sweep.config import ConfigError, load_grid
 from sweep.plan import plan
 
@@ -187,11 +187,13 @@ def test_random_bytes_are_accepted_or_rejected_cleanly(data: bytes) -> None:
 
 
 def test_grid_files_are_parsed_with_a_safe_loader_only() -> None:
-    source = Path(config.__file__).read_text(encoding="utf-8")
+    sources = {p.name: p.read_text(encoding="utf-8") for p in Path(config.__file__).parent.glob("*.py")}
     # One call parses grid files, with a subclass of yaml.SafeLoader (it adds the 1e-4 float and duplicate keys).
-    assert source.count("yaml.load(") == 1 and "yaml.load(text, Loader=_SafeLoader)" in source
+    assert [name for name, text in sources.items() if "yaml.load(" in text] == ["gridyaml.py"]
+    source = sources["gridyaml.py"]
+    assert source.count("yaml.load(") == 1 and "yaml.load(text, Loader=SafeLoader)" in source
     assert "unsafe_load" not in source and "FullLoader" not in source and "UnsafeLoader" not in source
-    assert issubclass(config._SafeLoader, yaml.SafeLoader)
+    assert issubclass(gridyaml.SafeLoader, yaml.SafeLoader)
 
 
 @pytest.mark.parametrize("tag", [

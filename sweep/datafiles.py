@@ -120,11 +120,11 @@ def folder_source(cfg: DataConfig) -> tuple[list[np.ndarray], tuple[str, ...]]:
                       f"e.g. {scan.skipped[0]}", stacklevel=2)
     size = (cfg.image_size, cfg.image_size)
     used = scan.classes[: cfg.classes] if cfg.classes else scan.classes  # the rest would be dropped unread anyway
-    per_class = [np.stack([_read_image(f, size) for f in files[: cfg.samples_per_class]]) for _, files in used]
+    per_class = [np.stack([read_image(f, size) for f in files[: cfg.samples_per_class]]) for _, files in used]
     return per_class, names[: len(used)]
 
 
-def _read_image(path: Path, size: tuple[int, int]) -> np.ndarray:
+def read_image(path: Path, size: tuple[int, int]) -> np.ndarray:
     """One image as uint8 grey levels, resized; any reading problem is a DataError naming the file."""
     from PIL import Image
 
@@ -147,7 +147,7 @@ def _read_image(path: Path, size: tuple[int, int]) -> np.ndarray:
 def npz_source(cfg: DataConfig) -> tuple[list[np.ndarray], tuple[str, ...]]:
     path = Path(cfg.path or "")
     x, y = _npz_arrays(path)
-    x = _npz_images(x, path)
+    x = npz_images(x, path)
     y = _npz_labels(y, len(x), path)
     labels = np.unique(y)
     if len(labels) < 2:
@@ -196,7 +196,7 @@ def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _npz_images(x: np.ndarray, path: Path) -> np.ndarray:
+def npz_images(x: np.ndarray, path: Path) -> np.ndarray:
     """x as uint8 (N,H,W) grey levels. Refuses what it would have to guess about (docs/inputs.md)."""
     where = f"data.path {path}: array x"
     if x.dtype.kind not in "uif":

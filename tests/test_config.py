@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, write_grid
+
 from sweep import cli
 from sweep.config import ConfigError, PointConfig, load_grid
 from sweep.plan import plan
@@ -21,10 +21,11 @@ def error_of(tmp_path: Path, text: str) -> str:
 def test_defaults_match_the_documented_schema(tmp_path: Path) -> None:
     grid = load_grid(write_grid(tmp_path, "name: x\n"))
     assert grid.base == PointConfig()
-    assert (grid.base.data.dataset, grid.base.data.samples_per_class, grid.base.data.image_size) == ("glyphs120", 100, 32)
-    assert (grid.base.data.val_fraction, grid.base.data.shuffle, grid.base.data.imbalance) == (0.2, True, 0.0)
+    data, train = grid.base.data, grid.base.train
+    assert (data.dataset, data.samples_per_class, data.image_size) == ("glyphs120", 100, 32)
+    assert (data.val_fraction, data.shuffle, data.imbalance) == (0.2, True, 0.0)
     assert (grid.base.model.width, grid.base.model.batchnorm, grid.base.model.bn_momentum) == (1.0, True, 0.99)
-    assert (grid.base.train.epochs, grid.base.train.batch_size, grid.base.train.lr, grid.base.train.gpus) == (10, 32, 0.001, 1)
+    assert (train.epochs, train.batch_size, train.lr, train.gpus) == (10, 32, 0.001, 1)
     assert grid.seeds == (0,) and grid.grid == ()
 
 
@@ -45,7 +46,9 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\nbse: {}\n",
      "grid.yaml: bse: unknown key; did you mean 'base'? valid keys: name, seeds, base, grid, variants, search"),
     ("name: x\nbase: {train: {batch_sise: 8}}\n",
-     "grid.yaml: base.train.batch_sise: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus, lr_scaling, reference_batch_size, warmup_epochs, budget, steps, eval_every_steps, noise_scale"),
+     "grid.yaml: base.train.batch_sise: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, "
+     "optimizer, lr, gpus, lr_scaling, reference_batch_size, warmup_epochs, budget, steps, eval_every_steps, "
+     "noise_scale"),
     ("name: x\nbase: {trian: {}}\n",
      "grid.yaml: base.trian: unknown key; did you mean 'train'? valid keys: data, model, train"),
     ("name: x\nbase: {data: {shuffle: 'yes'}}\n",
@@ -57,9 +60,11 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\nbase: {data: {val_fraction: 0}}\n",
      "grid.yaml: base.data.val_fraction: must be a number in (0, 1), got 0"),
     ("name: x\nbase: {data: {dataset: glyphs}}\n",
-     "grid.yaml: base.data.dataset: must be one of glyphs120 | digits | folder | npz, got 'glyphs'; did you mean 'glyphs120'?"),
+     "grid.yaml: base.data.dataset: must be one of glyphs120 | digits | folder | npz, got 'glyphs'; did you mean "
+     "'glyphs120'?"),
     ("name: x\nbase: {data: {preprocess_mismatch: scaled}}\n",
-     "grid.yaml: base.data.preprocess_mismatch: must be one of none | scale | standardize | invert, got 'scaled'; did you mean 'scale'?"),
+     "grid.yaml: base.data.preprocess_mismatch: must be one of none | scale | standardize | invert, got 'scaled'; "
+     "did you mean 'scale'?"),
     ("name: x\ngrid: {train.batch_size: []}\n",
      "grid.yaml: grid.train.batch_size: must be a non-empty list of values, got []"),
     ("name: x\ngrid: {train.batch_size: 8}\n",
@@ -67,18 +72,25 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\ngrid: {batch_size: [8]}\n",
      "grid.yaml: grid.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>)"),
     ("name: x\ngrid: {train.batchsize: [8]}\n",
-     "grid.yaml: grid.train.batchsize: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus, lr_scaling, reference_batch_size, warmup_epochs, budget, steps, eval_every_steps, noise_scale"),
+     "grid.yaml: grid.train.batchsize: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, "
+     "optimizer, lr, gpus, lr_scaling, reference_batch_size, warmup_epochs, budget, steps, eval_every_steps, "
+     "noise_scale"),
     ("name: x\ngrid: {trainer.batch_size: [8]}\n",
-     "grid.yaml: grid.trainer.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>); did you mean 'train'?"),
+     "grid.yaml: grid.trainer.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>); "
+     "did you mean 'train'?"),
     ("name: x\nbase: {train: {gpus: 4}}\ngrid: {train.batch_size: [8, 30]}\n",
-     "grid.yaml: grid point train.batch_size=30: train.batch_size=30 is not divisible by train.gpus=4; the global batch is split evenly across replicas"),
+     "grid.yaml: grid point train.batch_size=30: train.batch_size=30 is not divisible by train.gpus=4; the global "
+     "batch is split evenly across replicas"),
     ("name: x\nbase: {train: {batch_size: 30, gpus: 4}}\n",
-     "grid.yaml: base: train.batch_size=30 is not divisible by train.gpus=4; the global batch is split evenly across replicas"),
+     "grid.yaml: base: train.batch_size=30 is not divisible by train.gpus=4; the global batch is split evenly across "
+     "replicas"),
     ("name: x\nseeds: []\n", "grid.yaml: seeds: must be a non-empty list of integers >= 0, got []"),
     ("name: x\nseeds: [0, 0]\n", "grid.yaml: seeds: must not repeat a seed, got [0, 0]"),
-    ("name: 'a b'\n", "grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results folder), got 'a b'"),
+    ("name: 'a b'\n", "grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results folder), got "
+                      "'a b'"),
     ("name: x\nbase: {data: {dataset: npz}}\n", "grid.yaml: base: data.path is required for data.dataset=npz"),
-    ("- just\n- a list\n", "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, variants, search, got list"),
+    ("- just\n- a list\n", "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, variants, "
+                           "search, got list"),
 ])
 def test_bad_input_gets_one_precise_line(tmp_path: Path, text: str, expected: str) -> None:
     assert error_of(tmp_path, text) == expected
@@ -137,11 +149,15 @@ def test_variants_cross_the_grid(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("variants, expected", [
     ("[]", "grid.yaml: variants: must be a non-empty list of mappings of dotted keys to values, got []"),
-    ("[{train.batch_size: 8}]", "grid.yaml: variants[0].train.batch_size: train.batch_size is also a grid axis; vary a key in grid or in variants, not both"),
-    ("[{}, {data.imbalanse: 0.9}]", "grid.yaml: variants[1].data.imbalanse: unknown key; did you mean 'imbalance'? valid keys: dataset, path, classes, samples_per_class, image_size, val_fraction, shuffle, imbalance, preprocess_mismatch, seed"),
+    ("[{train.batch_size: 8}]", "grid.yaml: variants[0].train.batch_size: train.batch_size is also a grid axis; vary "
+                                "a key in grid or in variants, not both"),
+    ("[{}, {data.imbalanse: 0.9}]", "grid.yaml: variants[1].data.imbalanse: unknown key; did you mean 'imbalance'? "
+                                    "valid keys: dataset, path, classes, samples_per_class, image_size, "
+                                    "val_fraction, shuffle, imbalance, preprocess_mismatch, seed"),
     ("[{data.imbalance: 2}]", "grid.yaml: variants[0].data.imbalance: must be a number in [0, 1), got 2"),
     ("[{}, {}]", "grid.yaml: variants: must not repeat a variant"),
-    ("[{train.gpus: 3}]", "grid.yaml: grid point train.batch_size=8, train.gpus=3: train.batch_size=8 is not divisible by train.gpus=3; the global batch is split evenly across replicas"),
+    ("[{train.gpus: 3}]", "grid.yaml: grid point train.batch_size=8, train.gpus=3: train.batch_size=8 is not "
+                          "divisible by train.gpus=3; the global batch is split evenly across replicas"),
 ])
 def test_bad_variants(tmp_path: Path, variants: str, expected: str) -> None:
     assert error_of(tmp_path, f"name: x\ngrid: {{train.batch_size: [8]}}\nvariants: {variants}\n") == expected
@@ -215,7 +231,8 @@ def test_a_key_no_point_uses_is_still_an_error(tmp_path: Path, text: str, expect
     assert error_of(tmp_path, f"name: x\n{text}") == expected
 
 
-def test_plan_accepts_the_grid_with_keys_inert_at_some_points(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_accepts_a_grid_with_keys_inert_at_some_points(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     path = write_grid(tmp_path, "name: x\nbase: {train: {reference_batch_size: 8}}\n"
                                 "grid: {train.lr_scaling: [none, linear, sqrt]}\n")
     assert cli.main(["plan", str(path)]) == 0
@@ -240,5 +257,5 @@ def test_the_smallest_image_the_model_uses_is_accepted(tmp_path: Path) -> None:
 
 
 def test_the_committed_experiments_still_load() -> None:
-    grids = sorted((REPO / "experiments").glob("*.yaml")) + sorted((REPO / "tests" / "fixtures" / "grids").glob("*.yaml"))
+    grids = [*(REPO / "experiments").glob("*.yaml"), *(REPO / "tests" / "fixtures" / "grids").glob("*.yaml")]
     assert len(grids) >= 10 and all(load_grid(path).name for path in grids)

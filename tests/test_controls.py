@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import REPO, run_cli, write_grid
-from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
+
 from sweep import keys
+from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
 from sweep.plan import RunSpec, plan
 from sweep.train import Run, effective_lr, epoch_number, record_stops, running_means
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 import yaml
-
 from conftest import REPO
+
 from sweep import keys
 
 
@@ -18,7 +18,7 @@ def grid_file_reference() -> str:
 
 def test_readme_lists_every_grid_key_with_its_default_and_doc() -> None:
     reference = grid_file_reference()
-    assert keys.readme_keys() in reference, "README's grid-file keys differ from sweep/keys.py; paste keys.readme_keys()"
+    assert keys.readme_keys() in reference, "README's keys differ from sweep/keys.py: paste keys.readme_keys()"
     base = yaml.safe_load(reference)["base"]
     listed = {f"{section}.{key}": value for section, values in base.items() for key, value in values.items()}
     assert listed == {name: k.default for name, k in keys.declarations().items()}

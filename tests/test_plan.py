@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import REPO, write_grid
+
 from sweep import cli
 from sweep.config import load_grid
 from sweep.plan import RunSpec, at_lr, derive_seed, plan, search_groups
@@ -85,7 +85,8 @@ def test_a_published_run_id_never_changes() -> None:
 
 def committed_sweeps() -> list[tuple[Path, Path]]:
     """(grid file, its runs.csv) for every committed experiment and test fixture with results."""
-    pairs = [(grid, REPO / "results" / load_grid(grid).name / "runs.csv") for grid in sorted(REPO.glob("experiments/*.yaml"))]
+    experiments = sorted(REPO.glob("experiments/*.yaml"))
+    pairs = [(grid, REPO / "results" / load_grid(grid).name / "runs.csv") for grid in experiments]
     pairs += [(grid, REPO / "tests" / "fixtures" / grid.stem / "runs.csv")
               for grid in sorted((REPO / "tests" / "fixtures" / "grids").glob("*.yaml"))]
     return [(grid, runs) for grid, runs in pairs if runs.exists()]

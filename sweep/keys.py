@@ -30,8 +30,9 @@ from sweep.checks import (
     positive_int,
 )
 
-# A key that appeared after the first release is left out of a run's hashed spec
-# while at its default, so adding it changed no existing run id (sweep/plan.py).
+# Key versions: 1 the first release, 2 the control axes, 3 the gradient noise scale; a new key
+# takes the next number. A key that appeared after the first release is left out of a run's
+# hashed spec while at its default, so adding it changed no existing run id (sweep/plan.py).
 FIRST_RELEASE = 1
 
 # How the analysis treats a key (sweep/analysis.py; docs/design.md, "Controls").
@@ -59,6 +60,7 @@ BUDGETS = ("epochs", "steps")
 # at 8 or less some blocks run on a single pixel (at 2, three of the four).
 POOLING_STAGES = 4
 MIN_IMAGE_SIZE = 2 ** (POOLING_STAGES - 1) + 1
+image_size_check = int_at_least(MIN_IMAGE_SIZE, f"each of the model's {POOLING_STAGES} poolings needs 2x2 pixels")
 
 
 def yaml_text(value: Any) -> str:
@@ -101,7 +103,8 @@ class Key:
 def key(default: Any, check: Check, doc: str, *, slug: str, since: int = FIRST_RELEASE, only: Only | None = None,
         role: str | None = None, toggle: int | None = None, post: Any = NO_POST) -> Any:
     """A dataclass field carrying its declaration."""
-    declared = Key("", default, check, doc, slug, since, only, role, toggle, post)
+    declared = Key(name="", default=default, check=check, doc=doc, slug=slug, since=since, only=only, role=role,
+                   toggle=toggle, post=post)
     return dataclasses.field(default=default, metadata={"key": declared})
 
 
@@ -113,9 +116,8 @@ class DataConfig:
     classes: int | None = key(None, optional_positive_int, "use only the first N classes; null = all", slug="cls")
     samples_per_class: int = key(100, positive_int, "images per class before the split (a cap for digits, folder, npz)",
                                  slug="spc", toggle=5)
-    image_size: int = key(32, int_at_least(MIN_IMAGE_SIZE, f"each of the model's {POOLING_STAGES} poolings needs "
-                                           "2x2 pixels"), f"square, one channel; at least {MIN_IMAGE_SIZE}, so each "
-                          f"of the model's {POOLING_STAGES} poolings has 2x2 pixels to pool", slug="img")
+    image_size: int = key(32, image_size_check, f"square, one channel; at least {MIN_IMAGE_SIZE}, so each of the "
+                          f"model's {POOLING_STAGES} poolings has 2x2 pixels to pool", slug="img")
     val_fraction: float = key(0.2, number_in(0, 1, low_open=True, high_open=True),
                               "share of each class held out for validation", slug="vf")
     shuffle: bool = key(True, boolean, "false: the training set in class order, the same every epoch "
@@ -236,6 +238,7 @@ def slugs() -> dict[str, str]:
     return {name: k.slug for name, k in declarations().items()}
 
 
+@functools.cache
 def added_later() -> frozenset[str]:
     """Keys that appeared after the first release: left out of a run's hashed spec at their default."""
     return frozenset(name for name, k in declarations().items() if k.since > FIRST_RELEASE)

@@ -99,6 +99,10 @@ class Key:
     toggle: int | None = None  # its place among the post's toggles (the toggles figure's panels)
     post: Any = NO_POST  # the post's value; where several groups of runs answer a question, rows at it are used
 
+    def where_used(self) -> str:
+        """Where the key is used, "train.budget steps"; "" for a key every point uses."""
+        return self.only.describe() if self.only else ""
+
 
 def key(default: Any, check: Check, doc: str, *, slug: str, since: int = FIRST_RELEASE, only: Only | None = None,
         role: str | None = None, toggle: int | None = None, post: Any = NO_POST) -> Any:

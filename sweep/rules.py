@@ -30,27 +30,36 @@ def without_inert(point: PointConfig) -> PointConfig:
     return point
 
 
-def unused_message(k: Key) -> str:
-    assert k.only is not None
-    return f"{k.name} is only used with {k.only.describe()}; remove it"
-
-
 def point_problem(point: PointConfig) -> str | None:
     """What is wrong with a combination of otherwise valid values, or None."""
-    train, data = point.train, point.data
+    for check in (_batch_problem, _declared_problem, _control_problem, _file_problem):
+        problem = check(point)
+        if problem:
+            return problem
+    return None
+
+
+def _batch_problem(point: PointConfig) -> str | None:
+    train = point.train
     if train.batch_size % train.gpus:
         return (f"train.batch_size={train.batch_size} is not divisible by train.gpus={train.gpus}; "
                 f"the global batch is split evenly across replicas")
+    return None
+
+
+def _declared_problem(point: PointConfig) -> str | None:
+    """A key its declaration requires here and that is not set, or one set where it is not used."""
     for k in declarations().values():
-        on = point.value(k.only.on) if k.only else None
-        if k.only and k.only.required and on in k.only.values and not is_set(point, k):
-            return f"{k.name} is required for {k.only.on}={yaml_text(on)}"
+        if k.only and k.only.required and point.value(k.only.on) in k.only.values and not is_set(point, k):
+            return f"{k.name} is required for {k.only.on}={yaml_text(point.value(k.only.on))}"
     unused = inert(point)
     if unused:
-        return unused_message(unused[0])
-    control = _control_problem(point)
-    if control:
-        return control
+        return f"{unused[0].name} is only used with {unused[0].where_used()}; remove it"
+    return None
+
+
+def _file_problem(point: PointConfig) -> str | None:
+    data = point.data
     if data.dataset == NPZ and data.path and not data.path.endswith(".npz"):
         return f"data.path must be a .npz file for dataset npz, got {data.path}"
     if data.dataset == FOLDER and data.path and not Path(data.path).is_dir():

@@ -27,6 +27,7 @@ from sweep.keys import (
     PointConfig,
     TrainConfig,
     UnknownSettings,
+    conditional,
     declarations,
     field_docs,
 )
@@ -315,13 +316,20 @@ def _parse_search(raw: Any) -> SearchConfig:
 def _check_points(grid_file: GridFile) -> None:
     """Checks that involve several keys, on every point the grid and variants make."""
     _check_size(grid_file)
+    set_and_used, set_but_idle = set(), set()
     for point, settings in grid_file.combinations():
+        idle = {k.name for k in inert(point)}
+        set_but_idle |= idle
+        set_and_used |= {k.name for k in conditional() if is_set(point, k)} - idle
         problem = point_problem(without_inert(point))
         problem = problem or (_search_problem(point, settings) if grid_file.search else None)
         if problem:
             where = "base" if not settings else "grid point " + ", ".join(f"{k}={v}" for k, v in settings)
             raise _KeyError(where, problem)
-    _check_every_key_is_used(grid_file)
+    for k in conditional():  # a key set only where it is inert: no point uses it
+        if k.name in set_but_idle - set_and_used:
+            raise _KeyError(_where_set(grid_file, k.name),
+                            f"only used with {k.where_used()}, which no point of the grid has; remove it")
 
 
 def _check_size(grid_file: GridFile) -> None:
@@ -333,18 +341,6 @@ def _check_size(grid_file: GridFile) -> None:
         searched = f" + {search.trials} search trials and {seeds} tuned runs" if search else ""
         raise _KeyError("grid", f"makes {points * per_point} runs ({points} points x {seeds} seeds{searched}); "
                                 f"at most {MAX_RUNS}: split it into several grid files")
-
-
-def _check_every_key_is_used(grid_file: GridFile) -> None:
-    """A key set only where it is inert (train.steps, and no point has budget: steps) is a mistake."""
-    combinations = grid_file.combinations()
-    for k in declarations().values():
-        if k.only is None:
-            continue
-        set_at = [point for point, _ in combinations if is_set(point, k)]
-        if set_at and all(k in inert(point) for point in set_at):
-            raise _KeyError(_where_set(grid_file, k.name),
-                            f"only used with {k.only.describe()}, which no point of the grid has; remove it")
 
 
 def _where_set(grid_file: GridFile, dotted: str) -> str:

@@ -232,6 +232,12 @@ def default(dotted: str) -> Any:
     return declarations()[dotted].default
 
 
+@functools.cache
+def conditional() -> tuple[Key, ...]:
+    """The keys some points do not use (declared with `Only`)."""
+    return tuple(k for k in declarations().values() if k.only)
+
+
 def field_docs() -> dict[str, str]:
     """Dotted key -> one-line doc, for --help."""
     return {name: k.doc for name, k in declarations().items()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweep.keys import FOLDER, NPZ, Key, PointConfig, declarations, yaml_text
+from sweep.keys import FOLDER, NPZ, Key, PointConfig, conditional, yaml_text
 
 
 def is_set(point: PointConfig, k: Key) -> bool:
@@ -19,8 +19,7 @@ def is_set(point: PointConfig, k: Key) -> bool:
 
 def inert(point: PointConfig) -> list[Key]:
     """The keys set at `point` that it does not use."""
-    return [k for k in declarations().values()
-            if k.only and is_set(point, k) and point.value(k.only.on) not in k.only.values]
+    return [k for k in conditional() if is_set(point, k) and k.only and point.value(k.only.on) not in k.only.values]
 
 
 def without_inert(point: PointConfig) -> PointConfig:
@@ -49,7 +48,7 @@ def _batch_problem(point: PointConfig) -> str | None:
 
 def _declared_problem(point: PointConfig) -> str | None:
     """A key its declaration requires here and that is not set, or one set where it is not used."""
-    for k in declarations().values():
+    for k in conditional():
         if k.only and k.only.required and point.value(k.only.on) in k.only.values and not is_set(point, k):
             return f"{k.name} is required for {k.only.on}={yaml_text(point.value(k.only.on))}"
     unused = inert(point)

@@ -4,7 +4,9 @@ A run id is ``<slug>-<hash>``: the slug spells out the values that vary in the
 grid (``bs64-s0``) so ids are readable in logs and file names; the hash is the
 first 8 hex digits of SHA-256 over the full resolved spec, so any change of any
 value (varying or not) gives a new id, and the same file always gives the same
-ids. No timestamps, no TensorFlow.
+ids. Each key's short name in the slug, and whether it is hashed at its default
+(only keys of the first release are), come from its declaration in sweep/keys.py.
+No timestamps, no TensorFlow.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ A run id is ``<slug>-<hash>``: the slug spells out the values that vary in the
 grid (``bs64-s0``) so ids are readable in logs and file names; the hash is the
 first 8 hex digits of SHA-256 over the full resolved spec, so any change of any
 value (varying or not) gives a new id, and the same file always gives the same
-ids. No timestamps, no TensorFlow.
+ids. Each key's short name in the slug, and whether it is hashed at its default
+(only keys of the first release are), come from its declaration in sweep/keys.py.
+No timestamps, no TensorFlow.
 """
 
 from __future__ import annotations
@@ -14,31 +16,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sweep import keys
 from sweep.config import GridFile, PointConfig, SearchConfig
-
-# Short names for the slug; a key not listed here uses its own name.
-SLUG_NAMES = {
-    "data.dataset": "ds", "data.classes": "cls", "data.samples_per_class": "spc",
-    "data.image_size": "img", "data.val_fraction": "vf", "data.shuffle": "shuf",
-    "data.imbalance": "imb", "data.preprocess_mismatch": "pm", "data.seed": "dseed",
-    "data.path": "path", "model.width": "w", "model.batchnorm": "bn",
-    "model.bn_momentum": "bnm", "train.epochs": "ep", "train.batch_size": "bs",
-    "train.optimizer": "opt", "train.lr": "lr", "train.gpus": "g",
-    "model.ghost_batch_size": "gbn", "train.lr_scaling": "lrs", "train.reference_batch_size": "refbs",
-    "train.warmup_epochs": "wu", "train.budget": "bud", "train.steps": "st", "train.eval_every_steps": "evs",
-    "train.noise_scale": "gns",
-}
-
-
-# Dotted keys added after run ids were first published (append new keys here).
-OMIT_WHEN_DEFAULT: frozenset[str] = frozenset({
-    "model.ghost_batch_size", "train.lr_scaling", "train.reference_batch_size", "train.warmup_epochs",
-    "train.budget", "train.steps", "train.eval_every_steps", "train.noise_scale",
-})
-
-
-def _default(section: str, key: str) -> Any:
-    return getattr(getattr(PointConfig(), section), key)
 
 
 @dataclass(frozen=True)
@@ -74,8 +53,9 @@ class RunSpec:
     def _point_dict(self) -> dict[str, dict[str, Any]]:
         """The settings, without later-added keys at their default: also what the store
         keeps, so an older harness can still read runs that do not use newer keys."""
+        later = keys.added_later()
         return {section: {k: v for k, v in values.items()
-                          if not (f"{section}.{k}" in OMIT_WHEN_DEFAULT and v == _default(section, k))}
+                          if not (f"{section}.{k}" in later and v == keys.default(f"{section}.{k}"))}
                 for section, values in self.point.to_dict().items()}
 
     def flat(self) -> dict[str, Any]:
@@ -96,7 +76,7 @@ class RunSpec:
 
 
 def _slug_part(key: str, value: Any) -> str:
-    name = "s" if key == "seed" else SLUG_NAMES.get(key, key.split(".")[-1])
+    name = "s" if key == "seed" else keys.declaration(key).slug
     if isinstance(value, bool):
         text = str(int(value))
     elif isinstance(value, float):

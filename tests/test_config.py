@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
+from conftest import REPO, write_grid
 
-from conftest import run_cli, write_grid
-from sweep.config import ConfigError, PointConfig, load_grid
+from sweep import cli
+from sweep.config import ConfigError, DataConfig, PointConfig, TrainConfig, load_grid
+from sweep.plan import plan
+
+# The valid keys that "unknown key" messages list, in declaration order (sweep/keys.py).
+DATA_KEYS = ", ".join(f.name for f in dataclasses.fields(DataConfig))
+TRAIN_KEYS = ", ".join(f.name for f in dataclasses.fields(TrainConfig))
 
 
 def error_of(tmp_path: Path, text: str) -> str:
@@ -19,10 +26,11 @@ def error_of(tmp_path: Path, text: str) -> str:
 def test_defaults_match_the_documented_schema(tmp_path: Path) -> None:
     grid = load_grid(write_grid(tmp_path, "name: x\n"))
     assert grid.base == PointConfig()
-    assert (grid.base.data.dataset, grid.base.data.samples_per_class, grid.base.data.image_size) == ("glyphs120", 100, 32)
-    assert (grid.base.data.val_fraction, grid.base.data.shuffle, grid.base.data.imbalance) == (0.2, True, 0.0)
+    data, train = grid.base.data, grid.base.train
+    assert (data.dataset, data.samples_per_class, data.image_size) == ("glyphs120", 100, 32)
+    assert (data.val_fraction, data.shuffle, data.imbalance) == (0.2, True, 0.0)
     assert (grid.base.model.width, grid.base.model.batchnorm, grid.base.model.bn_momentum) == (1.0, True, 0.99)
-    assert (grid.base.train.epochs, grid.base.train.batch_size, grid.base.train.lr, grid.base.train.gpus) == (10, 32, 0.001, 1)
+    assert (train.epochs, train.batch_size, train.lr, train.gpus) == (10, 32, 0.001, 1)
     assert grid.seeds == (0,) and grid.grid == ()
 
 
@@ -43,7 +51,7 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\nbse: {}\n",
      "grid.yaml: bse: unknown key; did you mean 'base'? valid keys: name, seeds, base, grid, variants, search"),
     ("name: x\nbase: {train: {batch_sise: 8}}\n",
-     "grid.yaml: base.train.batch_sise: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus, lr_scaling, reference_batch_size, warmup_epochs, budget, steps, eval_every_steps, noise_scale"),
+     f"grid.yaml: base.train.batch_sise: unknown key; did you mean 'batch_size'? valid keys: {TRAIN_KEYS}"),
     ("name: x\nbase: {trian: {}}\n",
      "grid.yaml: base.trian: unknown key; did you mean 'train'? valid keys: data, model, train"),
     ("name: x\nbase: {data: {shuffle: 'yes'}}\n",
@@ -55,9 +63,11 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\nbase: {data: {val_fraction: 0}}\n",
      "grid.yaml: base.data.val_fraction: must be a number in (0, 1), got 0"),
     ("name: x\nbase: {data: {dataset: glyphs}}\n",
-     "grid.yaml: base.data.dataset: must be one of glyphs120 | digits | folder | npz, got 'glyphs'; did you mean 'glyphs120'?"),
+     "grid.yaml: base.data.dataset: must be one of glyphs120 | digits | folder | npz, got 'glyphs'; did you mean "
+     "'glyphs120'?"),
     ("name: x\nbase: {data: {preprocess_mismatch: scaled}}\n",
-     "grid.yaml: base.data.preprocess_mismatch: must be one of none | scale | standardize | invert, got 'scaled'; did you mean 'scale'?"),
+     "grid.yaml: base.data.preprocess_mismatch: must be one of none | scale | standardize | invert, got 'scaled'; "
+     "did you mean 'scale'?"),
     ("name: x\ngrid: {train.batch_size: []}\n",
      "grid.yaml: grid.train.batch_size: must be a non-empty list of values, got []"),
     ("name: x\ngrid: {train.batch_size: 8}\n",
@@ -65,18 +75,23 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
     ("name: x\ngrid: {batch_size: [8]}\n",
      "grid.yaml: grid.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>)"),
     ("name: x\ngrid: {train.batchsize: [8]}\n",
-     "grid.yaml: grid.train.batchsize: unknown key; did you mean 'batch_size'? valid keys: epochs, batch_size, optimizer, lr, gpus, lr_scaling, reference_batch_size, warmup_epochs, budget, steps, eval_every_steps, noise_scale"),
+     f"grid.yaml: grid.train.batchsize: unknown key; did you mean 'batch_size'? valid keys: {TRAIN_KEYS}"),
     ("name: x\ngrid: {trainer.batch_size: [8]}\n",
-     "grid.yaml: grid.trainer.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>); did you mean 'train'?"),
+     "grid.yaml: grid.trainer.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>); "
+     "did you mean 'train'?"),
     ("name: x\nbase: {train: {gpus: 4}}\ngrid: {train.batch_size: [8, 30]}\n",
-     "grid.yaml: grid point train.batch_size=30: train.batch_size=30 is not divisible by train.gpus=4; the global batch is split evenly across replicas"),
+     "grid.yaml: grid point train.batch_size=30: train.batch_size=30 is not divisible by train.gpus=4; the global "
+     "batch is split evenly across replicas"),
     ("name: x\nbase: {train: {batch_size: 30, gpus: 4}}\n",
-     "grid.yaml: base: train.batch_size=30 is not divisible by train.gpus=4; the global batch is split evenly across replicas"),
+     "grid.yaml: base: train.batch_size=30 is not divisible by train.gpus=4; the global batch is split evenly across "
+     "replicas"),
     ("name: x\nseeds: []\n", "grid.yaml: seeds: must be a non-empty list of integers >= 0, got []"),
     ("name: x\nseeds: [0, 0]\n", "grid.yaml: seeds: must not repeat a seed, got [0, 0]"),
-    ("name: 'a b'\n", "grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results folder), got 'a b'"),
+    ("name: 'a b'\n", "grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results folder), got "
+                      "'a b'"),
     ("name: x\nbase: {data: {dataset: npz}}\n", "grid.yaml: base: data.path is required for data.dataset=npz"),
-    ("- just\n- a list\n", "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, variants, search, got list"),
+    ("- just\n- a list\n", "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, variants, "
+                           "search, got list"),
 ])
 def test_bad_input_gets_one_precise_line(tmp_path: Path, text: str, expected: str) -> None:
     assert error_of(tmp_path, text) == expected
@@ -103,18 +118,18 @@ def test_missing_file_and_yaml_syntax_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["plan", "run", "status"])
-def test_cli_rejects_bad_grid_with_exit_2_and_writes_nothing(tmp_path: Path, command: str) -> None:
+def test_cli_rejects_bad_grid_with_exit_2_and_writes_nothing(tmp_path: Path, command: str,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
     write_grid(tmp_path, "name: bad\ngrid: {train.batch_size: [8, -4]}\n")
-    result = run_cli(command, "grid.yaml", cwd=tmp_path)
-    assert result.returncode == 2
-    assert result.stderr == "error: grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4\n"
-    assert "Traceback" not in result.stdout + result.stderr
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([command, "grid.yaml"]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", "error: grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4\n")
     assert not (tmp_path / "results").exists()
 
 
 def test_variants_cross_the_grid(tmp_path: Path) -> None:
-    from sweep.plan import plan
-
     grid = load_grid(write_grid(tmp_path, """
         name: v
         seeds: [0, 1]
@@ -135,11 +150,14 @@ def test_variants_cross_the_grid(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("variants, expected", [
     ("[]", "grid.yaml: variants: must be a non-empty list of mappings of dotted keys to values, got []"),
-    ("[{train.batch_size: 8}]", "grid.yaml: variants[0].train.batch_size: train.batch_size is also a grid axis; vary a key in grid or in variants, not both"),
-    ("[{}, {data.imbalanse: 0.9}]", "grid.yaml: variants[1].data.imbalanse: unknown key; did you mean 'imbalance'? valid keys: dataset, path, classes, samples_per_class, image_size, val_fraction, shuffle, imbalance, preprocess_mismatch, seed"),
+    ("[{train.batch_size: 8}]", "grid.yaml: variants[0].train.batch_size: train.batch_size is also a grid axis; vary "
+                                "a key in grid or in variants, not both"),
+    ("[{}, {data.imbalanse: 0.9}]", "grid.yaml: variants[1].data.imbalanse: unknown key; did you mean 'imbalance'? "
+                                    f"valid keys: {DATA_KEYS}"),
     ("[{data.imbalance: 2}]", "grid.yaml: variants[0].data.imbalance: must be a number in [0, 1), got 2"),
     ("[{}, {}]", "grid.yaml: variants: must not repeat a variant"),
-    ("[{train.gpus: 3}]", "grid.yaml: grid point train.batch_size=8, train.gpus=3: train.batch_size=8 is not divisible by train.gpus=3; the global batch is split evenly across replicas"),
+    ("[{train.gpus: 3}]", "grid.yaml: grid point train.batch_size=8, train.gpus=3: train.batch_size=8 is not "
+                          "divisible by train.gpus=3; the global batch is split evenly across replicas"),
 ])
 def test_bad_variants(tmp_path: Path, variants: str, expected: str) -> None:
     assert error_of(tmp_path, f"name: x\ngrid: {{train.batch_size: [8]}}\nvariants: {variants}\n") == expected
@@ -156,3 +174,88 @@ def test_python_tags_are_rejected_not_executed(tmp_path: Path) -> None:
     message = error_of(tmp_path, f"name: !!python/object/apply:os.system ['touch {marker}']\n")
     assert "YAML syntax error" in message or "could not determine a constructor" in message
     assert not marker.exists()
+
+
+# --- a key that some points of a grid do not use
+
+
+def ids(tmp_path: Path, text: str, name: str = "grid.yaml") -> list[str]:
+    return [r.run_id for r in plan(load_grid(write_grid(tmp_path, text, name)))]
+
+
+def test_a_reference_batch_is_accepted_in_a_grid_that_also_has_no_scaling(tmp_path: Path) -> None:
+    both = ids(tmp_path, "name: x\nbase: {train: {reference_batch_size: 8}}\n"
+                         "grid: {train.lr_scaling: [none, linear, sqrt]}\n")
+    alone = ids(tmp_path, "name: x\ngrid: {train.lr_scaling: [none]}\n", "alone.yaml")
+    # 3 scalings x 1 seed -> 3 runs; without scaling the run is the one it would be without the reference batch
+    assert len(both) == 3 and both[0] == alone[0]
+    runs = plan(load_grid(tmp_path / "grid.yaml"))
+    assert [r.point.train.reference_batch_size for r in runs] == [None, 8, 8]
+
+
+def test_steps_are_accepted_in_a_grid_that_also_has_the_epochs_budget(tmp_path: Path) -> None:
+    both = ids(tmp_path, "name: x\nbase: {train: {steps: 100}}\ngrid: {train.budget: [epochs, steps]}\n")
+    alone = ids(tmp_path, "name: x\ngrid: {train.budget: [epochs]}\n", "alone.yaml")
+    assert len(both) == 2 and both[0] == alone[0] and both[1] != alone[0]
+
+
+def test_an_inert_grid_axis_is_left_out_of_the_points_that_do_not_use_it(tmp_path: Path) -> None:
+    # budget x steps would be 4 combinations; under budget: epochs both step counts are the same run
+    runs = ids(tmp_path, "name: x\ngrid: {train.budget: [epochs, steps], train.steps: [100, 200]}\n")
+    alone = ids(tmp_path, "name: x\ngrid: {train.budget: [epochs]}\n", "alone.yaml")
+    assert [i.rsplit("-", 1)[0] for i in runs] == ["budepochs-s0", "budsteps-st100-s0", "budsteps-st200-s0"]
+    assert runs[0] == alone[0]
+
+
+def test_a_dataset_path_is_accepted_where_some_variants_read_files(tmp_path: Path) -> None:
+    (tmp_path / "d.npz").write_bytes(b"")
+    runs = ids(tmp_path, "name: x\nbase: {data: {path: d.npz}}\nvariants: [{}, {data.dataset: npz}]\n")
+    alone = ids(tmp_path, "name: x\n", "alone.yaml")
+    assert len(runs) == 2 and runs[0] == alone[0]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("base: {train: {steps: 100}}\ngrid: {train.batch_size: [8, 64]}\n",
+     "grid.yaml: base.train.steps: only used with train.budget steps, which no point of the grid has; remove it"),
+    ("grid: {train.reference_batch_size: [8, 16]}\n",
+     "grid.yaml: grid.train.reference_batch_size: only used with train.lr_scaling linear | sqrt, which no point "
+     "of the grid has; remove it"),
+    ("variants: [{}, {data.path: d.npz}]\n",
+     "grid.yaml: variants[1].data.path: only used with data.dataset folder | npz, which no point of the grid has; "
+     "remove it"),
+    ("grid: {train.budget: [epochs, steps]}\n",
+     "grid.yaml: grid point train.budget=steps: train.steps is required for train.budget=steps"),
+])
+def test_a_key_no_point_uses_is_still_an_error(tmp_path: Path, text: str, expected: str) -> None:
+    (tmp_path / "d.npz").write_bytes(b"")
+    assert error_of(tmp_path, f"name: x\n{text}") == expected
+
+
+def test_plan_accepts_a_grid_with_keys_inert_at_some_points(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_grid(tmp_path, "name: x\nbase: {train: {reference_batch_size: 8}}\n"
+                                "grid: {train.lr_scaling: [none, linear, sqrt]}\n")
+    assert cli.main(["plan", str(path)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("3 runs (3 points x 1 seeds)")
+
+
+# --- image sizes the model can use
+
+
+@pytest.mark.parametrize("where, text", [
+    ("base.data.image_size", "base: {data: {image_size: 2}}\n"),
+    ("grid.data.image_size[0]", "grid: {data.image_size: [8, 32]}\n"),
+])
+def test_an_image_too_small_for_the_model_is_refused(tmp_path: Path, where: str, text: str) -> None:
+    value = 2 if "image_size: 2" in text else 8
+    assert error_of(tmp_path, f"name: x\n{text}") == (
+        f"grid.yaml: {where}: must be an integer >= 9 (each of the model's 4 poolings needs 2x2 pixels), got {value}")
+
+
+def test_the_smallest_image_the_model_uses_is_accepted(tmp_path: Path) -> None:
+    assert load_grid(write_grid(tmp_path, "name: x\nbase: {data: {image_size: 9}}\n")).base.data.image_size == 9
+
+
+def test_the_committed_experiments_still_load() -> None:
+    grids = [*(REPO / "experiments").glob("*.yaml"), *(REPO / "tests" / "fixtures" / "grids").glob("*.yaml")]
+    assert len(grids) >= 10 and all(load_grid(path).name for path in grids)

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import REPO, run_cli, write_grid
+
+from sweep import keys
 from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
-from sweep.plan import OMIT_WHEN_DEFAULT, RunSpec, plan
+from sweep.plan import RunSpec, plan
 from sweep.train import Run, effective_lr, epoch_number, record_stops, running_means
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -38,7 +39,7 @@ def numbers(records: list) -> list[dict]:
 
 
 def test_new_keys_are_omitted_from_ids_at_their_defaults() -> None:
-    assert set(NEW_KEYS) <= OMIT_WHEN_DEFAULT
+    assert set(NEW_KEYS) <= keys.added_later()
     spec = RunSpec(sweep="any", seed=0, point=PointConfig(), varying=(("seed", 0),))
     assert spec.run_id == "s0-e428119f"  # the published id of the default point
     changed = dataclasses.replace(spec, point=spec.point.with_value("train.budget", "steps")
@@ -69,11 +70,12 @@ def test_plan_shows_the_controls_in_the_slug(tmp_path: Path) -> None:
     ("{train: {lr_scaling: linear}}",
      "grid.yaml: base: train.reference_batch_size is required for train.lr_scaling=linear"),
     ("{train: {reference_batch_size: 8}}",
-     "grid.yaml: base: train.reference_batch_size is only used with train.lr_scaling linear | sqrt; remove it"),
+     "grid.yaml: base.train.reference_batch_size: only used with train.lr_scaling linear | sqrt, "
+     "which no point of the grid has; remove it"),
     ("{train: {budget: steps}}",
      "grid.yaml: base: train.steps is required for train.budget=steps"),
     ("{train: {steps: 100}}",
-     "grid.yaml: base: train.steps is only used with train.budget=steps; remove it"),
+     "grid.yaml: base.train.steps: only used with train.budget steps, which no point of the grid has; remove it"),
     ("{train: {epochs: 2, warmup_epochs: 2}}",
      "grid.yaml: base: train.warmup_epochs=2 must be less than train.epochs=2"),
     ("{train: {warmup_epochs: -1}}",
@@ -88,7 +90,8 @@ def test_plan_shows_the_controls_in_the_slug(tmp_path: Path) -> None:
      "grid.yaml: base: model.ghost_batch_size=32 must divide the per-replica batch 16 "
      "(train.batch_size / train.gpus), or be null"),
     ("{model: {ghost_batch_size: 4, batchnorm: false}}",
-     "grid.yaml: base: model.ghost_batch_size needs model.batchnorm: true; remove it"),
+     "grid.yaml: base.model.ghost_batch_size: only used with model.batchnorm true, "
+     "which no point of the grid has; remove it"),
 ])
 def test_control_keys_are_validated(tmp_path: Path, base: str, expected: str | None) -> None:
     path = write_grid(tmp_path, f"name: x\nbase: {base}\n")

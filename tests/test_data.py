@@ -60,9 +60,9 @@ def test_train_counts_split_the_total() -> None:
 ])
 def test_preprocess_mismatch_changes_validation_pixels_only(mismatch: str, check) -> None:
     split = load_split(DataConfig(classes=8, samples_per_class=20, image_size=16, preprocess_mismatch=mismatch))
-    assert 0.0 <= split.x_train.min() and split.x_train.max() <= 1.0  # training is always x / 255
+    assert split.x_train.min() >= 0.0 and split.x_train.max() <= 1.0  # training is always x / 255
     assert check(split.x_train, split.x_val)
-    assert 0.0 <= split.x_train_eval.min() and split.x_train_eval.max() <= 1.0
+    assert split.x_train_eval.min() >= 0.0 and split.x_train_eval.max() <= 1.0
 
 
 def test_validation_is_shared_balanced_and_shuffled() -> None:
@@ -88,7 +88,7 @@ def test_glyphs_are_cached_on_disk(tmp_path: Path) -> None:
     files = list(tmp_path.glob("glyphs120-*.npz"))
     assert len(files) == 1
     second = raw_arrays(SMALL, cache_dir=tmp_path)
-    assert all(np.array_equal(a, b) for a, b in zip(first[:4], second[:4])) and first[4] == second[4]
+    assert all(np.array_equal(a, b) for a, b in zip(first[:4], second[:4], strict=True)) and first[4] == second[4]
 
 
 def test_full_glyphs120_has_120_classes_at_the_default_size() -> None:

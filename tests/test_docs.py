@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import re
 
+import yaml
 from conftest import REPO
-from sweep.config import field_docs
+
+from sweep import keys
 
 
-def test_readme_documents_every_grid_key() -> None:
+def grid_file_reference() -> str:
     readme = (REPO / "README.md").read_text()
-    reference = readme[readme.index("## The grid file"):readme.index("## Runs and run ids")]
-    for dotted in field_docs():
-        section, key = dotted.split(".")
-        assert re.search(rf"^\s+{key}:", reference, re.M), f"{dotted} missing from the README's grid reference"
+    section = readme[readme.index("## The grid file"):readme.index("## Runs and run ids")]
+    return section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n")]
+
+
+def test_readme_lists_every_grid_key_with_its_default_and_doc() -> None:
+    reference = grid_file_reference()
+    assert keys.readme_keys() in reference, "README's keys differ from sweep/keys.py: paste keys.readme_keys()"
+    base = yaml.safe_load(reference)["base"]
+    listed = {f"{section}.{key}": value for section, values in base.items() for key, value in values.items()}
+    assert listed == {name: k.default for name, k in keys.declarations().items()}
 
 
 def test_quick_start_test_command_is_what_ci_runs() -> None:

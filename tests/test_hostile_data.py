@@ -19,11 +19,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO, run_cli, write_grid
 from PIL import Image
 
-from conftest import REPO, run_cli, write_grid
 from sweep.config import DataConfig
-from sweep.data import DataError, _npz_images, _read_image, raw_arrays, skipped_files
+from sweep.data import DataError, raw_arrays, skipped_files
+from sweep.datafiles import npz_images, read_image
 
 RNG = np.random.default_rng(0)
 
@@ -93,7 +94,8 @@ def test_an_unreadable_image_is_an_error_naming_it(tmp_path: Path) -> None:
     locked = root / "cat" / "1.png"
     locked.chmod(0)
     try:
-        assert error_without_root_powers(folder_cfg(root)) == f"data.path {locked}: cannot read this image: Permission denied"
+        expected = f"data.path {locked}: cannot read this image: Permission denied"
+        assert error_without_root_powers(folder_cfg(root)) == expected
     finally:
         locked.chmod(0o644)
 
@@ -102,7 +104,8 @@ def test_an_unreadable_class_folder_is_an_error_naming_it(tmp_path: Path) -> Non
     root = dataset(tmp_path / "d")
     (root / "dog").chmod(0)
     try:
-        assert error_without_root_powers(folder_cfg(root)) == f"data.path {root / 'dog'}: cannot list this folder: Permission denied"
+        expected = f"data.path {root / 'dog'}: cannot list this folder: Permission denied"
+        assert error_without_root_powers(folder_cfg(root)) == expected
     finally:
         (root / "dog").chmod(0o755)
 
@@ -154,7 +157,7 @@ def test_hidden_and_non_image_files_are_skipped_and_counted(tmp_path: Path) -> N
     assert skipped_files(cfg) == (".git", "README.md", "cat/.DS_Store", "cat/notes.txt", "dog/._0.png", "dog/Thumbs.db")
     with pytest.warns(UserWarning, match=r"skipped 6 file\(s\) that are hidden or not images, e\.g\. \.git$"):
         loaded = raw_arrays(cfg)
-    assert all(np.array_equal(a, b) for a, b in zip(clean[:4], loaded[:4])) and clean[4] == loaded[4]
+    assert all(np.array_equal(a, b) for a, b in zip(clean[:4], loaded[:4], strict=True)) and clean[4] == loaded[4]
 
 
 def test_an_empty_class_folder_is_an_error_naming_it(tmp_path: Path) -> None:
@@ -191,7 +194,8 @@ def test_a_linked_class_folder_outside_the_folder_is_refused(tmp_path: Path) -> 
     root = dataset(tmp_path / "d")
     dataset(tmp_path / "other", ("fox",))
     (root / "fox").symlink_to(tmp_path / "other" / "fox", target_is_directory=True)
-    assert folder_error(root).startswith(f"data.path {root / 'fox'}: a link to {tmp_path / 'other' / 'fox'}, outside data.path")
+    outside = tmp_path / "other" / "fox"
+    assert folder_error(root).startswith(f"data.path {root / 'fox'}: a link to {outside}, outside data.path")
 
 
 def test_links_inside_the_folder_are_fine_and_broken_links_are_errors(tmp_path: Path) -> None:
@@ -207,7 +211,7 @@ def test_a_16_bit_png_is_scaled_not_clipped_to_white(tmp_path: Path) -> None:
     wide = np.linspace(0, 65535, 64).reshape(8, 8).astype(np.uint16)
     Image.fromarray(wide).save(root / "cat" / "0.png")
     assert Image.open(root / "cat" / "0.png").mode == "I;16"
-    read = _read_image(root / "cat" / "0.png", (8, 8)).astype(int)
+    read = read_image(root / "cat" / "0.png", (8, 8)).astype(int)
     assert np.abs(read - np.rint(wide / 257)).max() <= 1  # was: everything above 255 read as 255
 
 
@@ -234,28 +238,39 @@ Y = np.repeat([0, 1], 10)
 
 @pytest.mark.parametrize("arrays, expected", [
     ({"x": X}, "missing array(s) ['y']; expected x (N,H,W[,C]) and y (N,), found ['x']"),
-    ({"images": X, "labels": Y}, "missing array(s) ['x', 'y']; expected x (N,H,W[,C]) and y (N,), found ['images', 'labels']"),
+    ({"images": X, "labels": Y}, "missing array(s) ['x', 'y']; expected x (N,H,W[,C]) and y (N,), found ['images', "
+                                 "'labels']"),
     ({"x": X, "y": Y[:15]}, "array y has 15 labels but x has 20 images; they must match row for row"),
-    ({"x": X.astype(str), "y": Y}, "array x has dtype <U3; expected uint8 (0..255), another integer type with values in 0..255, or float (0..1 or 0..255)"),
-    ({"x": X.astype(np.complex64), "y": Y}, "array x has dtype complex64; expected uint8 (0..255), another integer type with values in 0..255, or float (0..1 or 0..255)"),
-    ({"x": (X - 128.0) / 64.0, "y": Y}, "array x holds values in [-2, 1.98438]; expected 0..255, or 0..1 for floats; standardised? save the raw pixels, the harness does its own preprocessing"),
-    ({"x": X * 1.5, "y": Y}, "array x holds values in [0, 382.5]; expected 0..255, or 0..1 for floats; standardised? save the raw pixels, the harness does its own preprocessing"),
+    ({"x": X.astype(str), "y": Y}, "array x has dtype <U3; expected uint8 (0..255), another integer type with values "
+                                   "in 0..255, or float (0..1 or 0..255)"),
+    ({"x": X.astype(np.complex64), "y": Y}, "array x has dtype complex64; expected uint8 (0..255), another integer "
+                                            "type with values in 0..255, or float (0..1 or 0..255)"),
+    ({"x": (X - 128.0) / 64.0, "y": Y}, "array x holds values in [-2, 1.98438]; expected 0..255, or 0..1 for floats; "
+                                        "standardised? save the raw pixels, the harness does its own preprocessing"),
+    ({"x": X * 1.5, "y": Y}, "array x holds values in [0, 382.5]; expected 0..255, or 0..1 for floats; standardised? "
+                             "save the raw pixels, the harness does its own preprocessing"),
     ({"x": np.where(X > 250, np.nan, X / 255.0), "y": Y}, "array x holds NaN or infinite values"),
-    ({"x": X.astype(np.uint16) * 257, "y": Y}, "array x holds values in [0, 65535]; expected 0..255, or 0..1 for floats; 16-bit? scale to 0..255 first"),
+    ({"x": X.astype(np.uint16) * 257, "y": Y}, "array x holds values in [0, 65535]; expected 0..255, or 0..1 for "
+                                               "floats; 16-bit? scale to 0..255 first"),
     ({"x": X.reshape(20, 64), "y": Y}, "array x has shape (20, 64); expected (N, H, W) or (N, H, W, C)"),
-    ({"x": X[:, None, :, :].repeat(3, axis=1), "y": Y}, "array x has shape (20, 3, 8, 8); the last axis must be 1 or 3 channels; channels first? use np.moveaxis(x, 1, -1)"),
+    ({"x": X[:, None, :, :].repeat(3, axis=1), "y": Y}, "array x has shape (20, 3, 8, 8); the last axis must be 1 or "
+                                                        "3 channels; channels first? use np.moveaxis(x, 1, -1)"),
     ({"x": X[..., None, None], "y": Y}, "array x has shape (20, 8, 8, 1, 1); expected (N, H, W) or (N, H, W, C)"),
     ({"x": X[:0], "y": Y[:0]}, "array x has shape (0, 8, 8): no pixels"),
-    ({"x": X, "y": np.where(Y == 1, -1, 0)}, "array y holds 10 label(s) that are not whole numbers in [0, 2^31), e.g. -1 at row 10 (-1 often marks unlabelled images: drop those rows)"),
+    ({"x": X, "y": np.where(Y == 1, -1, 0)}, "array y holds 10 label(s) that are not whole numbers in [0, 2^31), "
+                                             "e.g. -1 at row 10 (-1 often marks unlabelled images: drop those rows)"),
     ({"x": X, "y": Y + 0.5}, "array y holds 20 label(s) that are not whole numbers in [0, 2^31), e.g. 0.5 at row 0"),
-    ({"x": X, "y": Y * 2**40}, "array y holds 10 label(s) that are not whole numbers in [0, 2^31), e.g. 1099511627776 at row 10"),
+    ({"x": X, "y": Y * 2**40}, "array y holds 10 label(s) that are not whole numbers in [0, 2^31), e.g. "
+                               "1099511627776 at row 10"),
     ({"x": X, "y": np.where(Y == 1, "dog", "cat")}, "array y has dtype <U3; expected integer class labels"),
-    ({"x": X, "y": np.eye(2)[Y]}, "array y has shape (20, 2); expected one class label per image, shape (N,); one-hot? use y.argmax(axis=1)"),
+    ({"x": X, "y": np.eye(2)[Y]}, "array y has shape (20, 2); expected one class label per image, shape (N,); "
+                                  "one-hot? use y.argmax(axis=1)"),
     ({"x": X, "y": np.zeros(20, int)}, "y holds 1 distinct label(s); a classifier needs at least 2"),
 ], ids=["no-y", "wrong-names", "lengths", "strings", "complex", "standardised", "float-over-255", "nan", "16-bit",
         "rank-2", "channels-first", "rank-5", "empty", "negative-labels", "fractional-labels", "huge-labels",
         "string-labels", "one-hot", "one-class"])
-def test_bad_npz_contents_are_errors_naming_the_file_and_the_problem(tmp_path: Path, arrays: dict, expected: str) -> None:
+def test_bad_npz_contents_are_errors_naming_the_file_and_the_problem(tmp_path: Path, arrays: dict,
+                                                                      expected: str) -> None:
     assert npz_error(npz(tmp_path, **arrays)) == expected
 
 
@@ -318,22 +333,24 @@ def test_accepted_npz_variants_load_to_the_same_grey_levels(tmp_path: Path) -> N
                    {"x": X.astype(np.int32), "y": Y.astype(np.float64)}, {"x": X, "y": Y[:, None]}):
         npz(tmp_path, **arrays)
         loaded = raw_arrays(cfg)
-        assert all(np.array_equal(a, b) for a, b in zip(reference[:4], loaded[:4])) and loaded[4] == ("0", "1"), arrays
+        same = all(np.array_equal(a, b) for a, b in zip(reference[:4], loaded[:4], strict=True))
+        assert same and loaded[4] == ("0", "1"), arrays
 
 
 def test_rgb_npz_images_get_the_grey_levels_of_the_folder_dataset(tmp_path: Path) -> None:
     rgb = RNG.integers(0, 256, (20, 8, 8, 3), dtype=np.uint8)
     pil = np.stack([np.asarray(Image.fromarray(im).convert("L")) for im in rgb]).astype(int)
-    assert np.abs(_npz_images(rgb, tmp_path / "d.npz").astype(int) - pil).max() <= 1
-    assert np.abs(_npz_images(rgb / 255.0, tmp_path / "d.npz").astype(int) - pil).max() <= 1
+    assert np.abs(npz_images(rgb, tmp_path / "d.npz").astype(int) - pil).max() <= 1
+    assert np.abs(npz_images(rgb / 255.0, tmp_path / "d.npz").astype(int) - pil).max() <= 1
 
 
+@pytest.mark.slow
 def test_a_data_error_reaches_the_run_record_and_the_console_without_a_traceback(tmp_path: Path) -> None:
     path = npz(tmp_path, x=X, y=np.where(Y == 1, -1, 0))
     write_grid(tmp_path, f"""
         name: bad_npz
         base:
-          data: {{dataset: npz, path: {path.name}, image_size: 8}}
+          data: {{dataset: npz, path: {path.name}, image_size: 9}}
           train: {{epochs: 1, batch_size: 4}}
     """)
     result = run_cli("run", "grid.yaml", cwd=tmp_path)  # one retry by default, not used on a data error
@@ -341,10 +358,10 @@ def test_a_data_error_reaches_the_run_record_and_the_console_without_a_traceback
                f"row 10 (-1 often marks unlabelled images: drop those rows)")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
-    assert f"FAILED: sweep.data.DataError: {message}" in result.stdout + result.stderr
+    assert f"FAILED: sweep.datafiles.DataError: {message}" in result.stdout + result.stderr
     [failed] = [line for line in result.stderr.splitlines() if line.startswith("FAILED ")]
-    assert failed.endswith(f": sweep.data.DataError: {message}")
+    assert failed.endswith(f": sweep.datafiles.DataError: {message}")
     with open(tmp_path / "results" / "bad_npz" / "runs.csv", newline="") as handle:
         [row] = list(csv.DictReader(handle))
-    assert row["status"] == "failed" and row["error"].strip().endswith(f"sweep.data.DataError: {message}")
+    assert row["status"] == "failed" and row["error"].strip().endswith(f"sweep.datafiles.DataError: {message}")
     assert row["attempt"] == "1" and "retrying" not in result.stdout  # retrying cannot fix the data

@@ -6,9 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, run_cli, write_grid
+import pandas as pd
+import pytest
+from conftest import REPO, write_grid
+
+from sweep import cli
 from sweep.config import load_grid
-from sweep.plan import RunSpec, derive_seed, plan
+from sweep.plan import RunSpec, at_lr, derive_seed, plan, search_groups
 
 GRID = """
     name: p
@@ -55,18 +59,18 @@ def test_derived_seeds_differ_by_name_and_are_stable() -> None:
     assert len({derive_seed(0, "init"), derive_seed(0, "data-order", 1), derive_seed(1, "init")}) == 3
 
 
-def test_plan_command_lists_runs_and_count_without_tensorflow(tmp_path: Path) -> None:
-    write_grid(tmp_path, GRID)
-    result = run_cli("plan", "grid.yaml", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.strip().splitlines()
+def test_plan_command_lists_runs_and_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plan", str(write_grid(tmp_path, GRID))]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 13
     assert lines[-1] == "12 runs (4 points x 3 seeds), 48 epochs in all"
     assert "train.batch_size=8 data.shuffle=True seed=0" in lines[0]
 
 
+@pytest.mark.slow  # a fresh interpreter: this process has TensorFlow loaded already
 def test_light_modules_do_not_import_tensorflow() -> None:
-    code = ("import sys, sweep.plan, sweep.config, sweep.store, sweep.cli, sweep.coordinator, sweep.worker; "
+    code = ("import sys, sweep.plan, sweep.config, sweep.keys, sweep.rules, sweep.store, sweep.cli, "
+            "sweep.coordinator, sweep.worker; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -77,3 +81,32 @@ def test_a_published_run_id_never_changes() -> None:
 
     # the id of the default point at seed 0; if this fails, existing results lose their runs
     assert RunSpec(sweep="any", seed=0, point=PointConfig(), varying=(("seed", 0),)).run_id == "s0-e428119f"
+
+
+def committed_sweeps() -> list[tuple[Path, Path]]:
+    """(grid file, its runs.csv) for every committed experiment and test fixture with results."""
+    experiments = sorted(REPO.glob("experiments/*.yaml"))
+    pairs = [(grid, REPO / "results" / load_grid(grid).name / "runs.csv") for grid in experiments]
+    pairs += [(grid, REPO / "tests" / "fixtures" / grid.stem / "runs.csv")
+              for grid in sorted((REPO / "tests" / "fixtures" / "grids").glob("*.yaml"))]
+    return [(grid, runs) for grid, runs in pairs if runs.exists()]
+
+
+def test_every_committed_result_keeps_its_run_id() -> None:
+    """Re-planning the committed grid files gives exactly the ids in their committed runs.csv:
+    grid runs, learning-rate searches, their trials and their tuned re-runs."""
+    checked = 0
+    for grid_path, runs_csv in committed_sweeps():
+        grid = load_grid(grid_path)
+        stored = pd.read_csv(runs_csv)
+        role = stored["role"] if "role" in stored else pd.Series("grid", index=stored.index)
+        planned = {r.run_id for r in plan(grid)}
+        assert planned == set(stored.loc[role == "grid", "run_id"]), grid_path.name
+        groups = {g.group_id: g for g in search_groups(grid)}
+        for _, row in stored[role != "grid"].iterrows():
+            group = groups[row["search_group"]]
+            spec = (at_lr(group.template, row["train.lr"]) if row["role"] == "search"
+                    else next(r for r in group.tuned_runs(row["train.lr"], grid.seeds) if r.seed == row["seed"]))
+            assert spec.run_id == row["run_id"], grid_path.name
+        checked += len(stored)
+    assert checked >= 130  # every experiment with results and every fixture was read

@@ -1,0 +1,100 @@
+"""Value checks for grid-file values: each returns the (normalised) value or raises
+ValueError("must ..., got ..."), which the grid-file parser prefixes with file and key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import reprlib
+from collections.abc import Callable
+from typing import Any
+
+Check = Callable[[Any], Any]
+
+# Values are shown shortened: a hostile file can hold a huge or self-similar structure
+# (YAML aliases: a "billion laughs") whose full repr would never finish.
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 60, 60, 40
+
+
+def got(value: Any) -> str:
+    if isinstance(value, str) and value.isprintable() and len(value) <= 60:
+        return f"got '{value}'"
+    return f"got {_SHORT.repr(value)}"  # newlines and control characters escaped: one line
+
+
+def did_you_mean(word: str, options: Any) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def positive_int(value: Any) -> int:
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"must be a positive integer, {got(value)}")
+    return value
+
+
+def non_negative_int(value: Any) -> int:
+    if not _is_int(value) or value < 0:
+        raise ValueError(f"must be an integer >= 0, {got(value)}")
+    return value
+
+
+def int_at_least(low: int, why: str) -> Check:
+    """An integer >= low; `why` tells the user where the bound comes from."""
+
+    def check(value: Any) -> int:
+        if not _is_int(value) or value < low:
+            raise ValueError(f"must be an integer >= {low} ({why}), {got(value)}")
+        return value
+
+    return check
+
+
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, {got(value)}")
+    return value
+
+
+def number_in(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Check:
+    """A float in [low, high], with either end optionally open."""
+    left, right = ("(" if low_open else "["), (")" if high_open else "]")
+    interval = f"{left}{low:g}, {high:g}{right}"
+
+    def check(value: Any) -> float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        # math.isfinite(10**400) raises OverflowError; Python compares such an int with a float exactly
+        ok = ok and (abs(value) < 1e308 if isinstance(value, int) else math.isfinite(value))
+        ok = ok and (value > low if low_open else value >= low)
+        ok = ok and (value < high if high_open else value <= high)
+        if not ok:
+            raise ValueError(f"must be a number in {interval}, {got(value)}")
+        return float(value)
+
+    return check
+
+
+def one_of(*choices: str) -> Check:
+    def check(value: Any) -> str:
+        if value not in choices:
+            hint = did_you_mean(value, choices) if isinstance(value, str) else ""  # str() of a huge list would not end
+            raise ValueError(f"must be one of {' | '.join(choices)}, {got(value)}{hint}")
+        return value
+
+    return check
+
+
+def optional_path(value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise ValueError(f"must be a file or folder path or null, {got(value)}")
+    return value
+
+
+def optional_positive_int(value: Any) -> int | None:
+    return None if value is None else positive_int(value)

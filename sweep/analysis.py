@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweep import vocab
+from sweep import keys, vocab
 from sweep.estimates import t_multiplier
 
 SOURCE = "source"  # column added by `load`: the results folder a row came from
@@ -27,24 +27,18 @@ SETTING_PREFIXES = ("data.", "model.", "train.")
 BATCH_SIZE, GPUS = "train.batch_size", "train.gpus"
 EPOCH_TWO = 2  # the post's "epoch 2"
 
-# The post's setting for the toggles: where several groups of runs could answer a
-# question, rows at these values are used (except for the setting being compared).
-POST_DEFAULTS: dict[str, Any] = {
-    "data.shuffle": True, "data.imbalance": 0.0, "data.preprocess_mismatch": "none",
-    "model.width": 1.0, GPUS: 1,
-}
-# The control axes (docs/design.md, "Controls") at their defaults. Claims read the
-# runs at these values; results written before a key existed lack its column or
-# leave it empty, which means the default.
-CONTROL_DEFAULTS: dict[str, Any] = {
-    "model.batchnorm": True, "model.bn_momentum": 0.99, "model.ghost_batch_size": None,
-    "train.budget": "epochs", "train.lr_scaling": "none", "train.warmup_epochs": 0.0,
-}
-# Settings that only accompany a control (train.steps with budget: steps, ...) or
-# do not change training (eval_every_steps adds records, not updates).
-CONTROL_COMPANIONS: tuple[str, ...] = ("train.steps", "train.reference_batch_size", "train.eval_every_steps")
-TOGGLES: tuple[str, ...] = ("data.shuffle", "data.imbalance", "data.preprocess_mismatch",
-                            "model.width", "data.samples_per_class")
+# Where a grid key stands for the claims comes from its declaration (sweep/keys.py):
+# - POST_DEFAULTS: the post's setting of the toggles; where several groups of runs could
+#   answer a question, rows at these values are used (except for the setting compared);
+# - CONTROL_DEFAULTS: the control axes (docs/design.md, "Controls") at their defaults; claims
+#   read the runs at these values, and an empty cell (results written before a key existed)
+#   means the default;
+# - CONTROL_COMPANIONS: settings that only accompany a control, or add records, not updates;
+# - TOGGLES: the post's suspected causes, in the order of the toggles figure's panels.
+POST_DEFAULTS: dict[str, Any] = keys.post_defaults()
+CONTROL_DEFAULTS: dict[str, Any] = keys.control_defaults()
+CONTROL_COMPANIONS: tuple[str, ...] = keys.control_companions()
+TOGGLES: tuple[str, ...] = keys.toggles()
 TOGGLE_REFERENCE: dict[str, Any] = {**POST_DEFAULTS}  # samples_per_class: the largest present
 
 # Metrics summarised per run at epoch 2 and at the last epoch.

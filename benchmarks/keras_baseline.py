@@ -7,9 +7,10 @@ One process, one Python loop over the grid's runs (the same expansion as
 and for each run: seed, load the data, build and compile the model, then
 `model.fit(...)`. The model, data, seeds, optimiser and epochs are the
 harness's own (`sweep.model.build_model`, `sweep.data.load_split`,
-`sweep.plan.derive_seed`, `sweep.train.make_optimizer`), so the only difference from `python -m sweep run`
-is the machinery around training: no store, no worker processes, no
-inference-mode train subset, no CSV export and no report.
+`sweep.plan.derive_seed`, `sweep.train.make_optimizer`), so the only
+difference from `python -m sweep run` is the machinery around training: no
+store, no worker processes, no inference-mode train subset, no CSV export and
+no report.
 
 Feeding (`--feed`):
 

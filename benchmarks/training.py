@@ -20,6 +20,7 @@ from benchmarks import machine
 
 EPOCH_COLUMNS = ("config", "run_id", "seed", "batch_size", "epoch", "step", "train_acc", "train_loss", "val_acc",
                  "val_loss", "epoch_seconds", "samples_per_second")
+BASELINE_EPOCHS = "baseline_epochs.csv"  # what (a) writes
 LABELS = {"a": "(a) plain Keras loop", "b": "(b) harness, 1 worker", "c": "(c) harness, default workers",
           "d": "(d) harness, one worker per core"}
 
@@ -37,10 +38,6 @@ class Configuration:
     command: tuple[str, ...]
     workers: int | None = None  # as asked for; None: the CLI's default, read from what `run` prints
     on_gpu: bool = False  # trains on GPU 0: its FLOP/s share is read against the GPU's peak
-
-    @property
-    def results(self) -> str:
-        return f"results_{self.config}"
 
 
 @dataclass(frozen=True)
@@ -74,17 +71,21 @@ class Trained:
         return Trained(self.configuration, (*self.attempts, attempt))
 
 
+def results_folder(folder: Path, config: str) -> Path:
+    """Where a harness configuration writes its results."""
+    return folder / f"results_{config}"
+
+
 def baseline(grid: Path, folder: Path, train_eval: bool = False) -> Configuration:
     """(a): the plain Keras loop; with `train_eval`, it also evaluates the harness's train subset."""
-    out = folder / "baseline_epochs.csv"
-    command = machine.python_module("benchmarks.keras_baseline", str(grid), "--out", str(out))
+    command = machine.python_module("benchmarks.keras_baseline", str(grid), "--out", str(folder / BASELINE_EPOCHS))
     return Configuration("a", (*command, *(["--train-eval"] if train_eval else [])))
 
 
 def harness(config: str, grid: Path, folder: Path, workers: int | None = None, gpu: str | None = None,
             trials_per_gpu: int = 1) -> Configuration:
     """(b)-(e): `python -m sweep run` with `workers` (None: the CLI's default), or packed on one GPU."""
-    command = machine.python_module("sweep", "run", str(grid), "--results", str(folder / f"results_{config}"))
+    command = machine.python_module("sweep", "run", str(grid), "--results", str(results_folder(folder, config)))
     if workers is not None:
         command += ["--workers", str(workers)]
     if gpu is not None:
@@ -94,7 +95,7 @@ def harness(config: str, grid: Path, folder: Path, workers: int | None = None, g
 
 def time_once(configuration: Configuration, env: dict[str, str], folder: Path) -> Attempt:
     """Train from an empty results folder; read what the configuration recorded."""
-    shutil.rmtree(folder / configuration.results, ignore_errors=True)
+    shutil.rmtree(results_folder(folder, configuration.config), ignore_errors=True)
     finished = machine.timed(list(configuration.command), env)
     workers = _workers(configuration, finished.stdout)
     # `run` prints "trained N run(s) in S s": its workers' phase; the rest is set-up, export and report
@@ -117,9 +118,9 @@ def read_epochs(config: str, folder: Path) -> list[dict[str, Any]]:
     import pandas as pd
 
     if config == "a":
-        table = pd.read_csv(folder / "baseline_epochs.csv")
+        table = pd.read_csv(folder / BASELINE_EPOCHS)
     else:
-        table = pd.read_csv(folder / f"results_{config}" / "epochs.csv")
+        table = pd.read_csv(results_folder(folder, config) / "epochs.csv")
         table = table.rename(columns={"train.batch_size": "batch_size"})
     table = table.assign(config=config)
     return table[list(EPOCH_COLUMNS)].to_dict("records")
@@ -131,9 +132,9 @@ def read_run_seconds(config: str, folder: Path) -> list[float]:
     import pandas as pd
 
     if config == "a":
-        table = pd.read_csv(folder / "baseline_epochs.csv")
+        table = pd.read_csv(folder / BASELINE_EPOCHS)
         return [float(v) for v in table.groupby("run_id")["run_seconds"].first()] if "run_seconds" in table else []
-    table = pd.read_csv(folder / f"results_{config}" / "runs.csv")
+    table = pd.read_csv(results_folder(folder, config) / "runs.csv")
     return [float(v) for v in table["duration_seconds"].dropna()] if "duration_seconds" in table else []
 
 

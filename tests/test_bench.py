@@ -49,14 +49,20 @@ def harness_records(specs: list[RunSpec]) -> dict[str, list[dict[str, Any]]]:
     return records
 
 
+@pytest.fixture(scope="module")
+def baseline_rows(specs: list[RunSpec]) -> dict[str, list[dict[str, Any]]]:
+    """Each run as the plain Keras loop trains it, every metric of the harness included, by run id."""
+    return {spec.run_id: keras_baseline.train_run(spec, train_eval=True) for spec in specs}
+
+
 def numbers(rows: list[dict[str, Any]], keys: tuple[str, ...] = NUMBERS) -> list[dict[str, Any]]:
     return [{k: row[k] for k in keys} for row in rows]
 
 
-def test_baseline_computes_the_harness_numbers(specs: list[RunSpec],
+def test_baseline_computes_the_harness_numbers(specs: list[RunSpec], baseline_rows: dict[str, list[dict[str, Any]]],
                                                harness_records: dict[str, list[dict[str, Any]]]) -> None:
     for spec in specs:
-        rows = keras_baseline.train_run(spec, train_eval=True)
+        rows = baseline_rows[spec.run_id]
         assert [row["batch_size"] for row in rows] == [spec.point.train.batch_size] * 2
         assert [row["jit_compile"] for row in rows] == [False, False]
         # exactly: same seed, same order, same ops, same threads
@@ -64,10 +70,11 @@ def test_baseline_computes_the_harness_numbers(specs: list[RunSpec],
             harness_records[spec.run_id], ("epoch", *NUMBERS, *METRICS[4:]))
 
 
-def test_reusing_the_compiled_model_changes_no_number(specs: list[RunSpec]) -> None:
+def test_reusing_the_compiled_model_changes_no_number(specs: list[RunSpec],
+                                                      baseline_rows: dict[str, list[dict[str, Any]]]) -> None:
     """The lever behind docs/levers.md's start-up finding, with the harness's own reset: fresh weights
     in a reused compiled model (no new tracing) give the numbers of a fresh model, across batch sizes."""
-    fresh = [numbers(keras_baseline.train_run(spec)) for spec in specs]
+    fresh = [numbers(baseline_rows[spec.run_id]) for spec in specs]
     keras_baseline._COMPILED.clear()
     reused = [numbers(keras_baseline.train_run(spec, reuse_model=True)) for spec in specs]
     assert len(keras_baseline._COMPILED) == 1  # one architecture and optimiser: the second run reused the first's

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.commands import REPORT_AGAIN
-from benchmarks.tables import COMPARED, CSV_COLUMNS, Row, configs, value
+from benchmarks.tables import COMPARED, CSV_COLUMNS, Row, configs, required, value
 from benchmarks.training import EPOCH_COLUMNS, label
 
 TARGETS = {"overhead_b": 0.05, "speedup_c": 1.7, "command_seconds": 1.5, "cache_seconds": 1.0}
@@ -50,8 +50,8 @@ def markdown(rows: list[Row]) -> str:
 def _wall_table(rows: list[Row]) -> list[str]:
     lines = ["| configuration | processes x threads | wall (s) | runs per hour | vs (a) |", "|---|---|---|---|---|"]
     for c in configs(rows):
-        wall, rph = value(rows, "wall", c, "wall_seconds"), value(rows, "wall", c, "runs_per_hour")
-        workers, threads = value(rows, "wall", c, "workers"), value(rows, "wall", c, "threads_per_worker")
+        wall, rph = required(rows, "wall", c, "wall_seconds"), required(rows, "wall", c, "runs_per_hour")
+        workers, threads = required(rows, "wall", c, "workers"), required(rows, "wall", c, "threads_per_worker")
         if c == "a":
             versus = "1.00x"
         elif c == "b":
@@ -64,14 +64,15 @@ def _wall_table(rows: list[Row]) -> list[str]:
 
 def _time_split(rows: list[Row]) -> list[str]:
     """Where the harness's wall time went, and the mean seconds per run of every configuration."""
-    lines = []
-    phases = [(c, value(rows, "wall", c, "workers_phase_seconds"), value(rows, "wall", c, "wall_seconds"))
-              for c in configs(rows)]
-    phases = [(c, w, total) for c, w, total in phases if w is not None and total is not None]
+    lines, phases = [], []
+    for c in configs(rows):
+        worked = value(rows, "wall", c, "workers_phase_seconds")
+        if worked is not None:
+            rest = required(rows, "wall", c, "wall_seconds") - worked
+            phases.append(f"{c}: workers {worked:.0f} s, the rest (queueing, CSV export, report) {rest:.0f} s")
     if phases:
         lines += ["", "Harness wall time split (from `run`'s own \"trained N run(s) in S s\", whole seconds): "
-                  + "; ".join(f"{c}: workers {w:.0f} s, the rest (queueing, CSV export, report) {total - w:.0f} s"
-                              for c, w, total in phases) + "."]
+                  + "; ".join(phases) + "."]
     per_run = [(c, value(rows, "wall", c, "mean_run_seconds")) for c in configs(rows)]
     if any(v is not None for _, v in per_run):
         lines += ["", "Mean seconds per run ((a): seeding to its last validation; harness: claimed to finished "
@@ -179,7 +180,7 @@ def figure(rows: list[Row], path: Path) -> None:
 
 def _wall_bars(axes: Any, rows: list[Row]) -> None:
     names = configs(rows)
-    walls = [value(rows, "wall", c, "wall_seconds") for c in names]
+    walls = [required(rows, "wall", c, "wall_seconds") for c in names]
     colors = ["#777777", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
     bars = axes.bar([label(c).split(" (--")[0].replace(", ", ",\n") for c in names], walls,
                     color=[colors[i % len(colors)] for i in range(len(names))])

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 # The lever experiments' data: the quick grid's (1,440 training images of 120 classes, 32x32).
-LEVER_DATA = {"samples_per_class": 15, "image_size": 32}
+LEVER_DATA: dict[str, Any] = {"samples_per_class": 15, "image_size": 32}
 
 
 def gpu_matmul(n: int = 4096, repeats: int = 20) -> dict[str, Any]:

@@ -124,6 +124,14 @@ def value(rows: list[Row], section: str, config: str, metric: str, batch: int | 
     return None
 
 
+def required(rows: list[Row], section: str, config: str, metric: str, batch: int | str = "") -> float:
+    """The value of a row that is always written (a configuration's wall time, workers, threads)."""
+    found = value(rows, section, config, metric, batch)
+    if found is None:
+        raise KeyError(f"no {section} {metric} of {config}")
+    return found
+
+
 def configs(rows: list[Row]) -> list[str]:
     """The trained configurations, in the order they were timed."""
     return list(dict.fromkeys(r["config"] for r in rows if r["section"] == "wall"))

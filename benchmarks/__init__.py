@@ -7,4 +7,5 @@
 
 They import the harness's own code (`sweep`); what must run in a fresh process
 (a clean TensorFlow, a thread count, an import check) is `python -m benchmarks.probes`.
+`load.py` and `workers.py` measure the store under many workers and worker scaling.
 """

@@ -1,15 +1,16 @@
 """The plain-Keras baseline: what a user writes instead of the harness.
 
-    .venv/bin/python benchmarks/keras_baseline.py benchmarks/grid.yaml --out results/bench/baseline_epochs.csv
+    python -m benchmarks.keras_baseline benchmarks/grid.yaml --out results/bench/baseline_epochs.csv
 
 One process, one Python loop over the grid's runs (the same expansion as
 `python -m sweep plan`: every grid point times every seed, in the same order),
 and for each run: seed, load the data, build and compile the model, then
 `model.fit(...)`. The model, data, seeds, optimiser and epochs are the
 harness's own (`sweep.model.build_model`, `sweep.data.load_split`,
-`sweep.plan.derive_seed`), so the only difference from `python -m sweep run`
-is the machinery around training: no store, no worker processes, no
-inference-mode train subset, no CSV export and no report.
+`sweep.plan.derive_seed`, `sweep.train.make_optimizer`), so the only
+difference from `python -m sweep run` is the machinery around training: no
+store, no worker processes, no inference-mode train subset, no CSV export and
+no report.
 
 Feeding (`--feed`):
 
@@ -44,7 +45,8 @@ after every run, as Keras advises for loops (and as the harness's worker does).
 `--train-eval` (not with feed keras) also evaluates the harness's fixed training
 subset after every epoch, so every metric of the harness is computed.
 `--reuse-model` is a lever experiment for the harness (docs/levers.md), not what
-a user writes: one compiled model per architecture, fresh weights per run.
+a user writes: one compiled model per architecture, fresh weights per run
+(`sweep.train.reset_compiled`, the reset the harness's workers use).
 
 Writes one CSV row per (run, epoch); `epoch_seconds` is the training part of the
 epoch only (from the epoch's start to the start of its validation), like the
@@ -56,16 +58,12 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from sweep.train import EVAL_BATCH  # the harness's evaluation batch, so validation numbers match
 
-EVAL_BATCH = 512  # sweep.train.EVAL_BATCH (not imported: that would import the harness's training module)
 COLUMNS = ("run_id", "seed", "batch_size", "epoch", "step", "train_acc", "train_loss", "val_acc", "val_loss",
            "train_eval_acc", "train_eval_loss", "epoch_seconds", "samples_per_second", "feed", "jit_compile",
            "run_seconds")
@@ -82,17 +80,8 @@ def check_plain(spec: Any) -> None:
     }
     bad = [key for key, flag in unsupported.items() if flag]
     if bad:
-        raise SystemExit(f"error: {spec.run_id}: the baseline trains plain points only; not supported: {', '.join(bad)}")
-
-
-def optimizer(name: str, lr: float) -> Any:
-    import keras
-
-    if name == "adam":
-        return keras.optimizers.Adam(learning_rate=lr)
-    if name == "momentum":
-        return keras.optimizers.SGD(learning_rate=lr, momentum=0.9)
-    return keras.optimizers.SGD(learning_rate=lr)
+        raise SystemExit(f"error: {spec.run_id}: the baseline trains plain points only; "
+                         f"not supported: {', '.join(bad)}")
 
 
 class TrainTimer:
@@ -136,12 +125,12 @@ def train_run(spec: Any, feed: str = "tfdata", jit_compile: bool = False, train_
     reused instead of traced again; the numbers are those of a fresh model (tests/test_bench.py).
     """
     import keras
-    import numpy as np
     import tensorflow as tf
 
     from sweep import data
     from sweep import model as model_module
     from sweep.plan import derive_seed
+    from sweep.train import make_optimizer, reset_compiled
 
     check_plain(spec)
     started = time.perf_counter()
@@ -153,12 +142,9 @@ def train_run(spec: Any, feed: str = "tfdata", jit_compile: bool = False, train_
     key = (point.model, point.data.image_size, split.num_classes, cfg.optimizer, cfg.lr, jit_compile)
     if reuse_model and key in _COMPILED:
         fresh, model = model, _COMPILED[key]
-        model.set_weights(fresh.get_weights())
-        for variable in model.optimizer.variables:  # step count and moments; the learning rate stays
-            if "learning_rate" not in variable.path:
-                variable.assign(np.zeros(variable.shape, variable.dtype))
+        reset_compiled(model, fresh, cfg.lr)  # the harness's own reset: what its workers do between runs
     else:
-        model.compile(optimizer=optimizer(cfg.optimizer, cfg.lr), loss="sparse_categorical_crossentropy",
+        model.compile(optimizer=make_optimizer(cfg.optimizer, cfg.lr), loss="sparse_categorical_crossentropy",
                       metrics=["accuracy"], jit_compile=jit_compile)
         if reuse_model:
             _COMPILED[key] = model
@@ -180,7 +166,8 @@ def train_run(spec: Any, feed: str = "tfdata", jit_compile: bool = False, train_
             if feed == "numpy":
                 inputs: dict[str, Any] = {"x": x, "y": y, "batch_size": cfg.batch_size}
             else:
-                inputs = {"x": tf.data.Dataset.from_tensor_slices((x, y)).batch(cfg.batch_size).prefetch(tf.data.AUTOTUNE)}
+                batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(cfg.batch_size)
+                inputs = {"x": batches.prefetch(tf.data.AUTOTUNE)}
             history = model.fit(**inputs, initial_epoch=epoch - 1, epochs=epoch, validation_data=validation,
                                 validation_batch_size=EVAL_BATCH, shuffle=False, verbose=0,
                                 callbacks=[timer]).history
@@ -251,4 +238,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

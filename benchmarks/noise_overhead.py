@@ -1,6 +1,6 @@
 """What `train.noise_scale: true` costs: the same run with and without it, in one process.
 
-    python benchmarks/noise_overhead.py [--epochs 2] [--batch-sizes 8 128]
+    python -m benchmarks.noise_overhead [--epochs 2] [--batch-sizes 8 128]
 
 The controls data (40 images per class, 3,840 training images), one thread per
 core, best of 2 alternating repeats of each; prints seconds and the ratio.

@@ -140,9 +140,10 @@ def intra_op_threads() -> int:
 def cpu_model() -> str:
     """The processor's name: float results can differ in the last bits between CPU models."""
     try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
     import platform

@@ -17,9 +17,10 @@ statistics afterwards, so the run's own numbers do not change.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -87,5 +88,5 @@ def preserved(model: Any) -> Iterator[None]:
     try:
         yield
     finally:
-        for variable, value in zip(model.non_trainable_variables, saved):
+        for variable, value in zip(model.non_trainable_variables, saved, strict=True):
             variable.assign(value)

@@ -35,13 +35,15 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from sweep import data as data_module
-from sweep import devices, model as model_module, noise, vocab
+from sweep import devices, noise, vocab
+from sweep import model as model_module
 from sweep.config import TrainConfig
 from sweep.plan import RunSpec, derive_seed
 
@@ -90,7 +92,7 @@ class RunInfo:
     virtual_devices: bool
     devices: str
     steps_per_epoch: int
-    skipped_files: int = 0  # dataset folder: files that are not images (notes.txt, .DS_Store), left out (docs/inputs.md)
+    skipped_files: int = 0  # dataset folder: non-image files (notes.txt, .DS_Store), left out (docs/inputs.md)
     threads: int = 0  # TensorFlow intra-op threads: the same seed gives the same numbers at the same thread count
     cpu: str = ""  # and on the same CPU model (docs/levers.md, "Same numbers")
     jit_compile: bool = False  # XLA as Keras applied it (it turns it off under op determinism)
@@ -128,8 +130,8 @@ class Run:
         )
 
     def epochs(self) -> Iterator[EpochRecord]:
-        cfg = self.spec.point.train
-        stops = record_stops(self.info.steps_per_epoch, total_steps(cfg, self.info.steps_per_epoch), cfg.eval_every_steps)
+        cfg, steps_per_epoch = self.spec.point.train, self.info.steps_per_epoch
+        stops = record_stops(steps_per_epoch, total_steps(cfg, steps_per_epoch), cfg.eval_every_steps)
         for epoch, epoch_stops in enumerate(stops, start=1):
             yield from self._one_epoch(epoch, epoch_stops)
 
@@ -230,7 +232,7 @@ def running_means(stretches: list[tuple[float, float, int]]) -> tuple[float, flo
     images = sum(n for _, _, n in stretches)
     if len(stretches) == 1:
         return stretches[0][0], stretches[0][1], images
-    return (sum(a * n for a, _, n in stretches) / images, sum(l * n for _, l, n in stretches) / images, images)
+    return (sum(a * n for a, _, n in stretches) / images, sum(loss * n for _, loss, n in stretches) / images, images)
 
 
 def effective_lr(cfg: TrainConfig) -> float:
@@ -239,11 +241,6 @@ def effective_lr(cfg: TrainConfig) -> float:
         return cfg.lr
     ratio = cfg.batch_size / float(cfg.reference_batch_size or cfg.batch_size)
     return cfg.lr * (ratio if cfg.lr_scaling == "linear" else math.sqrt(ratio))
-
-
-def train(spec: RunSpec) -> Iterator[EpochRecord]:
-    """The records of one run, one per epoch, as each epoch ends."""
-    yield from Run(spec).epochs()
 
 
 def _seed_everything(seed: int) -> None:
@@ -294,10 +291,10 @@ class _CompiledCache:
         with strategy.scope():
             fresh = model_module.build_model(spec.point.model, spec.point.data.image_size, split.num_classes)
             if reuse:
-                _reset(self.model, fresh, lr)
+                reset_compiled(self.model, fresh, lr)
                 return strategy, self.model, True
-            fresh.compile(optimizer=_optimizer(spec.point.train.optimizer, lr), loss="sparse_categorical_crossentropy",
-                          metrics=["accuracy"], jit_compile=False,
+            fresh.compile(optimizer=make_optimizer(spec.point.train.optimizer, lr),
+                          loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False,
                           steps_per_execution=steps_per_execution(spec.point.train.batch_size, len(replicas.devices)))
         self.key, self.model, self.strategy = key, fresh, strategy
         return strategy, fresh, False
@@ -314,10 +311,11 @@ def forget_compiled() -> None:
     keras.backend.clear_session()
 
 
-def _reset(model: Any, fresh: Any, lr: Any) -> None:
-    """Make a compiled model start where `fresh` starts: its weights, a zeroed optimizer, this lr."""
-    import numpy as np
-
+def reset_compiled(model: Any, fresh: Any, lr: Any) -> None:
+    """Make a compiled model start where `fresh` (a newly built, uncompiled model of the same
+    architecture) starts: its weights, a zeroed optimizer, this learning rate (a float is assigned;
+    a schedule is part of the compiled graph). Its traced functions are kept, so the next `fit`
+    does not trace again; the numbers are a fresh model's (tests/test_train.py)."""
     model.set_weights(fresh.get_weights())
     for variable in model.optimizer.variables:  # the step count, Adam's moments, SGD's momentum
         if "learning_rate" not in variable.path:
@@ -350,7 +348,8 @@ def _warmup_schedule(lr: float, warmup_steps: int) -> Any:
     return Warmup()
 
 
-def _optimizer(name: str, lr: Any) -> Any:
+def make_optimizer(name: str, lr: Any) -> Any:
+    """The Keras optimizer `train.optimizer` names, at learning rate `lr` (a float or a schedule)."""
     import keras
 
     if name == "adam":

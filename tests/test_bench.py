@@ -1,195 +1,262 @@
-"""The "Fast sweeps" benchmark's guarantees, on tiny data: the plain Keras baseline
-(benchmarks/keras_baseline.py) computes exactly the harness's per-epoch numbers for the
-same seed (the harness is faster, not different), and benchmarks/bench.py turns
-measurements into its CSV, Markdown and figure. Numbers and files, never timings."""
+"""The "Fast sweeps" benchmark's guarantees, on tiny data: the plain Keras baseline computes exactly
+the harness's per-epoch numbers for the same seed (the harness is faster, not different), and the
+benchmark turns measurements into its CSV, Markdown and figure. Numbers and files, never timings.
+
+In this process the CPU is split into logical devices (conftest), so the comparisons made here are
+between two trainings in this process; the slow tests compare fresh processes, as the benchmark runs them."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import REPO, TINY_GRID, run_cli, write_grid
+from conftest import TINY_GRID, write_grid
 
+from benchmarks import commands, keras_baseline, levers, machine, outputs, peaks, probes, synthetic, tables, training
+from sweep import devices
 from sweep.config import load_grid
-from sweep.plan import plan
+from sweep.plan import RunSpec, plan
+from sweep.train import Run, forget_compiled
 
 METRICS = ("train_acc", "train_loss", "val_acc", "val_loss", "train_eval_acc", "train_eval_loss")
-
-
-def _module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "benchmarks" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-# The harness's side, as a worker of `sweep run --workers 1` runs it: its own process, the worker's
-# environment, sweep.train.Run for every planned run; prints one JSON object per record.
-HARNESS_CODE = """\
-import json, sys
-from sweep.config import load_grid
-from sweep.plan import plan
-from sweep.train import Run
-import keras
-for spec in plan(load_grid(sys.argv[1])):
-    for record in Run(spec).epochs():
-        print(json.dumps({"run_id": spec.run_id, **record.to_dict()}))
-    keras.backend.clear_session()
+NUMBERS = ("step", *METRICS[:4])
+SMALL_SWEEP = """\
+    name: bench4
+    seeds: [0, 1]
+    base:
+      data: {samples_per_class: 30}
+      train: {epochs: 3}
+    grid:
+      train.batch_size: [8, 64]
 """
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The tiny grid (2 runs, 2 epochs) trained by the baseline script and by the harness's training
-    code, each in a fresh process as the benchmark runs them (both at once: numbers do not depend on timing).
-    Numbers do depend on TensorFlow's thread and device set-up, so neither runs in this test process,
-    whose CPU is split into logical devices (conftest)."""
-    from sweep import devices
-
-    folder = tmp_path_factory.mktemp("bench")
-    grid = write_grid(folder, TINY_GRID)
-    out = folder / "baseline_epochs.csv"
-    # The thread counts a worker of `sweep run --workers 1` gets, for both: TensorFlow's own default
-    # (what the benchmark's baseline runs with) is the same on a plain machine, but not under every
-    # container CPU quota, and the numbers depend on the thread count (docs/levers.md).
-    env = devices.worker_environment(dict(os.environ), threads=devices.cpu_count())
-    baseline = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "keras_baseline.py"), str(grid),
-                                 "--out", str(out), "--train-eval"], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    harness = subprocess.Popen([sys.executable, "-c", HARNESS_CODE, str(grid)], cwd=REPO, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    harness_out, harness_err = harness.communicate(timeout=600)
-    _, baseline_err = baseline.communicate(timeout=600)
-    assert baseline.returncode == 0, baseline_err[-3000:]
-    assert harness.returncode == 0, harness_err[-3000:]
-    records: dict[str, list[dict[str, Any]]] = {}
-    for line in harness_out.splitlines():
-        if line.startswith("{"):
-            record = json.loads(line)
-            records.setdefault(record["run_id"], []).append(record)
-    with open(out, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    specs = {spec.run_id: spec for spec in plan(load_grid(grid))}
-    return {"folder": folder, "grid": grid, "baseline": rows, "harness": records, "specs": specs}
+def specs(tmp_path_factory: pytest.TempPathFactory) -> list[RunSpec]:
+    """The tiny grid's 2 runs (batch 4 and 8, 2 epochs)."""
+    return plan(load_grid(write_grid(tmp_path_factory.mktemp("bench"), TINY_GRID)))
 
 
-def test_baseline_per_epoch_numbers_equal_the_harness(tiny: dict[str, Any]) -> None:
-    baseline, harness, specs = tiny["baseline"], tiny["harness"], tiny["specs"]
-    assert {r["run_id"] for r in baseline} == set(harness) == set(specs) and len(specs) == 2
-    for run_id, records in harness.items():
-        rows = [r for r in baseline if r["run_id"] == run_id]
-        assert [float(r["epoch"]) for r in rows] == [rec["epoch"] for rec in records] == [1, 2]
-        for row, rec in zip(rows, records):
-            assert int(row["step"]) == rec["step"]
-            assert int(row["batch_size"]) == specs[run_id].point.train.batch_size
-            for metric in METRICS:  # exactly: same seed, same order, same ops, same threads
-                assert float(row[metric]) == rec[metric], (run_id, rec["epoch"], metric)
-            assert float(row["samples_per_second"]) > 0 and row["jit_compile"] == "False"
+@pytest.fixture(scope="module")
+def harness_records(specs: list[RunSpec]) -> dict[str, list[dict[str, Any]]]:
+    """Each run as the harness's worker trains it (sweep.train.Run), by run id."""
+    forget_compiled()
+    records = {spec.run_id: [record.to_dict() for record in Run(spec).epochs()] for spec in specs}
+    forget_compiled()
+    return records
 
 
-def test_keras_shuffle_feed_trains_the_same_runs_in_another_order(tiny: dict[str, Any], tf_replicas: None) -> None:
-    baseline = _module("keras_baseline")
-    run_id, records = next(iter(tiny["harness"].items()))
-    rows = baseline.train_run(tiny["specs"][run_id], feed="keras")
+@pytest.fixture(scope="module")
+def baseline_rows(specs: list[RunSpec]) -> dict[str, list[dict[str, Any]]]:
+    """Each run as the plain Keras loop trains it, every metric of the harness included, by run id."""
+    return {spec.run_id: keras_baseline.train_run(spec, train_eval=True) for spec in specs}
+
+
+def numbers(rows: list[dict[str, Any]], keys: tuple[str, ...] = NUMBERS) -> list[dict[str, Any]]:
+    return [{k: row[k] for k in keys} for row in rows]
+
+
+def test_baseline_computes_the_harness_numbers(specs: list[RunSpec], baseline_rows: dict[str, list[dict[str, Any]]],
+                                               harness_records: dict[str, list[dict[str, Any]]]) -> None:
+    for spec in specs:
+        rows = baseline_rows[spec.run_id]
+        assert [row["batch_size"] for row in rows] == [spec.point.train.batch_size] * 2
+        assert [row["jit_compile"] for row in rows] == [False, False]
+        # exactly: same seed, same order, same ops, same threads
+        assert numbers(rows, ("epoch", *NUMBERS, *METRICS[4:])) == numbers(
+            harness_records[spec.run_id], ("epoch", *NUMBERS, *METRICS[4:]))
+
+
+def test_reusing_the_compiled_model_changes_no_number(specs: list[RunSpec],
+                                                      baseline_rows: dict[str, list[dict[str, Any]]]) -> None:
+    """The lever behind docs/levers.md's start-up finding, with the harness's own reset: fresh weights
+    in a reused compiled model (no new tracing) give the numbers of a fresh model, across batch sizes."""
+    fresh = [numbers(baseline_rows[spec.run_id]) for spec in specs]
+    keras_baseline._COMPILED.clear()
+    reused = [numbers(keras_baseline.train_run(spec, reuse_model=True)) for spec in specs]
+    assert len(keras_baseline._COMPILED) == 1  # one architecture and optimiser: the second run reused the first's
+    assert reused == fresh and fresh[0] != fresh[1]
+
+
+def test_keras_shuffle_feed_trains_the_same_runs_in_another_order(
+        specs: list[RunSpec], harness_records: dict[str, list[dict[str, Any]]]) -> None:
+    records = harness_records[specs[0].run_id]
+    rows = keras_baseline.train_run(specs[0], feed="keras")
     assert [r["epoch"] for r in rows] == [1, 2] and [r["step"] for r in rows] == [rec["step"] for rec in records]
     assert [r["train_acc"] for r in rows] != [rec["train_acc"] for rec in records]  # Keras's own shuffle
-
-
-def test_reusing_the_compiled_model_changes_no_number(tiny: dict[str, Any], tf_replicas: None) -> None:
-    """The lever behind docs/levers.md's start-up finding: fresh weights in a reused compiled model
-    (no new tracing) give the numbers of a fresh model, across batch sizes (4 then 8)."""
-    baseline = _module("keras_baseline")
-    specs = list(tiny["specs"].values())
-    fresh = [baseline.train_run(spec) for spec in specs]
-    reused = [baseline.train_run(spec, reuse_model=True) for spec in specs]
-    assert len(baseline._COMPILED) == 1  # one architecture and optimiser: the second run reuses the first's model
-    numbers = [[{k: r[k] for k in METRICS[:4] + ("step",)} for r in rows] for rows in fresh]
-    assert [[{k: r[k] for k in METRICS[:4] + ("step",)} for r in rows] for rows in reused] == numbers
 
 
 def test_baseline_rejects_points_it_does_not_train(tmp_path: Path) -> None:
     grid = write_grid(tmp_path, TINY_GRID.replace("train: {epochs: 2, batch_size: 8}",
                                                   "train: {epochs: 2, batch_size: 8, gpus: 2}"))
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "keras_baseline.py"), str(grid),
-                           "--out", str(tmp_path / "x.csv")], capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode != 0 and "train.gpus" in done.stderr and not (tmp_path / "x.csv").exists()
+    with pytest.raises(SystemExit, match="train.gpus"):
+        keras_baseline.main([str(grid), "--out", str(tmp_path / "x.csv")])
+    assert not (tmp_path / "x.csv").exists()
 
 
-def test_bench_writes_its_tables_from_measurements(tiny: dict[str, Any], tmp_path: Path) -> None:
-    bench = _module("bench")
-    folder = tiny["folder"]
-    epochs_a = bench.read_epochs("a", folder)
-    specs = tiny["specs"]
-    epochs_b = [{"config": "b", "run_id": run_id, "seed": specs[run_id].seed,
-                 "batch_size": specs[run_id].point.train.batch_size,
-                 **{k: v for k, v in rec.items() if k in bench.EPOCH_COLUMNS}}
-                for run_id, records in tiny["harness"].items() for rec in records]
-    trainings = [bench.Training("a", ["baseline"], workers=1, threads=2, seconds=[10.0], epochs=epochs_a,
-                                run_seconds=bench.read_run_seconds("a", folder)),
-                 bench.Training("b", ["run"], workers=1, threads=2, seconds=[10.4, 11.0], epochs=epochs_b),
-                 bench.Training("d", ["run", "--workers", "2"], workers=2, threads=1, seconds=[5.0],
-                                epochs=[dict(r, config="d") for r in epochs_b])]
-    peaks = bench.effective_peaks({1: 60.0, 2: 40.0})
-    assert peaks == {1: 60.0, 2: 60.0}  # 2 threads measured slower than 1 (a busy machine): 1 thread's counts
-    assert bench.effective_peaks({"gpu": 9000.0}) == {"gpu": 9000.0}
-    rows = bench.summarize(trainings, peaks, bench.train_flops_per_sample(12, 4),
-                           {"plan": (0.4, False), "status": (1.2, False), "report": (2.0, False)},
-                           {"first_build_seconds": 3.0, "second_load_seconds": 0.1}, runs=2,
-                           mode="test", machine="test machine", when="now")
-    paths = bench.write_outputs(rows, [r for t in trainings for r in t.epochs], tmp_path)
+def _epochs(config: str, shift: float = 0.0) -> tuple[dict[str, Any], ...]:
+    """Per-epoch records of 2 runs (batch 4 and 8) x 2 epochs, as a configuration reads them."""
+    return tuple({"config": config, "run_id": f"bs{batch}", "seed": 0, "batch_size": batch, "epoch": epoch,
+                  "step": epoch * 32 // batch, "train_acc": 0.1 * epoch + shift, "train_loss": 3.0 - epoch,
+                  "val_acc": 0.05 * epoch, "val_loss": 3.5 - epoch, "epoch_seconds": 1.0 / epoch,
+                  "samples_per_second": 32.0 * epoch * batch} for batch in (4, 8) for epoch in (1, 2))
+
+
+def _trained(config: str, seconds: list[float], workers: int = 1, threads: int = 2, shift: float = 0.0,
+             run_seconds: tuple[float, ...] = ()) -> training.Trained:
+    attempts = tuple(training.Attempt(s, workers, threads, _epochs(config, shift), run_seconds) for s in seconds)
+    return training.Trained(training.Configuration(config, ("train",)), attempts)
+
+
+def test_bench_writes_its_tables_from_measurements(tmp_path: Path) -> None:
+    trained = [_trained("a", [10.0], run_seconds=(4.0, 6.0)), _trained("b", [11.0, 10.4]),
+               _trained("d", [5.0], workers=2, threads=1, shift=0.001)]
+    measured = {1: 60.0, 2: 40.0}
+    effective = peaks.effective_peaks(measured)
+    assert effective == {1: 60.0, 2: 60.0}  # 2 threads measured slower than 1 (a busy machine): 1 thread's counts
+    assert peaks.effective_peaks({"gpu": 9000.0}) == {"gpu": 9000.0}
+    stamp = tables.Stamp("now", "test machine", "test")
+    rows = tables.summarize(stamp, trained, effective, peaks.train_flops_per_sample(12, 4),
+                            {"plan": commands.CommandTiming(0.4, False), "status": commands.CommandTiming(1.2, False),
+                             "report": commands.CommandTiming(2.0, True)},
+                            {"first_build_seconds": 3.0, "second_load_seconds": 0.1}, runs=2, measured=measured)
+    paths = outputs.write_outputs(rows, [r for t in trained for r in t.best.epochs], tmp_path)
 
     with open(paths["csv"], newline="") as handle:
         table = list(csv.DictReader(handle))
-    assert tuple(table[0]) == bench.CSV_COLUMNS
-    sections = {r["section"] for r in table}
-    assert {"peak", "model", "wall", "throughput", "agreement", "commands", "cache"} <= sections
+    assert tuple(table[0]) == tables.CSV_COLUMNS
+    assert {"peak", "model", "wall", "throughput", "agreement", "commands", "cache"} == {r["section"] for r in table}
 
     def value(section: str, config: str, metric: str, batch: str = "") -> float:
-        (row,) = [r for r in table if (r["section"], r["config"], r["metric"], r["batch_size"]) == (section, config, metric, batch)]
+        (row,) = [r for r in table if (r["section"], r["config"], r["metric"], r["batch_size"]) == (section, config,
+                                                                                                     metric, batch)]
         return float(row["value"])
 
+    assert value("wall", "b", "wall_seconds") == 10.4  # the best repeat
     assert value("wall", "b", "overhead_vs_a") == pytest.approx(0.04)
     assert value("wall", "d", "speedup_vs_a") == pytest.approx(2.0)
     assert value("wall", "a", "runs_per_hour") == pytest.approx(720)
-    assert value("wall", "a", "mean_run_seconds") > 0
-    for config in ("b", "d"):  # the harness's records are the baseline's, number for number
-        assert value("agreement", config, "records") == value("agreement", config, "expected") == 4
-        for metric in bench.COMPARED:
-            assert value("agreement", config, f"max_abs_diff_{metric}") == 0.0
-    assert {r["batch_size"] for r in table if r["section"] == "throughput"} == {"4", "8"}
+    assert value("wall", "a", "mean_run_seconds") == 5.0
+    assert value("agreement", "b", "records") == value("agreement", "b", "expected") == 4
+    assert [value("agreement", "b", f"max_abs_diff_{m}") for m in tables.COMPARED] == [0.0] * 4
+    assert value("agreement", "d", "max_abs_diff_train_acc") == pytest.approx(0.001)
+    assert value("throughput", "a", "samples_per_second", "8") == 512  # epoch 2 only: epoch 1 includes tracing
     share = value("throughput", "d", "peak_share", "8")
     assert share == pytest.approx(value("throughput", "d", "train_gflops", "8") / 60.0)
 
     md = paths["md"].read_text()
     assert "test machine" in md and "overhead +4.0%" in md and "speed-up 2.00x" in md
     assert "| (b) within 5% of (a) | +4.0% | yes |" in md
+    assert "| `sweep report` on 100 runs under 1.5 s, no TensorFlow | 2.00 s, TensorFlow imported | no |" in md
+    assert "| per-epoch numbers of b equal (a)'s, same seed | 4/4 records;" in md
+    assert "per-epoch numbers of d equal (a)'s, same seed | 4/4 records; max abs diff train_acc 0.001" in md
     assert paths["png"].stat().st_size > 1000
     with open(paths["epochs"], newline="") as handle:
         assert len(list(csv.DictReader(handle))) == 12  # 3 configurations x 2 runs x 2 epochs
 
 
+def test_configurations_alternate_and_one_worker_per_core_is_added_when_the_default_uses_fewer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[str] = []
+
+    def time_once(configuration: training.Configuration, env: dict[str, str], folder: Path) -> training.Attempt:
+        order.append(configuration.config)
+        return training.Attempt(1.0, 1, 2, (), ())
+
+    monkeypatch.setattr(training, "time_once", time_once)
+    monkeypatch.setattr(machine, "cores", lambda: 2)
+    grid = tmp_path / "grid.yaml"
+    configurations = [training.baseline(grid, tmp_path), training.harness("b", grid, tmp_path, workers=1),
+                      training.harness("c", grid, tmp_path)]
+    one_per_core = training.harness("d", grid, tmp_path, workers=2)
+    trained = training.time_all(configurations, 2, {}, tmp_path, one_per_core)
+    assert order == ["a", "b", "c", "d", "d", "c", "b", "a"]  # (d) joins from the second round on
+    assert [len(t.attempts) for t in trained] == [2, 2, 2, 2]
+    assert configurations[0].command[1:3] == ("-m", "benchmarks.keras_baseline")
+    assert one_per_core.command[1:4] == ("-m", "sweep", "run") and one_per_core.command[-2:] == ("--workers", "2")
+
+
 def test_training_step_flops_match_the_model() -> None:
-    bench = _module("bench")
     # sweep/model.py: about 5.8 MFLOP per 32x32 image forward at 120 classes; a training step is 3x
-    assert bench.train_flops_per_sample(32, 120) == 3 * 5_773_824
+    assert peaks.train_flops_per_sample(32, 120) == 3 * 5_773_824
 
 
-def test_synthetic_sweep_is_a_real_store_that_status_reads(tmp_path: Path) -> None:
-    bench = _module("bench")
-    grid_text = bench.SYNTHETIC_GRID.replace("name: bench100", "name: bench4").replace(
-        "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]", "[0, 1]").replace("[8, 16, 24, 32, 48, 64, 96, 128, 192, 256]", "[8, 64]")
-    grid, results = bench.synthetic_sweep(tmp_path, grid_text)
+def test_matmul_peak_is_measured_in_process_at_a_thread_count() -> None:
+    assert peaks.matmul_peak(1, n=64, budget=0.01) > 0
+
+
+def test_synthetic_sweep_is_a_real_store_that_status_reads(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from sweep.cli import main
+
+    grid = write_grid(tmp_path, SMALL_SWEEP)
+    results = synthetic.synthetic_sweep(tmp_path, grid)
     with open(results / "epochs.csv", newline="") as handle:
         assert len(list(csv.DictReader(handle))) == 4 * 3
-    done = run_cli("status", str(grid), "--results", str(results), cwd=tmp_path)
-    assert done.returncode == 0 and "4 runs: 4 done" in done.stdout
+    capsys.readouterr()
+    assert main(["status", str(grid), "--results", str(results)]) == 0
+    assert "4 runs: 4 done" in capsys.readouterr().out
+
+
+def _lever_rows(label: str, reference: str, samples_per_second: float, cpu: float, train_acc: float) -> list[dict]:
+    return [{"lever": "feed" if reference else "reference", "label": label, "reference": reference, "repeat": 0,
+             "run_in_process": 1, "samples_per_second": samples_per_second, "fit_cpu_seconds": cpu,
+             "fit_seconds": 2.0, "train_eval_seconds": 0.25, "val_seconds": 0.25,
+             "numbers": f'[{{"train_acc": {train_acc}}}]'}]
+
+
+def test_levers_markdown_compares_each_setting_with_its_reference() -> None:
+    chosen = [levers.Lever("reference", "ref", {"batch": 8}, 1),
+              levers.Lever("feed", "same", {"batch": 8, "feed": "numpy"}, 1, "ref"),
+              levers.Lever("feed", "other", {"batch": 8, "feed": "tfdata_plain"}, 1, "ref")]
+    rows = (_lever_rows("ref", "", 100.0, 4.0, 0.5) + _lever_rows("same", "ref", 150.0, 2.0, 0.5)
+            + _lever_rows("other", "ref", 50.0, 8.0, 0.25))
+    text = levers.levers_markdown(rows, chosen)
+    assert "| feed | same | 150 (reference 100) | 1.50x | 2.00x | yes |" in text
+    assert "| feed | other | 50 (reference 100) | 0.50x | 0.50x | no |" in text
+    assert "| ref | 2.00 | 0.25 | 0.25 | 10.0% |" in text
+
+
+@pytest.mark.slow
+def test_baseline_and_sweep_run_agree_in_their_own_processes(tmp_path: Path) -> None:
+    """(a) and (b) of the benchmark on the tiny grid, each a fresh process with the thread count a
+    worker of `sweep run --workers 1` gets (numbers depend on it, docs/levers.md)."""
+    grid = write_grid(tmp_path, TINY_GRID)
+    env = devices.worker_environment(machine.clean_env(Path(os.environ["BATCHSWEEP_CACHE"])),
+                                     threads=devices.cpu_count())
+    a = training.time_once(training.baseline(grid, tmp_path, train_eval=True), env, tmp_path)
+    b = training.time_once(training.harness("b", grid, tmp_path, workers=1), env, tmp_path)
+    assert (a.workers, b.workers) == (1, 1) and len(a.run_seconds) == len(b.run_seconds) == 2
+    found = tables.agreement(a.epochs, b.epochs)
+    assert found == {**{metric: 0.0 for metric in tables.COMPARED}, "records": 4.0, "expected": 4.0}
+
+
+@pytest.mark.slow
+def test_commands_are_timed_without_tensorflow(tmp_path: Path) -> None:
+    grid = write_grid(tmp_path, SMALL_SWEEP)
+    timings = commands.time_commands(tmp_path / "commands", machine.clean_env(tmp_path / "cache"), grid, repeats=1)
+    assert set(timings) == {"plan", "status", "report", commands.REPORT_AGAIN}
+    assert all(t.seconds > 0 and not t.tensorflow_imported for t in timings.values())
+    assert (tmp_path / "commands" / "report-0").is_dir()
+
+
+@pytest.mark.slow
+def test_dataset_cache_is_built_then_loaded(tmp_path: Path) -> None:
+    timings = commands.time_dataset_cache(machine.clean_env(tmp_path / "cache"), tmp_path / "default")
+    assert set(timings) == {"first_build_seconds", "first_build_process_seconds", "second_load_seconds",
+                            "second_load_process_seconds"}
+    assert timings["second_load_seconds"] < timings["first_build_seconds"]
+    assert any((tmp_path / "default").iterdir())
+
+
+@pytest.mark.slow
+def test_lever_probe_reuses_the_compiled_model_with_the_same_numbers(tmp_path: Path) -> None:
+    tiny = levers.Lever("startup", "tiny", {"batch": 8, "runs": 2, "first_batch": True, "reuse": True,
+                                            "data": {"classes": 4, "samples_per_class": 10, "image_size": 12}}, 1)
+    rows = levers.run_levers(machine.clean_env(tmp_path / "cache"), repeats=1, epochs=2, levers=[tiny])
+    assert [r["run_in_process"] for r in rows] == [1, 2]
+    assert rows[0]["numbers"] == rows[1]["numbers"]  # the same seed, a reset model: the same training
+    assert not any(r["jit_compile"] for r in rows) and rows[0]["import_tf"] > 0
+    assert probes.LEVER_DATA == {"samples_per_class": 15, "image_size": 32}

@@ -1,14 +1,20 @@
-"""Tests for sweep.glyphs: the glyph choice is distinct and reproducible, samples are sane."""
+"""Tests for sweep.glyphs: the glyph choice is distinct and reproducible (re-run with the selection
+tooling of tests/glyph_tools.py), samples are sane."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
+from pathlib import Path
 
+import glyph_tools
 import numpy as np
 import pytest
+from glyph_tools import distinctness_report, unit_rows
 
 from sweep import glyphs
-from sweep.glyphs import GLYPHS, distinctness_report, render_masters, render_samples
+from sweep.glyphs import GLYPHS, render_masters, render_samples
 
 # Characters that look the same, or become the same under random scale/rotation/offset.
 LOOKALIKE_GROUPS: list[set[str]] = [
@@ -38,12 +44,6 @@ LOOKALIKE_GROUPS: list[set[str]] = [
 ]
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    x = x.reshape(len(x), -1).astype(np.float64)
-    x = x - x.mean(axis=1, keepdims=True)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
 def test_exactly_120_unique_single_characters() -> None:
     assert isinstance(GLYPHS, tuple)
     assert len(GLYPHS) == 120 == glyphs.N_CLASSES
@@ -53,17 +53,17 @@ def test_exactly_120_unique_single_characters() -> None:
 
 def test_every_glyph_is_in_dejavu_sans_and_legible() -> None:
     for ch in GLYPHS:
-        assert glyphs.has_glyph(ch), ch
-        assert glyphs.extent(ch) >= glyphs.MIN_EXTENT, ch
-        assert glyphs.ink_fraction(ch) >= glyphs.MIN_INK, ch
+        assert glyph_tools.has_glyph(ch), ch
+        assert glyph_tools.extent(ch) >= glyph_tools.MIN_EXTENT, ch
+        assert glyph_tools.ink_fraction(ch) >= glyph_tools.MIN_INK, ch
     masters = render_masters()
     ink = masters.reshape(120, -1).max(axis=1)
     assert ink.min() > 0.9  # every master actually has ink (no tofu, no blank)
 
 
 def test_font_lacks_some_characters_and_they_are_detected() -> None:
-    assert not glyphs.has_glyph("\u0378")  # unassigned code point -> .notdef
-    assert glyphs.has_glyph("A")
+    assert not glyph_tools.has_glyph("\u0378")  # unassigned code point -> .notdef
+    assert glyph_tools.has_glyph("A")
 
 
 @pytest.mark.parametrize("group", LOOKALIKE_GROUPS, ids=lambda g: "".join(sorted(g)))
@@ -74,17 +74,17 @@ def test_lookalike_groups_contribute_at_most_one(group: set[str]) -> None:
 
 def test_lookalikes_were_candidates_so_the_selection_rejected_them() -> None:
     # The groups are only evidence if the pool offered them and the selection refused.
-    offered = [g for g in LOOKALIKE_GROUPS if len(g & set(glyphs.CANDIDATES)) >= 2]
+    offered = [g for g in LOOKALIKE_GROUPS if len(g & set(glyph_tools.CANDIDATES)) >= 2]
     assert len(offered) >= 15
 
 
 def test_small_and_thin_marks_are_rejected() -> None:
     for ch in ".,'`-_|lI!":
-        assert not glyphs.is_legible(ch), ch
+        assert not glyph_tools.is_legible(ch), ch
 
 
 def test_metric_sees_case_pairs_as_close_and_different_shapes_as_far() -> None:
-    dist = glyphs.distance_matrix("oOsSuUxX+×")
+    dist = glyph_tools.distance_matrix("oOsSuUxX+×")
     for i in range(0, 8, 2):  # o/O, s/S, u/U, x/X collapse once size is normalised
         assert dist[i, i + 1] < 0.1
     assert dist[8, 9] > 0.5  # + and x are 45 deg apart: beyond the +-20 deg search
@@ -93,7 +93,7 @@ def test_metric_sees_case_pairs_as_close_and_different_shapes_as_far() -> None:
 
 def test_distinctness_report_exceeds_threshold() -> None:
     dmin, (i, j) = distinctness_report()
-    assert dmin > glyphs.THRESHOLD == 0.25
+    assert dmin > glyph_tools.THRESHOLD == 0.25
     assert dmin == pytest.approx(0.2513, abs=1e-3)
     assert 0 <= i < j < 120
     assert {GLYPHS[i], GLYPHS[j]} == {"∞", "♔"}
@@ -107,12 +107,12 @@ def test_distinctness_report_from_master_bitmaps_is_close() -> None:
 
 
 def test_select_distinct_reproduces_glyphs() -> None:
-    assert glyphs.select_distinct() == GLYPHS
+    assert glyph_tools.select_distinct() == GLYPHS
 
 
 def test_select_distinct_raises_when_pool_too_small() -> None:
     with pytest.raises(ValueError):
-        glyphs.select_distinct(candidates="ABCDEFG", k=10)
+        glyph_tools.select_distinct(candidates="ABCDEFG", k=10)
 
 
 def test_render_masters_shape_range_and_centring() -> None:
@@ -171,29 +171,23 @@ def test_template_matching_is_well_above_chance_but_not_trivial() -> None:
     # Nearest master by normalised cross-correlation, no alignment search: measured ~0.22.
     labels = np.arange(2400) % 120
     samples = render_samples(labels, 32, seed=7)
-    pred = np.argmax(_unit(samples) @ _unit(render_masters(32)).T, axis=1)
+    pred = np.argmax(unit_rows(samples) @ unit_rows(render_masters(32)).T, axis=1)
     accuracy = float((pred == labels).mean())
     assert 0.15 < accuracy < 0.4  # chance is 1/120 = 0.008
 
 
+@pytest.mark.slow
 def test_rendering_is_fast() -> None:
-    import time
-
     render_samples(np.arange(10), 32, seed=0)  # build the cached masters
     start = time.perf_counter()
     render_samples(np.arange(12000) % 120, 32, seed=0)
     assert time.perf_counter() - start < 6.0  # 1.2-1.5 s measured; generous for slow CI
 
 
+@pytest.mark.slow
 def test_module_does_not_import_tensorflow() -> None:
-    import subprocess
-
-    # Load the file itself, so whatever sweep/__init__.py imports does not count.
-    code = (
-        "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('glyphs_alone', {glyphs.__file__!r})\n"
-        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
-        "print('tensorflow' in sys.modules or 'keras' in sys.modules)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    """A fresh process (this one has TensorFlow loaded): importing the renderer loads no TensorFlow or Keras."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import sweep.glyphs"],
+                          cwd=Path(glyphs.__file__).parents[1], capture_output=True, text=True, check=True)
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines()}
+    assert "sweep" in imported and not imported & {"tensorflow", "keras"}

@@ -18,7 +18,10 @@ TRUE_B_SIMPLE = DIM * SIGMA**2 / (DIM * MEAN**2)  # tr(Sigma) / |G|^2 = 50 / 2 =
 
 def test_the_estimator_inverts_the_expected_norms_exactly() -> None:
     g2, trace = 2.0, 50.0
-    expected_sq = lambda b: g2 + trace / b  # E|G_B|^2 = |G|^2 + tr(Sigma) / B
+
+    def expected_sq(b: int) -> float:  # E|G_B|^2 = |G|^2 + tr(Sigma) / B
+        return g2 + trace / b
+
     found = noise.estimate(expected_sq(8), expected_sq(32), 8, 32)
     assert (found.grad_norm_sq, found.grad_noise_trace, found.b_simple) == pytest.approx((2.0, 50.0, 25.0))
 
@@ -26,7 +29,10 @@ def test_the_estimator_inverts_the_expected_norms_exactly() -> None:
 def test_measure_recovers_a_known_noise_scale_from_sampled_gradients() -> None:
     rng = np.random.default_rng(0)
     examples = rng.normal(MEAN, SIGMA, size=(20_000, DIM))  # each row: one example's gradient
-    gradient = lambda xb, yb: xb.mean(axis=0)  # a batch's gradient is the mean of its examples'
+
+    def gradient(xb: np.ndarray, yb: np.ndarray) -> np.ndarray:  # a batch's gradient: the mean of its examples'
+        return xb.mean(axis=0)
+
     found = noise.measure(gradient, examples, np.zeros(len(examples)), batch=8, rng=rng, images=20_000)
     assert found.b_simple == pytest.approx(TRUE_B_SIMPLE, rel=0.1)
     assert found.grad_norm_sq == pytest.approx(DIM * MEAN**2, rel=0.1)

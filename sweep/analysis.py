@@ -138,8 +138,8 @@ def _read_folder(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     if missing:
         raise ResultsError(f"{folder}: no {' or '.join(missing)} here; "
                            f"make it with `python -m sweep run GRID --results {folder}`")
-    return tuple(_read_csv(folder / n).assign(**{SOURCE: str(folder)})  # type: ignore[return-value]
-                 for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV))
+    runs, epochs = (_read_csv(folder / n).assign(**{SOURCE: str(folder)}) for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV))
+    return runs, epochs
 
 
 def _read_csv(path: Path) -> pd.DataFrame:

@@ -186,7 +186,8 @@ def _save_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as handle:
-        np.savez(handle, **arrays)
+        # numpy's stub types **kwds as savez's own flags; these are named arrays
+        np.savez(handle, **arrays)  # type: ignore[arg-type]
     os.replace(tmp, path)
 
 

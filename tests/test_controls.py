@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO, run_cli, write_grid
+from conftest import REPO, write_grid
 
 from sweep import keys
 from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
@@ -144,7 +144,7 @@ def test_defaults_reproduce_records_made_before_the_controls_existed(tf_replicas
     committed = committed[committed["run_id"] == "bs16-s0-0fb1ea29"].sort_values("epoch")
     records = numbers(list(Run(runs["bs16-s0-0fb1ea29"]).epochs()))
     assert [r["epoch"] for r in records] == [1, 2, 3]
-    for record, (_, row) in zip(records, committed.iterrows()):
+    for record, (_, row) in zip(records, committed.iterrows(), strict=True):
         assert {k: record[k] for k in record} == pytest.approx({k: row[k] for k in record}, rel=1e-6, abs=0)
 
 
@@ -172,7 +172,7 @@ def test_records_every_n_steps_end_each_epoch_where_one_fit_would(tf_replicas: N
     # 4 steps per epoch, a record every 3 steps: at steps 3, 4 (epoch end), 6, 8 (epoch end)
     assert [(r.epoch, r.step) for r in dense] == [(0.75, 3), (1, 4), (1.5, 6), (2, 8)]
     ends = [r for r in dense if isinstance(r.epoch, int)]
-    for a, b in zip(ends, plain):  # the same batches and updates, only split into several fit calls
+    for a, b in zip(ends, plain, strict=True):  # the same batches and updates, only split into several fit calls
         assert a.val_loss == pytest.approx(b.val_loss, abs=1e-5)
         assert a.train_loss == pytest.approx(b.train_loss, abs=1e-5)
         assert a.train_acc == pytest.approx(b.train_acc, abs=1e-6)
@@ -215,7 +215,7 @@ def test_ghost_batches_split_each_replicas_share(tf_replicas: None) -> None:
     ghost_run = Run(tiny_spec(gpus=2, model={"ghost_batch_size": 4}))
     ghost = numbers(list(ghost_run.epochs()))
     assert ghost_run.info.replicas == 2
-    for a, b in zip(ghost, plain):
+    for a, b in zip(ghost, plain, strict=True):
         assert a["step"] == b["step"] and a["val_acc"] == b["val_acc"]
         assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-4)
     # ghost batches of 2 normalise over fewer images: the numbers change

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import REPO, TINY_GRID, run_cli, write_grid
+
 from sweep import analysis as an
 from sweep import report, selection, vocab
 from sweep.cli import main
@@ -254,7 +254,7 @@ def test_stuck_and_diverged_runs_are_named_and_never_decide_a_claim(tmp_path: Pa
     epochs.to_csv(tmp_path / "epochs.csv", index=False)
 
     health = analysis.run_health(analysis.load([tmp_path]))
-    assert dict(zip(health.run_id, health.status)) == {lost: "diverged", stuck: "done"}
+    assert dict(zip(health.run_id, health.status, strict=True)) == {lost: "diverged", stuck: "done"}
     written = report.build([tmp_path])
     md = written.markdown.read_text()
     assert "## Runs left out of the claims" in md

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import REPO
+
 from sweep import analysis as an
 from sweep import vocab
 from sweep.report import attribution, sections

@@ -406,9 +406,9 @@ def outcome_text(check: Check) -> str:
 
 def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
     """One row per check (or one per untested claim): for tables/claims.csv."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for claim, finding in findings:
-        head = {"claim": claim.id, "verdict": finding.verdict if finding else NOT_TESTED,
+        head: dict[str, Any] = {"claim": claim.id, "verdict": finding.verdict if finding else NOT_TESTED,
                 "experiments": claim.experiments}
         if finding is None:
             rows.append(head)

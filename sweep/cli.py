@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("grid", help="the grid file (YAML)")
     _results_args(p)
     _worker_args(p)
+    p.add_argument("--in-process", action="store_true",
+                   help="train in this process instead of worker processes (one at a time; ignores --workers "
+                        "and --devices); for debugging and tests")
     p.set_defaults(handler=cmd_run)
 
     p = commands.add_parser("status", help="count done / running / failed / diverged / pending runs")
@@ -126,7 +129,8 @@ def _options(args: argparse.Namespace) -> Options:
     """The flags, as the orchestrator's options; the store from --storage, @FILE or $BATCHSWEEP_STORAGE."""
     return Options(results=args.results, storage=_storage_arg(args.storage),
                    workers=getattr(args, "workers", None), devices=getattr(args, "devices", None),
-                   trials_per_gpu=getattr(args, "trials_per_gpu", 1), retries=getattr(args, "retries", 1))
+                   trials_per_gpu=getattr(args, "trials_per_gpu", 1), retries=getattr(args, "retries", 1),
+                   in_process=getattr(args, "in_process", False))
 
 
 def _storage_arg(value: str | None) -> str | None:

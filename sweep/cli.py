@@ -32,10 +32,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sweep.store import DISK_FULL_ADVICE, is_disk_full
 
         if not is_disk_full(err):
-            raise
+            return _crashed(args)
         print(f"error: no space left on device writing {err.filename or 'the store'}; {DISK_FULL_ADVICE}",
               file=sys.stderr)
         return EXIT_FAILED
+    except Exception:  # noqa: BLE001 - a bug or a driver error: its traceback, without the store's password
+        return _crashed(args)
+
+
+def _crashed(args: argparse.Namespace) -> int:
+    import traceback
+
+    from sweep.store import redact
+
+    try:
+        target = _storage_arg(getattr(args, "storage", None))
+    except UsageError:
+        target = None
+    print(redact(traceback.format_exc(), target), file=sys.stderr, end="")
+    return EXIT_FAILED
 
 
 def _parser() -> argparse.ArgumentParser:

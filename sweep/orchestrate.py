@@ -19,7 +19,7 @@ from sweep import coordinator, events, vocab
 from sweep.config import GridFile
 from sweep.plan import RunSpec, plan, search_groups
 from sweep.store import RetryPolicy, Store, epochs_of, status_of, storage
-from sweep.store.secrets import redact
+from sweep.store.secrets import redact, secrets_of
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 PHASES = 3  # grid and searches; then the tuned runs; a third pass only if a search finished late
@@ -79,7 +79,11 @@ class Outcome:
 def locations(grid: GridFile, options: Options) -> tuple[Path, str]:
     """The results folder and the store's target."""
     results = options.results or Path("results") / grid.name
-    return results, options.storage or str(results / vocab.JOURNAL_FILE)
+    target = options.storage or str(results / vocab.JOURNAL_FILE)
+    if not storage.is_database(target) and secrets_of(target):  # not a file name: a libpq key=value string
+        raise UsageError("--storage: a key=value connection string is not a store; give a URL, "
+                         "postgresql://USER:PASSWORD@HOST/DB, or a journal file")
+    return results, target
 
 
 def open_store(target: str, name: str, create: bool) -> Store:
@@ -87,12 +91,12 @@ def open_store(target: str, name: str, create: bool) -> Store:
     try:
         return Store.open(target, name, create=create)
     except storage.NewerStoreError as err:
-        raise UsageError(f"{redact(target)}: {err}") from None
+        raise UsageError(f"{redact(target, target)}: {err}") from None
     except KeyError:
-        raise UsageError(f"the store {redact(target)} has no sweep named {name!r}") from None
+        raise UsageError(f"the store {redact(target, target)} has no sweep named {name!r}") from None
     except Exception as err:  # a bad URL, an unreachable database, a corrupt journal
         detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise UsageError(redact(f"cannot open the store {target}: {type(err).__name__}: {detail}")) from None
+        raise UsageError(redact(f"cannot open the store {target}: {type(err).__name__}: {detail}", target)) from None
 
 
 # --- run
@@ -255,7 +259,7 @@ def status(grid: GridFile, options: Options = Options(), console: Console = Cons
     results, target = locations(grid, options)
     store = None
     if not storage.is_database(target) and not Path(target).exists():  # a journal not yet written
-        console.say(f"{grid.name}: nothing has run yet ({target} does not exist)")
+        console.say(redact(f"{grid.name}: nothing has run yet ({target} does not exist)", target))
         counts = {s: 0 for s in vocab.STATUSES} | {vocab.PENDING: len(runs) + slots}
     else:
         store = open_store(target, grid.name, create=False)
@@ -289,7 +293,8 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
     from sweep import worker
 
     if not storage.is_database(target) and not Path(target).exists():
-        raise UsageError(f"--storage {target}: no such journal file; start the sweep with `sweep run GRID` first")
+        raise UsageError(redact(f"--storage {target}: no such journal file; start the sweep with `sweep run GRID` "
+                                "first", target))
     store = open_store(target, name, create=False)
     if options.workers is None and options.devices is None:
         if options.in_process:

@@ -72,7 +72,7 @@ class Store:
     @property
     def shown(self) -> str:
         """The target as it may be printed: a password masked."""
-        return redact(self.target)
+        return redact(self.target, self.target)
 
     @property
     def searches(self) -> list[Search]:
@@ -135,7 +135,11 @@ class Store:
     record_info = staticmethod(queue.record_info)
     record_epoch = staticmethod(queue.record_epoch)
     record_fact = staticmethod(queue.record_fact)
-    finish = staticmethod(queue.finish)
+
+    def finish(self, claim: Claim, status: str, value: float | None = None, error: str | None = None) -> None:
+        """End the attempt: done (with the metric's value), pruned, or failed/diverged with its error,
+        any password in it masked (a driver's error text may echo the store's URL)."""
+        queue.finish(claim, status, value, redact(error, self.target) if error else None)
 
     @staticmethod
     def requeue(claim: Claim, reason: str) -> bool:

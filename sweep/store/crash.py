@@ -38,13 +38,8 @@ def worker_identity() -> dict[str, Any]:
 
 
 def requeue_stale(study: optuna.Study, trial: FrozenTrial) -> None:
-    """Optuna's callback for a trial it has failed for a missing heartbeat (database stores)."""
-    try:
-        handle = internals.handle(study, trial)
-        handle.set_user_attr(vocab.STATUS, vocab.INTERRUPTED)
-        handle.set_user_attr(vocab.ERROR, "no heartbeat from its worker: presumed dead")
-    except optuna.exceptions.UpdateFinishedTrialError:
-        pass  # a database refuses attributes on the FAIL trial: it then reads as failed, its next attempt queued
+    """Optuna's callback for a trial it has failed for a missing heartbeat (database stores):
+    queue the next attempt. The failed one reads as interrupted (`queue.status_of`)."""
     queue.enqueue_next(study, trial.user_attrs)
 
 

@@ -1,4 +1,5 @@
-"""Command line: `python -m sweep {plan,run,status,worker,report}`. The only place that wires stages.
+"""Command line: `python -m sweep {plan,run,status,worker,report}`. It parses arguments, calls
+`sweep.orchestrate` (run, status, worker) or `sweep.report`, prints, and maps errors to exit codes.
 
 Exit codes: 0 success; 1 some runs failed; 2 bad input (one line on stderr,
 nothing written); 130 interrupted (the next `run` picks up where it stopped).

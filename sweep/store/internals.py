@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Iterator
 
 import optuna
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 CHECKED_VERSIONS = ("5.1.0",)
@@ -61,7 +62,7 @@ def heartbeat(trial: optuna.Trial) -> Iterator[None]:
         yield
 
 
-def file_backend_locked_by_caller(path: str) -> optuna.storages.journal.JournalFileBackend:
+def file_backend_locked_by_caller(path: str) -> JournalFileBackend:
     """Optuna's journal file backend whose appends take no lock: the caller holds Optuna's lock."""
     from optuna.storages.journal._file import BaseJournalFileLock
 
@@ -72,7 +73,7 @@ def file_backend_locked_by_caller(path: str) -> optuna.storages.journal.JournalF
         def release(self) -> None:
             pass
 
-    return optuna.storages.journal.JournalFileBackend(path, lock_obj=HeldByCaller())
+    return JournalFileBackend(path, lock_obj=HeldByCaller())
 
 
 def verify() -> None:

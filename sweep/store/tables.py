@@ -57,7 +57,7 @@ def _role(trial: FrozenTrial) -> dict[str, Any]:
 
 def epochs_table(trials: Iterable[FrozenTrial]) -> pd.DataFrame:
     """One row per (run, record), every spec column repeated (tidy)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for trial in latest_by_run(trials).values():
         spec = spec_of(trial)
         head = {vocab.RUN_ID: _shown_id(trial, spec), vocab.STATUS: status_of(trial), **_role(trial), **spec.flat()}

@@ -12,13 +12,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sweep import coordinator, events, vocab
 from sweep.config import GridFile
 from sweep.plan import RunSpec, plan, search_groups
 from sweep.store import RetryPolicy, Store, epochs_of, status_of, storage
+from sweep.store.crash import WORKER_HOST, WORKER_PID
 from sweep.store.secrets import redact, secrets_of
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -129,7 +130,7 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     unfinished = len(store.pending(planned))
     if unfinished:
         console.warn(f"{unfinished} run(s) not finished; run the same command again to train them")
-        return Outcome(EXIT_FAILED, **{k: v for k, v in vars(outcome).items() if k != "exit_code"})
+        return replace(outcome, exit_code=EXIT_FAILED)
     return outcome
 
 
@@ -183,6 +184,8 @@ def train_here(store: Store, progress: coordinator.Progress, policy: RetryPolicy
 
     for _ in range(coordinator.MAX_WORKER_RESTARTS + 1):
         code = worker.work(store, show, policy, own_process=False)
+        if code == worker.EXIT_INTERRUPTED:  # Ctrl-C: the run is queued again; the caller stops as on any
+            raise KeyboardInterrupt
         if code not in coordinator.RESTART_CODES:
             return code
     return code
@@ -279,7 +282,7 @@ def _say_running(store: Store, planned: dict[str, RunSpec], console: Console) ->
             continue
         attrs = trial.user_attrs
         console.say(f"  running {run_id}: epoch {len(epochs_of(trial))}/{planned[run_id].point.train.epochs} "
-                    f"done, worker pid {attrs.get('worker_pid', '?')} on {attrs.get('worker_host', '?')}, "
+                    f"done, worker pid {attrs.get(WORKER_PID, '?')} on {attrs.get(WORKER_HOST, '?')}, "
                     f"attempt {attrs.get(vocab.ATTEMPT, 1)}, since {trial.datetime_start:%Y-%m-%d %H:%M:%S}")
 
 
@@ -287,8 +290,8 @@ def _say_running(store: Store, planned: dict[str, RunSpec], console: Console) ->
 
 
 def join(target: str, name: str, options: Options = Options(), console: Console = Console()) -> int:
-    """`sweep worker`: train the queued runs of an existing sweep, in this process (its events as lines
-    on stdout, for a coordinator) or, with workers or devices, in worker processes whose logs go to
+    """`sweep worker`: train the queued runs of an existing sweep in this process (its events as lines
+    on stdout, for a coordinator), or, with workers or devices, in worker processes whose logs go to
     <results>/logs (results: default results/<name>)."""
     from sweep import worker
 
@@ -297,8 +300,6 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
                                 "first", target))
     store = open_store(target, name, create=False)
     if options.workers is None and options.devices is None:
-        if options.in_process:
-            return train_here(store, coordinator.Progress(0, 0), options.policy, console)
         return worker.work(store, policy=options.policy)
     queued = store.queued()
     if not queued:

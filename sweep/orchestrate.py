@@ -113,7 +113,7 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
         console.say(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")
     added = store.enqueue(runs)
     store.register_searches(groups)
-    code, planned, trained = EXIT_OK, list(runs), 0
+    code, planned, trained, rounds = EXIT_OK, list(runs), 0, 0
     for phase in range(PHASES):
         planned = runs + store.enqueue_tuned(groups, grid.seeds)
         if phase == 0:
@@ -123,8 +123,8 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
             break
         _announce(store, phase, len(planned), todo, added, console)
         code, done = _train(store, options, todo, results, console)
-        trained += done
-    if not trained:
+        trained, rounds = trained + done, rounds + 1
+    if not rounds:
         console.say(f"all {len(planned)} runs of {grid.name} are already finished; nothing to train.")
     outcome = _finish(store, planned, results, options, console, trained)
     unfinished = len(store.pending(planned))

@@ -146,3 +146,23 @@ def test_worker_coordinating_a_sweep_writes_its_logs_under_results(tmp_path: Pat
     assert (out / vocab.LOG_DIR / "worker-0.log").is_file()
     assert not (tmp_path / "results").exists()
     assert store.counts()[vocab.DONE] == 1
+
+
+def test_ctrl_c_in_process_queues_the_run_again_and_the_next_run_finishes(tmp_path: Path) -> None:
+    from sweep import orchestrate
+    from sweep.config import load_grid
+
+    grid = write_grid(tmp_path, TINY_GRID)
+
+    def ctrl_c_at_the_first_epoch(line: str) -> None:
+        if " epoch 1/2 " in line:
+            raise KeyboardInterrupt
+
+    options = orchestrate.Options(results=tmp_path / "out", in_process=True, report=False)
+    with pytest.raises(KeyboardInterrupt):
+        orchestrate.run_sweep(load_grid(grid), options, orchestrate.Console(say=ctrl_c_at_the_first_epoch))
+    store = Store.open(tmp_path / "out" / vocab.JOURNAL_FILE, "tiny")
+    interrupted = store.sweep.get_trials()[0]
+    assert interrupted.user_attrs[vocab.STATUS] == vocab.INTERRUPTED and len(store.queued()) == 2
+    outcome, _ = sweep_here(grid, results=tmp_path / "out")
+    assert outcome.exit_code == 0 and outcome.counts[vocab.DONE] == 2

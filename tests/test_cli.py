@@ -8,8 +8,8 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
-
 from conftest import REPO, TINY_GRID, sweep_here, write_grid
+
 from sweep import cli, vocab
 from sweep.store import Store
 
@@ -62,7 +62,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest
     assert not (tmp_path / "results").exists()
 
 
-def test_a_failing_run_is_recorded_retried_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_run_is_recorded_retried_and_the_sweep_goes_on(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     ok = write_grid(tmp_path, """\
         name: mixed
         base:

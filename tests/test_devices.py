@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import TINY_GRID, run_cli, write_grid
+
 from sweep.devices import device_pool, worker_environment, worker_slots
 
 
@@ -34,7 +34,8 @@ def test_pool_comes_from_the_flag_then_the_environment(monkeypatch) -> None:
 def test_a_gpu_worker_takes_gpu_memory_as_needed_so_workers_can_share_a_gpu() -> None:
     env = worker_environment({}, threads=1, visible="0")
     assert (env["CUDA_VISIBLE_DEVICES"], env["TF_FORCE_GPU_ALLOW_GROWTH"]) == ("0", "true")
-    assert worker_environment({"TF_FORCE_GPU_ALLOW_GROWTH": "false"}, visible="0")["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
+    kept = worker_environment({"TF_FORCE_GPU_ALLOW_GROWTH": "false"}, visible="0")
+    assert kept["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
     assert "TF_FORCE_GPU_ALLOW_GROWTH" not in worker_environment({}, threads=2)  # the CPU: nothing to share
 
 
@@ -48,8 +49,8 @@ def test_run_with_a_device_pool_gives_each_worker_its_own_device(tmp_path: Path)
     runs = pd.read_csv(tmp_path / "results" / "tiny" / "runs.csv", dtype={"visible_devices": str})
     assert set(runs.visible_devices) == {"0", "2"}
     for _, same_device in runs.groupby("visible_devices"):
-        spans = sorted(zip(pd.to_datetime(same_device.started), pd.to_datetime(same_device.finished)))
-        assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))  # never concurrent
+        spans = sorted(zip(pd.to_datetime(same_device.started), pd.to_datetime(same_device.finished), strict=True))
+        assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False))  # in turn
 
 
 @pytest.mark.slow
@@ -86,4 +87,5 @@ def test_worker_events_survive_the_trip_through_a_line() -> None:
             events.WorkerStopped("no space left")]
     assert [events.from_line(events.to_line(e)) for e in sent] == sent
     assert events.from_line("TensorFlow says hello\n") is None
-    assert events.from_line(events.PREFIX + '{"event": "epoch", "run_id": "r", "val_acc": 1}\n') is None  # another version's
+    another_version = events.PREFIX + '{"event": "epoch", "run_id": "r", "val_acc": 1}\n'
+    assert events.from_line(another_version) is None

@@ -11,8 +11,8 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
-
 from conftest import REPO, TINY_GRID, run_cli, write_grid
+
 from sweep import cli, events, vocab
 from sweep.config import load_grid
 from sweep.plan import plan

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import optuna
 import pytest
-
 from conftest import REPO, TINY_GRID, run_cli, write_grid
+
 from sweep import vocab
 from sweep.store import Store, epochs_of, status_of
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
-
 from conftest import sweep_here, write_grid
+
 from sweep import analysis, cli, tuning, vocab
 from sweep.config import ConfigError, load_grid
 from sweep.plan import search_groups
@@ -60,7 +60,8 @@ def test_bad_search_blocks_get_one_precise_line(tmp_path: Path, search: str, exp
 
 def test_the_searched_lr_cannot_also_be_varied_or_scaled(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="train.lr is tuned by search.lr; remove it from grid"):
-        load_grid(write_grid(tmp_path, "name: x\ngrid: {train.lr: [0.1, 0.01]}\nsearch: {lr: {low: 1e-4, high: 0.1}}\n"))
+        load_grid(write_grid(tmp_path, "name: x\ngrid: {train.lr: [0.1, 0.01]}\n"
+                                       "search: {lr: {low: 1e-4, high: 0.1}}\n"))
     with pytest.raises(ConfigError, match="train.lr_scaling must be none with search"):
         load_grid(write_grid(tmp_path, "name: x\nbase: {train: {lr_scaling: sqrt, reference_batch_size: 8}}\n"
                                        "search: {lr: {low: 1e-4, high: 0.1}}\n"))

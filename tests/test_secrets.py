@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import TINY_GRID, write_grid
+
 from sweep import cli
 from sweep.store import STORAGE_ENV, redact
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
-
 from conftest import REPO, write_grid
+
 from sweep import vocab
 from sweep.config import load_grid
 from sweep.plan import plan

@@ -137,8 +137,11 @@ def test_search_studies_are_opened_once_per_store(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(optuna, "load_study", lambda **kw: opened.append(kw["study_name"]) or load(**kw))
     store.counts(), store.runs_table(), store.epochs_table(), store.search_slots(), store.pending([])
     assert opened == []
-    _store(tmp_path)
+    journal = (tmp_path / "j.log").read_bytes()
+    reader = Store.open(tmp_path / "j.log", "s", create=False)
     assert len(opened) == 3  # a new Store: the sweep study and its two searches, once each
+    reader.counts(), reader.runs_table(), reader.search_slots()
+    assert (tmp_path / "j.log").read_bytes() == journal  # reading a sweep writes nothing
 
 
 def test_the_same_history_draws_the_same_lr(tmp_path: Path) -> None:

@@ -84,8 +84,11 @@ def open_search(storage: optuna.storages.BaseStorage, group_id: str, settings: d
     at the same epoch, from epoch 2 on, after 2 finished trials."""
     pruner = (optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2) if settings["prune"]
               else optuna.pruners.NopPruner())
-    study = optuna.create_study(study_name=settings["study"], storage=storage, pruner=pruner,
-                                direction=SEARCH_METRICS[settings["metric"]], load_if_exists=True)
+    try:  # load first: on a journal, create_study(load_if_exists=True) appends a line every time
+        study = optuna.load_study(study_name=settings["study"], storage=storage, pruner=pruner)
+    except KeyError:
+        study = optuna.create_study(study_name=settings["study"], storage=storage, pruner=pruner,
+                                    direction=SEARCH_METRICS[settings["metric"]])
     return Search(group_id, study, settings)
 
 

@@ -41,9 +41,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     args = parser.parse_args()
 
-    from sweep import store
     from sweep.config import load_grid
     from sweep.plan import plan
+    from sweep.store import Store
 
     folder = Path(tempfile.mkdtemp(prefix="batchsweep-load-"))
     grid_path = folder / "grid.yaml"
@@ -51,21 +51,21 @@ def main() -> None:
     sweep = [sys.executable, "-m", "sweep"]
     rows = [("plan (whole command)", timed([*sweep, "plan", str(grid_path)], folder))]
     runs = plan(load_grid(grid_path))
-    study = store.open_study(store.open_storage(folder / "results" / "load" / "journal.log"), "load")
+    store = Store.open(folder / "results" / "load" / "journal.log", "load")
     started = time.perf_counter()
-    added = store.enqueue(study, runs)
+    added = store.enqueue(runs)
     rows.append((f"enqueue {added} runs (in Python)", time.perf_counter() - started))
     started = time.perf_counter()
-    assert store.enqueue(study, runs) == 0
+    assert store.enqueue(runs) == 0
     rows.append(("enqueue again: nothing added (in Python)", time.perf_counter() - started))
     rows.append(("status (whole command)", timed([*sweep, "status", str(grid_path)], folder)))
     started = time.perf_counter()
-    store.export_csv(study, folder / "results" / "load")
+    store.export_csv(folder / "results" / "load")
     rows.append(("export runs.csv + epochs.csv (in Python)", time.perf_counter() - started))
     if args.train:
         rows.append((f"run: train {args.points} tiny runs, {args.workers} workers (whole command)",
                      timed([*sweep, "run", str(grid_path), "--workers", str(args.workers)], folder)))
-        done = [t.user_attrs["run_id"] for t in study.get_trials() if t.state.name == "COMPLETE"]
+        done = [t.user_attrs["run_id"] for t in store.sweep.get_trials() if t.state.name == "COMPLETE"]
         assert len(done) == len(set(done)) == args.points, (len(done), len(set(done)))
         rows.append((f"every run completed exactly once ({len(done)})", 0.0))
     print("| step | seconds |\n|---|---|")

@@ -1,4 +1,5 @@
-"""Command line: `python -m sweep {plan,run,status,worker,report}`. The only place that wires stages.
+"""Command line: `python -m sweep {plan,run,status,worker,report}`. It parses arguments, calls
+`sweep.orchestrate` (run, status, worker) or `sweep.report`, prints, and maps errors to exit codes.
 
 Exit codes: 0 success; 1 some runs failed; 2 bad input (one line on stderr,
 nothing written); 130 interrupted (the next `run` picks up where it stopped).
@@ -9,19 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from sweep import vocab
-from sweep.config import SEARCH_DOCS, ConfigError, GridFile, field_docs, load_grid
-from sweep.plan import RunSpec, plan, search_groups
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class UsageError(Exception):
-    """Bad input that is not in the grid file (flags, store). One line for stderr."""
+from sweep import orchestrate, vocab
+from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
+from sweep.orchestrate import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Options, UsageError
+from sweep.plan import RunSpec, plan
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,10 +33,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sweep.store import DISK_FULL_ADVICE, is_disk_full
 
         if not is_disk_full(err):
-            raise
+            return _crashed(args)
         print(f"error: no space left on device writing {err.filename or 'the store'}; {DISK_FULL_ADVICE}",
               file=sys.stderr)
         return EXIT_FAILED
+    except Exception:  # noqa: BLE001 - a bug or a driver error: its traceback, without the store's password
+        return _crashed(args)
+
+
+def _crashed(args: argparse.Namespace) -> int:
+    import traceback
+
+    from sweep.store import redact
+
+    try:
+        target = _storage_arg(getattr(args, "storage", None))
+    except UsageError:
+        target = None
+    print(redact(traceback.format_exc(), target), file=sys.stderr, end="")
+    return EXIT_FAILED
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("grid", help="the grid file (YAML)")
     _results_args(p)
     _worker_args(p)
+    p.add_argument("--in-process", action="store_true",
+                   help="train in this process instead of worker processes (one at a time; ignores --workers "
+                        "and --devices); for debugging and tests")
     p.set_defaults(handler=cmd_run)
 
     p = commands.add_parser("status", help="count done / running / failed / diverged / pending runs")
@@ -79,10 +92,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="journal file path or database URL of the sweep, or @FILE to read it from a file "
                         "(default: $BATCHSWEEP_STORAGE)")
     p.add_argument("--study", required=True, help="the sweep's name (the grid file's name:)")
+    p.add_argument("--results", type=Path, default=None,
+                   help="with --workers or --devices: where the workers' logs go (default results/<study>)")
     _worker_args(p)
     p.set_defaults(handler=cmd_worker)
 
-    p = commands.add_parser("report", help="rebuild tables, figures and the claims report from results folders (no TensorFlow)",
+    p = commands.add_parser("report",
+                            help="rebuild tables, figures and the claims report from results folders (no TensorFlow)",
                             description="Read runs.csv and epochs.csv of each DIR and write tables/, figures/, "
                                         "report.md and report.html (self-contained) into OUT.")
     p.add_argument("folders", nargs="+", metavar="DIR", type=Path, help="results folder(s), e.g. results/article")
@@ -102,17 +118,6 @@ def _worker_args(p: argparse.ArgumentParser) -> None:
                    help="let K runs share each GPU, for models too small to fill one (default 1)")
     p.add_argument("--retries", type=_non_negative, default=1,
                    help="times a run that raised is tried again before it is left failed (default 1)")
-
-
-def _slots(args: argparse.Namespace, replicas: int) -> list[str | None]:
-    """CUDA_VISIBLE_DEVICES per worker process, from --devices / --trials-per-gpu / --workers."""
-    from sweep import devices
-
-    pool = devices.device_pool(args.devices)
-    if not pool:
-        return [None] * (args.workers or 1)
-    slots: list[str | None] = list(devices.worker_slots(pool, replicas, args.trials_per_gpu))
-    return slots[: args.workers] if args.workers else slots
 
 
 def _non_negative(text: str) -> int:
@@ -136,9 +141,12 @@ def _positive(text: str) -> int:
     return value
 
 
-def _locations(args: argparse.Namespace, grid: GridFile) -> tuple[Path, str]:
-    results = args.results or Path("results") / grid.name
-    return results, _storage_arg(args.storage) or str(results / vocab.JOURNAL_FILE)
+def _options(args: argparse.Namespace) -> Options:
+    """The flags, as the orchestrator's options; the store from --storage, @FILE or $BATCHSWEEP_STORAGE."""
+    return Options(results=args.results, storage=_storage_arg(args.storage),
+                   workers=getattr(args, "workers", None), devices=getattr(args, "devices", None),
+                   trials_per_gpu=getattr(args, "trials_per_gpu", 1), retries=getattr(args, "retries", 1),
+                   in_process=getattr(args, "in_process", False))
 
 
 def _storage_arg(value: str | None) -> str | None:
@@ -187,213 +195,23 @@ def _budget_text(runs: list[RunSpec]) -> str:
     return text
 
 
-# --- run
+# --- run, status, worker
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Train the grid's runs and the searches' trials; then each finished search's best lr at every seed."""
-    from sweep import store
-
-    grid = load_grid(args.grid)
-    runs, groups = plan(grid), search_groups(grid)
-    results, target = _locations(args, grid)
-    study = _open(target, grid.name, create=True)
-    revived = store.requeue_dead_everywhere(study)
-    if revived:
-        print(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")
-    added = store.enqueue(study, runs)
-    store.register_searches(study, groups)
-    code, planned, trained = EXIT_OK, list(runs), False
-    for phase in range(3):  # grid and searches; then the tuned runs; a third pass only if a search finished late
-        planned = runs + store.enqueue_tuned(study, groups, grid.seeds)
-        if phase == 0:
-            _warn_foreign(study, planned)
-        todo = _pending_runs(study, planned) + _pending_slots(study)
-        if not todo or code:
-            break
-        code = _train(args, study, grid.name, todo, len(planned), added, target, results, phase)
-        trained = True
-    if not trained:
-        print(f"all {len(planned)} runs of {grid.name} are already finished; nothing to train.")
-    result = _finish(study, planned, results)
-    unfinished = len(_pending_runs(study, planned) + _pending_slots(study))
-    if unfinished:
-        print(f"{unfinished} run(s) not finished; run the same command again to train them", file=sys.stderr)
-        return EXIT_FAILED
-    return result
-
-
-def _train(args: argparse.Namespace, study, name: str, todo: list[RunSpec], planned: int, added: int,
-           target: str, results: Path, phase: int) -> int:
-    """Start the workers for the queued runs and show their progress; return the workers' exit code."""
-    from sweep import coordinator, store
-
-    epochs_total = sum(s.point.train.epochs for s in todo)
-    searching = len(store.search_slots(study))
-    if phase == 0:
-        extra = f" and {searching} learning-rate search trial(s)" if searching else ""
-        print(f"{name}: {planned} runs{extra}; {len(todo)} to train ({epochs_total} epochs; "
-              f"{added} newly queued). Store: {_shown(target)}")
-    else:
-        print(f"{name}: learning-rate searches finished; training their best lr at every seed: {len(todo)} run(s)")
-    progress = coordinator.Progress(runs_total=len(todo), epochs_total=epochs_total)
-    started = time.monotonic()
-    slots = _slots(args, max(s.point.train.gpus for s in todo))
-    print(f"starting {len(slots)} worker(s){_devices_note(slots)}; TensorFlow takes a few seconds to load. "
-          f"Logs: {results / vocab.LOG_DIR}/")
-    code = coordinator.run_workers(target, name, progress, results / vocab.LOG_DIR, slots=slots, retries=args.retries)
-    print(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
-    lost = store.requeue_dead_everywhere(study)  # a worker that crashed left its run RUNNING
-    if lost:
-        print(f"re-queued {len(lost)} run(s) of crashed workers: {', '.join(lost)}", file=sys.stderr)
-    if code:
-        print(f"a worker exited with code {code}; see {results / vocab.LOG_DIR}/", file=sys.stderr)
-    return code
-
-
-def _devices_note(slots: list[str | None]) -> str:
-    used = [s for s in slots if s is not None]
-    return f" on devices {' | '.join(used)} (CUDA_VISIBLE_DEVICES per worker)" if used else ""
-
-
-def _open(target: str, name: str, create: bool):  # -> optuna.Study
-    from sweep import store
-
-    try:
-        return store.open_study(store.open_storage(target), name, create=create)
-    except store.NewerStoreError as err:
-        raise UsageError(f"{_shown(target)}: {err}") from None
-    except KeyError:
-        raise UsageError(f"the store {_shown(target)} has no sweep named {name!r}") from None
-    except Exception as err:  # a bad URL, an unreachable database, a corrupt journal
-        detail = _shown(str(err).strip().splitlines()[0] if str(err).strip() else "")
-        raise UsageError(f"cannot open the store {_shown(target)}: {type(err).__name__}: {detail}") from None
-
-
-def _shown(text: str) -> str:
-    from sweep.store import redact
-
-    return redact(text)
-
-
-def _pending_runs(study, runs: list[RunSpec]) -> list[RunSpec]:
-    from sweep import store
-
-    current = store.latest_by_run(study.get_trials(deepcopy=False))
-    return [s for s in runs if s.run_id in current and store.status_of(current[s.run_id]) in (vocab.PENDING, vocab.RUNNING)]
-
-
-def _pending_slots(study) -> list[RunSpec]:
-    """Templates of the learning-rate search trials still queued or running."""
-    from sweep import store
-
-    current = store.latest_by_run(store.all_trials(study))
-    return [spec for slot, spec in store.search_slots(study).items()
-            if store.status_of(current[slot]) in (vocab.PENDING, vocab.RUNNING)]
-
-
-def _warn_foreign(study, runs: list[RunSpec]) -> None:
-    from sweep import store
-
-    planned = {s.run_id for s in runs}
-    foreign = [r for r in store.latest_by_run(study.get_trials(deepcopy=False)) if r not in planned]
-    if foreign:
-        print(f"note: the store also holds {len(foreign)} run(s) not in this grid file "
-              f"(an earlier version of it?); they stay in runs.csv and epochs.csv")
-
-
-def _finish(study, runs: list[RunSpec], results: Path) -> int:
-    from sweep import store
-
-    runs_csv, epochs_csv = store.export_csv(study, results)
-    planned = {s.run_id for s in runs} | set(store.search_slots(study))
-    counts = store.counts(study, planned)
-    print(f"status: {_counts_text(counts)}")
-    current = store.latest_by_run(store.all_trials(study))
-    failed = [(rid, t) for rid, t in current.items() if rid in planned and store.status_of(t) == vocab.FAILED]
-    for run_id, trial in failed:
-        error = (trial.user_attrs.get("error") or "").strip().splitlines()
-        print(f"FAILED {run_id}: {error[-1] if error else 'no error text'}", file=sys.stderr)
-    print(f"results: {runs_csv} and {epochs_csv}")
-    _write_report(results)
-    return EXIT_FAILED if failed else EXIT_OK
-
-
-# --- status
+    return orchestrate.run_sweep(load_grid(args.grid), _options(args)).exit_code
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from sweep import store
-
-    grid = load_grid(args.grid)
-    runs, groups = plan(grid), search_groups(grid)
-    slots = len(groups) * grid.search.trials if grid.search else 0
-    results, target = _locations(args, grid)
-    if "://" not in target and not Path(target).exists():  # a journal not yet written; a database is asked
-        print(f"{grid.name}: nothing has run yet ({target} does not exist)")
-        counts = {s: 0 for s in vocab.STATUSES} | {vocab.PENDING: len(runs) + slots}
-    else:
-        study = _open(target, grid.name, create=False)
-        tuned = [spec for specs in store.tuned_runs(study, groups, grid.seeds).values() for spec in specs]
-        runs = runs + tuned
-        counts = store.counts(study, [s.run_id for s in runs] + list(store.search_slots(study)))
-    searched = f" + {slots} learning-rate search trials" if slots else ""
-    print(f"{grid.name}: {len(runs)} runs{searched}: {_counts_text(counts)}")
-    if counts[vocab.RUNNING]:
-        _print_running(study, {s.run_id: s for s in runs} | store.search_slots(study))
+    orchestrate.status(load_grid(args.grid), _options(args))
     return EXIT_OK
 
 
-def _counts_text(counts: dict[str, int]) -> str:
-    """"2 done, 0 running, ..."; pruned (learning-rate search trials only) when there are any."""
-    return ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES if s != vocab.PRUNED or counts[s])
-
-
-def _print_running(study, planned: dict[str, RunSpec]) -> None:
-    """One line per running run: where it runs and how far it got."""
-    from sweep import store
-
-    for run_id, trial in sorted(store.latest_by_run(store.all_trials(study)).items()):
-        if run_id not in planned or store.status_of(trial) != vocab.RUNNING:
-            continue
-        attrs = trial.user_attrs
-        done = len(store.epochs_of(trial))
-        print(f"  running {run_id}: epoch {done}/{planned[run_id].point.train.epochs} done, "
-              f"worker pid {attrs.get('worker_pid', '?')} on {attrs.get('worker_host', '?')}, "
-              f"attempt {attrs.get('attempt', 1)}, since {trial.datetime_start:%Y-%m-%d %H:%M:%S}")
-
-
-# --- worker
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
-    from sweep import worker
-
-    args.storage = _storage_arg(args.storage)
-    if args.storage is None:
+    options = _options(args)
+    if options.storage is None:
         raise UsageError("--storage is required (or set $BATCHSWEEP_STORAGE): the sweep's journal file or database URL")
-    if "://" not in args.storage and not Path(args.storage).exists():
-        raise UsageError(f"--storage {args.storage}: no such journal file; start the sweep with `sweep run GRID` first")
-    study = _open(args.storage, args.study, create=False)
-    if args.workers is None and args.devices is None:
-        return worker.work(study, retries=args.retries)  # this process trains
-    return _coordinate_existing(args, study)
-
-
-def _coordinate_existing(args: argparse.Namespace, study) -> int:
-    """`worker --workers N` / `--devices IDS`: several worker processes for a sweep started elsewhere."""
-    from sweep import coordinator, store
-
-    queued = [RunSpec.from_json(t.user_attrs["spec"]) for t in study.get_trials(deepcopy=False)
-              if store.status_of(t) == vocab.PENDING and "spec" in t.user_attrs] + _pending_slots(study)
-    if not queued:
-        print(f"{args.study}: no queued runs; nothing to do")
-        return EXIT_OK
-    slots = _slots(args, max(s.point.train.gpus for s in queued))
-    print(f"{args.study}: {len(queued)} queued run(s); starting {len(slots)} worker(s){_devices_note(slots)}")
-    progress = coordinator.Progress(runs_total=len(queued), epochs_total=sum(s.point.train.epochs for s in queued))
-    log_dir = Path("results") / args.study / vocab.LOG_DIR
-    return coordinator.run_workers(args.storage, args.study, progress, log_dir, slots=slots, retries=args.retries)
+    return orchestrate.join(options.storage, args.study, options)
 
 
 # --- report
@@ -401,7 +219,8 @@ def _coordinate_existing(args: argparse.Namespace, study) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     if len(args.folders) > 1 and args.out is None:
-        raise UsageError("several results folders need --out DIR for the combined report (e.g. --out results/reference)")
+        raise UsageError("several results folders need --out DIR for the combined report "
+                         "(e.g. --out results/reference)")
     for folder in args.folders:  # before the imports: a typo should answer at once
         missing = [n for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV) if not (folder / n).is_file()]
         if missing:
@@ -414,16 +233,3 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"{claim.id}: {report.verdict_text(claim, finding)}")
     print(f"report: {written.markdown} and {written.html}")
     return EXIT_OK
-
-
-def _write_report(results: Path) -> None:
-    """`run` ends with the report. A report problem is printed but never changes the run's exit code."""
-    from sweep import report
-
-    try:
-        written = report.build([results])
-    except Exception as err:  # the runs are safe in the CSVs; `sweep report` can be run again by hand
-        print(f"warning: report not written ({type(err).__name__}: {err}); "
-              f"retry with `python -m sweep report {results}`", file=sys.stderr)
-        return
-    print(f"report: {written.markdown} and {written.html}")

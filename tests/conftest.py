@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny real configs, a real journal store in tmp_path, the CLI as a subprocess."""
+"""Shared fixtures: tiny real configs, a real journal store in tmp_path, a sweep run in this process,
+the CLI as a subprocess (for tests of the process boundary)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,32 @@ def run_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.Completed
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "sweep", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass
+class Lines:
+    """What a sweep said: progress and results (`out`), problems (`err`)."""
+
+    out: list[str] = field(default_factory=list)
+    err: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.out + self.err)
+
+
+def sweep_here(grid: Path, report: bool = False, **options):
+    """`sweep run GRID` in this process (no worker processes, no second TensorFlow): (Outcome, Lines).
+    Results go to <grid's folder>/results/<name> unless `results=` says otherwise."""
+    from sweep import orchestrate
+    from sweep.config import load_grid
+
+    parsed = load_grid(grid)
+    options.setdefault("results", grid.parent / "results" / parsed.name)
+    lines = Lines()
+    console = orchestrate.Console(say=lines.out.append, warn=lines.err.append)
+    outcome = orchestrate.run_sweep(parsed, orchestrate.Options(in_process=True, report=report, **options), console)
+    return outcome, lines
 
 
 TINY_GRID = """\

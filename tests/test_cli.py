@@ -1,4 +1,5 @@
-"""The commands a user types, run as subprocesses against a real journal and real TensorFlow."""
+"""The commands a user types, against a real journal and real TensorFlow, in this process:
+`orchestrate.run_sweep` (what `sweep run` calls) and `cli.main([...])`."""
 
 from __future__ import annotations
 
@@ -7,51 +8,63 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
+from conftest import REPO, TINY_GRID, sweep_here, write_grid
 
-from conftest import TINY_GRID, run_cli, write_grid
-from sweep import vocab
+from sweep import cli, vocab
+from sweep.store import Store
 
 
-def test_run_status_and_rerun(tmp_path: Path) -> None:
-    write_grid(tmp_path, TINY_GRID + "      train.lr: [0.001, 1.0e+12]\n")
+def test_run_status_and_rerun(tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    grid = write_grid(tmp_path, TINY_GRID + "      train.lr: [0.001, 1.0e+12]\n")
     # 2 batch sizes x 2 learning rates x 1 seed -> 4 runs; lr 1e12 diverges
-    first = run_cli("run", "grid.yaml", cwd=tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr
-    epoch_lines = [l for l in first.stdout.splitlines() if " epoch " in l and "val_acc" in l]
+    first, lines = sweep_here(grid)
+    assert first.exit_code == 0, lines.text
+    epoch_lines = [line for line in lines.out if " epoch " in line and "val_acc" in line]
     assert len(epoch_lines) == 4  # 2 finished runs x 2 epochs, one line each
     assert "ETA" in epoch_lines[0] and "runs 0/4" in epoch_lines[0]
-    assert first.stdout.count("DIVERGED") == 2
-    assert "status: 2 done, 0 running, 0 failed, 2 diverged, 0 pending" in first.stdout
+    assert lines.text.count("DIVERGED") == 2
+    assert "status: 2 done, 0 running, 0 failed, 2 diverged, 0 pending" in lines.out
+    assert first.counts[vocab.DONE] == 2 and first.trained == 4
 
-    results = tmp_path / "results" / "tiny"
-    runs = pd.read_csv(results / vocab.RUNS_CSV)
-    epochs = pd.read_csv(results / vocab.EPOCHS_CSV)
+    runs = pd.read_csv(first.runs_csv)
+    epochs = pd.read_csv(first.epochs_csv)
     assert sorted(runs.status) == ["diverged", "diverged", "done", "done"]
     assert runs[runs.status == "diverged"]["error"].str.contains("training loss became").all()
     assert (runs[runs.status == "done"]["parameters"] > 0).all()
     assert len(epochs[epochs.status == "done"]) == 4 and set(epochs.epoch) == {1, 2}
     assert epochs[vocab.GAP].round(6).equals((epochs[vocab.TRAIN_ACC] - epochs[vocab.VAL_ACC]).round(6))
 
-    status = run_cli("status", "grid.yaml", cwd=tmp_path)
-    assert status.stdout.strip() == "tiny: 4 runs: 2 done, 0 running, 0 failed, 2 diverged, 0 pending"
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()  # Keras's own lines while training
+    assert cli.main(["status", "grid.yaml"]) == 0
+    assert capsys.readouterr().out.strip() == "tiny: 4 runs: 2 done, 0 running, 0 failed, 2 diverged, 0 pending"
 
-    again = run_cli("run", "grid.yaml", cwd=tmp_path)
-    assert again.returncode == 0
-    assert "all 4 runs of tiny are already finished; nothing to train." in again.stdout
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(results / "journal.log")))
-    assert len(optuna.load_study(study_name="tiny", storage=storage).trials) == 4  # nothing ran twice
+    again, lines = sweep_here(grid, report=True)
+    assert again.exit_code == 0 and again.trained == 0
+    assert "all 4 runs of tiny are already finished; nothing to train." in lines.out
+    assert again.report_md.is_file() and again.report_html.is_file()  # run ends with the report
+    assert f"report: {again.report_md} and {again.report_html}" in lines.out
+    backend = optuna.storages.journal.JournalFileBackend(str(first.runs_csv.parent / vocab.JOURNAL_FILE))
+    assert len(optuna.load_study(study_name="tiny", storage=optuna.storages.JournalStorage(backend)).trials) == 4
 
 
-def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "broken.npz").write_bytes(b"not an npz archive")
     write_grid(tmp_path, TINY_GRID.replace("train.batch_size: [4, 8]", "data.dataset: [glyphs120, npz]")
                .replace("data: {dataset: glyphs120,", "data: {")
                + "      data.path: [null, broken.npz]\n")
-    result = run_cli("run", "grid.yaml", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
     # glyphs120+broken.npz and npz+null are invalid combinations -> the file is rejected first
-    assert result.returncode == 2 and "data.path" in result.stderr
+    assert cli.main(["run", "grid.yaml", "--in-process"]) == 2
+    err = capsys.readouterr().err
+    assert "data.path" in err and err.count("\n") == 1
+    assert not (tmp_path / "results").exists()
 
-    write_grid(tmp_path, """\
+
+def test_a_failing_run_is_recorded_retried_and_the_sweep_goes_on(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ok = write_grid(tmp_path, """\
         name: mixed
         base:
           data: {classes: 4, samples_per_class: 10, image_size: 12}
@@ -59,26 +72,98 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path: Path, monkeyp
         grid:
           data.seed: [0, 1]
     """, name="ok.yaml")
-    write_grid(tmp_path, """\
+    bad = write_grid(tmp_path, """\
         name: mixed
         base:
           data: {classes: 4, samples_per_class: 10, image_size: 16}
           train: {epochs: 1, batch_size: 8}
     """, name="bad.yaml")
-    assert run_cli("run", "ok.yaml", cwd=tmp_path).returncode == 0
+    assert sweep_here(ok)[0].exit_code == 0
     # A fault of the machine, not of the run: the dataset cache cannot be written (a file is in the way).
-    monkeypatch.setenv("BATCHSWEEP_CACHE", str(tmp_path / "broken.npz"))
-    failed = run_cli("run", "bad.yaml", cwd=tmp_path)
-    assert failed.returncode == 1
-    assert "FAILED" in failed.stderr and "status: 0 done, 0 running, 1 failed, 0 diverged, 0 pending" in failed.stdout
-    runs = pd.read_csv(tmp_path / "results" / "mixed" / vocab.RUNS_CSV)
+    (tmp_path / "in_the_way").write_bytes(b"")
+    monkeypatch.setenv("BATCHSWEEP_CACHE", str(tmp_path / "in_the_way"))
+    failed, lines = sweep_here(bad)
+    assert failed.exit_code == 1
+    assert any(line.startswith("FAILED") for line in lines.err)
+    assert "status: 0 done, 0 running, 1 failed, 0 diverged, 0 pending" in lines.out
+    assert any("failed; retrying it" in line for line in lines.out)
+    runs = pd.read_csv(failed.runs_csv)
     assert sorted(runs.status) == ["done", "done", "failed"]
     failed_row = runs.set_index("status").loc["failed"]
     assert "Traceback" in failed_row["error"]
     assert failed_row["attempt"] == 2  # --retries 1 (the default): tried twice, then left failed
 
 
-def test_worker_command_needs_an_existing_store(tmp_path: Path) -> None:
-    result = run_cli("worker", "--storage", str(tmp_path / "none.log"), "--study", "x", cwd=tmp_path)
-    assert result.returncode == 2 and "no such journal file" in result.stderr
+@pytest.mark.parametrize("retries, attempts", [(0, 1), (2, 3)])
+def test_retries_give_that_many_more_attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, retries: int,
+                                              attempts: int) -> None:
+    grid = write_grid(tmp_path, """\
+        name: flaky
+        base:
+          data: {classes: 4, samples_per_class: 10, image_size: 12}
+          train: {epochs: 1, batch_size: 8}
+    """)
+    (tmp_path / "in_the_way").write_bytes(b"")
+    monkeypatch.setenv("BATCHSWEEP_CACHE", str(tmp_path / "in_the_way"))
+    outcome, _ = sweep_here(grid, retries=retries)
+    assert outcome.exit_code == 1
+    assert pd.read_csv(outcome.runs_csv)["attempt"].tolist() == [attempts]
+
+
+def test_worker_command_needs_an_existing_store(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert cli.main(["worker", "--storage", str(tmp_path / "none.log"), "--study", "x"]) == 2
+    assert "no such journal file" in capsys.readouterr().err
     assert not (tmp_path / "none.log").exists()
+
+
+def test_a_worker_joins_a_queued_sweep_and_trains_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`sweep worker` on a sweep queued elsewhere: this process trains every queued run."""
+    from sweep.config import load_grid
+    from sweep.plan import plan
+
+    journal = tmp_path / vocab.JOURNAL_FILE
+    store = Store.open(journal, "tiny")
+    store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID)))[:1])
+    assert cli.main(["worker", "--storage", str(journal), "--study", "tiny"]) == 0
+    assert capsys.readouterr().out.count('"event": "end"') == 1  # event lines, for a coordinator
+    assert store.counts()[vocab.DONE] == 1
+
+
+@pytest.mark.slow
+def test_worker_coordinating_a_sweep_writes_its_logs_under_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    """Bug: `sweep worker --workers N` wrote under results/<study> whatever --results said."""
+    from sweep.config import load_grid
+    from sweep.plan import plan
+
+    journal = tmp_path / "elsewhere" / vocab.JOURNAL_FILE
+    store = Store.open(journal, "tiny")
+    store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID)))[:1])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the worker processes import this checkout
+    out = tmp_path / "mine"
+    assert cli.main(["worker", "--storage", str(journal), "--study", "tiny", "--workers", "1",
+                     "--results", str(out)]) == 0, capsys.readouterr()
+    assert (out / vocab.LOG_DIR / "worker-0.log").is_file()
+    assert not (tmp_path / "results").exists()
+    assert store.counts()[vocab.DONE] == 1
+
+
+def test_ctrl_c_in_process_queues_the_run_again_and_the_next_run_finishes(tmp_path: Path) -> None:
+    from sweep import orchestrate
+    from sweep.config import load_grid
+
+    grid = write_grid(tmp_path, TINY_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]"))
+
+    def ctrl_c_at_the_first_epoch(line: str) -> None:
+        if " epoch 1/2 " in line:
+            raise KeyboardInterrupt
+
+    options = orchestrate.Options(results=tmp_path / "out", in_process=True, report=False)
+    with pytest.raises(KeyboardInterrupt):
+        orchestrate.run_sweep(load_grid(grid), options, orchestrate.Console(say=ctrl_c_at_the_first_epoch))
+    store = Store.open(tmp_path / "out" / vocab.JOURNAL_FILE, "tiny")
+    interrupted = store.sweep.get_trials()[0]
+    assert interrupted.user_attrs[vocab.STATUS] == vocab.INTERRUPTED and len(store.queued()) == 1
+    outcome, _ = sweep_here(grid, results=tmp_path / "out")
+    assert outcome.exit_code == 0 and outcome.counts[vocab.DONE] == 1

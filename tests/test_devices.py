@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-
+import pytest
 from conftest import TINY_GRID, run_cli, write_grid
+
 from sweep.devices import device_pool, worker_environment, worker_slots
 
 
@@ -33,10 +34,12 @@ def test_pool_comes_from_the_flag_then_the_environment(monkeypatch) -> None:
 def test_a_gpu_worker_takes_gpu_memory_as_needed_so_workers_can_share_a_gpu() -> None:
     env = worker_environment({}, threads=1, visible="0")
     assert (env["CUDA_VISIBLE_DEVICES"], env["TF_FORCE_GPU_ALLOW_GROWTH"]) == ("0", "true")
-    assert worker_environment({"TF_FORCE_GPU_ALLOW_GROWTH": "false"}, visible="0")["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
+    kept = worker_environment({"TF_FORCE_GPU_ALLOW_GROWTH": "false"}, visible="0")
+    assert kept["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
     assert "TF_FORCE_GPU_ALLOW_GROWTH" not in worker_environment({}, threads=2)  # the CPU: nothing to share
 
 
+@pytest.mark.slow
 def test_run_with_a_device_pool_gives_each_worker_its_own_device(tmp_path: Path) -> None:
     write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))
     # 2 batch sizes x 2 seeds -> 4 runs, over 2 placeholder GPUs, one worker each
@@ -46,10 +49,11 @@ def test_run_with_a_device_pool_gives_each_worker_its_own_device(tmp_path: Path)
     runs = pd.read_csv(tmp_path / "results" / "tiny" / "runs.csv", dtype={"visible_devices": str})
     assert set(runs.visible_devices) == {"0", "2"}
     for _, same_device in runs.groupby("visible_devices"):
-        spans = sorted(zip(pd.to_datetime(same_device.started), pd.to_datetime(same_device.finished)))
-        assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))  # never concurrent
+        spans = sorted(zip(pd.to_datetime(same_device.started), pd.to_datetime(same_device.finished), strict=True))
+        assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False))  # in turn
 
 
+@pytest.mark.slow
 def test_replica_counts_change_within_one_sweep(tmp_path: Path) -> None:
     # TensorFlow cannot run MirroredStrategy over 2 and then 4 devices in one process:
     # the worker hands the 4-replica run to a fresh process instead of failing it.
@@ -64,11 +68,24 @@ def test_replica_counts_change_within_one_sweep(tmp_path: Path) -> None:
 
 
 def test_progress_follows_a_steps_budget() -> None:
+    from sweep import events
     from sweep.coordinator import Progress, format_event
 
     progress = Progress(runs_total=1, epochs_total=3)
-    assert format_event({"event": "epochs", "run_id": "r", "planned": 3, "epochs": 24}, progress) is None
+    assert format_event(events.EpochsKnown("r", planned=3, epochs=24), progress) is None
     assert progress.epochs_total == 24
     record = {"epoch": 12, "train_acc": 0.5, "train_eval_acc": 0.5, "val_acc": 0.4, "gap": 0.1, "epoch_seconds": 1.0}
-    line = format_event({"event": "epoch", "run_id": "r", "epochs": 24, **record}, progress)
+    line = format_event(events.EpochDone("r", 24, record), progress)
     assert "r epoch 12/24" in line and "epochs 1/24" in line
+
+
+def test_worker_events_survive_the_trip_through_a_line() -> None:
+    from sweep import events
+
+    sent = [events.RunStarted("r", 3), events.EpochsKnown("r", 3, 24), events.EpochDone("r", 24, {"epoch": 1.5}),
+            events.RunEnded("r", "failed", 2, "ValueError: x"), events.RunInterrupted("r"), events.RunRetried("r", 3),
+            events.WorkerStopped("no space left")]
+    assert [events.from_line(events.to_line(e)) for e in sent] == sent
+    assert events.from_line("TensorFlow says hello\n") is None
+    another_version = events.PREFIX + '{"event": "epoch", "run_id": "r", "val_acc": 1}\n'
+    assert events.from_line(another_version) is None

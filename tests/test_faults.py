@@ -5,16 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
 import pandas as pd
 import pytest
-
 from conftest import REPO, TINY_GRID, run_cli, write_grid
-from sweep import store, vocab
+
+from sweep import cli, events, vocab
 from sweep.config import load_grid
 from sweep.plan import plan
+from sweep.store import FORMAT_ATTR, STORE_FORMAT, VERSION_ATTR, Store, internals
 
 
 def _completions(journal: Path, name: str) -> pd.Series:
@@ -26,19 +28,20 @@ def _completions(journal: Path, name: str) -> pd.Series:
 
 
 def test_a_duplicated_attempt_is_never_trained(tmp_path: Path) -> None:
-    study = store.open_study(store.open_storage(tmp_path / "j.log"), "tiny")
+    store = Store.open(tmp_path / "j.log", "tiny")
     spec = plan(load_grid(write_grid(tmp_path, TINY_GRID)))[0]
     for _ in range(2):  # what two `run`s enqueueing at the same moment can leave behind
-        study.enqueue_trial({"run_id": spec.run_id, "attempt": 1},
-                            user_attrs={"run_id": spec.run_id, "attempt": 1, "spec": spec.to_json()})
-    first = store.claim_next(study)
+        store.sweep.enqueue_trial({vocab.RUN_ID: spec.run_id, vocab.ATTEMPT: 1},
+                                  user_attrs={vocab.RUN_ID: spec.run_id, vocab.ATTEMPT: 1, "spec": spec.to_json()})
+    first = store.claim_next()
     assert first.trial.number == 0
-    assert store.claim_next(study) is None  # the copy is set aside, not handed out
-    copy = study.get_trials()[1]
-    assert (copy.state, copy.user_attrs["status"]) == (optuna.trial.TrialState.FAIL, vocab.DUPLICATE)
-    assert store.counts(study)[vocab.RUNNING] == 1
+    assert store.claim_next() is None  # the copy is set aside, not handed out
+    copy = store.sweep.get_trials()[1]
+    assert (copy.state, copy.user_attrs[vocab.STATUS]) == (optuna.trial.TrialState.FAIL, vocab.DUPLICATE)
+    assert store.counts()[vocab.RUNNING] == 1
 
 
+@pytest.mark.slow
 def test_two_runs_of_one_sweep_at_once_cooperate_and_train_each_run_once(tmp_path: Path) -> None:
     write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -64,6 +67,7 @@ def small_disk(tmp_path: Path):
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_the_sweep_with_advice_and_the_store_reopens(tmp_path: Path, small_disk: Path) -> None:
     write_grid(tmp_path, TINY_GRID)
     results = small_disk / "tiny"
@@ -84,21 +88,25 @@ def test_a_full_disk_stops_the_sweep_with_advice_and_the_store_reopens(tmp_path:
     assert len(completions) == 6 and completions.eq(1).all()
 
 
-def test_a_store_from_a_newer_version_is_refused_and_left_alone(tmp_path: Path) -> None:
+def test_a_store_from_a_newer_version_is_refused_and_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     write_grid(tmp_path, TINY_GRID)
     journal = tmp_path / "results" / "tiny" / vocab.JOURNAL_FILE
-    study = store.open_study(store.open_storage(journal), "tiny")
-    assert study.user_attrs[store.FORMAT_ATTR] == store.STORE_FORMAT
-    study.set_user_attr(store.FORMAT_ATTR, store.STORE_FORMAT + 1)
-    study.set_user_attr("batchsweep_version", "9.0.0")
+    store = Store.open(journal, "tiny")
+    assert store.sweep.user_attrs[FORMAT_ATTR] == STORE_FORMAT
+    store.sweep.set_user_attr(FORMAT_ATTR, STORE_FORMAT + 1)
+    store.sweep.set_user_attr(VERSION_ATTR, "9.0.0")
     before = journal.read_bytes()
+    monkeypatch.chdir(tmp_path)
     for command in ("run", "status"):
-        refused = run_cli(command, "grid.yaml", cwd=tmp_path)
-        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
-        assert "written by batchsweep 9.0.0 (store format 3)" in refused.stderr and "upgrade batchsweep" in refused.stderr
+        assert cli.main([command, "grid.yaml"]) == 2
+        refused = capsys.readouterr().err
+        assert refused.count("\n") == 1, refused
+        assert "written by batchsweep 9.0.0 (store format 3)" in refused and "upgrade batchsweep" in refused
     assert journal.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_four_workers_on_one_journal_train_every_run_exactly_once(tmp_path: Path) -> None:
     write_grid(tmp_path, """\
         name: load
@@ -125,9 +133,8 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(tmp_p
     and the next run of the same worker builds a fresh model instead of reusing the broken one's."""
     from sweep import train, worker
 
-    study = store.open_study(store.open_storage(tmp_path / "j.log"), "tiny")
-    specs = plan(load_grid(write_grid(tmp_path, TINY_GRID)))
-    store.enqueue(study, specs)
+    store = Store.open(tmp_path / "j.log", "tiny")
+    store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
     evaluate = train.Run._evaluate
 
     def broken_in_epoch_two(self: train.Run, x: object, y: object) -> dict[str, float]:
@@ -135,20 +142,20 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(tmp_p
             raise RuntimeError("injected: evaluation broke in epoch 2")
         return evaluate(self, x, y)
 
-    events: list[dict] = []
+    said: list[events.Event] = []
     monkeypatch.setattr(train.Run, "_evaluate", broken_in_epoch_two)
-    status, retryable = worker.run_one(study, store.claim_next(study), events.append)
+    status, retryable = worker.run_one(store, store.claim_next(), said.append)
     assert (status, retryable) == (vocab.FAILED, True)
-    failed = study.get_trials()[0]
-    assert failed.state == optuna.trial.TrialState.FAIL and failed.user_attrs["status"] == vocab.FAILED
-    assert "injected: evaluation broke in epoch 2" in failed.user_attrs["error"]
-    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1]
-    assert events[-1]["status"] == vocab.FAILED
+    failed = store.sweep.get_trials()[0]
+    assert failed.state == optuna.trial.TrialState.FAIL and failed.user_attrs[vocab.STATUS] == vocab.FAILED
+    assert "injected: evaluation broke in epoch 2" in failed.user_attrs[vocab.ERROR]
+    assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1]
+    assert isinstance(said[-1], events.RunEnded) and said[-1].status == vocab.FAILED
     assert train._CACHE.key is None  # its compiled model is dropped, not handed to the next run
     monkeypatch.setattr(train.Run, "_evaluate", evaluate)
-    events.clear()
-    assert worker.run_one(study, store.claim_next(study), events.append) == (vocab.DONE, True)
-    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]
+    said.clear()
+    assert worker.run_one(store, store.claim_next(), said.append) == (vocab.DONE, True)
+    assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1, 2]
 
 
 def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Path, tf_replicas: None) -> None:
@@ -156,18 +163,22 @@ def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Pat
     worker drops that attempt without a traceback and goes on; the next attempt is queued."""
     from sweep import worker
 
-    study = store.open_study(store.open_storage(tmp_path / "j.log"), "tiny")
-    store.enqueue(study, plan(load_grid(write_grid(tmp_path, TINY_GRID))))
-    claim = store.claim_next(study)
-    events: list[dict] = []
+    store = Store.open(tmp_path / "j.log", "tiny")
+    store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
+    claim = store.claim_next()
+    other = Store.open(tmp_path / "j.log", "tiny")  # the process that presumes this worker dead
+    said: list[events.Event] = []
 
-    def presumed_dead_after_epoch_one(event: dict) -> None:
-        events.append(event)
-        if event["event"] == "epoch":
-            store.requeue(study, claim.trial._trial_id, "presumed dead (test)")
+    def presumed_dead_after_epoch_one(event: events.Event) -> None:
+        said.append(event)
+        if isinstance(event, events.EpochDone):
+            trial = other.sweep.get_trials()[claim.trial.number]
+            assert other.requeue(replace(claim, trial=internals.handle(other.sweep, trial), study=other.sweep),
+                                 "presumed dead (test)")
 
-    assert worker.run_one(study, claim, presumed_dead_after_epoch_one) == (vocab.INTERRUPTED, False)
-    assert events[-1]["event"] == "interrupted" and "queued the run again" in events[-1]["reason"]
-    attempts = {t.user_attrs["attempt"]: t.state for t in study.get_trials() if t.user_attrs["run_id"] == claim.spec.run_id}
+    assert worker.run_one(store, claim, presumed_dead_after_epoch_one) == (vocab.INTERRUPTED, False)
+    assert isinstance(said[-1], events.RunInterrupted) and "queued the run again" in said[-1].reason
+    attempts = {t.user_attrs[vocab.ATTEMPT]: t.state for t in store.sweep.get_trials()
+                if t.user_attrs[vocab.RUN_ID] == claim.spec.run_id}
     assert attempts == {1: optuna.trial.TrialState.FAIL, 2: optuna.trial.TrialState.WAITING}
-    assert worker.run_one(study, store.claim_next(study), events.append)[0] == vocab.DONE  # the worker goes on
+    assert worker.run_one(store, store.claim_next(), said.append)[0] == vocab.DONE  # the worker goes on

@@ -7,11 +7,12 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
+from conftest import sweep_here, write_grid
 
-from conftest import run_cli, write_grid
-from sweep import analysis, store, tuning, vocab
+from sweep import analysis, cli, tuning, vocab
 from sweep.config import ConfigError, load_grid
 from sweep.plan import search_groups
+from sweep.store import Search, Store, status_of
 
 SEARCH_GRID = """\
     name: s
@@ -59,7 +60,8 @@ def test_bad_search_blocks_get_one_precise_line(tmp_path: Path, search: str, exp
 
 def test_the_searched_lr_cannot_also_be_varied_or_scaled(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="train.lr is tuned by search.lr; remove it from grid"):
-        load_grid(write_grid(tmp_path, "name: x\ngrid: {train.lr: [0.1, 0.01]}\nsearch: {lr: {low: 1e-4, high: 0.1}}\n"))
+        load_grid(write_grid(tmp_path, "name: x\ngrid: {train.lr: [0.1, 0.01]}\n"
+                                       "search: {lr: {low: 1e-4, high: 0.1}}\n"))
     with pytest.raises(ConfigError, match="train.lr_scaling must be none with search"):
         load_grid(write_grid(tmp_path, "name: x\nbase: {train: {lr_scaling: sqrt, reference_batch_size: 8}}\n"
                                        "search: {lr: {low: 1e-4, high: 0.1}}\n"))
@@ -83,73 +85,99 @@ def test_one_search_per_point_with_ids_that_survive_more_trials(tmp_path: Path) 
 # --- the store: a real journal, trials finished by hand (no TensorFlow)
 
 
-def _finish_slot(search: store.Search, study: optuna.Study, value: float) -> float:
-    claim = search.start(store.claim_next(search.study))
-    lr = claim.spec.point.train.lr
+def _store(tmp_path: Path, name: str = "j") -> Store:
+    return Store.open(tmp_path / f"{name}.log", "s")
+
+
+def _finish_slot(store: Store, search: Search, value: float) -> float:
+    """Claim the search's next slot through the store (the sweep's own queue is empty), finish it."""
+    claim = store.start(store.claim_next())
+    assert claim.search is search
     for epoch in (1, 2):
-        store.record_epoch(claim.trial, {vocab.EPOCH: epoch, vocab.STEP: epoch, vocab.VAL_ACC: value})
-    store.finish(search.study, claim.trial, vocab.DONE, value=value)
-    return lr
+        store.record_epoch(claim, {vocab.EPOCH: epoch, vocab.STEP: epoch, vocab.VAL_ACC: value})
+    store.finish(claim, vocab.DONE, value=value)
+    return claim.spec.point.train.lr
 
 
 def test_searches_enqueue_once_sample_in_range_and_pick_the_best(tmp_path: Path) -> None:
-    grid, study = _grid(tmp_path), store.open_study(store.open_storage(tmp_path / "j.log"), "s")
+    from sweep.store.search import best_lr
+
+    grid, store = _grid(tmp_path), _store(tmp_path)
     groups = search_groups(grid)
-    searches = store.register_searches(study, groups)
-    store.register_searches(study, groups)  # again: nothing more
+    searches = store.register_searches(groups)
+    store.register_searches(groups)  # again: nothing more
     assert [len(s.study.get_trials()) for s in searches] == [4, 4]
-    assert len(store.search_slots(study)) == 8
+    assert len(store.search_slots()) == 8
+    assert len(_store(tmp_path).searches) == 2  # a worker opening the store finds them
     search = searches[0]
-    lrs = [_finish_slot(search, study, value) for value in (0.2, 0.6, 0.4)]
+    lrs = [_finish_slot(store, search, value) for value in (0.2, 0.6, 0.4)]
     assert all(1e-4 <= lr <= 1e-1 for lr in lrs) and len(set(lrs)) == 3
-    assert store.best_lr(search) is None  # one trial still queued
-    assert store.enqueue_tuned(study, groups, grid.seeds) == []
-    last = _finish_slot(search, study, 0.1)
-    assert store.best_lr(search) == pytest.approx(lrs[1])  # the highest val_acc
-    tuned = store.enqueue_tuned(study, groups, grid.seeds)
+    assert best_lr(search) is None  # one trial still queued
+    assert store.enqueue_tuned(groups, grid.seeds) == []
+    last = _finish_slot(store, search, 0.1)
+    assert best_lr(search) == pytest.approx(lrs[1])  # the highest val_acc
+    tuned = store.enqueue_tuned(groups, grid.seeds)
     assert [(r.seed, r.point.train.lr) for r in tuned] == [(0, lrs[1]), (1, lrs[1])]
-    assert store.enqueue_tuned(study, groups, grid.seeds) == tuned  # idempotent
-    assert len(study.get_trials()) == 2
-    table = store.runs_table(study)
+    assert store.enqueue_tuned(groups, grid.seeds) == tuned  # idempotent
+    assert len(store.sweep.get_trials()) == 2
+    table = store.runs_table()
     assert table["role"].value_counts().to_dict() == {vocab.SEARCH: 8, vocab.TUNED: 2}
     mine = table[(table.role == vocab.SEARCH) & (table.search_group == search.group_id)]
     assert sorted(mine["train.lr"]) == sorted(lrs + [last])  # each trial's row shows its own lr
+    assert store.claim_next().spec.run_id == tuned[0].run_id  # the sweep's own queue comes first
+
+
+def test_search_studies_are_opened_once_per_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read paths (counts, tables, slots) use the studies the store opened; they open nothing."""
+    store = _store(tmp_path)
+    store.register_searches(search_groups(_grid(tmp_path)))
+    opened: list[str] = []
+    create, load = optuna.create_study, optuna.load_study
+    monkeypatch.setattr(optuna, "create_study", lambda **kw: opened.append(kw["study_name"]) or create(**kw))
+    monkeypatch.setattr(optuna, "load_study", lambda **kw: opened.append(kw["study_name"]) or load(**kw))
+    store.counts(), store.runs_table(), store.epochs_table(), store.search_slots(), store.pending([])
+    assert opened == []
+    journal = (tmp_path / "j.log").read_bytes()
+    reader = Store.open(tmp_path / "j.log", "s", create=False)
+    assert len(opened) == 3  # a new Store: the sweep study and its two searches, once each
+    reader.counts(), reader.runs_table(), reader.search_slots()
+    assert (tmp_path / "j.log").read_bytes() == journal  # reading a sweep writes nothing
 
 
 def test_the_same_history_draws_the_same_lr(tmp_path: Path) -> None:
     """Seeded per trial: two stores with the same history sample the same learning rates."""
     drawn = []
     for name in ("a", "b"):
-        study = store.open_study(store.open_storage(tmp_path / f"{name}.log"), "s")
-        search = store.register_searches(study, search_groups(_grid(tmp_path)))[0]
-        drawn.append([_finish_slot(search, study, v) for v in (0.3, 0.5, 0.1, 0.2)])
+        store = _store(tmp_path, name)
+        search = store.register_searches(search_groups(_grid(tmp_path)))[0]
+        drawn.append([_finish_slot(store, search, v) for v in (0.3, 0.5, 0.1, 0.2)])
     assert drawn[0] == drawn[1]
 
 
 def test_a_curve_below_the_median_is_pruned(tmp_path: Path) -> None:
-    study = store.open_study(store.open_storage(tmp_path / "j.log"), "s")
-    search = store.register_searches(study, search_groups(_grid(tmp_path)))[0]
+    store = _store(tmp_path)
+    search = store.register_searches(search_groups(_grid(tmp_path)))[0]
     for value in (0.5, 0.6):
-        _finish_slot(search, study, value)
-    claim = store.claim_next(search.study)
-    search.sample_lr(claim.trial)
-    store.record_epoch(claim.trial, {vocab.EPOCH: 1, vocab.STEP: 1, vocab.VAL_ACC: 0.0})
+        _finish_slot(store, search, value)
+    claim = store.start(store.claim_next())
+    store.record_epoch(claim, {vocab.EPOCH: 1, vocab.STEP: 1, vocab.VAL_ACC: 0.0})
     assert not claim.trial.should_prune()  # epoch 1 is warm-up
-    store.record_epoch(claim.trial, {vocab.EPOCH: 2, vocab.STEP: 2, vocab.VAL_ACC: 0.0})
+    store.record_epoch(claim, {vocab.EPOCH: 2, vocab.STEP: 2, vocab.VAL_ACC: 0.0})
     assert claim.trial.should_prune()
-    store.finish(search.study, claim.trial, vocab.PRUNED)
-    assert store.status_of(search.study.get_trials()[2]) == vocab.PRUNED
+    store.finish(claim, vocab.PRUNED)
+    assert status_of(search.study.get_trials()[2]) == vocab.PRUNED
 
 
 # --- end to end: real workers, real TensorFlow
 
 
-def test_run_searches_then_trains_the_best_lr_at_every_seed(tmp_path: Path) -> None:
-    write_grid(tmp_path, SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]")
-               .replace("trials: 4", "trials: 3"))
-    first = run_cli("run", "grid.yaml", cwd=tmp_path, timeout=900)
-    assert first.returncode == 0, first.stderr
-    assert "learning-rate searches finished; training their best lr at every seed: 2 run(s)" in first.stdout
+def test_run_searches_then_trains_the_best_lr_at_every_seed(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    grid = write_grid(tmp_path, SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]")
+                      .replace("trials: 4", "trials: 3"))
+    first, lines = sweep_here(grid, report=True)
+    assert first.exit_code == 0, lines.text
+    assert "s: learning-rate searches finished; training their best lr at every seed: 2 run(s)" in lines.out
     runs = pd.read_csv(tmp_path / "results" / "s" / vocab.RUNS_CSV)
     assert runs["role"].value_counts().to_dict() == {vocab.SEARCH: 3, vocab.GRID: 2, vocab.TUNED: 2}
     search = runs[runs.role == vocab.SEARCH]
@@ -176,12 +204,15 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(tmp_path: Path) -> N
     assert len(point.trials) == 3
     report = (tmp_path / "results" / "s" / "report.md").read_text()
     assert "## Batch sizes at their own best learning rate" in report and f"| 8 | - | {best:.3g} | 0.001 |" in report
-    status = run_cli("status", "grid.yaml", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert cli.main(["status", "grid.yaml"]) == 0
+    status = capsys.readouterr().out
     finished = (runs.status == vocab.DONE).sum() + (runs.status == vocab.PRUNED).sum()
-    assert finished == 7 and status.stdout.startswith(f"s: 4 runs + 3 learning-rate search trials: "
-                                                      f"{(runs.status == vocab.DONE).sum()} done, 0 running")
-    again = run_cli("run", "grid.yaml", cwd=tmp_path)
-    assert again.returncode == 0 and "already finished; nothing to train" in again.stdout
+    assert finished == 7 and status.startswith(f"s: 4 runs + 3 learning-rate search trials: "
+                                               f"{(runs.status == vocab.DONE).sum()} done, 0 running")
+    again, lines = sweep_here(grid)
+    assert again.exit_code == 0 and "all 4 runs of s are already finished; nothing to train." in lines.out
 
 
 def test_noise_scales_are_summarised_per_batch_size_and_epoch() -> None:

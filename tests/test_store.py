@@ -4,95 +4,151 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import optuna
 import pandas as pd
+import pytest
+from conftest import REPO, write_grid
 
-from conftest import write_grid
-from sweep import store, vocab
+from sweep import vocab
 from sweep.config import load_grid
 from sweep.plan import plan
+from sweep.store import RetryPolicy, Store, crash, epochs_of, internals, storage
 
 
-def _study(tmp_path: Path) -> optuna.Study:
-    return store.open_study(store.open_storage(tmp_path / "journal.log"), "s")
+def _store(tmp_path: Path) -> Store:
+    return Store.open(tmp_path / "journal.log", "s")
 
 
 def _runs(tmp_path: Path):
     return plan(load_grid(write_grid(tmp_path, "name: s\nseeds: [0, 1]\ngrid: {train.batch_size: [8, 64]}\n")))
 
 
-def _record(epoch: int, val_acc: float) -> dict:
+def _record(epoch: float, val_acc: float) -> dict:
     record = {k: 0.5 for k in vocab.EPOCH_METRICS}
     record.update(epoch=epoch, step=10 * epoch, val_acc=val_acc)
     return record
 
 
+def test_the_optuna_internals_it_relies_on_still_hold() -> None:
+    """Fails with a one-line message naming what moved when an Optuna upgrade changes them."""
+    internals.verify()
+    assert optuna.__version__ in internals.CHECKED_VERSIONS, (
+        f"Optuna {optuna.__version__} is installed; sweep/store/internals.py was checked against "
+        f"{', '.join(internals.CHECKED_VERSIONS)}: read it against the new version, then add it there")
+
+
+def test_only_one_module_names_optunas_private_attributes() -> None:
+    hits = subprocess.run(["grep", "-rln", r"\._storage\|_study_id\|_trial_id", str(REPO / "sweep")],
+                          capture_output=True, text=True).stdout.split()
+    assert [Path(h).relative_to(REPO).as_posix() for h in hits if h.endswith(".py")] == ["sweep/store/internals.py"]
+
+
 def test_enqueue_is_idempotent(tmp_path: Path) -> None:
-    study, runs = _study(tmp_path), _runs(tmp_path)
-    assert store.enqueue(study, runs) == 4
-    assert store.enqueue(study, runs) == 0
-    assert len(study.trials) == 4
-    assert store.counts(study, [r.run_id for r in runs])[vocab.PENDING] == 4
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    assert store.enqueue(runs) == 4
+    assert store.enqueue(runs) == 0
+    assert len(store.sweep.trials) == 4
+    assert store.counts([r.run_id for r in runs])[vocab.PENDING] == 4
 
 
 def test_claims_are_exclusive_and_records_arrive_per_epoch(tmp_path: Path) -> None:
-    study, runs = _study(tmp_path), _runs(tmp_path)
-    store.enqueue(study, runs)
-    other = _study(tmp_path)  # a second client on the same journal, like a second worker
-    a, b = store.claim_next(study), store.claim_next(other)
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    store.enqueue(runs)
+    other = _store(tmp_path)  # a second client on the same journal, like a second worker
+    a, b = store.claim_next(), other.claim_next()
     assert a is not None and b is not None and a.spec.run_id != b.spec.run_id
-    store.record_epoch(a.trial, _record(1, 0.25))
-    assert store.counts(other)[vocab.RUNNING] == 2
-    assert store.epochs_table(other)[vocab.VAL_ACC].tolist() == [0.25]  # visible before the run ends
-    store.record_epoch(a.trial, _record(2, 0.5))
-    store.finish(study, a.trial, vocab.DONE, value=0.5)
-    store.finish(other, b.trial, vocab.DIVERGED, error="loss became nan")
-    counts = store.counts(_study(tmp_path), [r.run_id for r in runs])
-    assert counts == {vocab.DONE: 1, vocab.RUNNING: 0, vocab.FAILED: 0, vocab.DIVERGED: 1, vocab.PRUNED: 0, vocab.PENDING: 2}
-    # diverged is final: enqueueing again adds nothing for it
-    assert store.enqueue(study, runs) == 0
+    store.record_epoch(a, _record(1, 0.25))
+    assert other.counts()[vocab.RUNNING] == 2
+    assert other.epochs_table()[vocab.VAL_ACC].tolist() == [0.25]  # visible before the run ends
+    store.record_epoch(a, _record(2, 0.5))
+    store.finish(a, vocab.DONE, value=0.5)
+    other.finish(b, vocab.DIVERGED, error="loss became nan")
+    counts = _store(tmp_path).counts([r.run_id for r in runs])
+    assert counts == {vocab.DONE: 1, vocab.RUNNING: 0, vocab.FAILED: 0, vocab.DIVERGED: 1, vocab.PRUNED: 0,
+                      vocab.PENDING: 2}
+    assert store.enqueue(runs) == 0  # diverged is final: enqueueing again adds nothing for it
 
 
-def test_failed_runs_get_a_new_attempt(tmp_path: Path) -> None:
-    study, runs = _study(tmp_path), _runs(tmp_path)
-    store.enqueue(study, runs)
-    claim = store.claim_next(study)
-    store.finish(study, claim.trial, vocab.FAILED, error="Traceback...\nValueError: boom")
-    assert store.enqueue(study, runs) == 1
-    table = store.runs_table(study)
-    row = table[table.run_id == claim.spec.run_id].iloc[0]
+def test_a_claim_races_another_for_the_same_trial_and_one_wins(tmp_path: Path) -> None:
+    """Threads of two clients claim from a 4-run queue at once: every run is claimed exactly once."""
+    _store(tmp_path).enqueue(_runs(tmp_path))
+    clients = [_store(tmp_path) for _ in range(4)]
+    claimed: list[str] = []
+
+    def claim_all(client: Store) -> None:
+        while (claim := client.claim_next()) is not None:
+            claimed.append(claim.spec.run_id)
+
+    threads = [threading.Thread(target=claim_all, args=(c,)) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(claimed) == sorted(r.run_id for r in _runs(tmp_path))
+
+
+def test_failed_runs_get_a_new_attempt_from_the_next_enqueue(tmp_path: Path) -> None:
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    store.enqueue(runs)
+    claim = store.claim_next()
+    store.finish(claim, vocab.FAILED, error="Traceback...\nValueError: boom")
+    assert store.enqueue(runs) == 1
+    row = store.runs_table().set_index(vocab.RUN_ID).loc[claim.spec.run_id]
     assert (row.status, row.attempt) == (vocab.PENDING, 2)
 
 
+@pytest.mark.parametrize("retries, retryable, expected", [(1, True, True), (0, True, False), (1, False, False)])
+def test_the_retry_policy_decides_an_immediate_retry(tmp_path: Path, retries: int, retryable: bool,
+                                                     expected: bool) -> None:
+    store = _store(tmp_path)
+    store.enqueue(_runs(tmp_path)[:1])
+    claim = store.claim_next()
+    store.finish(claim, vocab.FAILED, error="boom")
+    assert store.retry(claim, RetryPolicy(retries), retryable) is expected
+    assert store.counts()[vocab.PENDING] == int(expected)
+    if expected:  # the second attempt, failed again, has used its retry
+        again = store.claim_next()
+        assert again.attempt == 2
+        store.finish(again, vocab.FAILED, error="boom")
+        assert not store.retry(again, RetryPolicy(retries), retryable)
+
+
 def test_dead_workers_runs_are_requeued(tmp_path: Path) -> None:
-    study, runs = _study(tmp_path), _runs(tmp_path)
-    store.enqueue(study, runs)
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    store.enqueue(runs)
     child = subprocess.run([sys.executable, "-c", f"""
-import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
-from sweep import store
-s = store.open_study(store.open_storage({str(tmp_path / 'journal.log')!r}), 's')
-c = store.claim_next(s)
-store.record_epoch(c.trial, {_record(1, 0.1)!r})
+from sweep.store import Store
+s = Store.open({str(tmp_path / 'journal.log')!r}, 's')
+c = s.claim_next()
+s.record_epoch(c, {_record(1, 0.1)!r})
 print(c.spec.run_id)
-"""], capture_output=True, text=True, check=True)
+"""], capture_output=True, text=True, check=True, cwd=REPO)
     run_id = child.stdout.strip()
-    assert store.counts(study)[vocab.RUNNING] == 1
-    assert store.requeue_dead(study) == [run_id]  # the child process is gone
-    table = store.runs_table(study)
-    assert table.set_index("run_id").loc[run_id, "status"] == vocab.PENDING
-    assert store.requeue_dead(study) == []
+    assert store.counts()[vocab.RUNNING] == 1
+    assert store.requeue_dead() == [run_id]  # the child process is gone
+    assert store.may_come_back() is False  # nothing is running any more
+    assert store.runs_table().set_index(vocab.RUN_ID).loc[run_id, vocab.STATUS] == vocab.PENDING
+    assert store.requeue_dead() == []
+
+
+def test_a_live_workers_run_is_left_alone(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.enqueue(_runs(tmp_path))
+    store.claim_next()  # claimed by this (live) process
+    assert store.requeue_dead() == [] and store.may_come_back() is True
 
 
 def test_plain_optuna_reads_the_sweep(tmp_path: Path) -> None:
-    study, runs = _study(tmp_path), _runs(tmp_path)
-    store.enqueue(study, runs)
-    claim = store.claim_next(study)
-    store.record_epoch(claim.trial, _record(1, 0.25))
-    store.finish(study, claim.trial, vocab.DONE, value=0.25)
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log")))
-    loaded = optuna.load_study(study_name="s", storage=storage)
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    store.enqueue(runs)
+    claim = store.claim_next()
+    store.record_epoch(claim, _record(1, 0.25))
+    store.finish(claim, vocab.DONE, value=0.25)
+    backend = optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log"))
+    loaded = optuna.load_study(study_name="s", storage=optuna.storages.JournalStorage(backend))
     frame = loaded.trials_dataframe()
     assert len(frame) == 4
     done = frame[frame.state == "COMPLETE"]
@@ -102,66 +158,104 @@ def test_plain_optuna_reads_the_sweep(tmp_path: Path) -> None:
 
 
 def test_export_writes_tidy_tables(tmp_path: Path) -> None:
-    study, runs = _study(tmp_path), _runs(tmp_path)
-    store.enqueue(study, runs)
-    claim = store.claim_next(study)
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    store.enqueue(runs)
+    claim = store.claim_next()
     for epoch in (1, 2):
-        store.record_epoch(claim.trial, _record(epoch, 0.1 * epoch))
-    store.finish(study, claim.trial, vocab.DONE, value=0.2)
-    runs_csv, epochs_csv = store.export_csv(study, tmp_path / "out")
+        store.record_epoch(claim, _record(epoch, 0.1 * epoch))
+    store.finish(claim, vocab.DONE, value=0.2)
+    runs_csv, epochs_csv = store.export_csv(tmp_path / "out")
     run_rows, epoch_rows = pd.read_csv(runs_csv), pd.read_csv(epochs_csv)
     assert len(run_rows) == 4 and sorted(run_rows.status) == [vocab.DONE] + [vocab.PENDING] * 3
-    assert epoch_rows[["run_id", "epoch", "val_acc"]].values.tolist() == [
+    assert epoch_rows[[vocab.RUN_ID, vocab.EPOCH, vocab.VAL_ACC]].values.tolist() == [
         [claim.spec.run_id, 1, 0.1], [claim.spec.run_id, 2, 0.2]]
     assert {"train.batch_size", "seed", *vocab.EPOCH_METRICS} <= set(epoch_rows.columns)
-    assert run_rows.set_index("run_id").loc[claim.spec.run_id, "final_val_acc"] == 0.2
+    assert run_rows.set_index(vocab.RUN_ID).loc[claim.spec.run_id, "final_val_acc"] == 0.2
 
 
-def test_a_journal_cut_mid_line_by_a_crash_loses_only_that_line(tmp_path: Path) -> None:
-    study, runs = _study(tmp_path), _runs(tmp_path)
-    store.enqueue(study, runs)
-    claim = store.claim_next(study)
-    store.record_epoch(claim.trial, _record(1, 0.25))
-    store.record_epoch(claim.trial, _record(2, 0.5))
-    journal = tmp_path / "journal.log"
+def _cut_inside_epoch_two(journal: Path) -> None:
     data = journal.read_bytes()
     cut = data.rindex(b"\n", 0, data.index(b'"epoch_0002"')) + 1 + 30
     with open(journal, "rb+") as handle:  # a crash in the middle of writing epoch 2's record
         handle.truncate(cut)
-    reopened = _study(tmp_path)  # repairs the cut line before anything is appended
+
+
+def test_a_journal_cut_mid_line_by_a_crash_loses_only_that_line(tmp_path: Path) -> None:
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    store.enqueue(runs)
+    claim = store.claim_next()
+    store.record_epoch(claim, _record(1, 0.25))
+    store.record_epoch(claim, _record(2, 0.5))
+    journal = tmp_path / "journal.log"
+    _cut_inside_epoch_two(journal)
+    reopened = _store(tmp_path)  # repairs the cut line before anything is appended
     assert journal.read_bytes().endswith(b"\n")
-    trial = reopened.get_trials(deepcopy=False)[claim.trial.number]
-    assert [r["epoch"] for r in store.epochs_of(trial)] == [1]  # epoch 1 kept, the cut epoch 2 dropped
-    store.enqueue(reopened, runs)  # appending works and the journal stays readable
-    assert len(_study(tmp_path).trials) == 4
+    trial = reopened.sweep.get_trials(deepcopy=False)[claim.trial.number]
+    assert [r["epoch"] for r in epochs_of(trial)] == [1]  # epoch 1 kept, the cut epoch 2 dropped
+    reopened.enqueue(runs)  # appending works and the journal stays readable
+    assert len(_store(tmp_path).sweep.trials) == 4
+
+
+def test_a_line_cut_while_the_store_is_open_is_dropped_before_the_next_append(tmp_path: Path) -> None:
+    """Another process dies mid-write while this one keeps the store open: the next append of this
+    process does not glue its line onto the cut one (the journal would become unreadable)."""
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    store.enqueue(runs)
+    claim = store.claim_next()
+    store.record_epoch(claim, _record(1, 0.25))
+    with open(tmp_path / "journal.log", "ab") as handle:  # another process dies writing a record
+        handle.write(b'{"op_code": 8, "worker_id": "dead", "trial_id": 0, "user_attr": {"epoch_0002"')
+    other = store.claim_next()  # an append by the process that kept the store open
+    store.record_epoch(other, _record(1, 0.75))
+    fresh = _store(tmp_path)  # a journal that plain Optuna reads whole again
+    assert [r[vocab.VAL_ACC] for r in epochs_of(fresh.sweep.get_trials()[other.trial.number])] == [0.75]
+
+
+def test_the_repair_waits_for_optunas_lock(tmp_path: Path) -> None:
+    """A line being written by another process (which holds Optuna's lock) is not taken for a cut one."""
+    journal = tmp_path / "journal.log"
+    journal.write_bytes(b'{"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}\n')
+    lock = optuna.storages.journal.JournalFileSymlinkLock(str(journal))
+    lock.acquire()
+    with open(journal, "ab") as handle:
+        handle.write(b'{"op_code": 5, "worker_id"')  # half a line, still being written
+    repaired: list[int] = []
+    thread = threading.Thread(target=lambda: repaired.append(storage.RepairingJournal(str(journal)).repair()))
+    thread.start()
+    thread.join(timeout=0.5)
+    assert thread.is_alive() and journal.read_bytes().endswith(b'"worker_id"')  # waiting for the writer
+    with open(journal, "ab") as handle:
+        handle.write(b': "w", "study_id": 0, "user_attr": {"a": 1}}\n')  # the writer finishes its line
+    lock.release()
+    thread.join(timeout=10)
+    assert repaired == [0] and journal.read_bytes().count(b"\n") == 2
 
 
 def test_a_run_queued_by_a_newer_version_is_refused_not_claimed(tmp_path: Path) -> None:
     import json
 
-    import pytest
-
     from sweep.config import UnknownSettings
 
-    study, runs = _study(tmp_path), _runs(tmp_path)
+    store, runs = _store(tmp_path), _runs(tmp_path)
     raw = json.loads(runs[0].to_json())
     raw["point"]["train"]["from_the_future"] = 1
-    study.enqueue_trial({"run_id": "x", "attempt": 1}, user_attrs={"run_id": "x", "attempt": 1, "spec": json.dumps(raw)})
+    store.sweep.enqueue_trial({vocab.RUN_ID: "x", vocab.ATTEMPT: 1},
+                              user_attrs={vocab.RUN_ID: "x", vocab.ATTEMPT: 1, "spec": json.dumps(raw)})
     with pytest.raises(UnknownSettings, match=r"train.from_the_future .*upgrade this machine"):
-        store.claim_next(study)
-    assert store.counts(study)[vocab.PENDING] == 1  # still queued, for a newer worker
+        store.claim_next()
+    assert store.counts()[vocab.PENDING] == 1  # still queued, for a newer worker
 
 
 def test_records_inside_an_epoch_are_all_kept_in_step_order(tmp_path: Path) -> None:
-    study, runs = _study(tmp_path), _runs(tmp_path)
-    store.enqueue(study, runs)
-    claim = store.claim_next(study)
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    store.enqueue(runs)
+    claim = store.claim_next()
     for epoch, step in ((0.5, 5), (1, 10), (1.5, 15), (2, 20)):  # eval_every_steps: 5 at 10 steps per epoch
         record = _record(epoch, 0.1)
         record.update(epoch=epoch, step=step)
-        store.record_epoch(claim.trial, record)
-    trial = _study(tmp_path).get_trials(deepcopy=False)[claim.trial.number]
-    assert [(r["epoch"], r["step"]) for r in store.epochs_of(trial)] == [(0.5, 5), (1, 10), (1.5, 15), (2, 20)]
+        store.record_epoch(claim, record)
+    trial = _store(tmp_path).sweep.get_trials(deepcopy=False)[claim.trial.number]
+    assert [(r["epoch"], r["step"]) for r in epochs_of(trial)] == [(0.5, 5), (1, 10), (1.5, 15), (2, 20)]
     assert trial.intermediate_values == {1: 0.1, 2: 0.1}  # Optuna sees end-of-epoch values only
 
 
@@ -169,16 +263,27 @@ def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, mon
     """Under load a worker read a claim whose identity was half written (pid not yet there) and
     re-queued it as dead, 50 ms after the claim (benchmarks/load.py, 4 workers). The identity is
     now written host last, and a trial without a host is judged only after CLAIM_SECONDS."""
-    assert list(store._worker_identity())[-1] == "worker_host"
-    study = _study(tmp_path)
-    store.enqueue(study, _runs(tmp_path))
-    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))[0]
-    study._storage.set_trial_state_values(waiting._trial_id, state=optuna.trial.TrialState.RUNNING)
-    study._storage.set_trial_user_attr(waiting._trial_id, "worker_pid", 12345)  # mid-claim: no host yet
-    assert store.requeue_dead(study) == []
-    monkeypatch.setattr(store, "CLAIM_SECONDS", 0.0)  # as if its claimer died mid-claim long ago
-    assert store.requeue_dead(study) == [waiting.user_attrs["run_id"]]
-    ended = study._storage.get_trial(waiting._trial_id)
-    assert (ended.state, ended.user_attrs["error"]) == (optuna.trial.TrialState.FAIL, "its worker died while claiming it")
-    attempts = [t.user_attrs["attempt"] for t in study.get_trials() if t.user_attrs["run_id"] == waiting.user_attrs["run_id"]]
+    assert list(crash.worker_identity())[-1] == crash.WORKER_HOST
+    store = _store(tmp_path)
+    store.enqueue(_runs(tmp_path))
+    waiting = store.sweep.get_trials(states=(optuna.trial.TrialState.WAITING,))[0]
+    assert internals.take(store.sweep, waiting)
+    internals.handle(store.sweep, waiting).set_user_attr(crash.WORKER_PID, 12345)  # mid-claim: no host yet
+    assert store.requeue_dead() == []
+    monkeypatch.setattr(crash, "CLAIM_SECONDS", 0.0)  # as if its claimer died mid-claim long ago
+    assert store.requeue_dead() == [waiting.user_attrs[vocab.RUN_ID]]
+    ended = store.sweep.get_trials()[waiting.number]
+    assert (ended.state, ended.user_attrs[vocab.ERROR]) == (optuna.trial.TrialState.FAIL,
+                                                           "its worker died while claiming it")
+    attempts = [t.user_attrs[vocab.ATTEMPT] for t in store.sweep.get_trials()
+                if t.user_attrs[vocab.RUN_ID] == waiting.user_attrs[vocab.RUN_ID]]
     assert attempts == [1, 2]  # queued again, nothing lost
+
+
+def test_a_requeue_of_an_attempt_another_process_ended_adds_nothing(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.enqueue(_runs(tmp_path)[:1])
+    claim = store.claim_next()
+    assert store.requeue(claim, "first")
+    assert not store.requeue(claim, "second")  # already ended: no third attempt
+    assert [t.user_attrs[vocab.ATTEMPT] for t in store.sweep.get_trials()] == [1, 2]

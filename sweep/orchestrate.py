@@ -1,0 +1,313 @@
+"""Running a sweep in-process: grid in, outcome out. Used by the CLI and by the tests.
+
+`run_sweep` queues the grid's runs and learning-rate-search slots, trains them with worker
+processes (or, with `in_process`, in this process), queues each finished search's best lr
+at every seed and trains those, then exports the tables and writes the report. `status`
+counts a sweep's runs; `join` trains (or coordinates workers for) a sweep started elsewhere.
+Every line for the user goes through a `Console`; nothing here prints by itself.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sweep import coordinator, events, vocab
+from sweep.config import GridFile
+from sweep.plan import RunSpec, plan, search_groups
+from sweep.store import RetryPolicy, Store, epochs_of, status_of, storage
+from sweep.store.crash import WORKER_HOST, WORKER_PID
+from sweep.store.secrets import redact, secrets_of
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+PHASES = 3  # grid and searches; then the tuned runs; a third pass only if a search finished late
+
+
+class UsageError(Exception):
+    """Bad input that is not in the grid file (flags, store). One line for stderr."""
+
+
+def _out(text: str) -> None:
+    print(text, flush=True)
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Console:
+    """Where lines for the user go: `say` for progress and results, `warn` for problems."""
+
+    say: Callable[[str], None] = _out
+    warn: Callable[[str], None] = _err
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to run a sweep. `storage` is a journal path or database URL (default <results>/journal.log)."""
+
+    results: Path | None = None  # default results/<name>
+    storage: str | None = None
+    workers: int | None = None  # worker processes (default: one per device group, else 1)
+    devices: str | None = None  # GPU ids, e.g. "0,2"
+    trials_per_gpu: int = 1
+    retries: int = 1
+    in_process: bool = False  # train in this process (no worker processes; one TensorFlow)
+    report: bool = True  # end `run_sweep` with the report
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(self.retries)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a sweep ended with."""
+
+    exit_code: int
+    counts: dict[str, int] = field(default_factory=dict)
+    runs_csv: Path | None = None
+    epochs_csv: Path | None = None
+    report_md: Path | None = None
+    report_html: Path | None = None
+    trained: int = 0  # runs this call trained to an end (any status)
+
+
+def locations(grid: GridFile, options: Options) -> tuple[Path, str]:
+    """The results folder and the store's target."""
+    results = options.results or Path("results") / grid.name
+    target = options.storage or str(results / vocab.JOURNAL_FILE)
+    if not storage.is_database(target) and secrets_of(target):  # not a file name: a libpq key=value string
+        raise UsageError("--storage: a key=value connection string is not a store; give a URL, "
+                         "postgresql://USER:PASSWORD@HOST/DB, or a journal file")
+    return results, target
+
+
+def open_store(target: str, name: str, create: bool) -> Store:
+    """The sweep's store, or UsageError (one line, password masked) saying why it cannot be opened."""
+    try:
+        return Store.open(target, name, create=create)
+    except storage.NewerStoreError as err:
+        raise UsageError(f"{redact(target, target)}: {err}") from None
+    except KeyError:
+        raise UsageError(f"the store {redact(target, target)} has no sweep named {name!r}") from None
+    except Exception as err:  # a bad URL, an unreachable database, a corrupt journal
+        detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise UsageError(redact(f"cannot open the store {target}: {type(err).__name__}: {detail}", target)) from None
+
+
+# --- run
+
+
+def run_sweep(grid: GridFile, options: Options = Options(), console: Console = Console()) -> Outcome:
+    """Train the grid's runs and the searches' trials; then each finished search's best lr at every seed."""
+    runs, groups = plan(grid), search_groups(grid)
+    results, target = locations(grid, options)
+    store = open_store(target, grid.name, create=True)
+    revived = store.requeue_dead()
+    if revived:
+        console.say(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")
+    added = store.enqueue(runs)
+    store.register_searches(groups)
+    code, planned, trained, rounds = EXIT_OK, list(runs), 0, 0
+    for phase in range(PHASES):
+        planned = runs + store.enqueue_tuned(groups, grid.seeds)
+        if phase == 0:
+            _warn_foreign(store, planned, console)
+        todo = store.pending(planned)
+        if not todo or code:
+            break
+        _announce(store, phase, len(planned), todo, added, console)
+        code, done = _train(store, options, todo, results, console)
+        trained, rounds = trained + done, rounds + 1
+    if not rounds:
+        console.say(f"all {len(planned)} runs of {grid.name} are already finished; nothing to train.")
+    outcome = _finish(store, planned, results, options, console, trained)
+    unfinished = len(store.pending(planned))
+    if unfinished:
+        console.warn(f"{unfinished} run(s) not finished; run the same command again to train them")
+        return replace(outcome, exit_code=EXIT_FAILED)
+    return outcome
+
+
+def _announce(store: Store, phase: int, planned: int, todo: list[RunSpec], added: int, console: Console) -> None:
+    if phase == 0:
+        searching = len(store.search_slots())
+        extra = f" and {searching} learning-rate search trial(s)" if searching else ""
+        console.say(f"{store.name}: {planned} runs{extra}; {len(todo)} to train ({_epochs(todo)} epochs; "
+                    f"{added} newly queued). Store: {store.shown}")
+    else:
+        console.say(f"{store.name}: learning-rate searches finished; training their best lr at every seed: "
+                    f"{len(todo)} run(s)")
+
+
+def _epochs(specs: list[RunSpec]) -> int:
+    return sum(s.point.train.epochs for s in specs)
+
+
+def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, console: Console) -> tuple[int, int]:
+    """Train the queued runs with workers and show their progress; return the workers' exit code
+    and how many runs they trained."""
+    progress = coordinator.Progress(runs_total=len(todo), epochs_total=_epochs(todo))
+    started = time.monotonic()
+    log_dir = results / vocab.LOG_DIR
+    if options.in_process:
+        code = train_here(store, progress, options.policy, console)
+    else:
+        slots = worker_slots(options, todo)
+        console.say(f"starting {len(slots)} worker(s){_devices_note(slots)}; TensorFlow takes a few seconds to "
+                    f"load. Logs: {log_dir}/")
+        code = coordinator.run_workers(store.target, store.name, progress, log_dir, slots=slots,
+                                       retries=options.retries, say=console.say)
+    console.say(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
+    lost = store.requeue_dead()  # a worker that crashed left its run RUNNING
+    if lost:
+        console.warn(f"re-queued {len(lost)} run(s) of crashed workers: {', '.join(lost)}")
+    if code:
+        console.warn(f"a worker exited with code {code}; see {log_dir}/")
+    return code, progress.runs_done
+
+
+def train_here(store: Store, progress: coordinator.Progress, policy: RetryPolicy, console: Console) -> int:
+    """The worker loop in this process, its events shown as progress lines. A worker that would
+    be replaced (memory, another replica count) runs again here, up to MAX_WORKER_RESTARTS times."""
+    from sweep import worker
+
+    def show(event: events.Event) -> None:
+        line = coordinator.format_event(event, progress)
+        if line:
+            console.say(line)
+
+    for _ in range(coordinator.MAX_WORKER_RESTARTS + 1):
+        code = worker.work(store, show, policy, own_process=False)
+        if code == worker.EXIT_INTERRUPTED:  # Ctrl-C: the run is queued again; the caller stops as on any
+            raise KeyboardInterrupt
+        if code not in coordinator.RESTART_CODES:
+            return code
+    return code
+
+
+def worker_slots(options: Options, queued: list[RunSpec]) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES per worker process, from devices / trials_per_gpu / workers."""
+    from sweep import devices
+
+    pool = devices.device_pool(options.devices)
+    if not pool:
+        return [None] * (options.workers or 1)
+    replicas = max(s.point.train.gpus for s in queued)
+    slots: list[str | None] = list(devices.worker_slots(pool, replicas, options.trials_per_gpu))
+    return slots[: options.workers] if options.workers else slots
+
+
+def _devices_note(slots: list[str | None]) -> str:
+    used = [s for s in slots if s is not None]
+    return f" on devices {' | '.join(used)} (CUDA_VISIBLE_DEVICES per worker)" if used else ""
+
+
+def _warn_foreign(store: Store, runs: list[RunSpec], console: Console) -> None:
+    planned = {s.run_id for s in runs} | set(store.search_slots())
+    foreign = [r for r in store.current() if r not in planned]
+    if foreign:
+        console.say(f"note: the store also holds {len(foreign)} run(s) not in this grid file "
+                    f"(an earlier version of it?); they stay in runs.csv and epochs.csv")
+
+
+def _finish(store: Store, runs: list[RunSpec], results: Path, options: Options, console: Console,
+            trained: int) -> Outcome:
+    """Export the tables, say how the sweep stands, write the report."""
+    runs_csv, epochs_csv = store.export_csv(results)
+    planned = {s.run_id for s in runs} | set(store.search_slots())
+    counts = store.counts(planned)
+    console.say(f"status: {counts_text(counts)}")
+    failed = [(rid, t) for rid, t in store.current().items() if rid in planned and status_of(t) == vocab.FAILED]
+    for run_id, trial in failed:
+        error = (trial.user_attrs.get(vocab.ERROR) or "").strip().splitlines()
+        console.warn(f"FAILED {run_id}: {error[-1] if error else 'no error text'}")
+    console.say(f"results: {runs_csv} and {epochs_csv}")
+    written = write_report(results, console) if options.report else None
+    return Outcome(EXIT_FAILED if failed else EXIT_OK, counts, runs_csv, epochs_csv,
+                   written[0] if written else None, written[1] if written else None, trained)
+
+
+def write_report(results: Path, console: Console) -> tuple[Path, Path] | None:
+    """The report of one results folder. A report problem is shown but never changes the run's exit code."""
+    from sweep import report
+
+    try:
+        written = report.build([results])
+    except Exception as err:  # the runs are safe in the CSVs; `sweep report` can be run again by hand
+        console.warn(f"warning: report not written ({type(err).__name__}: {err}); "
+                     f"retry with `python -m sweep report {results}`")
+        return None
+    console.say(f"report: {written.markdown} and {written.html}")
+    return written.markdown, written.html
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """"2 done, 0 running, ..."; pruned (learning-rate search trials only) when there are any."""
+    return ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES if s != vocab.PRUNED or counts[s])
+
+
+# --- status
+
+
+def status(grid: GridFile, options: Options = Options(), console: Console = Console()) -> dict[str, int]:
+    """Say how many runs of the grid are done, running, failed, diverged, pending; return the counts."""
+    runs, groups = plan(grid), search_groups(grid)
+    slots = len(groups) * grid.search.trials if grid.search else 0
+    results, target = locations(grid, options)
+    store = None
+    if not storage.is_database(target) and not Path(target).exists():  # a journal not yet written
+        console.say(redact(f"{grid.name}: nothing has run yet ({target} does not exist)", target))
+        counts = {s: 0 for s in vocab.STATUSES} | {vocab.PENDING: len(runs) + slots}
+    else:
+        store = open_store(target, grid.name, create=False)
+        runs = runs + [spec for specs in store.tuned_runs(groups, grid.seeds).values() for spec in specs]
+        counts = store.counts([s.run_id for s in runs] + list(store.search_slots()))
+    searched = f" + {slots} learning-rate search trials" if slots else ""
+    console.say(f"{grid.name}: {len(runs)} runs{searched}: {counts_text(counts)}")
+    if store is not None and counts[vocab.RUNNING]:
+        _say_running(store, {s.run_id: s for s in runs} | store.search_slots(), console)
+    return counts
+
+
+def _say_running(store: Store, planned: dict[str, RunSpec], console: Console) -> None:
+    """One line per running run: where it runs and how far it got."""
+    for run_id, trial in sorted(store.current().items()):
+        if run_id not in planned or status_of(trial) != vocab.RUNNING:
+            continue
+        attrs = trial.user_attrs
+        console.say(f"  running {run_id}: epoch {len(epochs_of(trial))}/{planned[run_id].point.train.epochs} "
+                    f"done, worker pid {attrs.get(WORKER_PID, '?')} on {attrs.get(WORKER_HOST, '?')}, "
+                    f"attempt {attrs.get(vocab.ATTEMPT, 1)}, since {trial.datetime_start:%Y-%m-%d %H:%M:%S}")
+
+
+# --- joining a sweep started elsewhere
+
+
+def join(target: str, name: str, options: Options = Options(), console: Console = Console()) -> int:
+    """`sweep worker`: train the queued runs of an existing sweep in this process (its events as lines
+    on stdout, for a coordinator), or, with workers or devices, in worker processes whose logs go to
+    <results>/logs (results: default results/<name>)."""
+    from sweep import worker
+
+    if not storage.is_database(target) and not Path(target).exists():
+        raise UsageError(redact(f"--storage {target}: no such journal file; start the sweep with `sweep run GRID` "
+                                "first", target))
+    store = open_store(target, name, create=False)
+    if options.workers is None and options.devices is None:
+        return worker.work(store, policy=options.policy)
+    queued = store.queued()
+    if not queued:
+        console.say(f"{name}: no queued runs; nothing to do")
+        return EXIT_OK
+    slots = worker_slots(options, queued)
+    console.say(f"{name}: {len(queued)} queued run(s); starting {len(slots)} worker(s){_devices_note(slots)}")
+    progress = coordinator.Progress(runs_total=len(queued), epochs_total=_epochs(queued))
+    log_dir = (options.results or Path("results") / name) / vocab.LOG_DIR
+    return coordinator.run_workers(target, name, progress, log_dir, slots=slots, retries=options.retries,
+                                   say=console.say)

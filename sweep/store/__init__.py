@@ -1,0 +1,208 @@
+"""The results store: one object, `Store`, that the orchestrator, the workers and the tests hold.
+
+It opens the sweep's Optuna study once and each learning-rate search's study once, and
+offers the queue (enqueue, claim, record, finish, requeue, retry), crash detection, the
+search lifecycle and the tables. The modules behind it, one job each:
+
+- `storage`: opening a journal file or a database, the store-format version;
+- `queue`: statuses, attempts, atomic claims, records, the retry policy;
+- `crash`: attempts whose worker died, found and queued again;
+- `search`: learning-rate searches, their slots and best learning rates;
+- `tables`: runs.csv, epochs.csv and counts;
+- `secrets`: passwords masked in anything that may show a storage URL;
+- `internals`: the only code that touches Optuna's private API.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import FrozenTrial, TrialState
+
+from sweep import vocab
+from sweep.plan import RunSpec, SearchGroup
+from sweep.store import crash, internals, queue, search, storage, tables
+from sweep.store.queue import Claim, RetryPolicy, epochs_of, latest_by_run, status_of
+from sweep.store.search import Search
+from sweep.store.secrets import redact
+from sweep.store.storage import (
+    DISK_FULL_ADVICE,
+    FORMAT_ATTR,
+    STORAGE_ENV,
+    STORE_FORMAT,
+    VERSION_ATTR,
+    NewerStoreError,
+    is_disk_full,
+)
+
+__all__ = ["DISK_FULL_ADVICE", "FORMAT_ATTR", "STORAGE_ENV", "STORE_FORMAT", "VERSION_ATTR", "Claim",
+           "NewerStoreError", "RetryPolicy", "Search", "Store", "epochs_of", "is_disk_full", "latest_by_run",
+           "redact", "status_of"]
+
+UNFINISHED = (vocab.PENDING, vocab.RUNNING)
+
+
+class Store:
+    """One sweep's store. `Store.open(target, name)`; the target is a journal path or a database URL."""
+
+    def __init__(self, target: str, backend: optuna.storages.BaseStorage, sweep: optuna.Study) -> None:
+        self.target = target
+        self.database = storage.is_database(target)
+        self._backend = backend
+        self.sweep = sweep
+        self._searches = {gid: search.open_search(backend, gid, s) for gid, s in search.listed(sweep).items()}
+
+    @classmethod
+    def open(cls, target: str | Path, name: str, create: bool = True) -> Store:
+        """Open (or with `create`, start) the sweep `name`. KeyError if it is missing and not `create`;
+        NewerStoreError if a newer batchsweep wrote it."""
+        backend = storage.open_storage(target, on_stale=crash.requeue_stale)
+        return cls(str(target), backend, storage.open_study(backend, name, create=create))
+
+    @property
+    def name(self) -> str:
+        return self.sweep.study_name
+
+    @property
+    def shown(self) -> str:
+        """The target as it may be printed: a password masked."""
+        return redact(self.target, self.target)
+
+    @property
+    def searches(self) -> list[Search]:
+        return list(self._searches.values())
+
+    def _studies(self) -> list[optuna.Study]:
+        return [self.sweep, *(s.study for s in self._searches.values())]
+
+    # --- queueing (the orchestrator's side)
+
+    def enqueue(self, runs: list[RunSpec], role: str = vocab.GRID, **attrs: Any) -> int:
+        """A WAITING attempt for every run that has none pending, running or final; returns how many."""
+        return queue.enqueue_items(self.sweep, [(s.run_id, s.to_json()) for s in runs], {vocab.ROLE: role, **attrs})
+
+    def register_searches(self, groups: list[SearchGroup]) -> list[Search]:
+        """List each group's search on the sweep study, open its study, enqueue its trial slots."""
+        for group_id, settings in search.list_searches(self.sweep, groups).items():
+            if group_id not in self._searches:
+                self._searches[group_id] = search.open_search(self._backend, group_id, settings)
+        for group in groups:
+            search.enqueue_slots(self._searches[group.group_id], group.template)
+        return [self._searches[g.group_id] for g in groups]
+
+    def tuned_runs(self, groups: list[SearchGroup], seeds: tuple[int, ...]) -> dict[str, list[RunSpec]]:
+        """group id -> its best lr's run at every seed, for each search that has finished (reads only)."""
+        result = {}
+        for group in groups:
+            found = self._searches.get(group.group_id)
+            lr = search.best_lr(found) if found else None
+            if lr is not None:
+                result[group.group_id] = group.tuned_runs(lr, seeds)
+        return result
+
+    def enqueue_tuned(self, groups: list[SearchGroup], seeds: tuple[int, ...]) -> list[RunSpec]:
+        """Queue each finished search's best lr at every seed; return every tuned run known so far."""
+        tuned = self.tuned_runs(groups, seeds)
+        for group_id, runs in tuned.items():
+            self.enqueue(runs, role=vocab.TUNED, **{vocab.SEARCH_GROUP: group_id})
+        return [spec for runs in tuned.values() for spec in runs]
+
+    # --- claiming and recording (the worker's side)
+
+    def claim_next(self) -> Claim | None:
+        """Atomically take the next queued run: the sweep's own first, then the searches' trials in order.
+        A search slot's lr is drawn by `start`, once the worker knows it can train it."""
+        identity = crash.worker_identity()
+        for study, found in [(self.sweep, None), *((s.study, s) for s in self._searches.values())]:
+            claim = queue.claim_next(study, identity, found)
+            if claim is not None:
+                return claim
+        return None
+
+    def start(self, claim: Claim) -> Claim:
+        return claim.search.start(claim) if claim.search else claim
+
+    def heartbeat(self, claim: Claim) -> AbstractContextManager[None]:
+        """Optuna's heartbeat for the claim while it trains (database stores; nothing on a journal)."""
+        return internals.heartbeat(claim.trial) if self.database else contextlib.nullcontext()
+
+    record_info = staticmethod(queue.record_info)
+    record_epoch = staticmethod(queue.record_epoch)
+    record_fact = staticmethod(queue.record_fact)
+
+    def finish(self, claim: Claim, status: str, value: float | None = None, error: str | None = None) -> None:
+        """End the attempt: done (with the metric's value), pruned, or failed/diverged with its error,
+        any password in it masked (a driver's error text may echo the store's URL)."""
+        queue.finish(claim, status, value, redact(error, self.target) if error else None)
+
+    @staticmethod
+    def requeue(claim: Claim, reason: str) -> bool:
+        """End the attempt unfinished and queue the next one (False if the store had already ended it)."""
+        return queue.requeue(claim.study, claim.trial, reason)
+
+    @staticmethod
+    def retry(claim: Claim, policy: RetryPolicy, retryable: bool) -> bool:
+        """Queue another attempt of a failed run if the policy allows it now. Returns whether it did."""
+        if not policy.again_now(claim.attempt, retryable):
+            return False
+        queue.enqueue_next(claim.study, claim.trial.user_attrs)
+        return True
+
+    def requeue_dead(self) -> list[str]:
+        """Queue again the runs (and search trials) whose worker died; return their ids."""
+        return [run_id for study in self._studies() for run_id in crash.requeue_dead(study, self.database)]
+
+    def may_come_back(self) -> bool:
+        """Whether a running attempt could still return to the queue (its worker may yet die)."""
+        return any(crash.may_come_back(study, self.database) for study in self._studies())
+
+    # --- reading
+
+    def trials(self) -> list[FrozenTrial]:
+        """The sweep's trials and those of its searches (their run ids never collide)."""
+        return [t for study in self._studies() for t in study.get_trials(deepcopy=False)]
+
+    def current(self) -> dict[str, FrozenTrial]:
+        """run id -> the attempt that speaks for it."""
+        return latest_by_run(self.trials())
+
+    def queued(self) -> list[RunSpec]:
+        """The spec (a search slot's template) of every WAITING attempt."""
+        return [queue.spec_of(t) for study in self._studies()
+                for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if queue.SPEC in t.user_attrs]
+
+    def search_slots(self) -> dict[str, RunSpec]:
+        """slot id -> its template spec, for every trial slot of the sweep's searches."""
+        slots: dict[str, RunSpec] = {}
+        for found in self._searches.values():
+            for trial in found.study.get_trials(deepcopy=False):
+                slots.setdefault(trial.user_attrs[vocab.RUN_ID], queue.spec_of(trial))
+        return slots
+
+    def pending(self, runs: list[RunSpec]) -> list[RunSpec]:
+        """The runs of `runs` and the search slots that are queued or running."""
+        current = self.current()
+        planned = [s for s in runs if s.run_id in current and status_of(current[s.run_id]) in UNFINISHED]
+        return planned + [spec for slot, spec in self.search_slots().items()
+                          if status_of(current[slot]) in UNFINISHED]
+
+    def counts(self, run_ids: Iterable[str] | None = None) -> dict[str, int]:
+        """Runs per status; with run_ids, only those runs, and unplanned ones count as pending."""
+        return tables.counts(self.trials(), run_ids)
+
+    def runs_table(self) -> pd.DataFrame:
+        return tables.runs_table(self.trials())
+
+    def epochs_table(self) -> pd.DataFrame:
+        return tables.epochs_table(self.trials())
+
+    def export_csv(self, folder: Path) -> tuple[Path, Path]:
+        """Write runs.csv and epochs.csv into `folder` atomically; return their paths."""
+        return tables.export_csv(self.trials(), folder)
+

@@ -1,0 +1,110 @@
+"""The learning-rate-search lifecycle: each search's study, its trial slots, drawing a trial's lr,
+the best lr of a finished search, and its tuned re-runs. No TensorFlow.
+
+A search (the grid file's ``search:``) is one study per grid point, ``<sweep>:lr_search:<group>``,
+listed in the sweep study's user attribute ``lr_searches`` with its settings, so a worker on
+another machine finds it without the grid file. Its slots are enqueued like runs (``run_id`` =
+``<group>-t<k>``); the worker that claims one draws ``lr`` with the study's sampler
+(``trial.suggest_float``, so Optuna's dashboard shows lr against the metric) and the trial may
+end PRUNED. The best lr of a finished search is re-run at every seed in the sweep study, as
+runs with ``role`` = ``tuned``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from sweep import vocab
+from sweep.config import SEARCH_METRICS
+from sweep.plan import RunSpec, SearchGroup, at_lr, derive_seed
+from sweep.store import queue
+
+SEARCHES_ATTR = "lr_searches"  # on the sweep study: group id -> the search's settings, for every worker
+SETTINGS = ("lr_low", "lr_high", "lr_log", "trials", "metric", "seed", "prune")
+LR_PARAM = "lr"
+
+
+@dataclass(frozen=True)
+class Search:
+    """A learning-rate search as workers see it: its study and settings."""
+
+    group_id: str
+    study: optuna.Study
+    settings: dict[str, Any]  # SETTINGS, and the study's name
+
+    def sample_lr(self, trial: optuna.Trial) -> float:
+        """Draw this trial's lr with TPE, seeded per trial so a search is reproducible.
+
+        TPE (Optuna's default sampler) models good and bad learning rates separately;
+        it needs a few observations first, so the first half of the trials are random
+        (log-uniform). A Gaussian process would suit a 1-D search of ~8 trials as well,
+        but Optuna's GPSampler needs PyTorch. constant_liar keeps parallel workers from
+        drawing the same lr while earlier trials are still running.
+        """
+        s = self.settings
+        self.study.sampler = optuna.samplers.TPESampler(
+            n_startup_trials=max(1, s["trials"] // 2), constant_liar=True,
+            seed=derive_seed(s["seed"], "lr_search", self.group_id, trial.number))
+        return trial.suggest_float(LR_PARAM, s["lr_low"], s["lr_high"], log=s["lr_log"])
+
+    def start(self, claim: queue.Claim) -> queue.Claim:
+        """A claimed slot becomes a run: draw its lr, and keep the run's own spec on the trial."""
+        spec = at_lr(claim.spec, self.sample_lr(claim.trial))
+        claim.trial.set_user_attr(queue.SPEC, spec.to_json())
+        return replace(claim, spec=spec)
+
+    def slot_ids(self) -> list[str]:
+        return [f"{self.group_id}-t{k}" for k in range(1, self.settings["trials"] + 1)]
+
+
+def settings_of(group: SearchGroup) -> dict[str, Any]:
+    return {**{k: getattr(group.search, k) for k in SETTINGS}, "study": group.study_name()}
+
+
+def listed(sweep: optuna.Study) -> dict[str, dict[str, Any]]:
+    """group id -> settings, of every search the sweep study lists."""
+    return dict(sweep.user_attrs.get(SEARCHES_ATTR, {}))
+
+
+def list_searches(sweep: optuna.Study, groups: list[SearchGroup]) -> dict[str, dict[str, Any]]:
+    """Record the groups' settings on the sweep study (so any worker finds them); return them all."""
+    known = listed(sweep)
+    known.update({g.group_id: settings_of(g) for g in groups})
+    if groups:
+        sweep.set_user_attr(SEARCHES_ATTR, known)
+    return known
+
+
+def open_search(storage: optuna.storages.BaseStorage, group_id: str, settings: dict[str, Any]) -> Search:
+    """The search's study (created if new), with the search's pruner: median of earlier trials
+    at the same epoch, from epoch 2 on, after 2 finished trials."""
+    pruner = (optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2) if settings["prune"]
+              else optuna.pruners.NopPruner())
+    try:  # load first: on a journal, create_study(load_if_exists=True) appends a line every time
+        study = optuna.load_study(study_name=settings["study"], storage=storage, pruner=pruner)
+    except KeyError:
+        study = optuna.create_study(study_name=settings["study"], storage=storage, pruner=pruner,
+                                    direction=SEARCH_METRICS[settings["metric"]])
+    return Search(group_id, study, settings)
+
+
+def enqueue_slots(search: Search, template: RunSpec) -> int:
+    """A WAITING trial per slot that has none pending, running or finished."""
+    slots = [(slot, template.to_json()) for slot in search.slot_ids()]
+    return queue.enqueue_items(search.study, slots, {vocab.ROLE: vocab.SEARCH, vocab.SEARCH_GROUP: search.group_id})
+
+
+def best_lr(search: Search) -> float | None:
+    """The search's best lr once none of its trials is pending or running; None before (or if none finished)."""
+    trials = queue.latest_by_run(search.study.get_trials(deepcopy=False)).values()
+    if any(queue.status_of(t) in (vocab.PENDING, vocab.RUNNING, vocab.INTERRUPTED) for t in trials):
+        return None
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and LR_PARAM in t.params]
+    if not complete:
+        return None
+    pick = max if search.settings["metric"] == vocab.VAL_ACC else min
+    return float(pick(complete, key=lambda t: (t.value, -t.number)).params[LR_PARAM])

@@ -1,0 +1,166 @@
+"""Opening a store: a journal file (with a backend that repairs a cut last line) or a database
+URL (with Optuna's heartbeats), and the sweep study with its store-format version. No TensorFlow.
+
+Plain Optuna reads every store: ``optuna.load_study(study_name=NAME,
+storage=JournalStorage(JournalFileBackend("results/NAME/journal.log")))``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.storages.journal import BaseJournalBackend, JournalFileSymlinkLock
+
+from sweep.store import internals
+
+STORAGE_ENV = "BATCHSWEEP_STORAGE"  # how a password-bearing URL reaches workers: never on a command line
+DISK_FULL_ADVICE = ("free some space, then run the same command again: the store reopens "
+                    "(a record cut off mid-line is dropped) and keeps every finished epoch")
+
+# What a sweep study holds, as a number: 1 = runs only (no `format` attribute); 2 = roles and
+# learning-rate searches. A newer harness may read an older store, never the other way round.
+STORE_FORMAT = 2
+FORMAT_ATTR = "batchsweep_format"
+VERSION_ATTR = "batchsweep_version"
+
+
+class NewerStoreError(Exception):
+    """The sweep was written by a newer batchsweep. The message is one line, ready for stderr."""
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """ENOSPC or EDQUOT: the store (or the results folder) cannot grow; nothing else can go on."""
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_database(target: str) -> bool:
+    return "://" in target
+
+
+def heartbeat_seconds() -> int:
+    """How often a worker on a database store proves it is alive ($BATCHSWEEP_HEARTBEAT, default 20).
+
+    A RUNNING trial whose heartbeat is older than 3x this is taken as dead and re-queued.
+    """
+    return max(1, int(os.environ.get("BATCHSWEEP_HEARTBEAT", "20")))
+
+
+StaleCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
+
+
+def open_storage(target: str | Path, on_stale: StaleCallback | None = None) -> optuna.storages.BaseStorage:
+    """A journal file path, or a database URL (postgresql://...) whose dead workers' trials
+    Optuna hands to `on_stale` once their heartbeat is 3 intervals old."""
+    text = str(target)
+    if is_database(text):
+        if text.startswith("postgresql://"):  # the psycopg 3 driver, whatever SQLAlchemy's default
+            text = "postgresql+psycopg://" + text[len("postgresql://"):]
+        beat = heartbeat_seconds()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(text, heartbeat_interval=beat, grace_period=3 * beat,
+                                              heartbeat_stale_trial_callback=on_stale)
+    Path(text).parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.JournalStorage(RepairingJournal(text))
+
+
+class RepairingJournal(BaseJournalBackend):
+    """Optuna's journal file, but a last line cut off by a crash (no trailing newline) is dropped
+    before anything is appended after it.
+
+    Optuna skips such a line when reading, but an append would be glued onto it and make the
+    whole journal unreadable. The repair runs under Optuna's own journal lock, the one every
+    plain-Optuna writer of the file takes, so a line another process is writing right now is
+    never mistaken for a cut one. The file format is Optuna's, unchanged.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = JournalFileSymlinkLock(path)
+        # Appends reach the file only through `append_logs` below, which holds the real lock.
+        self._file = internals.file_backend_locked_by_caller(path)
+        self.repair()
+
+    def read_logs(self, log_number_from: int) -> Iterable[dict[str, Any]]:
+        return self._file.read_logs(log_number_from)
+
+    def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        with self._locked():
+            _drop_cut_line(self.path)
+            self._file.append_logs(logs)
+
+    def repair(self) -> int:
+        """Drop a cut last line now; return the bytes dropped."""
+        with self._locked():
+            return _drop_cut_line(self.path)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self._lock.acquire()
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+
+def _drop_cut_line(path: str) -> int:
+    with open(path, "rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return 0
+        keep = _end_of_last_line(handle, size)
+        handle.truncate(keep)
+        return size - keep
+
+
+def _end_of_last_line(handle: Any, size: int, chunk: int = 1 << 16) -> int:
+    """Offset just after the last newline in the file (0 if there is none)."""
+    position = size
+    while position > 0:
+        start = max(0, position - chunk)
+        handle.seek(start)
+        found = handle.read(position - start).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        position = start
+    return 0
+
+
+def open_study(storage: optuna.storages.BaseStorage, name: str, create: bool = True) -> optuna.Study:
+    """Load the sweep study (KeyError if missing and not `create`); refuse one a newer version wrote."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:  # load first: opening an existing sweep writes nothing (a newer one is refused untouched)
+        study = optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        if not create:
+            raise
+        study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)
+    attrs = study.user_attrs
+    found = int(attrs.get(FORMAT_ATTR, 1))
+    if found > STORE_FORMAT:
+        raise NewerStoreError(
+            f"sweep {name!r} was written by batchsweep {attrs.get(VERSION_ATTR, '?')} (store format {found}); "
+            f"this is batchsweep {_version()} (store format {STORE_FORMAT}): upgrade batchsweep to read or extend it")
+    if create and FORMAT_ATTR not in attrs and not study.get_trials(deepcopy=False):
+        study.set_user_attr(FORMAT_ATTR, STORE_FORMAT)  # a new sweep: say what wrote it
+        study.set_user_attr(VERSION_ATTR, _version())
+    return study
+
+
+def _version() -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("batchsweep")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"

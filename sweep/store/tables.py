@@ -1,0 +1,91 @@
+"""Tables of a sweep's trials: one row per run, one row per (run, record), counts, and the CSV
+files (written atomically). Pure functions of the trials; no TensorFlow."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from optuna.trial import FrozenTrial
+
+from sweep import vocab
+from sweep.plan import RunSpec
+from sweep.store.queue import INFO, epochs_of, latest_by_run, spec_of, status_of
+from sweep.store.search import LR_PARAM
+
+WORKER_FACTS = ("worker_host", "worker_pid", "visible_devices", "worker_rss_mb")
+
+
+def runs_table(trials: Iterable[FrozenTrial]) -> pd.DataFrame:
+    """One row per run: spec columns, status, timings, run facts, final metrics."""
+    rows = [_run_row(t) for t in latest_by_run(trials).values()]
+    return pd.DataFrame(rows).sort_values(vocab.RUN_ID).reset_index(drop=True) if rows else pd.DataFrame()
+
+
+def _run_row(trial: FrozenTrial) -> dict[str, Any]:
+    spec = spec_of(trial)
+    epochs = epochs_of(trial)
+    final = {f"final_{k}": v for k, v in (epochs[-1] if epochs else {}).items() if k != vocab.EPOCH}
+    started, finished = trial.datetime_start, trial.datetime_complete
+    return {
+        vocab.RUN_ID: _shown_id(trial, spec), "sweep": spec.sweep, vocab.STATUS: status_of(trial),
+        vocab.ATTEMPT: trial.user_attrs.get(vocab.ATTEMPT, 1), **_role(trial), **spec.flat(),
+        **trial.user_attrs.get(INFO, {}), "epochs_done": len(epochs),
+        "started": started.isoformat() if started else None,
+        "finished": finished.isoformat() if finished else None,
+        "duration_seconds": (finished - started).total_seconds() if started and finished else None,
+        **final, vocab.ERROR: trial.user_attrs.get(vocab.ERROR), "trial_number": trial.number,
+        **{k: trial.user_attrs.get(k) for k in WORKER_FACTS},
+    }
+
+
+def _shown_id(trial: FrozenTrial, spec: RunSpec) -> str:
+    """The run's id; a search slot whose lr is not drawn yet shows its slot id (its spec is only a template)."""
+    if trial.user_attrs.get(vocab.ROLE) == vocab.SEARCH and LR_PARAM not in trial.params:
+        return str(trial.user_attrs[vocab.RUN_ID])
+    return spec.run_id
+
+
+def _role(trial: FrozenTrial) -> dict[str, Any]:
+    """role (grid | search | tuned) and the learning-rate search it belongs to, if any."""
+    return {vocab.ROLE: trial.user_attrs.get(vocab.ROLE, vocab.GRID),
+            vocab.SEARCH_GROUP: trial.user_attrs.get(vocab.SEARCH_GROUP)}
+
+
+def epochs_table(trials: Iterable[FrozenTrial]) -> pd.DataFrame:
+    """One row per (run, record), every spec column repeated (tidy)."""
+    rows: list[dict[str, Any]] = []
+    for trial in latest_by_run(trials).values():
+        spec = spec_of(trial)
+        head = {vocab.RUN_ID: _shown_id(trial, spec), vocab.STATUS: status_of(trial), **_role(trial), **spec.flat()}
+        rows.extend({**head, **{k: record.get(k) for k in vocab.EPOCH_METRICS},
+                     **{k: record[k] for k in vocab.NOISE_METRICS if k in record}} for record in epochs_of(trial))
+    if not rows:
+        return pd.DataFrame(columns=[vocab.RUN_ID, vocab.STATUS, *vocab.EPOCH_METRICS])
+    return pd.DataFrame(rows).sort_values([vocab.RUN_ID, vocab.EPOCH]).reset_index(drop=True)
+
+
+def export_csv(trials: list[FrozenTrial], folder: Path) -> tuple[Path, Path]:
+    """Write runs.csv and epochs.csv atomically; return their paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = folder / vocab.RUNS_CSV, folder / vocab.EPOCHS_CSV
+    for table, path in zip((runs_table(trials), epochs_table(trials)), paths, strict=True):
+        tmp = path.with_name(f".{path.name}.tmp")
+        table.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    return paths
+
+
+def counts(trials: Iterable[FrozenTrial], run_ids: Iterable[str] | None = None) -> dict[str, int]:
+    """Runs per status; with run_ids, only those runs, and unplanned ones count as pending."""
+    current = latest_by_run(trials)
+    ids = list(run_ids) if run_ids is not None else list(current)
+    result = {s: 0 for s in vocab.STATUSES}
+    for run_id in ids:
+        status = status_of(current[run_id]) if run_id in current else vocab.PENDING
+        status = vocab.PENDING if status == vocab.INTERRUPTED else status
+        result[status] = result.get(status, 0) + 1
+    return result

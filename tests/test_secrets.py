@@ -1,0 +1,55 @@
+"""A database password is never shown: every form a storage target can take, through `sweep status`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import TINY_GRID, write_grid
+
+from sweep import cli
+from sweep.store import STORAGE_ENV, redact
+
+FORMS = [
+    "postgresql:///nodb?user=u&password=Zq9secret&host=127.0.0.1&port=1",  # libpq's query form
+    "postgresql://u:Zq9/secret@127.0.0.1:1/db",  # userinfo with /
+    "postgresql://u:Zq9@secret@127.0.0.1:1/db",  # with @: the driver's error echoes 'secret@127.0.0.1'
+    "postgresql://u:Zq9:secret@127.0.0.1:1/db",  # with :
+    "postgresql://u:Zq9%2Fsecret@127.0.0.1:1/db",  # percent-escaped
+    "postgresql://u:Zq9secret@127.0.0.1:1/db?sslmode=bogus",  # a driver error about the query
+    "postgresql://u@127.0.0.1:1/db?PASSWORD='Zq9 secret'",  # quoted, upper case
+    "host=127.0.0.1 port=1 user=u password=Zq9secret dbname=db",  # libpq key=value
+]
+
+
+def _shown(text: str) -> bool:
+    return any(piece in text for piece in ("Zq9", "secret"))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_status_never_shows_the_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture, form: str) -> None:
+    write_grid(tmp_path, TINY_GRID)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "store.url").write_text(form + "\n")
+    for args, env in ((["--storage", form], None), (["--storage", "@store.url"], None), ([], form)):
+        if env:
+            monkeypatch.setenv(STORAGE_ENV, env)
+        assert cli.main(["status", "grid.yaml", *args]) == 2
+        captured = capsys.readouterr()
+        assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+        assert not _shown(captured.out + captured.err), captured.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.yaml", "store.url"]  # nothing written
+
+
+@pytest.mark.parametrize("text, target, expected", [
+    ("connect postgresql://u:a/b@c@h:5/db now", None, "connect postgresql://u:***@h:5/db now"),
+    ("dsn 'host=h password=\"p w\" user=u'", None, "dsn 'host=h password=*** user=u'"),
+    ("?user=u&Password=x%26y&host=h", None, "?user=u&Password=***&host=h"),
+    ("failed to resolve host 'Bsecret2@127.0.0.1'", "postgresql://u:Zq9@Bsecret2@127.0.0.1/db",
+     "failed to resolve host '***@127.0.0.1'"),
+    ("password is p/w", "postgresql://u:p%2Fw3x@h/db", "password is p/w"),  # pieces under 4 characters stay
+    ("no url here: postgresql://postgres@127.0.0.1:5/db", None, "no url here: postgresql://postgres@127.0.0.1:5/db"),
+])
+def test_redact_masks_each_form(text: str, target: str | None, expected: str) -> None:
+    assert redact(text, target) == expected

@@ -21,7 +21,7 @@ GRID = """\
 name: load
 seeds: [0]
 base:
-  data: {{dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 8}}
+  data: {{dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 9}}
   train: {{epochs: 1, batch_size: 8}}
 grid:
   data.seed: {seeds}

@@ -45,17 +45,17 @@ def synthetic_sweep(folder: Path, grid: Path = SYNTHETIC_GRID) -> Path:
 def fill_store(results: Path, name: str, runs: list[RunSpec], record: Callable[[RunSpec], SyntheticRun]) -> None:
     """Enqueue `runs` in a journal store in `results`, claim each as a worker would, store
     `record(spec)` (a SyntheticRun) for it, finish it as done, and export the CSVs."""
-    from sweep import store
+    from sweep.store import Store
 
-    study = store.open_study(store.open_storage(results / vocab.JOURNAL_FILE), name)
-    store.enqueue(study, runs)
-    while (claim := store.claim_next(study)) is not None:
+    store = Store.open(results / vocab.JOURNAL_FILE, name)
+    store.enqueue(runs)
+    while (claim := store.claim_next()) is not None:
         run = record(claim.spec)
-        store.record_info(claim.trial, run.info)
+        store.record_info(claim, run.info)
         for epoch in run.epochs:
-            store.record_epoch(claim.trial, epoch)
-        store.finish(study, claim.trial, vocab.DONE, value=run.value)
-    store.export_csv(study, results)
+            store.record_epoch(claim, epoch)
+        store.finish(claim, vocab.DONE, value=run.value)
+    store.export_csv(results)
 
 
 def synthetic_run(spec: RunSpec, rng: np.random.Generator) -> SyntheticRun:

@@ -112,7 +112,7 @@ def test_four_workers_on_one_journal_train_every_run_exactly_once(tmp_path: Path
         name: load
         seeds: [0]
         base:
-          data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 8}
+          data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 9}
           train: {epochs: 1, batch_size: 8}
         grid:
           data.seed: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]

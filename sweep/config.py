@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sweep.checks import Check, boolean, did_you_mean, got, non_negative_int, number_in, one_of, positive_int
 from sweep.gridyaml import YamlError, one_line, read_yaml
@@ -91,7 +91,8 @@ class GridFile:
         return list(unique)
 
 
-SEARCH_METRICS = {"val_acc": "maximize", "val_loss": "minimize"}  # at the last epoch
+# The metric a learning-rate search optimises, at the last epoch, and in which direction.
+SEARCH_METRICS: dict[str, Literal["maximize", "minimize"]] = {"val_acc": "maximize", "val_loss": "minimize"}
 
 
 @dataclass(frozen=True)

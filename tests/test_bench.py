@@ -59,6 +59,7 @@ def numbers(rows: list[dict[str, Any]], keys: tuple[str, ...] = NUMBERS) -> list
     return [{k: row[k] for k in keys} for row in rows]
 
 
+@pytest.mark.slow  # the module's fixtures train the benchmark's runs twice (about 25 s)
 def test_baseline_computes_the_harness_numbers(specs: list[RunSpec], baseline_rows: dict[str, list[dict[str, Any]]],
                                                harness_records: dict[str, list[dict[str, Any]]]) -> None:
     for spec in specs:
@@ -70,6 +71,7 @@ def test_baseline_computes_the_harness_numbers(specs: list[RunSpec], baseline_ro
             harness_records[spec.run_id], ("epoch", *NUMBERS, *METRICS[4:]))
 
 
+@pytest.mark.slow  # the module's fixtures train the benchmark's runs twice (about 25 s)
 def test_reusing_the_compiled_model_changes_no_number(specs: list[RunSpec],
                                                       baseline_rows: dict[str, list[dict[str, Any]]]) -> None:
     """The lever behind docs/levers.md's start-up finding, with the harness's own reset: fresh weights
@@ -81,6 +83,7 @@ def test_reusing_the_compiled_model_changes_no_number(specs: list[RunSpec],
     assert reused == fresh and fresh[0] != fresh[1]
 
 
+@pytest.mark.slow  # the module's fixtures train the benchmark's runs twice (about 25 s)
 def test_keras_shuffle_feed_trains_the_same_runs_in_another_order(
         specs: list[RunSpec], harness_records: dict[str, list[dict[str, Any]]]) -> None:
     records = harness_records[specs[0].run_id]

@@ -209,6 +209,7 @@ def test_ghost_batches_are_normalised_on_their_own(tf_replicas: None) -> None:
     assert not np.allclose(keras.ops.convert_to_numpy(ghost(x, training=False)), out)
 
 
+@pytest.mark.slow  # three 2-replica models (about 30 s)
 def test_ghost_batches_split_each_replicas_share(tf_replicas: None) -> None:
     # 2 replicas x 4 images: ghost batches of 4 are exactly what each replica's BatchNorm sees
     plain = numbers(list(Run(tiny_spec(gpus=2)).epochs()))

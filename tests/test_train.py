@@ -56,26 +56,37 @@ def test_absurd_learning_rate_diverges(tf_replicas: None) -> None:
     assert info.value.epoch == 1 and not math.isfinite(info.value.loss)
 
 
-def test_a_reused_compiled_model_trains_like_a_fresh_one(tf_replicas: None) -> None:
-    """A worker keeps its last compiled model for the next run with the same graph; the numbers
-    must be those of a fresh model: seeds, learning rates, optimizers, warm-up, two replicas,
-    and the gradient noise scale (its traced gradient function is kept with the model)."""
-    specs = [tiny_spec(seed=0), tiny_spec(seed=1, lr=0.003), tiny_spec(seed=2, optimizer="momentum", lr=0.05),
-             tiny_spec(seed=0, optimizer="momentum", lr=0.01), tiny_spec(seed=1, warmup_epochs=0.5),
-             tiny_spec(seed=2, warmup_epochs=0.5), tiny_spec(seed=1, gpus=2), tiny_spec(seed=2, gpus=2),
-             tiny_spec(seed=0, noise_scale=True), tiny_spec(seed=1, noise_scale=True)]
+def assert_reuse_trains_like_fresh(specs: list[RunSpec]) -> None:
+    """Train `specs` in order, in pairs whose second run reuses the first's compiled model; then
+    each second run again in a fresh model: every number of every epoch must be the same."""
     forget_compiled()
     in_sequence, reused = [], []
     for spec in specs:
         run = Run(spec)
         in_sequence.append(without_timings(list(run.epochs())))
         reused.append(run.info.reused_model)
-    assert reused == [False, True] * 5  # each pair's first run compiled a fresh model: only the second needs a check
+    assert reused == [False, True] * (len(specs) // 2)  # each pair's first run compiled a fresh model
     for spec, records in zip(specs[1::2], in_sequence[1::2], strict=True):
         forget_compiled()
         fresh = without_timings(list(Run(spec).epochs()))
         assert repr(records) == repr(fresh), spec  # exact, every metric of every epoch (repr: a NaN equals a NaN)
     assert in_sequence[0] != in_sequence[1]
+
+
+def test_a_reused_compiled_model_trains_like_a_fresh_one(tf_replicas: None) -> None:
+    """A worker keeps its last compiled model for the next run with the same graph: another seed
+    and learning rate, and the gradient noise scale (its traced gradient function is kept too)."""
+    assert_reuse_trains_like_fresh([tiny_spec(seed=0, noise_scale=True), tiny_spec(seed=1, lr=0.003, noise_scale=True)])
+
+
+@pytest.mark.slow  # 12 more fresh and reused models (about 70 s): every other kind of graph a worker reuses
+def test_a_reused_compiled_model_trains_like_a_fresh_one_for_every_graph(tf_replicas: None) -> None:
+    """Optimizer state (momentum), a warm-up schedule, two replicas, and runs without the noise scale."""
+    assert_reuse_trains_like_fresh([
+        tiny_spec(seed=0), tiny_spec(seed=1, lr=0.003),
+        tiny_spec(seed=2, optimizer="momentum", lr=0.05), tiny_spec(seed=0, optimizer="momentum", lr=0.01),
+        tiny_spec(seed=1, warmup_epochs=0.5), tiny_spec(seed=2, warmup_epochs=0.5),
+        tiny_spec(seed=1, gpus=2), tiny_spec(seed=2, gpus=2)])
 
 
 def test_a_run_records_how_it_was_computed(tf_replicas: None) -> None:

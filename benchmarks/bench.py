@@ -54,15 +54,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a smaller grid (4 runs), about 4 minutes on 2 cores")
     parser.add_argument("--grid", type=Path, default=None, help="the grid to train (default benchmarks/grid.yaml)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where to write (default results/bench, or results/bench/quick)")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="repeats of each training configuration (alternating order; best kept)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="where to write (default results/bench, or results/bench/quick)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="repeats of each training configuration (alternating order; best kept)"
+    )
     parser.add_argument("--skip-commands", action="store_true", help="skip the plan/status/report and cache timings")
-    parser.add_argument("--baseline-train-eval", action="store_true",
-                        help="(a) also evaluates the harness's train subset every epoch (the same work as the harness)")
-    parser.add_argument("--trials-per-gpu", type=int, nargs="*", default=[2, 4], metavar="K",
-                        help="on a GPU machine: also time K runs sharing GPU 0, for each K (default 2 4)")
+    parser.add_argument(
+        "--baseline-train-eval",
+        action="store_true",
+        help="(a) also evaluates the harness's train subset every epoch (the same work as the harness)",
+    )
+    parser.add_argument(
+        "--trials-per-gpu",
+        type=int,
+        nargs="*",
+        default=[2, 4],
+        metavar="K",
+        help="on a GPU machine: also time K runs sharing GPU 0, for each K (default 2 4)",
+    )
     return parser.parse_args(argv)
 
 
@@ -70,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     grid = args.grid or (QUICK_GRID if args.quick else GRID)
     out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
-    stamp = Stamp(datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), machine.describe(),
-                  "quick" if args.quick else "full")
+    stamp = Stamp(
+        datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), machine.describe(), "quick" if args.quick else "full"
+    )
     print(f"{stamp.machine}; load average {machine.load_average():.2f} at start", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         rows, epochs = measure(args, grid, stamp, Path(tmp))
@@ -96,12 +108,16 @@ def measure(args: argparse.Namespace, grid: Path, stamp: Stamp, folder: Path) ->
     flops = train_flops_per_sample(point.data.image_size, point.data.classes or 120, point.model.width)
     gpus = device_pool(None)  # CUDA_VISIBLE_DEVICES, else nvidia-smi; no TensorFlow
     measured = measure_peaks(gpus, env)
-    configurations = [training.baseline(grid, folder, args.baseline_train_eval),
-                      training.harness("b", grid, folder, workers=1), training.harness("c", grid, folder)]
+    configurations = [
+        training.baseline(grid, folder, args.baseline_train_eval),
+        training.harness("b", grid, folder, workers=1),
+        training.harness("c", grid, folder),
+    ]
     if gpus:  # every configuration trains on GPU 0; several small runs packed on it
         configurations = [replace(c, on_gpu=True) for c in configurations]
-        configurations += [training.harness(f"e{k}", grid, folder, gpu=gpus[0], trials_per_gpu=k)
-                           for k in args.trials_per_gpu]
+        configurations += [
+            training.harness(f"e{k}", grid, folder, gpu=gpus[0], trials_per_gpu=k) for k in args.trials_per_gpu
+        ]
     one_per_core = None if gpus else training.harness("d", grid, folder, workers=machine.cores())
     trained = training.time_all(configurations, args.repeats, env, folder, one_per_core)
     commands, cache = {}, {}

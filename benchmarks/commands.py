@@ -21,8 +21,9 @@ class CommandTiming:
     tensorflow_imported: bool
 
 
-def time_commands(folder: Path, env: dict[str, str], grid: Path = SYNTHETIC_GRID,
-                  repeats: int = 3) -> dict[str, CommandTiming]:
+def time_commands(
+    folder: Path, env: dict[str, str], grid: Path = SYNTHETIC_GRID, repeats: int = 3
+) -> dict[str, CommandTiming]:
     """plan / status / report on a synthetic sweep of `grid` written into `folder`.
 
     `report` is timed twice: into a new folder each time (every figure drawn), and again
@@ -30,9 +31,12 @@ def time_commands(folder: Path, env: dict[str, str], grid: Path = SYNTHETIC_GRID
     `run` costs)."""
     results = synthetic_sweep(folder, grid)
     fresh = [["report", str(results), "--out", str(folder / f"report-{i}")] for i in range(repeats)]
-    commands = {"plan": [["plan", str(grid)]] * repeats,
-                "status": [["status", str(grid), "--results", str(results)]] * repeats,
-                "report": fresh, REPORT_AGAIN: [fresh[-1]] * repeats}
+    commands = {
+        "plan": [["plan", str(grid)]] * repeats,
+        "status": [["status", str(grid), "--results", str(results)]] * repeats,
+        "report": fresh,
+        REPORT_AGAIN: [fresh[-1]] * repeats,
+    }
     return {name: _median_of(argvs, env) for name, argvs in commands.items()}
 
 

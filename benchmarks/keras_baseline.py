@@ -64,24 +64,42 @@ from typing import Any
 
 from sweep.train import EVAL_BATCH  # the harness's evaluation batch, so validation numbers match
 
-COLUMNS = ("run_id", "seed", "batch_size", "epoch", "step", "train_acc", "train_loss", "val_acc", "val_loss",
-           "train_eval_acc", "train_eval_loss", "epoch_seconds", "samples_per_second", "feed", "jit_compile",
-           "run_seconds")
+COLUMNS = (
+    "run_id",
+    "seed",
+    "batch_size",
+    "epoch",
+    "step",
+    "train_acc",
+    "train_loss",
+    "val_acc",
+    "val_loss",
+    "train_eval_acc",
+    "train_eval_loss",
+    "epoch_seconds",
+    "samples_per_second",
+    "feed",
+    "jit_compile",
+    "run_seconds",
+)
 
 
 def check_plain(spec: Any) -> None:
     """The baseline trains what a user's loop trains: no controls, one device."""
     cfg = spec.point.train
     unsupported = {
-        "train.gpus": cfg.gpus != 1, "train.lr_scaling": cfg.lr_scaling != "none",
-        "train.warmup_epochs": cfg.warmup_epochs != 0, "train.budget": cfg.budget != "epochs",
+        "train.gpus": cfg.gpus != 1,
+        "train.lr_scaling": cfg.lr_scaling != "none",
+        "train.warmup_epochs": cfg.warmup_epochs != 0,
+        "train.budget": cfg.budget != "epochs",
         "train.eval_every_steps": cfg.eval_every_steps is not None,
         "model.ghost_batch_size": spec.point.model.ghost_batch_size is not None,
     }
     bad = [key for key, flag in unsupported.items() if flag]
     if bad:
-        raise SystemExit(f"error: {spec.run_id}: the baseline trains plain points only; "
-                         f"not supported: {', '.join(bad)}")
+        raise SystemExit(
+            f"error: {spec.run_id}: the baseline trains plain points only; not supported: {', '.join(bad)}"
+        )
 
 
 class TrainTimer:
@@ -115,8 +133,9 @@ class TrainTimer:
 _COMPILED: dict[tuple, Any] = {}  # --reuse-model: compiled models by everything that shapes their graph
 
 
-def train_run(spec: Any, feed: str = "tfdata", jit_compile: bool = False, train_eval: bool = False,
-              reuse_model: bool = False) -> list[dict[str, Any]]:
+def train_run(
+    spec: Any, feed: str = "tfdata", jit_compile: bool = False, train_eval: bool = False, reuse_model: bool = False
+) -> list[dict[str, Any]]:
     """One run of the grid as a user's loop trains it; one dict per epoch (COLUMNS).
 
     reuse_model (a lever experiment, not what a user writes): keep one compiled model per
@@ -144,21 +163,43 @@ def train_run(spec: Any, feed: str = "tfdata", jit_compile: bool = False, train_
         fresh, model = model, _COMPILED[key]
         reset_compiled(model, fresh, cfg.lr)  # the harness's own reset: what its workers do between runs
     else:
-        model.compile(optimizer=make_optimizer(cfg.optimizer, cfg.lr), loss="sparse_categorical_crossentropy",
-                      metrics=["accuracy"], jit_compile=jit_compile)
+        model.compile(
+            optimizer=make_optimizer(cfg.optimizer, cfg.lr),
+            loss="sparse_categorical_crossentropy",
+            metrics=["accuracy"],
+            jit_compile=jit_compile,
+        )
         if reuse_model:
             _COMPILED[key] = model
     timer = TrainTimer()
     validation = (split.x_val, split.y_val)
     rows: list[dict[str, Any]] = []
     if feed == "keras":
-        history = model.fit(split.x_train, split.y_train, batch_size=cfg.batch_size, epochs=cfg.epochs,
-                            validation_data=validation, validation_batch_size=EVAL_BATCH,
-                            shuffle=point.data.shuffle, verbose=0, callbacks=[timer]).history
+        history = model.fit(
+            split.x_train,
+            split.y_train,
+            batch_size=cfg.batch_size,
+            epochs=cfg.epochs,
+            validation_data=validation,
+            validation_batch_size=EVAL_BATCH,
+            shuffle=point.data.shuffle,
+            verbose=0,
+            callbacks=[timer],
+        ).history
         steps = -(-len(split.y_train) // cfg.batch_size)
         for e in range(cfg.epochs):
-            rows.append(_row(spec, e + 1, steps * (e + 1), {k: v[e] for k, v in history.items()}, timer.seconds[e],
-                             len(split.y_train), feed, bool(model.jit_compile)))
+            rows.append(
+                _row(
+                    spec,
+                    e + 1,
+                    steps * (e + 1),
+                    {k: v[e] for k, v in history.items()},
+                    timer.seconds[e],
+                    len(split.y_train),
+                    feed,
+                    bool(model.jit_compile),
+                )
+            )
     else:
         for epoch in range(1, cfg.epochs + 1):
             order = data.epoch_order(split.y_train, point.data.shuffle, spec.seed, epoch)
@@ -168,16 +209,34 @@ def train_run(spec: Any, feed: str = "tfdata", jit_compile: bool = False, train_
             else:
                 batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(cfg.batch_size)
                 inputs = {"x": batches.prefetch(tf.data.AUTOTUNE)}
-            history = model.fit(**inputs, initial_epoch=epoch - 1, epochs=epoch, validation_data=validation,
-                                validation_batch_size=EVAL_BATCH, shuffle=False, verbose=0,
-                                callbacks=[timer]).history
+            history = model.fit(
+                **inputs,
+                initial_epoch=epoch - 1,
+                epochs=epoch,
+                validation_data=validation,
+                validation_batch_size=EVAL_BATCH,
+                shuffle=False,
+                verbose=0,
+                callbacks=[timer],
+            ).history
             logs = {k: v[-1] for k, v in history.items()}
             if train_eval:
-                result = model.evaluate(split.x_train_eval, split.y_train_eval, batch_size=EVAL_BATCH, verbose=0,
-                                        return_dict=True)
+                result = model.evaluate(
+                    split.x_train_eval, split.y_train_eval, batch_size=EVAL_BATCH, verbose=0, return_dict=True
+                )
                 logs["train_eval_accuracy"], logs["train_eval_loss"] = result["accuracy"], result["loss"]
-            rows.append(_row(spec, epoch, int(model.optimizer.iterations.numpy()), logs, timer.seconds[-1],
-                             len(split.y_train), feed, bool(model.jit_compile)))
+            rows.append(
+                _row(
+                    spec,
+                    epoch,
+                    int(model.optimizer.iterations.numpy()),
+                    logs,
+                    timer.seconds[-1],
+                    len(split.y_train),
+                    feed,
+                    bool(model.jit_compile),
+                )
+            )
     if not reuse_model:
         keras.backend.clear_session()
     for row in rows:  # the whole run: seeding, data, model, every epoch and its validation
@@ -185,14 +244,25 @@ def train_run(spec: Any, feed: str = "tfdata", jit_compile: bool = False, train_
     return rows
 
 
-def _row(spec: Any, epoch: int, step: int, logs: dict[str, Any], seconds: float, samples: int, feed: str,
-         jit_compile: bool) -> dict[str, Any]:
+def _row(
+    spec: Any, epoch: int, step: int, logs: dict[str, Any], seconds: float, samples: int, feed: str, jit_compile: bool
+) -> dict[str, Any]:
     return {
-        "run_id": spec.run_id, "seed": spec.seed, "batch_size": spec.point.train.batch_size, "epoch": epoch,
-        "step": step, "train_acc": float(logs["accuracy"]), "train_loss": float(logs["loss"]),
-        "val_acc": float(logs["val_accuracy"]), "val_loss": float(logs["val_loss"]),
-        "train_eval_acc": logs.get("train_eval_accuracy"), "train_eval_loss": logs.get("train_eval_loss"),
-        "epoch_seconds": seconds, "samples_per_second": samples / seconds, "feed": feed, "jit_compile": jit_compile,
+        "run_id": spec.run_id,
+        "seed": spec.seed,
+        "batch_size": spec.point.train.batch_size,
+        "epoch": epoch,
+        "step": step,
+        "train_acc": float(logs["accuracy"]),
+        "train_loss": float(logs["loss"]),
+        "val_acc": float(logs["val_accuracy"]),
+        "val_loss": float(logs["val_loss"]),
+        "train_eval_acc": logs.get("train_eval_accuracy"),
+        "train_eval_loss": logs.get("train_eval_loss"),
+        "epoch_seconds": seconds,
+        "samples_per_second": samples / seconds,
+        "feed": feed,
+        "jit_compile": jit_compile,
     }
 
 
@@ -208,13 +278,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("grid", type=Path, help="a grid file (plain points only), e.g. benchmarks/grid.yaml")
     parser.add_argument("--out", type=Path, default=Path("results/bench/baseline_epochs.csv"))
-    parser.add_argument("--feed", choices=("tfdata", "numpy", "keras"), default="tfdata",
-                        help="tfdata: one fit per epoch on tf.data batches in the harness's order (same numbers); "
-                             "numpy: the same with arrays; keras: one fit(shuffle=True) per run (Keras's own order)")
+    parser.add_argument(
+        "--feed",
+        choices=("tfdata", "numpy", "keras"),
+        default="tfdata",
+        help="tfdata: one fit per epoch on tf.data batches in the harness's order (same numbers); "
+        "numpy: the same with arrays; keras: one fit(shuffle=True) per run (Keras's own order)",
+    )
     parser.add_argument("--jit-compile", choices=("false", "true"), default="false")
     parser.add_argument("--train-eval", action="store_true", help="also evaluate the harness's train subset each epoch")
-    parser.add_argument("--reuse-model", action="store_true",
-                        help="lever experiment: reuse one compiled model across runs (fresh weights, no new tracing)")
+    parser.add_argument(
+        "--reuse-model",
+        action="store_true",
+        help="lever experiment: reuse one compiled model across runs (fresh weights, no new tracing)",
+    )
     args = parser.parse_args(argv)
     if args.train_eval and args.feed == "keras":
         parser.error("--train-eval needs --feed tfdata or numpy")
@@ -230,8 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     for i, spec in enumerate(runs, start=1):
         rows.extend(train_run(spec, args.feed, args.jit_compile == "true", args.train_eval, args.reuse_model))
         last = rows[-1]
-        print(f"[{i}/{len(runs)}] {spec.run_id}: val_acc {last['val_acc']:.3f} "
-              f"({time.perf_counter() - started:.0f} s)", flush=True)
+        print(
+            f"[{i}/{len(runs)}] {spec.run_id}: val_acc {last['val_acc']:.3f} ({time.perf_counter() - started:.0f} s)",
+            flush=True,
+        )
     write_csv(rows, args.out)
     print(f"{len(runs)} runs in {time.perf_counter() - started:.1f} s; written: {args.out}")
     return 0

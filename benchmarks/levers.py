@@ -56,15 +56,30 @@ LEVERS = [
     Lever("determinism", "batch 128, op determinism off", {"batch": 128, "determinism": False}, 1, _ref(128)),
     # Keras turns jit_compile=True into False while op determinism is on (trainer.model_supports_jit),
     # so XLA is measured with determinism off, against determinism off
-    Lever("jit_compile", "batch 8, determinism off, jit_compile true", {"batch": 8, "determinism": False, "jit": True},
-          1, "batch 8, op determinism off"),
-    Lever("jit_compile", "batch 128, determinism off, jit_compile true",
-          {"batch": 128, "determinism": False, "jit": True}, 1, "batch 128, op determinism off"),
+    Lever(
+        "jit_compile",
+        "batch 8, determinism off, jit_compile true",
+        {"batch": 8, "determinism": False, "jit": True},
+        1,
+        "batch 8, op determinism off",
+    ),
+    Lever(
+        "jit_compile",
+        "batch 128, determinism off, jit_compile true",
+        {"batch": 128, "determinism": False, "jit": True},
+        1,
+        "batch 128, op determinism off",
+    ),
     Lever("threads", "batch 8, 1 thread against all cores", {"batch": 8}, 1, _ref(8, "all cores")),
     Lever("threads", "batch 128, 1 thread against all cores", {"batch": 128}, 1, _ref(128, "all cores")),
     Lever("startup", "2 runs, a fresh model per run (harness)", {"batch": 32, "runs": 2, "first_batch": True}, 0),
-    Lever("startup", "2 runs, the compiled model reused", {"batch": 32, "runs": 2, "first_batch": True, "reuse": True},
-          0, "2 runs, a fresh model per run (harness)"),
+    Lever(
+        "startup",
+        "2 runs, the compiled model reused",
+        {"batch": 32, "runs": 2, "first_batch": True, "reuse": True},
+        0,
+        "2 runs, a fresh model per run (harness)",
+    ),
 ]
 
 
@@ -73,8 +88,9 @@ def run_probe(lever: Lever, env: dict[str, str], epochs: int) -> dict[str, Any]:
     from sweep.devices import worker_environment
 
     threads = lever.threads or machine.cores()
-    _, result = machine.probe("lever", [json.dumps({"epochs": epochs, **lever.settings})],
-                              worker_environment(env, threads=threads))
+    _, result = machine.probe(
+        "lever", [json.dumps({"epochs": epochs, **lever.settings})], worker_environment(env, threads=threads)
+    )
     return result
 
 
@@ -85,8 +101,11 @@ def run_levers(env: dict[str, str], repeats: int, epochs: int = 2, levers: list[
         for lever in levers if repeat % 2 == 0 else levers[::-1]:
             result = run_probe(lever, env, epochs)
             rows += [_lever_row(lever, repeat, i, result, run) for i, run in enumerate(result["runs"], start=1)]
-            print(f"lever {lever.lever}: {lever.label}: {rows[-1]['samples_per_second']:.0f} samples/s, "
-                  f"run {rows[-1]['run_seconds']:.1f} s", flush=True)
+            print(
+                f"lever {lever.lever}: {lever.label}: {rows[-1]['samples_per_second']:.0f} samples/s, "
+                f"run {rows[-1]['run_seconds']:.1f} s",
+                flush=True,
+            )
     return rows
 
 
@@ -96,16 +115,27 @@ def _lever_row(lever: Lever, repeat: int, run_in_process: int, result: dict[str,
     def median(key: str) -> float:
         return statistics.median(e[key] for e in later)
 
-    return {"lever": lever.lever, "label": lever.label, "reference": lever.reference, "repeat": repeat,
-            "run_in_process": run_in_process, "batch": lever.settings["batch"],
-            "threads": lever.threads or machine.cores(), "jit_compile": run["jit_compile"],
-            "import_tf": result["import_tf"], "to_first_step": run["first_step"] - run["start"],
-            "run_seconds": run["end"] - run["start"], "samples_per_second": median("samples_per_second"),
-            "fit_seconds": median("fit_seconds"), "fit_cpu_seconds": median("fit_cpu_seconds"),
-            # epochs 2+: epoch 1's first evaluation also traces the test function
-            "train_eval_seconds": median("train_eval_seconds"), "val_seconds": median("val_seconds"),
-            "epoch1_train_eval_seconds": run["epochs"][0]["train_eval_seconds"],
-            "numbers": json.dumps([{k: e[k] for k in COMPARED} for e in run["epochs"]])}
+    return {
+        "lever": lever.lever,
+        "label": lever.label,
+        "reference": lever.reference,
+        "repeat": repeat,
+        "run_in_process": run_in_process,
+        "batch": lever.settings["batch"],
+        "threads": lever.threads or machine.cores(),
+        "jit_compile": run["jit_compile"],
+        "import_tf": result["import_tf"],
+        "to_first_step": run["first_step"] - run["start"],
+        "run_seconds": run["end"] - run["start"],
+        "samples_per_second": median("samples_per_second"),
+        "fit_seconds": median("fit_seconds"),
+        "fit_cpu_seconds": median("fit_cpu_seconds"),
+        # epochs 2+: epoch 1's first evaluation also traces the test function
+        "train_eval_seconds": median("train_eval_seconds"),
+        "val_seconds": median("val_seconds"),
+        "epoch1_train_eval_seconds": run["epochs"][0]["train_eval_seconds"],
+        "numbers": json.dumps([{k: e[k] for k in COMPARED} for e in run["epochs"]]),
+    }
 
 
 def levers_markdown(rows: list[Row], levers: list[Lever] = LEVERS) -> str:
@@ -121,45 +151,71 @@ def levers_markdown(rows: list[Row], levers: list[Lever] = LEVERS) -> str:
 
 
 def _ratio_table(best: dict[tuple[str, int], Row], cpu: dict[tuple[str, int], float], levers: list[Lever]) -> list[str]:
-    lines = [("Speed ratios: the setting's over its reference's (above 1 = faster), from wall time (samples/s, best "
-              "of repeats) and from the process's CPU seconds per epoch (least over repeats; less sensitive to other "
-              "load; meaningful for same-thread comparisons only)."), "",
-             ("| lever | setting | samples/s (best of repeats) | wall speed ratio | CPU speed ratio | "
-              "same numbers as reference |"), "|---|---|---|---|---|---|"]
+    lines = [
+        (
+            "Speed ratios: the setting's over its reference's (above 1 = faster), from wall time (samples/s, best "
+            "of repeats) and from the process's CPU seconds per epoch (least over repeats; less sensitive to other "
+            "load; meaningful for same-thread comparisons only)."
+        ),
+        "",
+        (
+            "| lever | setting | samples/s (best of repeats) | wall speed ratio | CPU speed ratio | "
+            "same numbers as reference |"
+        ),
+        "|---|---|---|---|---|---|",
+    ]
     for lever in levers:
         if lever.lever in ("reference", "startup"):
             continue
         r, ref = best[(lever.label, 1)], best[(lever.reference, 1)]
-        lines.append(f"| {lever.lever} | {lever.label} | {r['samples_per_second']:.0f} (reference "
-                     f"{ref['samples_per_second']:.0f}) | {r['samples_per_second'] / ref['samples_per_second']:.2f}x | "
-                     f"{cpu[(lever.reference, 1)] / cpu[(lever.label, 1)]:.2f}x | "
-                     f"{'yes' if r['numbers'] == ref['numbers'] else 'no'} |")
+        lines.append(
+            f"| {lever.lever} | {lever.label} | {r['samples_per_second']:.0f} (reference "
+            f"{ref['samples_per_second']:.0f}) | {r['samples_per_second'] / ref['samples_per_second']:.2f}x | "
+            f"{cpu[(lever.reference, 1)] / cpu[(lever.label, 1)]:.2f}x | "
+            f"{'yes' if r['numbers'] == ref['numbers'] else 'no'} |"
+        )
     return lines
 
 
 def _evaluation_table(best: dict[tuple[str, int], Row], levers: list[Lever]) -> list[str]:
-    lines = ["", ("| reference | fit s per epoch | train-subset evaluation s | validation s | "
-                  "train-subset evaluation, share of the epoch |"), "|---|---|---|---|---|"]
+    lines = [
+        "",
+        (
+            "| reference | fit s per epoch | train-subset evaluation s | validation s | "
+            "train-subset evaluation, share of the epoch |"
+        ),
+        "|---|---|---|---|---|",
+    ]
     for lever in levers:
         if lever.lever == "reference":
             r = best[(lever.label, 1)]
             total = r["fit_seconds"] + r["train_eval_seconds"] + r["val_seconds"]
-            lines.append(f"| {lever.label} | {r['fit_seconds']:.2f} | {r['train_eval_seconds']:.2f} | "
-                         f"{r['val_seconds']:.2f} | {r['train_eval_seconds'] / total:.1%} |")
+            lines.append(
+                f"| {lever.label} | {r['fit_seconds']:.2f} | {r['train_eval_seconds']:.2f} | "
+                f"{r['val_seconds']:.2f} | {r['train_eval_seconds'] / total:.1%} |"
+            )
     return lines
 
 
 def _startup_table(rows: list[Row]) -> list[str]:
-    lines = ["", ("| start-up probe | repeat | process start -> TensorFlow imported (s) | run | "
-                  "run start -> first step done (s) | whole run (s) | same numbers as run 1 |"),
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        (
+            "| start-up probe | repeat | process start -> TensorFlow imported (s) | run | "
+            "run start -> first step done (s) | whole run (s) | same numbers as run 1 |"
+        ),
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r["lever"] == "startup":
-            first = next(x for x in rows
-                         if (x["label"], x["repeat"], x["run_in_process"]) == (r["label"], r["repeat"], 1))
-            lines.append(f"| {r['label']} | {r['repeat'] + 1} | {r['import_tf']:.1f} | {r['run_in_process']} | "
-                         f"{r['to_first_step']:.2f} | {r['run_seconds']:.1f} | "
-                         f"{'yes' if r['numbers'] == first['numbers'] else 'no'} |")
+            first = next(
+                x for x in rows if (x["label"], x["repeat"], x["run_in_process"]) == (r["label"], r["repeat"], 1)
+            )
+            lines.append(
+                f"| {r['label']} | {r['repeat'] + 1} | {r['import_tf']:.1f} | {r['run_in_process']} | "
+                f"{r['to_first_step']:.2f} | {r['run_seconds']:.1f} | "
+                f"{'yes' if r['numbers'] == first['numbers'] else 'no'} |"
+            )
     return lines
 
 

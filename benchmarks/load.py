@@ -63,8 +63,12 @@ def main() -> None:
     store.export_csv(folder / "results" / "load")
     rows.append(("export runs.csv + epochs.csv (in Python)", time.perf_counter() - started))
     if args.train:
-        rows.append((f"run: train {args.points} tiny runs, {args.workers} workers (whole command)",
-                     timed([*sweep, "run", str(grid_path), "--workers", str(args.workers)], folder)))
+        rows.append(
+            (
+                f"run: train {args.points} tiny runs, {args.workers} workers (whole command)",
+                timed([*sweep, "run", str(grid_path), "--workers", str(args.workers)], folder),
+            )
+        )
         done = [t.user_attrs["run_id"] for t in store.sweep.get_trials() if t.state.name == "COMPLETE"]
         assert len(done) == len(set(done)) == args.points, (len(done), len(set(done)))
         rows.append((f"every run completed exactly once ({len(done)})", 0.0))

@@ -21,8 +21,14 @@ from sweep import devices
 
 REPO = Path(__file__).resolve().parents[1]
 # Settings of the caller's shell that would change what a timed process measures.
-OVERRIDES = ("BATCHSWEEP_THREADS", "BATCHSWEEP_STORAGE", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS",
-             "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+OVERRIDES = (
+    "BATCHSWEEP_THREADS",
+    "BATCHSWEEP_STORAGE",
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+    "OMP_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,10 @@ def load_average() -> float:
 
 def describe() -> str:
     """One line: cores, CPU model, system, Python and TensorFlow versions."""
-    return (f"{cores()} cores ({devices.cpu_model()}), {platform.system()} {platform.machine()}, "
-            f"Python {platform.python_version()}, TensorFlow {_tensorflow_version()}")
+    return (
+        f"{cores()} cores ({devices.cpu_model()}), {platform.system()} {platform.machine()}, "
+        f"Python {platform.python_version()}, TensorFlow {_tensorflow_version()}"
+    )
 
 
 def _tensorflow_version() -> str:
@@ -74,8 +82,9 @@ def timed(command: list[str], env: dict[str, str]) -> Finished:
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}:\n"
-                           f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        )
     return Finished(seconds, done.stdout, done.stderr)
 
 

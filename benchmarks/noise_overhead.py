@@ -18,8 +18,10 @@ from sweep.plan import RunSpec
 def seconds(batch_size: int, epochs: int, noise_scale: bool) -> float:
     from sweep.train import Run
 
-    point = PointConfig(data=DataConfig(samples_per_class=40),
-                        train=TrainConfig(epochs=epochs, batch_size=batch_size, noise_scale=noise_scale))
+    point = PointConfig(
+        data=DataConfig(samples_per_class=40),
+        train=TrainConfig(epochs=epochs, batch_size=batch_size, noise_scale=noise_scale),
+    )
     started = time.perf_counter()
     for _ in Run(RunSpec(sweep="bench", seed=0, point=point, varying=(("seed", 0),))).epochs():
         pass

@@ -59,8 +59,7 @@ def effective_peaks(measured: dict[Any, float]) -> dict[Any, float]:
     machine more threads can measure slower than one; a process with t threads can do at least as well).
     A non-integer key (the GPU's) is kept as measured."""
     threads = {t: v for t, v in measured.items() if isinstance(t, int)}
-    return {t: max(v for k, v in threads.items() if k <= t) if t in threads else value
-            for t, value in measured.items()}
+    return {t: max(v for k, v in threads.items() if k <= t) if t in threads else value for t, value in measured.items()}
 
 
 def train_flops_per_sample(image_size: int, num_classes: int, width: float = 1.0) -> float:

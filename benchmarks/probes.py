@@ -96,15 +96,20 @@ def lever(settings: dict[str, Any]) -> dict[str, Any]:
         fresh = model_module.build_model(ModelConfig(), cfg.image_size, split.num_classes)
         if compiled is None:
             model = fresh
-            model.compile(optimizer=make_optimizer("adam", 0.001), loss="sparse_categorical_crossentropy",
-                          metrics=["accuracy"], jit_compile=settings.get("jit", False),
-                          steps_per_execution=settings.get("spe", 1))
+            model.compile(
+                optimizer=make_optimizer("adam", 0.001),
+                loss="sparse_categorical_crossentropy",
+                metrics=["accuracy"],
+                jit_compile=settings.get("jit", False),
+                steps_per_execution=settings.get("spe", 1),
+            )
         else:
             model = compiled
             reset_compiled(model, fresh, 0.001)
         run["jit_compile"] = bool(model.jit_compile)  # what Keras uses, not what was asked
-        run["epochs"] = [_lever_epoch(model, split, epoch, settings, run, born)
-                         for epoch in range(1, settings.get("epochs", 2) + 1)]
+        run["epochs"] = [
+            _lever_epoch(model, split, epoch, settings, run, born) for epoch in range(1, settings.get("epochs", 2) + 1)
+        ]
         run["end"] = time.time() - born
         out["runs"].append(run)
         if settings.get("reuse"):
@@ -114,8 +119,9 @@ def lever(settings: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _lever_epoch(model: Any, split: Any, epoch: int, settings: dict[str, Any], run: dict[str, Any],
-                 born: float) -> dict[str, Any]:
+def _lever_epoch(
+    model: Any, split: Any, epoch: int, settings: dict[str, Any], run: dict[str, Any], born: float
+) -> dict[str, Any]:
     """One epoch in the harness's order, fed as the lever says, then the two evaluations; sets
     run["first_step"] (seconds from the process's start) when the run's first fit returns."""
     from sweep import data
@@ -127,18 +133,31 @@ def _lever_epoch(model: Any, split: Any, epoch: int, settings: dict[str, Any], r
     seconds, cpu_started = 0.0, time.process_time()
     for rows in parts:
         started = time.perf_counter()
-        history = model.fit(**_lever_inputs(x[rows], y[rows], batch, settings.get("feed", "tfdata")),
-                            initial_epoch=epoch - 1, epochs=epoch, shuffle=False, verbose=0)
+        history = model.fit(
+            **_lever_inputs(x[rows], y[rows], batch, settings.get("feed", "tfdata")),
+            initial_epoch=epoch - 1,
+            epochs=epoch,
+            shuffle=False,
+            verbose=0,
+        )
         seconds += time.perf_counter() - started
         run.setdefault("first_step", time.time() - born)
     cpu_seconds = time.process_time() - cpu_started
     train_eval, train_eval_seconds = _timed_evaluation(model, split.x_train_eval, split.y_train_eval)
     val, val_seconds = _timed_evaluation(model, split.x_val, split.y_val)
-    return {"epoch": epoch, "fit_seconds": seconds, "fit_cpu_seconds": cpu_seconds,
-            "train_eval_seconds": train_eval_seconds, "val_seconds": val_seconds,
-            "samples_per_second": len(y) / seconds, "train_acc": float(history.history["accuracy"][-1]),
-            "train_loss": float(history.history["loss"][-1]), "val_acc": float(val["accuracy"]),
-            "val_loss": float(val["loss"]), "train_eval_acc": float(train_eval["accuracy"])}
+    return {
+        "epoch": epoch,
+        "fit_seconds": seconds,
+        "fit_cpu_seconds": cpu_seconds,
+        "train_eval_seconds": train_eval_seconds,
+        "val_seconds": val_seconds,
+        "samples_per_second": len(y) / seconds,
+        "train_acc": float(history.history["accuracy"][-1]),
+        "train_loss": float(history.history["loss"][-1]),
+        "val_acc": float(val["accuracy"]),
+        "val_loss": float(val["loss"]),
+        "train_eval_acc": float(train_eval["accuracy"]),
+    }
 
 
 def _lever_inputs(x: Any, y: Any, batch: int, feed: str) -> dict[str, Any]:
@@ -167,8 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     if name == "sweep":
         sweep_command(args)  # prints the command's own output; exits with its status
         return 0
-    measure = {"gpu-matmul": gpu_matmul, "dataset-load": dataset_load,
-               "lever": lambda: lever(json.loads(args[0]))}[name]
+    measure = {"gpu-matmul": gpu_matmul, "dataset-load": dataset_load, "lever": lambda: lever(json.loads(args[0]))}[
+        name
+    ]
     print(json.dumps(measure()), flush=True)
     return 0
 

@@ -63,9 +63,17 @@ def synthetic_run(spec: RunSpec, rng: np.random.Generator) -> SyntheticRun:
     fall with it; noise from `rng`."""
     batch = spec.point.train.batch_size
     steps = math.ceil(TRAIN_SAMPLES / batch)
-    info = {"parameters": 71800, "train_samples": TRAIN_SAMPLES, "val_samples": VAL_SAMPLES, "num_classes": 120,
-            "replicas": 1, "per_replica_batch": batch, "virtual_devices": False, "devices": "/device:CPU:0",
-            "steps_per_epoch": steps}
+    info = {
+        "parameters": 71800,
+        "train_samples": TRAIN_SAMPLES,
+        "val_samples": VAL_SAMPLES,
+        "num_classes": 120,
+        "replicas": 1,
+        "per_replica_batch": batch,
+        "virtual_devices": False,
+        "devices": "/device:CPU:0",
+        "steps_per_epoch": steps,
+    }
     epochs = tuple(_synthetic_epoch(epoch, steps, batch, rng) for epoch in range(1, spec.point.train.epochs + 1))
     return SyntheticRun(info, epochs, epochs[-1][vocab.VAL_ACC])
 
@@ -76,8 +84,18 @@ def _synthetic_epoch(epoch: int, steps: int, batch: int, rng: np.random.Generato
     train_eval = float(np.clip(0.85 * learned + rng.normal(0, 0.02), 0, 1))
     val = float(np.clip(0.8 * learned - 0.02 * math.log2(batch / 8) + rng.normal(0, 0.02), 0, 1))
     seconds = TRAIN_SAMPLES / (400 + 4 * batch) * (1.3 if epoch == 1 else 1.0)
-    return {vocab.EPOCH: epoch, vocab.STEP: epoch * steps, vocab.TRAIN_ACC: train_acc,
-            vocab.TRAIN_EVAL_ACC: train_eval, vocab.VAL_ACC: val, vocab.TRAIN_LOSS: 4.8 * (1 - train_acc) + 0.1,
-            vocab.TRAIN_EVAL_LOSS: 4.8 * (1 - train_eval) + 0.1, vocab.VAL_LOSS: 4.8 * (1 - val) + 0.2,
-            vocab.GAP: train_acc - val, vocab.EVAL_GAP: train_eval - val, vocab.EPOCH_SECONDS: seconds,
-            vocab.SAMPLES_PER_SECOND: TRAIN_SAMPLES / seconds, vocab.LR: 0.001}
+    return {
+        vocab.EPOCH: epoch,
+        vocab.STEP: epoch * steps,
+        vocab.TRAIN_ACC: train_acc,
+        vocab.TRAIN_EVAL_ACC: train_eval,
+        vocab.VAL_ACC: val,
+        vocab.TRAIN_LOSS: 4.8 * (1 - train_acc) + 0.1,
+        vocab.TRAIN_EVAL_LOSS: 4.8 * (1 - train_eval) + 0.1,
+        vocab.VAL_LOSS: 4.8 * (1 - val) + 0.2,
+        vocab.GAP: train_acc - val,
+        vocab.EVAL_GAP: train_eval - val,
+        vocab.EPOCH_SECONDS: seconds,
+        vocab.SAMPLES_PER_SECOND: TRAIN_SAMPLES / seconds,
+        vocab.LR: 0.001,
+    }

@@ -25,13 +25,29 @@ class Stamp:
     mode: str  # full, quick
 
     def row(self, section: str, config: str, metric: str, value: float, unit: str, batch_size: int | str = "") -> Row:
-        return {"when": self.when, "machine": self.machine, "mode": self.mode, "section": section, "config": config,
-                "batch_size": batch_size, "metric": metric, "value": value, "unit": unit}
+        return {
+            "when": self.when,
+            "machine": self.machine,
+            "mode": self.mode,
+            "section": section,
+            "config": config,
+            "batch_size": batch_size,
+            "metric": metric,
+            "value": value,
+            "unit": unit,
+        }
 
 
-def summarize(stamp: Stamp, trained: list[Trained], peaks: dict[Any, float], flops_per_sample: float,
-              commands: dict[str, CommandTiming], cache: dict[str, float], runs: int,
-              measured: dict[Any, float] | None = None) -> list[Row]:
+def summarize(
+    stamp: Stamp,
+    trained: list[Trained],
+    peaks: dict[Any, float],
+    flops_per_sample: float,
+    commands: dict[str, CommandTiming],
+    cache: dict[str, float],
+    runs: int,
+    measured: dict[Any, float] | None = None,
+) -> list[Row]:
     """The rows, section by section: peaks, the model's FLOPs, wall times, throughput, agreement with
     (a), command timings and the dataset cache."""
     rows = _peak_rows(stamp, peaks, measured or {})
@@ -60,11 +76,13 @@ def _peak_rows(stamp: Stamp, peaks: dict[Any, float], measured: dict[Any, float]
 
 def _wall_rows(stamp: Stamp, t: Trained, base: Trained | None, runs: int) -> list[Row]:
     best, config = t.best, t.config
-    rows = [stamp.row("wall", config, "wall_seconds", best.seconds, "s"),
-            stamp.row("wall", config, "runs", runs, "runs"),
-            stamp.row("wall", config, "runs_per_hour", runs / best.seconds * 3600, "runs/h"),
-            stamp.row("wall", config, "workers", best.workers, "processes"),
-            stamp.row("wall", config, "threads_per_worker", best.threads, "threads")]
+    rows = [
+        stamp.row("wall", config, "wall_seconds", best.seconds, "s"),
+        stamp.row("wall", config, "runs", runs, "runs"),
+        stamp.row("wall", config, "runs_per_hour", runs / best.seconds * 3600, "runs/h"),
+        stamp.row("wall", config, "workers", best.workers, "processes"),
+        stamp.row("wall", config, "threads_per_worker", best.threads, "threads"),
+    ]
     if config == "a":
         rows.append(stamp.row("wall", config, "train_eval", float("--train-eval" in t.configuration.command), "bool"))
     if best.workers_phase_seconds is not None:
@@ -90,8 +108,16 @@ def _throughput_rows(stamp: Stamp, t: Trained, peaks: dict[Any, float], flops_pe
 
 
 def _agreement_rows(stamp: Stamp, config: str, found: dict[str, float]) -> list[Row]:
-    return [stamp.row("agreement", config, f"max_abs_diff_{metric}" if metric in COMPARED else metric, value,
-                      "records" if metric in ("records", "expected") else "abs") for metric, value in found.items()]
+    return [
+        stamp.row(
+            "agreement",
+            config,
+            f"max_abs_diff_{metric}" if metric in COMPARED else metric,
+            value,
+            "records" if metric in ("records", "expected") else "abs",
+        )
+        for metric, value in found.items()
+    ]
 
 
 def throughput(epochs: tuple[Row, ...] | list[Row]) -> dict[int, float]:

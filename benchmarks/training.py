@@ -18,11 +18,27 @@ from typing import Any
 
 from benchmarks import machine
 
-EPOCH_COLUMNS = ("config", "run_id", "seed", "batch_size", "epoch", "step", "train_acc", "train_loss", "val_acc",
-                 "val_loss", "epoch_seconds", "samples_per_second")
+EPOCH_COLUMNS = (
+    "config",
+    "run_id",
+    "seed",
+    "batch_size",
+    "epoch",
+    "step",
+    "train_acc",
+    "train_loss",
+    "val_acc",
+    "val_loss",
+    "epoch_seconds",
+    "samples_per_second",
+)
 BASELINE_EPOCHS = "baseline_epochs.csv"  # what (a) writes
-LABELS = {"a": "(a) plain Keras loop", "b": "(b) harness, 1 worker", "c": "(c) harness, default workers",
-          "d": "(d) harness, one worker per core"}
+LABELS = {
+    "a": "(a) plain Keras loop",
+    "b": "(b) harness, 1 worker",
+    "c": "(c) harness, default workers",
+    "d": "(d) harness, one worker per core",
+}
 
 
 def label(config: str) -> str:
@@ -82,8 +98,9 @@ def baseline(grid: Path, folder: Path, train_eval: bool = False) -> Configuratio
     return Configuration("a", (*command, *(["--train-eval"] if train_eval else [])))
 
 
-def harness(config: str, grid: Path, folder: Path, workers: int | None = None, gpu: str | None = None,
-            trials_per_gpu: int = 1) -> Configuration:
+def harness(
+    config: str, grid: Path, folder: Path, workers: int | None = None, gpu: str | None = None, trials_per_gpu: int = 1
+) -> Configuration:
     """(b)-(e): `python -m sweep run` with `workers` (None: the CLI's default), or packed on one GPU."""
     command = machine.python_module("sweep", "run", str(grid), "--results", str(results_folder(folder, config)))
     if workers is not None:
@@ -101,8 +118,14 @@ def time_once(configuration: Configuration, env: dict[str, str], folder: Path) -
     # `run` prints "trained N run(s) in S s": its workers' phase; the rest is set-up, export and report
     trained = re.search(r"trained \d+ run\(s\) in (\d+) s", finished.stdout)
     config = configuration.config
-    return Attempt(finished.seconds, workers, max(1, machine.cores() // workers), tuple(read_epochs(config, folder)),
-                   tuple(read_run_seconds(config, folder)), float(trained.group(1)) if trained else None)
+    return Attempt(
+        finished.seconds,
+        workers,
+        max(1, machine.cores() // workers),
+        tuple(read_epochs(config, folder)),
+        tuple(read_run_seconds(config, folder)),
+        float(trained.group(1)) if trained else None,
+    )
 
 
 def _workers(configuration: Configuration, stdout: str) -> int:
@@ -148,8 +171,13 @@ def warm_cache(grid: Path, cache: Path) -> None:
         raw_arrays(data_cfg, cache)
 
 
-def time_all(configurations: list[Configuration], repeats: int, env: dict[str, str], folder: Path,
-             one_per_core: Configuration | None = None) -> list[Trained]:
+def time_all(
+    configurations: list[Configuration],
+    repeats: int,
+    env: dict[str, str],
+    folder: Path,
+    one_per_core: Configuration | None = None,
+) -> list[Trained]:
     """Every configuration `repeats` times in alternating order (so a change in the machine's load
     touches all alike). `one_per_core` joins after the first round if the default used fewer workers."""
     trained = [Trained(c) for c in configurations]

@@ -40,8 +40,22 @@ def time_config(workers: int, threads: int) -> float:
         grid.write_text(GRID)
         env = {**os.environ, "BATCHSWEEP_THREADS": str(threads)}
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "sweep", "run", str(grid), "--workers", str(workers),
-                        "--results", str(Path(folder) / "out")], env=env, check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sweep",
+                "run",
+                str(grid),
+                "--workers",
+                str(workers),
+                "--results",
+                str(Path(folder) / "out"),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         return time.perf_counter() - started
 
 

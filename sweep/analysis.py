@@ -43,8 +43,15 @@ TOGGLE_REFERENCE: dict[str, Any] = {**POST_DEFAULTS}  # samples_per_class: the l
 
 # Metrics summarised per run at epoch 2 and at the last epoch.
 SNAPSHOT_METRICS: tuple[str, ...] = (
-    vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.GAP, vocab.EVAL_GAP,
-    vocab.TRAIN_LOSS, vocab.TRAIN_EVAL_LOSS, vocab.VAL_LOSS, vocab.STEP,
+    vocab.TRAIN_ACC,
+    vocab.TRAIN_EVAL_ACC,
+    vocab.VAL_ACC,
+    vocab.GAP,
+    vocab.EVAL_GAP,
+    vocab.TRAIN_LOSS,
+    vocab.TRAIN_EVAL_LOSS,
+    vocab.VAL_LOSS,
+    vocab.STEP,
 )
 CURVE_METRICS: tuple[str, ...] = tuple(m for m in vocab.EPOCH_METRICS if m != vocab.EPOCH)
 
@@ -85,16 +92,24 @@ def load(folders: Sequence[str | Path]) -> Results:
     runs = pd.concat([r for r, _ in pairs], ignore_index=True) if pairs else pd.DataFrame()
     epochs = _with_role(pd.concat([e for _, e in pairs], ignore_index=True) if pairs else pd.DataFrame())
     grid, tuned = _done_by_role(_first_copies(epochs, vocab.EPOCH))
-    return Results(folders=paths, runs=_first_copies(_with_role(runs)), epochs=grid, tuned=tuned,
-                   folder_epochs=_done_by_role(epochs)[0])
+    return Results(
+        folders=paths,
+        runs=_first_copies(_with_role(runs)),
+        epochs=grid,
+        tuned=tuned,
+        folder_epochs=_done_by_role(epochs)[0],
+    )
 
 
 def _done_by_role(epochs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The done runs' rows of the grid and of the tuned re-runs, without the role column."""
     if vocab.RUN_ID in epochs and len(epochs):
         epochs = epochs[epochs[vocab.STATUS] == vocab.DONE].reset_index(drop=True)
-    by_role = {role: rows.drop(columns=vocab.ROLE).reset_index(drop=True)
-               for role, rows in epochs.groupby(vocab.ROLE)} if vocab.ROLE in epochs else {}
+    by_role = (
+        {role: rows.drop(columns=vocab.ROLE).reset_index(drop=True) for role, rows in epochs.groupby(vocab.ROLE)}
+        if vocab.ROLE in epochs
+        else {}
+    )
     empty = epochs.drop(columns=vocab.ROLE, errors="ignore").iloc[0:0]
     return by_role.get(vocab.GRID, empty), by_role.get(vocab.TUNED, empty)
 
@@ -136,8 +151,9 @@ def _with_role(table: pd.DataFrame) -> pd.DataFrame:
 def _read_folder(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     missing = [n for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV) if not (folder / n).is_file()]
     if missing:
-        raise ResultsError(f"{folder}: no {' or '.join(missing)} here; "
-                           f"make it with `python -m sweep run GRID --results {folder}`")
+        raise ResultsError(
+            f"{folder}: no {' or '.join(missing)} here; make it with `python -m sweep run GRID --results {folder}`"
+        )
     runs, epochs = (_read_csv(folder / n).assign(**{SOURCE: str(folder)}) for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV))
     return runs, epochs
 
@@ -173,8 +189,9 @@ def row_key(table: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
 # --- curves over seeds
 
 
-def summarize(table: pd.DataFrame, metrics: Sequence[str] = CURVE_METRICS,
-              by: Sequence[str] | None = None) -> pd.DataFrame:
+def summarize(
+    table: pd.DataFrame, metrics: Sequence[str] = CURVE_METRICS, by: Sequence[str] | None = None
+) -> pd.DataFrame:
     """Long table: one row per (group, epoch, metric) with n, mean, sd, ci_low, ci_high.
 
     A group is every run with the same settings (all setting columns unless `by`).
@@ -184,8 +201,11 @@ def summarize(table: pd.DataFrame, metrics: Sequence[str] = CURVE_METRICS,
     if table.empty or not present:
         return pd.DataFrame(columns=[*by, vocab.EPOCH, "metric", "n", "mean", "sd", "ci_low", "ci_high"])
     long = table.melt(id_vars=[*by, vocab.EPOCH], value_vars=present, var_name="metric")
-    stats = (long.groupby([*by, vocab.EPOCH, "metric"], dropna=False, sort=True)["value"]
-             .agg(n="count", mean="mean", sd="std").reset_index())
+    stats = (
+        long.groupby([*by, vocab.EPOCH, "metric"], dropna=False, sort=True)["value"]
+        .agg(n="count", mean="mean", sd="std")
+        .reset_index()
+    )
     mult = stats["n"].map(lambda n: t_multiplier(int(n)))
     half = mult * stats["sd"] / np.sqrt(stats["n"])
     return stats.assign(ci_low=stats["mean"] - half, ci_high=stats["mean"] + half)
@@ -229,14 +249,21 @@ def run_health(results: Results) -> pd.DataFrame:
             problems.append((run[vocab.RUN_ID], vocab.DIVERGED, f"diverged: {reason}"))
     if "num_classes" in runs:
         for _, run in runs[(runs[vocab.STATUS] == vocab.DONE) & (runs["num_classes"] < 2)].iterrows():
-            problems.append((run[vocab.RUN_ID], vocab.DONE,
-                             "validation holds a single class: accuracy cannot compare settings"))
+            problems.append(
+                (run[vocab.RUN_ID], vocab.DONE, "validation holds a single class: accuracy cannot compare settings")
+            )
     epochs = results.epochs
     if not epochs.empty:
         for run_id, rows in epochs.groupby(vocab.RUN_ID, sort=True):
             if _stuck(rows, runs):
-                problems.append((run_id, vocab.DONE, f"stuck: val_acc {rows[vocab.VAL_ACC].iloc[0]:.3f} and "
-                                 f"train_eval_acc unchanged over {len(rows)} records (the model predicts one class)"))
+                problems.append(
+                    (
+                        run_id,
+                        vocab.DONE,
+                        f"stuck: val_acc {rows[vocab.VAL_ACC].iloc[0]:.3f} and "
+                        f"train_eval_acc unchanged over {len(rows)} records (the model predicts one class)",
+                    )
+                )
     return pd.DataFrame(problems, columns=[vocab.RUN_ID, vocab.STATUS, "problem"]).drop_duplicates(vocab.RUN_ID)
 
 
@@ -282,8 +309,10 @@ def _speed(epochs: pd.DataFrame) -> pd.DataFrame:
 def gap_table(epochs: pd.DataFrame) -> pd.DataFrame:
     """gap and eval_gap (and the accuracies behind them) at epoch 2 and at the last epoch, per group."""
     metrics = (vocab.GAP, vocab.EVAL_GAP, vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC)
-    parts = [summarize(at_epoch(epochs, e), metrics).assign(at=label)
-             for label, e in (("epoch 2", EPOCH_TWO), ("last", None))]
+    parts = [
+        summarize(at_epoch(epochs, e), metrics).assign(at=label)
+        for label, e in (("epoch 2", EPOCH_TWO), ("last", None))
+    ]
     return pd.concat(parts, ignore_index=True)
 
 
@@ -294,8 +323,11 @@ def write_tables(results: Results, out: Path) -> list[Path]:
     """curves.csv (every metric at every epoch), gaps.csv, run_summary.csv into out/tables/."""
     folder = out / "tables"
     folder.mkdir(parents=True, exist_ok=True)
-    tables = {"curves.csv": summarize(results.epochs), "gaps.csv": gap_table(results.epochs),
-              "run_summary.csv": run_summary(results.epochs)}
+    tables = {
+        "curves.csv": summarize(results.epochs),
+        "gaps.csv": gap_table(results.epochs),
+        "run_summary.csv": run_summary(results.epochs),
+    }
     paths = []
     for name, table in tables.items():
         table.to_csv(folder / name, index=False)

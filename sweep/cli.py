@@ -34,8 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not is_disk_full(err):
             return _crashed(args)
-        print(f"error: no space left on device writing {err.filename or 'the store'}; {DISK_FULL_ADVICE}",
-              file=sys.stderr)
+        print(
+            f"error: no space left on device writing {err.filename or 'the store'}; {DISK_FULL_ADVICE}", file=sys.stderr
+        )
         return EXIT_FAILED
     except Exception:  # noqa: BLE001 - a bug or a driver error: its traceback, without the store's password
         return _crashed(args)
@@ -56,28 +57,35 @@ def _crashed(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="sweep", description="Batch-size experiment sweeps on TensorFlow/Keras.",
+        prog="sweep",
+        description="Batch-size experiment sweeps on TensorFlow/Keras.",
         epilog="Grid file keys (dotted paths usable in grid:):\n"
-               + "\n".join(f"  {k:<26} {doc}" for k, doc in field_docs().items())
-               + "\n\nOptional search: block (a learning-rate search for every grid point, then its best lr "
-                 "at every seed):\n"
-               + "\n".join(f"  {k:<26} {doc}" for k, doc in SEARCH_DOCS.items()),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        + "\n".join(f"  {k:<26} {doc}" for k, doc in field_docs().items())
+        + "\n\nOptional search: block (a learning-rate search for every grid point, then its best lr "
+        "at every seed):\n" + "\n".join(f"  {k:<26} {doc}" for k, doc in SEARCH_DOCS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = commands.add_parser("plan", help="list the runs a grid file would train (no training, no TensorFlow)")
     p.add_argument("grid", help="the grid file (YAML)")
     p.set_defaults(handler=cmd_plan)
 
-    p = commands.add_parser("run", help="train every pending run of a grid file, then export runs.csv and epochs.csv",
-                            description="Train every run of GRID that is not done yet. Safe to repeat: finished runs "
-                                        "are never trained again, failed and interrupted ones are retried.")
+    p = commands.add_parser(
+        "run",
+        help="train every pending run of a grid file, then export runs.csv and epochs.csv",
+        description="Train every run of GRID that is not done yet. Safe to repeat: finished runs "
+        "are never trained again, failed and interrupted ones are retried.",
+    )
     p.add_argument("grid", help="the grid file (YAML)")
     _results_args(p)
     _worker_args(p)
-    p.add_argument("--in-process", action="store_true",
-                   help="train in this process instead of worker processes (one at a time; ignores --workers "
-                        "and --devices); for debugging and tests")
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="train in this process instead of worker processes (one at a time; ignores --workers "
+        "and --devices); for debugging and tests",
+    )
     p.set_defaults(handler=cmd_run)
 
     p = commands.add_parser("status", help="count done / running / failed / diverged / pending runs")
@@ -85,22 +93,34 @@ def _parser() -> argparse.ArgumentParser:
     _results_args(p)
     p.set_defaults(handler=cmd_status)
 
-    p = commands.add_parser("worker", help="join a sweep: train queued runs from a store until none are left",
-                            description="Train queued runs of an existing sweep until the queue is empty. "
-                                        "Started by `run`, or by hand on another machine.")
-    p.add_argument("--storage", default=None,
-                   help="journal file path or database URL of the sweep, or @FILE to read it from a file "
-                        "(default: $BATCHSWEEP_STORAGE)")
+    p = commands.add_parser(
+        "worker",
+        help="join a sweep: train queued runs from a store until none are left",
+        description="Train queued runs of an existing sweep until the queue is empty. "
+        "Started by `run`, or by hand on another machine.",
+    )
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="journal file path or database URL of the sweep, or @FILE to read it from a file "
+        "(default: $BATCHSWEEP_STORAGE)",
+    )
     p.add_argument("--study", required=True, help="the sweep's name (the grid file's name:)")
-    p.add_argument("--results", type=Path, default=None,
-                   help="with --workers or --devices: where the workers' logs go (default results/<study>)")
+    p.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="with --workers or --devices: where the workers' logs go (default results/<study>)",
+    )
     _worker_args(p)
     p.set_defaults(handler=cmd_worker)
 
-    p = commands.add_parser("report",
-                            help="rebuild tables, figures and the claims report from results folders (no TensorFlow)",
-                            description="Read runs.csv and epochs.csv of each DIR and write tables/, figures/, "
-                                        "report.md and report.html (self-contained) into OUT.")
+    p = commands.add_parser(
+        "report",
+        help="rebuild tables, figures and the claims report from results folders (no TensorFlow)",
+        description="Read runs.csv and epochs.csv of each DIR and write tables/, figures/, "
+        "report.md and report.html (self-contained) into OUT.",
+    )
     p.add_argument("folders", nargs="+", metavar="DIR", type=Path, help="results folder(s), e.g. results/article")
     p.add_argument("--out", type=Path, default=None, help="where to write (default: DIR; required with several DIRs)")
     p.add_argument("--svg", action="store_true", help="also write every figure as SVG (for papers; PNG always)")
@@ -109,15 +129,32 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _worker_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=_positive, default=None,
-                   help="worker processes on this machine (default: one per device group with GPUs, else 1)")
-    p.add_argument("--devices", default=None, metavar="IDS",
-                   help="GPU ids to use, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else every GPU, else the CPU); "
-                        "a run with gpus: G takes G of them, and two runs never share one")
-    p.add_argument("--trials-per-gpu", type=_positive, default=1, metavar="K",
-                   help="let K runs share each GPU, for models too small to fill one (default 1)")
-    p.add_argument("--retries", type=_non_negative, default=1,
-                   help="times a run that raised is tried again before it is left failed (default 1)")
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=None,
+        help="worker processes on this machine (default: one per device group with GPUs, else 1)",
+    )
+    p.add_argument(
+        "--devices",
+        default=None,
+        metavar="IDS",
+        help="GPU ids to use, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else every GPU, else the CPU); "
+        "a run with gpus: G takes G of them, and two runs never share one",
+    )
+    p.add_argument(
+        "--trials-per-gpu",
+        type=_positive,
+        default=1,
+        metavar="K",
+        help="let K runs share each GPU, for models too small to fill one (default 1)",
+    )
+    p.add_argument(
+        "--retries",
+        type=_non_negative,
+        default=1,
+        help="times a run that raised is tried again before it is left failed (default 1)",
+    )
 
 
 def _non_negative(text: str) -> int:
@@ -126,9 +163,12 @@ def _non_negative(text: str) -> int:
 
 def _results_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", type=Path, default=None, help="results folder (default results/<name>)")
-    p.add_argument("--storage", default=None,
-                   help="store: journal file path or postgresql:// URL, or @FILE to read it from a file "
-                        "(default: $BATCHSWEEP_STORAGE, else <results>/journal.log)")
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="store: journal file path or postgresql:// URL, or @FILE to read it from a file "
+        "(default: $BATCHSWEEP_STORAGE, else <results>/journal.log)",
+    )
 
 
 def _positive(text: str) -> int:
@@ -143,10 +183,15 @@ def _positive(text: str) -> int:
 
 def _options(args: argparse.Namespace) -> Options:
     """The flags, as the orchestrator's options; the store from --storage, @FILE or $BATCHSWEEP_STORAGE."""
-    return Options(results=args.results, storage=_storage_arg(args.storage),
-                   workers=getattr(args, "workers", None), devices=getattr(args, "devices", None),
-                   trials_per_gpu=getattr(args, "trials_per_gpu", 1), retries=getattr(args, "retries", 1),
-                   in_process=getattr(args, "in_process", False))
+    return Options(
+        results=args.results,
+        storage=_storage_arg(args.storage),
+        workers=getattr(args, "workers", None),
+        devices=getattr(args, "devices", None),
+        trials_per_gpu=getattr(args, "trials_per_gpu", 1),
+        retries=getattr(args, "retries", 1),
+        in_process=getattr(args, "in_process", False),
+    )
 
 
 def _storage_arg(value: str | None) -> str | None:
@@ -177,10 +222,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if grid.search:
         search = grid.search
         space = f"{search.lr_low:g} to {search.lr_high:g}{', log scale' if search.lr_log else ''}"
-        print(f"then a learning-rate search for each of the {points} points: {search.trials} trials at seed "
-              f"{search.seed}, lr from {space} (TPE; {search.metric} at the last epoch"
-              f"{'; trials below the median curve are pruned' if search.prune else ''}); each point's best lr "
-              f"is re-run at every seed: {points * search.trials} search trials + {len(runs)} tuned runs")
+        print(
+            f"then a learning-rate search for each of the {points} points: {search.trials} trials at seed "
+            f"{search.seed}, lr from {space} (TPE; {search.metric} at the last epoch"
+            f"{'; trials below the median curve are pruned' if search.prune else ''}); each point's best lr "
+            f"is re-run at every seed: {points * search.trials} search trials + {len(runs)} tuned runs"
+        )
     return EXIT_OK
 
 
@@ -190,8 +237,10 @@ def _budget_text(runs: list[RunSpec]) -> str:
     text = f"{sum(r.point.train.epochs for r in by_epochs)} epochs in all"
     if len(by_epochs) < len(runs):
         steps = sum(int(r.point.train.steps or 0) for r in runs if r.point.train.budget == "steps")
-        text = (f"{text} for the {len(by_epochs)} runs with an epochs budget, and {steps} optimizer steps "
-                f"for the {len(runs) - len(by_epochs)} with a steps budget")
+        text = (
+            f"{text} for the {len(by_epochs)} runs with an epochs budget, and {steps} optimizer steps "
+            f"for the {len(runs) - len(by_epochs)} with a steps budget"
+        )
     return text
 
 
@@ -219,13 +268,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     if len(args.folders) > 1 and args.out is None:
-        raise UsageError("several results folders need --out DIR for the combined report "
-                         "(e.g. --out results/reference)")
+        raise UsageError(
+            "several results folders need --out DIR for the combined report (e.g. --out results/reference)"
+        )
     for folder in args.folders:  # before the imports: a typo should answer at once
         missing = [n for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV) if not (folder / n).is_file()]
         if missing:
-            raise UsageError(f"{folder}: no {' or '.join(missing)} here; "
-                             f"make it with `python -m sweep run GRID --results {folder}`")
+            raise UsageError(
+                f"{folder}: no {' or '.join(missing)} here; make it with `python -m sweep run GRID --results {folder}`"
+            )
     from sweep import report
 
     written = report.build(args.folders, args.out, svg=args.svg)

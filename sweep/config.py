@@ -34,9 +34,24 @@ from sweep.keys import (
 from sweep.rules import inert, is_set, point_problem, without_inert
 
 __all__ = [  # the grid file's API; the settings types are re-exported from sweep.keys for their users
-    "DATASETS", "MAX_RUNS", "SEARCH_DOCS", "SEARCH_METRICS", "SECTIONS", "TOP_LEVEL_KEYS", "ConfigError",
-    "DataConfig", "GridFile", "ModelConfig", "PointConfig", "SearchConfig", "Setting", "TrainConfig",
-    "UnknownSettings", "field_docs", "load_grid", "point_problem",
+    "DATASETS",
+    "MAX_RUNS",
+    "SEARCH_DOCS",
+    "SEARCH_METRICS",
+    "SECTIONS",
+    "TOP_LEVEL_KEYS",
+    "ConfigError",
+    "DataConfig",
+    "GridFile",
+    "ModelConfig",
+    "PointConfig",
+    "SearchConfig",
+    "Setting",
+    "TrainConfig",
+    "UnknownSettings",
+    "field_docs",
+    "load_grid",
+    "point_problem",
 ]
 
 
@@ -152,8 +167,9 @@ class _KeyError(Exception):
 
 def _parse(raw: Any, label: str, folder: Path) -> GridFile:
     if not isinstance(raw, dict):
-        raise _KeyError("(top level)",
-                        f"must be a mapping with keys {', '.join(TOP_LEVEL_KEYS)}, got {type(raw).__name__}")
+        raise _KeyError(
+            "(top level)", f"must be a mapping with keys {', '.join(TOP_LEVEL_KEYS)}, got {type(raw).__name__}"
+        )
     _reject_unknown(raw, TOP_LEVEL_KEYS, "")
     name = _parse_name(raw.get("name", Path(label).stem))
     seeds = _parse_seeds(raw.get("seeds", [0]))
@@ -275,16 +291,18 @@ def _parse_variants(raw: Any, grid_keys: set[str], folder: Path) -> tuple[tuple[
     for i, overrides in enumerate(raw):
         overrides = overrides or {}
         if not isinstance(overrides, dict):
-            raise _KeyError(f"variants[{i}]",
-                            f"must be a mapping of dotted keys to values ({{}} = the base), {got(overrides)}")
+            raise _KeyError(
+                f"variants[{i}]", f"must be a mapping of dotted keys to values ({{}} = the base), {got(overrides)}"
+            )
         settings = []
         for dotted, value in overrides.items():
             where = f"variants[{i}].{dotted}"
             section, key = _split_dotted(str(dotted), where)
             value = _resolve(section, key, _checked(where, _field_check(section, key, where), value), folder, where)
             if f"{section}.{key}" in grid_keys:
-                raise _KeyError(where, f"{section}.{key} is also a grid axis; "
-                                       f"vary a key in grid or in variants, not both")
+                raise _KeyError(
+                    where, f"{section}.{key} is also a grid axis; vary a key in grid or in variants, not both"
+                )
             settings.append((f"{section}.{key}", value))
         variants.append(tuple(settings))
     if len(set(variants)) != len(variants):
@@ -306,7 +324,9 @@ def _parse_search(raw: Any) -> SearchConfig:
     if low >= high:
         raise _KeyError("search.lr", f"low must be less than high, got low={low:g}, high={high:g}")
     return SearchConfig(
-        lr_low=low, lr_high=high, lr_log=_checked("search.lr.log", boolean, lr.get("log", True)),
+        lr_low=low,
+        lr_high=high,
+        lr_log=_checked("search.lr.log", boolean, lr.get("log", True)),
         trials=_checked("search.trials", positive_int, raw.get("trials", 8)),
         metric=_checked("search.metric", one_of(*SEARCH_METRICS), raw.get("metric", "val_acc")),
         seed=_checked("search.seed", non_negative_int, raw.get("seed", 0)),
@@ -329,8 +349,10 @@ def _check_points(grid_file: GridFile) -> None:
             raise _KeyError(where, problem)
     for k in conditional():  # a key set only where it is inert: no point uses it
         if k.name in set_but_idle - set_and_used:
-            raise _KeyError(_where_set(grid_file, k.name),
-                            f"only used with {k.where_used()}, which no point of the grid has; remove it")
+            raise _KeyError(
+                _where_set(grid_file, k.name),
+                f"only used with {k.where_used()}, which no point of the grid has; remove it",
+            )
 
 
 def _check_size(grid_file: GridFile) -> None:
@@ -340,8 +362,11 @@ def _check_size(grid_file: GridFile) -> None:
     per_point = seeds * (2 if search else 1) + (search.trials if search else 0)
     if points * per_point > MAX_RUNS:
         searched = f" + {search.trials} search trials and {seeds} tuned runs" if search else ""
-        raise _KeyError("grid", f"makes {points * per_point} runs ({points} points x {seeds} seeds{searched}); "
-                                f"at most {MAX_RUNS}: split it into several grid files")
+        raise _KeyError(
+            "grid",
+            f"makes {points * per_point} runs ({points} points x {seeds} seeds{searched}); "
+            f"at most {MAX_RUNS}: split it into several grid files",
+        )
 
 
 def _where_set(grid_file: GridFile, dotted: str) -> str:
@@ -350,16 +375,22 @@ def _where_set(grid_file: GridFile, dotted: str) -> str:
         return f"base.{dotted}"
     if any(key == dotted for key, _ in grid_file.grid):
         return f"grid.{dotted}"
-    return next(f"variants[{i}].{dotted}" for i, variant in enumerate(grid_file.variants)
-                if any(key == dotted for key, _ in variant))
+    return next(
+        f"variants[{i}].{dotted}"
+        for i, variant in enumerate(grid_file.variants)
+        if any(key == dotted for key, _ in variant)
+    )
 
 
 def _search_problem(point: PointConfig, settings: tuple[Setting, ...]) -> str | None:
     """With search:, the learning rate is the search's: it cannot also be varied or scaled."""
     if any(key == "train.lr" for key, _ in settings):
-        return ("train.lr is tuned by search.lr; remove it from grid and variants "
-                "(base.train.lr stays the untuned reference)")
+        return (
+            "train.lr is tuned by search.lr; remove it from grid and variants "
+            "(base.train.lr stays the untuned reference)"
+        )
     if point.train.lr_scaling != "none":
-        return ("train.lr_scaling must be none with search: "
-                "the search picks the learning rate of every batch size itself")
+        return (
+            "train.lr_scaling must be none with search: the search picks the learning rate of every batch size itself"
+        )
     return None

@@ -48,9 +48,11 @@ class Progress:
         bar = "#" * round(20 * share) + "." * (20 - round(20 * share))
         elapsed = time.monotonic() - self.started
         eta = elapsed / self.epochs_done * (self.epochs_total - self.epochs_done) if self.epochs_done else None
-        return (f"[{bar}] {share:4.0%} runs {self.runs_done}/{self.runs_total} "
-                f"epochs {self.epochs_done}/{self.epochs_total} "
-                f"elapsed {_clock(elapsed)} ETA {_clock(eta) if eta is not None else '?'}")
+        return (
+            f"[{bar}] {share:4.0%} runs {self.runs_done}/{self.runs_total} "
+            f"epochs {self.epochs_done}/{self.epochs_total} "
+            f"elapsed {_clock(elapsed)} ETA {_clock(eta) if eta is not None else '?'}"
+        )
 
 
 def _clock(seconds: float) -> str:
@@ -64,9 +66,11 @@ def format_event(event: events.Event, progress: Progress) -> str | None:
     if isinstance(event, events.EpochDone):
         progress.epochs_done += 1
         r = event.record
-        return (f"{progress.prefix()} | {event.run_id} epoch {r[vocab.EPOCH]}/{event.epochs} "
-                f"train_acc {r[vocab.TRAIN_ACC]:.3f} train_eval_acc {r[vocab.TRAIN_EVAL_ACC]:.3f} "
-                f"val_acc {r[vocab.VAL_ACC]:.3f} gap {r[vocab.GAP]:+.3f} ({r[vocab.EPOCH_SECONDS]:.1f}s)")
+        return (
+            f"{progress.prefix()} | {event.run_id} epoch {r[vocab.EPOCH]}/{event.epochs} "
+            f"train_acc {r[vocab.TRAIN_ACC]:.3f} train_eval_acc {r[vocab.TRAIN_EVAL_ACC]:.3f} "
+            f"val_acc {r[vocab.VAL_ACC]:.3f} gap {r[vocab.GAP]:+.3f} ({r[vocab.EPOCH_SECONDS]:.1f}s)"
+        )
     if isinstance(event, events.RunEnded):
         progress.runs_done += 1
         progress.statuses[event.status] = progress.statuses.get(event.status, 0) + 1
@@ -104,16 +108,24 @@ def worker_command(study: str, retries: int) -> list[str]:
     return [sys.executable, "-m", "sweep", "worker", "--study", study, "--retries", str(retries)]
 
 
-def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, slots: list[str | None],
-                retries: int = 1, say: Say = print) -> int:
+def run_workers(
+    storage: str,
+    study: str,
+    progress: Progress,
+    log_dir: Path,
+    slots: list[str | None],
+    retries: int = 1,
+    say: Say = print,
+) -> int:
     """One worker process per slot (its CUDA_VISIBLE_DEVICES; None = leave as is) until the
     queue is empty; return the first non-zero exit code. The CPU cores are shared evenly."""
     log_dir.mkdir(parents=True, exist_ok=True)
     threads_each = threads_per_worker(len(slots))
     inbox: queue.Queue = queue.Queue()
     command = worker_command(study, retries)
-    procs = [_start(command, storage, log_dir / f"worker-{i}.log", threads_each, inbox, slot)
-             for i, slot in enumerate(slots)]
+    procs = [
+        _start(command, storage, log_dir / f"worker-{i}.log", threads_each, inbox, slot) for i, slot in enumerate(slots)
+    ]
     restarts, codes = 0, []
     try:
         while procs:
@@ -123,8 +135,16 @@ def run_workers(storage: str, study: str, progress: Progress, log_dir: Path, slo
                 procs.remove(proc)
                 if code == EXIT_RECYCLE or (code == EXIT_NEEDS_MORE_DEVICES and restarts < MAX_WORKER_RESTARTS):
                     restarts += 1
-                    procs.append(_start(command, storage, log_dir / f"worker-r{restarts}.log", threads_each, inbox,
-                                        proc.visible_devices))
+                    procs.append(
+                        _start(
+                            command,
+                            storage,
+                            log_dir / f"worker-r{restarts}.log",
+                            threads_each,
+                            inbox,
+                            proc.visible_devices,
+                        )
+                    )
                     continue
                 codes.append(code)
                 continue
@@ -150,16 +170,25 @@ def _stop(procs: list[subprocess.Popen], say: Say) -> None:
             proc.kill()  # their runs stay RUNNING; the next `run` finds the dead pids and re-queues them
 
 
-def _start(command: list[str], storage: str, log_path: Path, threads: int, inbox: queue.Queue,
-           visible: str | None) -> subprocess.Popen:
+def _start(
+    command: list[str], storage: str, log_path: Path, threads: int, inbox: queue.Queue, visible: str | None
+) -> subprocess.Popen:
     env = devices.worker_environment(dict(os.environ), threads=threads, visible=visible)
     env[STORAGE_ENV] = storage
     log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by _relay when the worker ends
     # A session of its own: Ctrl-C reaches only the coordinator, which then
     # stops each worker exactly once (SIGTERM), so no worker is cut short twice.
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
-                            stdin=subprocess.DEVNULL, env=env, text=True, bufsize=1,
-                            start_new_session=True, preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
     proc.visible_devices = visible  # type: ignore[attr-defined]  # a replacement gets the same devices
     threading.Thread(target=_relay, args=(proc, log, inbox), daemon=True).start()
     return proc

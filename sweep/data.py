@@ -41,7 +41,14 @@ from sweep.keys import DIGITS, FOLDER, GLYPHS120, NPZ, DataConfig
 from sweep.plan import derive_seed
 
 __all__ = [  # DataError and skipped_files are defined in sweep.datafiles; callers import them from here
-    "DataError", "Split", "batches", "epoch_order", "load_split", "raw_arrays", "skipped_files", "train_counts",
+    "DataError",
+    "Split",
+    "batches",
+    "epoch_order",
+    "load_split",
+    "raw_arrays",
+    "skipped_files",
+    "train_counts",
 ]
 
 CACHE_VERSION = 1  # bump when rendering changes, so stale caches are not reused
@@ -109,7 +116,6 @@ def _digits(cfg: DataConfig) -> tuple[list[np.ndarray], tuple[str, ...]]:
     return per_class, tuple(str(k) for k in range(10))
 
 
-
 SOURCES: dict[str, Callable[[DataConfig], tuple[list[np.ndarray], tuple[str, ...]]]] = {
     DIGITS: _digits,
     FOLDER: folder_source,
@@ -128,16 +134,16 @@ def _split_fixed(cfg: DataConfig) -> RawArrays:
         images = images[rng.permutation(len(images))][: cfg.samples_per_class]
         n_val = max(1, round(cfg.val_fraction * len(images)))
         if len(images) - n_val < 1:
-            raise ValueError(f"class {names[k]!r} has {len(images)} image(s): "
-                             f"too few to split into train and validation")
+            raise ValueError(
+                f"class {names[k]!r} has {len(images)} image(s): too few to split into train and validation"
+            )
         x_val.append(images[:n_val])
         y_val.append(np.full(n_val, k))
         pools.append(images[n_val:])
     counts = train_counts(sum(len(p) for p in pools), len(pools), cfg.imbalance)
     x_train = [_draw(pool, n, rng) for pool, n in zip(pools, counts, strict=True)]
     y_train = [np.full(n, k) for k, n in enumerate(counts)]
-    return (np.concatenate(x_train), np.concatenate(y_train), np.concatenate(x_val),
-            np.concatenate(y_val), names)
+    return (np.concatenate(x_train), np.concatenate(y_train), np.concatenate(x_val), np.concatenate(y_val), names)
 
 
 def _draw(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -148,8 +154,6 @@ def _draw(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 # --- raw arrays, cached
-
-
 
 
 def raw_arrays(cfg: DataConfig, cache_dir: Path | None = None) -> RawArrays:
@@ -216,10 +220,14 @@ def load_split(cfg: DataConfig, cache_dir: Path | None = None) -> Split:
     eval_order = np.random.default_rng(derive_seed(cfg.seed, "train-eval")).permutation(len(y_train))
     eval_rows = np.sort(eval_order[: len(y_val)])
     return Split(
-        x_train=preprocess(x_train), y_train=y_train.astype(np.int32),
-        x_val=preprocess(x_val[val_order], cfg.preprocess_mismatch), y_val=y_val[val_order].astype(np.int32),
-        x_train_eval=preprocess(x_train[eval_rows]), y_train_eval=y_train[eval_rows].astype(np.int32),
-        num_classes=len(names), class_names=names,
+        x_train=preprocess(x_train),
+        y_train=y_train.astype(np.int32),
+        x_val=preprocess(x_val[val_order], cfg.preprocess_mismatch),
+        y_val=y_val[val_order].astype(np.int32),
+        x_train_eval=preprocess(x_train[eval_rows]),
+        y_train_eval=y_train[eval_rows].astype(np.int32),
+        num_classes=len(names),
+        class_names=names,
     )
 
 

@@ -59,8 +59,10 @@ def scan_folder(path: str | Path) -> FolderScan:
             if item.name.startswith("."):
                 skipped.append(f"{entry.name}/{item.name}")
             elif item.is_dir():  # also a folder named like an image, cat.png/
-                raise DataError(f"data.path {item}: a folder inside a class folder; images must sit directly in "
-                                f"the class folder (nested folders are not read, so their images would be missing)")
+                raise DataError(
+                    f"data.path {item}: a folder inside a class folder; images must sit directly in "
+                    f"the class folder (nested folders are not read, so their images would be missing)"
+                )
             elif item.suffix.lower() not in IMAGE_SUFFIXES:  # notes.txt, Thumbs.db, labels.csv: never read
                 skipped.append(f"{entry.name}/{item.name}")
             else:
@@ -70,16 +72,21 @@ def scan_folder(path: str | Path) -> FolderScan:
                 images.append(item)
         if not images:
             others = sum(1 for s in skipped if s.startswith(f"{entry.name}/"))
-            raise DataError(f"data.path {entry}: class folder holds no images ({' '.join(IMAGE_SUFFIXES)})"
-                            + (f"; {others} other file(s) skipped" if others else ""))
+            raise DataError(
+                f"data.path {entry}: class folder holds no images ({' '.join(IMAGE_SUFFIXES)})"
+                + (f"; {others} other file(s) skipped" if others else "")
+            )
         classes.append((entry.name, tuple(images)))
     if len(classes) < 2:
         found = f"only {classes[0][0]!r}" if classes else "none"
         loose = any(Path(s).suffix.lower() in IMAGE_SUFFIXES for s in skipped if "/" not in s)
-        hint = ("; it holds images itself: is it one class folder? point data.path at the folder above it"
-                if loose else "")
-        raise DataError(f"data.path {root}: found {len(classes)} class folder(s) ({found}); a classifier needs at "
-                        f"least 2, one sub-folder per class{hint}")
+        hint = (
+            "; it holds images itself: is it one class folder? point data.path at the folder above it" if loose else ""
+        )
+        raise DataError(
+            f"data.path {root}: found {len(classes)} class folder(s) ({found}); a classifier needs at "
+            f"least 2, one sub-folder per class{hint}"
+        )
     return FolderScan(root=root, classes=tuple(classes), skipped=tuple(skipped))
 
 
@@ -97,8 +104,10 @@ def _inside(path: Path, root: Path) -> None:
     except (OSError, RuntimeError) as err:  # a dangling link, a link loop
         raise DataError(f"data.path {path}: a broken link ({type(err).__name__}: {err})") from None
     if not target.is_relative_to(root):
-        raise DataError(f"data.path {path}: a link to {target}, outside data.path {root}; copy the files in "
-                        f"instead (a dataset is what is under its folder, so runs stay reproducible)")
+        raise DataError(
+            f"data.path {path}: a link to {target}, outside data.path {root}; copy the files in "
+            f"instead (a dataset is what is under its folder, so runs stay reproducible)"
+        )
 
 
 def _check_classes(cfg: DataConfig, where: Path) -> None:
@@ -116,8 +125,11 @@ def folder_source(cfg: DataConfig) -> tuple[list[np.ndarray], tuple[str, ...]]:
     names = tuple(name for name, _ in scan.classes)
     _check_classes(cfg, scan.root)
     if scan.skipped:  # visible in the worker's log; skipped_files() gives the list for the run record
-        warnings.warn(f"data.path {scan.root}: skipped {len(scan.skipped)} file(s) that are hidden or not images, "
-                      f"e.g. {scan.skipped[0]}", stacklevel=2)
+        warnings.warn(
+            f"data.path {scan.root}: skipped {len(scan.skipped)} file(s) that are hidden or not images, "
+            f"e.g. {scan.skipped[0]}",
+            stacklevel=2,
+        )
     size = (cfg.image_size, cfg.image_size)
     used = scan.classes[: cfg.classes] if cfg.classes else scan.classes  # the rest would be dropped unread anyway
     per_class = [np.stack([read_image(f, size) for f in files[: cfg.samples_per_class]]) for _, files in used]
@@ -133,8 +145,10 @@ def read_image(path: Path, size: tuple[int, int]) -> np.ndarray:
             if image.mode.startswith("I"):  # 16-bit grey: convert("L") would clip everything above 255 to white
                 wide = np.asarray(image, dtype=np.float64)
                 if wide.min() < 0 or wide.max() > 65535:
-                    raise DataError(f"data.path {path}: integer image with values in [{wide.min():g}, {wide.max():g}]; "
-                                    f"expected 8 or 16 bits")
+                    raise DataError(
+                        f"data.path {path}: integer image with values in [{wide.min():g}, {wide.max():g}]; "
+                        f"expected 8 or 16 bits"
+                    )
                 return np.asarray(Image.fromarray(np.rint(wide / 257).astype(np.uint8)).convert("L").resize(size))
             return np.asarray(image.convert("L").resize(size))
     except DataError:
@@ -174,9 +188,11 @@ def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
         with np.load(path, allow_pickle=False) as archive:
             missing = {"x", "y"} - set(archive.files)
             if missing:
-                raise DataError(f"data.path {path}: missing array(s) {sorted(missing)}; "
-                                f"expected x (N,H,W[,C]) and y (N,), "
-                                f"found {sorted(archive.files)[:10]}")
+                raise DataError(
+                    f"data.path {path}: missing array(s) {sorted(missing)}; "
+                    f"expected x (N,H,W[,C]) and y (N,), "
+                    f"found {sorted(archive.files)[:10]}"
+                )
             name = "array x"
             x = archive["x"]
             name = "array y"
@@ -185,8 +201,10 @@ def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise
     except Exception as err:  # noqa: BLE001 - a corrupt archive fails in many ways: BadZipFile, zlib.error, EOFError, ...
         if "allow_pickle" in str(err):
-            raise DataError(f"data.path {path}: {name} holds Python objects (dtype object), which would have to be "
-                            f"unpickled; refused (unpickling can run code): save plain numeric arrays") from None
+            raise DataError(
+                f"data.path {path}: {name} holds Python objects (dtype object), which would have to be "
+                f"unpickled; refused (unpickling can run code): save plain numeric arrays"
+            ) from None
         kind = type(err).__qualname__
         kind = kind if type(err).__module__ == "builtins" else f"{type(err).__module__}.{kind}"
         raise DataError(f"data.path {path}: cannot read {name}: {kind}: {(str(err).splitlines() or [''])[0]}") from None
@@ -200,8 +218,10 @@ def npz_images(x: np.ndarray, path: Path) -> np.ndarray:
     """x as uint8 (N,H,W) grey levels. Refuses what it would have to guess about (docs/inputs.md)."""
     where = f"data.path {path}: array x"
     if x.dtype.kind not in "uif":
-        raise DataError(f"{where} has dtype {x.dtype}; expected uint8 (0..255), another integer type with values "
-                        f"in 0..255, or float (0..1 or 0..255)")
+        raise DataError(
+            f"{where} has dtype {x.dtype}; expected uint8 (0..255), another integer type with values "
+            f"in 0..255, or float (0..1 or 0..255)"
+        )
     if x.ndim == 4 and x.shape[-1] not in (1, 3):
         hint = "; channels first? use np.moveaxis(x, 1, -1)" if x.shape[1] in (1, 3) else ""
         raise DataError(f"{where} has shape {x.shape}; the last axis must be 1 or 3 channels{hint}")
@@ -213,8 +233,11 @@ def npz_images(x: np.ndarray, path: Path) -> np.ndarray:
     if not (math.isfinite(low) and math.isfinite(high)):
         raise DataError(f"{where} holds NaN or infinite values")
     if low < 0 or high > 255:
-        hint = ("; standardised? save the raw pixels, the harness does its own preprocessing" if x.dtype.kind == "f"
-                else "; 16-bit? scale to 0..255 first")
+        hint = (
+            "; standardised? save the raw pixels, the harness does its own preprocessing"
+            if x.dtype.kind == "f"
+            else "; 16-bit? scale to 0..255 first"
+        )
         raise DataError(f"{where} holds values in [{low:g}, {high:g}]; expected 0..255, or 0..1 for floats{hint}")
     if x.dtype == np.uint8 and x.ndim == 3:
         return x
@@ -241,8 +264,10 @@ def _npz_labels(y: np.ndarray, n: int, path: Path) -> np.ndarray:
     if len(bad):
         row = bad[0]
         hint = " (-1 often marks unlabelled images: drop those rows)" if values[row] == -1 else ""
-        raise DataError(f"{where} holds {len(bad)} label(s) that are not whole numbers in [0, 2^31), "
-                        f"e.g. {y[row].item()!r} at row {row}{hint}")
+        raise DataError(
+            f"{where} holds {len(bad)} label(s) that are not whole numbers in [0, 2^31), "
+            f"e.g. {y[row].item()!r} at row {row}{hint}"
+        )
     return values.astype(np.int64)
 
 

@@ -58,7 +58,8 @@ def configure_replicas(max_replicas: int) -> None:
     cpus = tf.config.list_physical_devices("CPU")
     if len(gpus) < max_replicas and max_replicas > 1:
         tf.config.set_logical_device_configuration(
-            cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(max_replicas)])
+            cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(max_replicas)]
+        )
     _configured["gpus"] = len(gpus)
     _configured["max_replicas"] = max_replicas
 
@@ -75,7 +76,8 @@ def replicas_for(count: int) -> Replicas:
     if len(cpus) < count:
         raise RuntimeError(
             f"this worker has {len(cpus)} logical CPU device(s) but the run needs {count}; "
-            f"logical devices are fixed when TensorFlow starts, so start a new worker")
+            f"logical devices are fixed when TensorFlow starts, so start a new worker"
+        )
     return Replicas(tuple(d.name for d in cpus[:count]), virtual=count > 1)
 
 
@@ -106,8 +108,13 @@ def _nvidia_smi_gpus() -> list[str]:
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except (subprocess.SubprocessError, OSError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]
@@ -119,7 +126,7 @@ def worker_slots(pool: list[str], replicas: int, trials_per_gpu: int = 1) -> lis
     trials_per_gpu > 1. A run needing more replicas than there are devices gets them all
     (and splits them into logical devices)."""
     size = max(1, min(replicas, len(pool)))
-    groups = [",".join(pool[i:i + size]) for i in range(0, len(pool) - size + 1, size)]
+    groups = [",".join(pool[i : i + size]) for i in range(0, len(pool) - size + 1, size)]
     return [group for _ in range(trials_per_gpu) for group in groups]
 
 

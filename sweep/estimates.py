@@ -44,7 +44,7 @@ class Estimate:
 
 
 def fmt_estimate(e: Estimate) -> str:
-    """"0.147 [0.116, 0.179] (n=3)", as the report writes every estimate."""
+    """ "0.147 [0.116, 0.179] (n=3)", as the report writes every estimate."""
     if e.n == 0:
         return "no data"
     if e.n == 1:

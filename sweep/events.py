@@ -73,8 +73,9 @@ class WorkerStopped:
 
 Event = RunStarted | EpochsKnown | EpochDone | RunEnded | RunInterrupted | RunRetried | WorkerStopped
 Emit = Callable[[Event], None]
-TYPES: dict[str, type] = {t.kind: t for t in (RunStarted, EpochsKnown, EpochDone, RunEnded, RunInterrupted,
-                                               RunRetried, WorkerStopped)}
+TYPES: dict[str, type] = {
+    t.kind: t for t in (RunStarted, EpochsKnown, EpochDone, RunEnded, RunInterrupted, RunRetried, WorkerStopped)
+}
 
 
 def to_json(event: Event) -> str:
@@ -102,7 +103,6 @@ def from_line(line: str) -> Event | None:
     if not line.startswith(PREFIX):
         return None
     try:
-        return from_json(line[len(PREFIX):])
+        return from_json(line[len(PREFIX) :])
     except (ValueError, TypeError):
         return None
-

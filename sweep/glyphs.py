@@ -40,6 +40,7 @@ FONT_PATH: str = os.path.join(matplotlib.get_data_path(), "fonts", "ttf", "DejaV
 N_CLASSES: int = 120
 
 # Output of select_distinct() in tests/glyph_tools.py; tests/test_glyphs.py checks it still is.
+# fmt: off
 GLYPHS: tuple[str, ...] = (
     '0', '1', '3', '4', 'C', 'D', 'E', 'H', 'K', 'M',  # 0-9
     'P', 'V', 'W', 'X', 'Y', 'Z', 'b', 'f', 'm', 'q',  # 10-19
@@ -54,6 +55,7 @@ GLYPHS: tuple[str, ...] = (
     '⚖', '⚘', '⚡', '✁', '✉', '✎', '❊', 'Λ', 'Ψ', 'ζ',  # 100-109
     'π', 'ω', 'Й', 'Л', 'Ъ', 'Ы', 'Ю', 'п', 'ц', 'Ђ',  # 110-119
 )
+# fmt: on
 
 
 # Augmentation ranges for render_samples.
@@ -115,9 +117,7 @@ def antialiased(crop: np.ndarray, size: int, fill: float) -> tuple[np.ndarray, f
     return crop, zoom
 
 
-def warp(
-    source: np.ndarray, size: int, zoom: float, angle: float, shift: tuple[float, float]
-) -> np.ndarray:
+def warp(source: np.ndarray, size: int, zoom: float, angle: float, shift: tuple[float, float]) -> np.ndarray:
     """Similarity transform of ``source`` (centre to canvas centre + shift) into size x size."""
     theta = np.deg2rad(angle)
     cos, sin = np.cos(theta), np.sin(theta)
@@ -182,9 +182,7 @@ def _between(u: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:
     return bounds[0] + (bounds[1] - bounds[0]) * u
 
 
-def _warp_batch(
-    masters: np.ndarray, labels: np.ndarray, u: np.ndarray, image_size: int
-) -> np.ndarray:
+def _warp_batch(masters: np.ndarray, labels: np.ndarray, u: np.ndarray, image_size: int) -> np.ndarray:
     """Bilinear similarity warp (random scale, rotation, offset) of each label's master.
 
     One vectorised gather for the whole chunk: scipy's affine_transform per sample would
@@ -246,8 +244,8 @@ def _clutter(masters: np.ndarray, labels: np.ndarray, u: np.ndarray, image_size:
     shift = np.rint(sign * _between(u[:, 7:9], CLUTTER_SHIFT) * image_size).astype(np.intp)
     out = np.zeros_like(fragment)
     for i, (dy, dx) in enumerate(shift):
-        src = fragment[i, max(0, -dy): image_size - max(0, dy), max(0, -dx): image_size - max(0, dx)]
-        out[i, max(0, dy): max(0, dy) + src.shape[0], max(0, dx): max(0, dx) + src.shape[1]] = src
+        src = fragment[i, max(0, -dy) : image_size - max(0, dy), max(0, -dx) : image_size - max(0, dx)]
+        out[i, max(0, dy) : max(0, dy) + src.shape[0], max(0, dx) : max(0, dx) + src.shape[1]] = src
     return out * _between(u[:, 4], CLUTTER_INK)[:, None, None].astype(np.float32)
 
 

@@ -45,7 +45,8 @@ class SafeLoader(yaml.SafeLoader):
             if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
                 if (key.tag, key.value) in seen:
                     raise yaml.composer.ComposerError(
-                        None, None, f"duplicate key '{key.value}' (YAML would keep only the last one)", key.start_mark)
+                        None, None, f"duplicate key '{key.value}' (YAML would keep only the last one)", key.start_mark
+                    )
                 seen.add((key.tag, key.value))
         return node
 
@@ -75,8 +76,9 @@ def read_yaml(path: Path) -> Any:
         depth += 1 if bracket.group() in "[{" else -1
         if depth > MAX_NESTING:
             line = text.count("\n", 0, bracket.start()) + 1
-            raise YamlError(f"{path.name}: line {line}: YAML error: nested too deeply "
-                              f"(more than {MAX_NESTING} levels of [ or {{)")
+            raise YamlError(
+                f"{path.name}: line {line}: YAML error: nested too deeply (more than {MAX_NESTING} levels of [ or {{)"
+            )
     try:
         return yaml.load(text, Loader=SafeLoader)  # noqa: S506 - a SafeLoader: no Python tags, nothing executed
     except yaml.YAMLError as err:

@@ -104,47 +104,114 @@ class Key:
         return self.only.describe() if self.only else ""
 
 
-def key(default: Any, check: Check, doc: str, *, slug: str, since: int = FIRST_RELEASE, only: Only | None = None,
-        role: str | None = None, toggle: int | None = None, post: Any = NO_POST) -> Any:
+def key(
+    default: Any,
+    check: Check,
+    doc: str,
+    *,
+    slug: str,
+    since: int = FIRST_RELEASE,
+    only: Only | None = None,
+    role: str | None = None,
+    toggle: int | None = None,
+    post: Any = NO_POST,
+) -> Any:
     """A dataclass field carrying its declaration."""
-    declared = Key(name="", default=default, check=check, doc=doc, slug=slug, since=since, only=only, role=role,
-                   toggle=toggle, post=post)
+    declared = Key(
+        name="",
+        default=default,
+        check=check,
+        doc=doc,
+        slug=slug,
+        since=since,
+        only=only,
+        role=role,
+        toggle=toggle,
+        post=post,
+    )
     return dataclasses.field(default=default, metadata={"key": declared})
 
 
 @dataclass(frozen=True)
 class DataConfig:
     dataset: str = key(GLYPHS120, one_of(*DATASETS), f"{' | '.join(DATASETS)}: which dataset to train on", slug="ds")
-    path: str | None = key(None, optional_path, "folder or .npz file for dataset folder | npz; relative to the "
-                           "grid file", slug="path", only=Only("data.dataset", FILE_DATASETS, required=True))
+    path: str | None = key(
+        None,
+        optional_path,
+        "folder or .npz file for dataset folder | npz; relative to the grid file",
+        slug="path",
+        only=Only("data.dataset", FILE_DATASETS, required=True),
+    )
     classes: int | None = key(None, optional_positive_int, "use only the first N classes; null = all", slug="cls")
-    samples_per_class: int = key(100, positive_int, "images per class before the split (a cap for digits, folder, npz)",
-                                 slug="spc", toggle=5)
-    image_size: int = key(32, image_size_check, f"square, one channel; at least {MIN_IMAGE_SIZE}, so each of the "
-                          f"model's {POOLING_STAGES} poolings has 2x2 pixels to pool", slug="img")
-    val_fraction: float = key(0.2, number_in(0, 1, low_open=True, high_open=True),
-                              "share of each class held out for validation", slug="vf")
-    shuffle: bool = key(True, boolean, "false: the training set in class order, the same every epoch "
-                        "(the post's \"not shuffled\")", slug="shuf", toggle=1, post=True)
-    imbalance: float = key(0.0, number_in(0, 1, high_open=True), "share of the training set in class 0 "
-                           "(0.95 = the post's 95% apples); 0 = balanced; validation stays balanced",
-                           slug="imb", toggle=2, post=0.0)
-    preprocess_mismatch: str = key("none", one_of(*MISMATCHES), f"{' | '.join(MISMATCHES)}: how validation is "
-                                   "preprocessed differently from training", slug="pm", toggle=3, post="none")
-    seed: int = key(0, non_negative_int, "seed of the data itself (rendering, split); the same for every point, "
-                    "so validation is the same everywhere", slug="dseed")
+    samples_per_class: int = key(
+        100, positive_int, "images per class before the split (a cap for digits, folder, npz)", slug="spc", toggle=5
+    )
+    image_size: int = key(
+        32,
+        image_size_check,
+        f"square, one channel; at least {MIN_IMAGE_SIZE}, so each of the "
+        f"model's {POOLING_STAGES} poolings has 2x2 pixels to pool",
+        slug="img",
+    )
+    val_fraction: float = key(
+        0.2, number_in(0, 1, low_open=True, high_open=True), "share of each class held out for validation", slug="vf"
+    )
+    shuffle: bool = key(
+        True,
+        boolean,
+        'false: the training set in class order, the same every epoch (the post\'s "not shuffled")',
+        slug="shuf",
+        toggle=1,
+        post=True,
+    )
+    imbalance: float = key(
+        0.0,
+        number_in(0, 1, high_open=True),
+        "share of the training set in class 0 (0.95 = the post's 95% apples); 0 = balanced; validation stays balanced",
+        slug="imb",
+        toggle=2,
+        post=0.0,
+    )
+    preprocess_mismatch: str = key(
+        "none",
+        one_of(*MISMATCHES),
+        f"{' | '.join(MISMATCHES)}: how validation is preprocessed differently from training",
+        slug="pm",
+        toggle=3,
+        post="none",
+    )
+    seed: int = key(
+        0,
+        non_negative_int,
+        "seed of the data itself (rendering, split); the same for every point, so validation is the same everywhere",
+        slug="dseed",
+    )
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    width: float = key(1.0, number_in(0, 16, low_open=True), "channel multiplier; 1.0 = about 72k trainable "
-                       "parameters at 120 classes", slug="w", toggle=4, post=1.0)
+    width: float = key(
+        1.0,
+        number_in(0, 16, low_open=True),
+        "channel multiplier; 1.0 = about 72k trainable parameters at 120 classes",
+        slug="w",
+        toggle=4,
+        post=1.0,
+    )
     batchnorm: bool = key(True, boolean, "BatchNormalization after each convolution", slug="bn", role=CONTROL)
-    bn_momentum: float = key(0.99, number_in(0, 1, high_open=True), "BatchNormalization moving-statistics momentum",
-                             slug="bnm", role=CONTROL)
-    ghost_batch_size: int | None = key(None, optional_positive_int, "BatchNorm statistics over sub-batches of this "
-                                       "many images in training (ghost batch norm); null = the whole per-replica batch",
-                                       slug="gbn", since=2, only=Only("model.batchnorm", (True,)), role=CONTROL)
+    bn_momentum: float = key(
+        0.99, number_in(0, 1, high_open=True), "BatchNormalization moving-statistics momentum", slug="bnm", role=CONTROL
+    )
+    ghost_batch_size: int | None = key(
+        None,
+        optional_positive_int,
+        "BatchNorm statistics over sub-batches of this "
+        "many images in training (ghost batch norm); null = the whole per-replica batch",
+        slug="gbn",
+        since=2,
+        only=Only("model.batchnorm", (True,)),
+        role=CONTROL,
+    )
 
 
 @dataclass(frozen=True)
@@ -153,26 +220,71 @@ class TrainConfig:
     batch_size: int = key(32, positive_int, "global batch, split evenly across gpus", slug="bs")
     optimizer: str = key("adam", one_of(*OPTIMIZERS), "adam | sgd | momentum (SGD with momentum 0.9)", slug="opt")
     lr: float = key(0.001, number_in(0, math.inf, low_open=True, high_open=True), "learning rate", slug="lr")
-    gpus: int = key(1, positive_int, "data-parallel replicas (MirroredStrategy); logical CPU devices where GPUs "
-                    "are missing", slug="g", post=1)
-    lr_scaling: str = key("none", one_of(*LR_SCALINGS), "none | linear | sqrt: lr x (batch_size / "
-                          "reference_batch_size), or its square root", slug="lrs", since=2, role=CONTROL)
-    reference_batch_size: int | None = key(None, optional_positive_int, "the batch size at which lr applies "
-                                           "unscaled; required when lr_scaling is not none", slug="refbs", since=2,
-                                           only=Only("train.lr_scaling", ("linear", "sqrt"), required=True),
-                                           role=COMPANION)
-    warmup_epochs: float = key(0.0, number_in(0, math.inf, high_open=True), "linear learning-rate warm-up from ~0 "
-                               "over this many epochs, per step; 0 = none", slug="wu", since=2, role=CONTROL)
-    budget: str = key("epochs", one_of(*BUDGETS), "epochs: train.epochs passes | steps: stop after exactly "
-                      "train.steps optimizer steps (train.epochs unused)", slug="bud", since=2, role=CONTROL)
-    steps: int | None = key(None, optional_positive_int, "optimizer steps for budget: steps; the same for every "
-                            "batch size", slug="st", since=2, only=Only("train.budget", ("steps",), required=True),
-                            role=COMPANION)
-    eval_every_steps: int | None = key(None, optional_positive_int, "also write a record every N optimizer steps "
-                                       "(epoch is then fractional); null = once per epoch", slug="evs", since=2,
-                                       role=COMPANION)
-    noise_scale: bool = key(False, boolean, "also estimate the gradient noise scale B_simple at every record "
-                            "(McCandlish et al. 2018); training is unchanged", slug="gns", since=3)
+    gpus: int = key(
+        1,
+        positive_int,
+        "data-parallel replicas (MirroredStrategy); logical CPU devices where GPUs are missing",
+        slug="g",
+        post=1,
+    )
+    lr_scaling: str = key(
+        "none",
+        one_of(*LR_SCALINGS),
+        "none | linear | sqrt: lr x (batch_size / reference_batch_size), or its square root",
+        slug="lrs",
+        since=2,
+        role=CONTROL,
+    )
+    reference_batch_size: int | None = key(
+        None,
+        optional_positive_int,
+        "the batch size at which lr applies unscaled; required when lr_scaling is not none",
+        slug="refbs",
+        since=2,
+        only=Only("train.lr_scaling", ("linear", "sqrt"), required=True),
+        role=COMPANION,
+    )
+    warmup_epochs: float = key(
+        0.0,
+        number_in(0, math.inf, high_open=True),
+        "linear learning-rate warm-up from ~0 over this many epochs, per step; 0 = none",
+        slug="wu",
+        since=2,
+        role=CONTROL,
+    )
+    budget: str = key(
+        "epochs",
+        one_of(*BUDGETS),
+        "epochs: train.epochs passes | steps: stop after exactly train.steps optimizer steps (train.epochs unused)",
+        slug="bud",
+        since=2,
+        role=CONTROL,
+    )
+    steps: int | None = key(
+        None,
+        optional_positive_int,
+        "optimizer steps for budget: steps; the same for every batch size",
+        slug="st",
+        since=2,
+        only=Only("train.budget", ("steps",), required=True),
+        role=COMPANION,
+    )
+    eval_every_steps: int | None = key(
+        None,
+        optional_positive_int,
+        "also write a record every N optimizer steps (epoch is then fractional); null = once per epoch",
+        slug="evs",
+        since=2,
+        role=COMPANION,
+    )
+    noise_scale: bool = key(
+        False,
+        boolean,
+        "also estimate the gradient noise scale B_simple at every record "
+        "(McCandlish et al. 2018); training is unchanged",
+        slug="gns",
+        since=3,
+    )
 
 
 SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
@@ -208,8 +320,10 @@ class PointConfig:
             unknown = set(raw.get(name, {})) - {f.name for f in dataclasses.fields(cls)}
             if unknown:
                 names = ", ".join(sorted(f"{name}.{k}" for k in unknown))
-                raise UnknownSettings(f"settings unknown to this version of batchsweep: {names} "
-                                      f"(the run was queued by a newer version; upgrade this machine)")
+                raise UnknownSettings(
+                    f"settings unknown to this version of batchsweep: {names} "
+                    f"(the run was queued by a newer version; upgrade this machine)"
+                )
         return PointConfig(**{name: cls(**raw.get(name, {})) for name, cls in SECTIONS.items()})
 
 
@@ -219,8 +333,11 @@ class PointConfig:
 @functools.cache
 def declarations() -> dict[str, Key]:
     """Dotted key -> its declaration, in file order (data, model, train)."""
-    return {f"{section}.{f.name}": dataclasses.replace(f.metadata["key"], name=f"{section}.{f.name}")
-            for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
+    return {
+        f"{section}.{f.name}": dataclasses.replace(f.metadata["key"], name=f"{section}.{f.name}")
+        for section, cls in SECTIONS.items()
+        for f in dataclasses.fields(cls)
+    }
 
 
 def declaration(dotted: str) -> Key:

@@ -92,8 +92,9 @@ def _define_ghost_batch_norm() -> Any:
             centred = x - mean[:, None, None, :]
             variance = self._per_image(ops.mean(ops.square(centred), axis=(1, 2)), ghost)
             self.moving_mean.assign(self.moving_mean * self.momentum + ops.mean(mean, axis=0) * (1.0 - self.momentum))
-            self.moving_variance.assign(self.moving_variance * self.momentum
-                                        + ops.mean(variance, axis=0) * (1.0 - self.momentum))
+            self.moving_variance.assign(
+                self.moving_variance * self.momentum + ops.mean(variance, axis=0) * (1.0 - self.momentum)
+            )
             outputs = centred * ops.rsqrt(variance + self.epsilon)[:, None, None, :] * self.gamma + self.beta
             return ops.cast(outputs, self.compute_dtype)
 

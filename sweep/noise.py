@@ -47,8 +47,14 @@ def estimate(small_sq: float, big_sq: float, b_small: int, b_big: int) -> NoiseS
     return NoiseScale(float(grad_norm_sq), float(trace))
 
 
-def measure(gradient: Callable[[np.ndarray, np.ndarray], np.ndarray], x: np.ndarray, y: np.ndarray,
-            batch: int, rng: np.random.Generator, images: int = IMAGES_PER_MEASUREMENT) -> NoiseScale:
+def measure(
+    gradient: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    x: np.ndarray,
+    y: np.ndarray,
+    batch: int,
+    rng: np.random.Generator,
+    images: int = IMAGES_PER_MEASUREMENT,
+) -> NoiseScale:
     """Estimate from groups of MICRO_BATCHES disjoint batches drawn from (x, y).
 
     `gradient(xb, yb)` returns the flattened mean gradient of a batch. Per group: the

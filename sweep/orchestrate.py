@@ -82,8 +82,10 @@ def locations(grid: GridFile, options: Options) -> tuple[Path, str]:
     results = options.results or Path("results") / grid.name
     target = options.storage or str(results / vocab.JOURNAL_FILE)
     if not storage.is_database(target) and secrets_of(target):  # not a file name: a libpq key=value string
-        raise UsageError("--storage: a key=value connection string is not a store; give a URL, "
-                         "postgresql://USER:PASSWORD@HOST/DB, or a journal file")
+        raise UsageError(
+            "--storage: a key=value connection string is not a store; give a URL, "
+            "postgresql://USER:PASSWORD@HOST/DB, or a journal file"
+        )
     return results, target
 
 
@@ -138,11 +140,14 @@ def _announce(store: Store, phase: int, planned: int, todo: list[RunSpec], added
     if phase == 0:
         searching = len(store.search_slots())
         extra = f" and {searching} learning-rate search trial(s)" if searching else ""
-        console.say(f"{store.name}: {planned} runs{extra}; {len(todo)} to train ({_epochs(todo)} epochs; "
-                    f"{added} newly queued). Store: {store.shown}")
+        console.say(
+            f"{store.name}: {planned} runs{extra}; {len(todo)} to train ({_epochs(todo)} epochs; "
+            f"{added} newly queued). Store: {store.shown}"
+        )
     else:
-        console.say(f"{store.name}: learning-rate searches finished; training their best lr at every seed: "
-                    f"{len(todo)} run(s)")
+        console.say(
+            f"{store.name}: learning-rate searches finished; training their best lr at every seed: {len(todo)} run(s)"
+        )
 
 
 def _epochs(specs: list[RunSpec]) -> int:
@@ -159,10 +164,13 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
         code = train_here(store, progress, options.policy, console)
     else:
         slots = worker_slots(options, todo)
-        console.say(f"starting {len(slots)} worker(s){_devices_note(slots)}; TensorFlow takes a few seconds to "
-                    f"load. Logs: {log_dir}/")
-        code = coordinator.run_workers(store.target, store.name, progress, log_dir, slots=slots,
-                                       retries=options.retries, say=console.say)
+        console.say(
+            f"starting {len(slots)} worker(s){_devices_note(slots)}; TensorFlow takes a few seconds to "
+            f"load. Logs: {log_dir}/"
+        )
+        code = coordinator.run_workers(
+            store.target, store.name, progress, log_dir, slots=slots, retries=options.retries, say=console.say
+        )
     console.say(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
     lost = store.requeue_dead()  # a worker that crashed left its run RUNNING
     if lost:
@@ -212,12 +220,15 @@ def _warn_foreign(store: Store, runs: list[RunSpec], console: Console) -> None:
     planned = {s.run_id for s in runs} | set(store.search_slots())
     foreign = [r for r in store.current() if r not in planned]
     if foreign:
-        console.say(f"note: the store also holds {len(foreign)} run(s) not in this grid file "
-                    f"(an earlier version of it?); they stay in runs.csv and epochs.csv")
+        console.say(
+            f"note: the store also holds {len(foreign)} run(s) not in this grid file "
+            f"(an earlier version of it?); they stay in runs.csv and epochs.csv"
+        )
 
 
-def _finish(store: Store, runs: list[RunSpec], results: Path, options: Options, console: Console,
-            trained: int) -> Outcome:
+def _finish(
+    store: Store, runs: list[RunSpec], results: Path, options: Options, console: Console, trained: int
+) -> Outcome:
     """Export the tables, say how the sweep stands, write the report."""
     runs_csv, epochs_csv = store.export_csv(results)
     planned = {s.run_id for s in runs} | set(store.search_slots())
@@ -229,8 +240,15 @@ def _finish(store: Store, runs: list[RunSpec], results: Path, options: Options, 
         console.warn(f"FAILED {run_id}: {error[-1] if error else 'no error text'}")
     console.say(f"results: {runs_csv} and {epochs_csv}")
     written = write_report(results, console) if options.report else None
-    return Outcome(EXIT_FAILED if failed else EXIT_OK, counts, runs_csv, epochs_csv,
-                   written[0] if written else None, written[1] if written else None, trained)
+    return Outcome(
+        EXIT_FAILED if failed else EXIT_OK,
+        counts,
+        runs_csv,
+        epochs_csv,
+        written[0] if written else None,
+        written[1] if written else None,
+        trained,
+    )
 
 
 def write_report(results: Path, console: Console) -> tuple[Path, Path] | None:
@@ -240,15 +258,16 @@ def write_report(results: Path, console: Console) -> tuple[Path, Path] | None:
     try:
         written = report.build([results])
     except Exception as err:  # the runs are safe in the CSVs; `sweep report` can be run again by hand
-        console.warn(f"warning: report not written ({type(err).__name__}: {err}); "
-                     f"retry with `python -m sweep report {results}`")
+        console.warn(
+            f"warning: report not written ({type(err).__name__}: {err}); retry with `python -m sweep report {results}`"
+        )
         return None
     console.say(f"report: {written.markdown} and {written.html}")
     return written.markdown, written.html
 
 
 def counts_text(counts: dict[str, int]) -> str:
-    """"2 done, 0 running, ..."; pruned (learning-rate search trials only) when there are any."""
+    """ "2 done, 0 running, ..."; pruned (learning-rate search trials only) when there are any."""
     return ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES if s != vocab.PRUNED or counts[s])
 
 
@@ -281,9 +300,11 @@ def _say_running(store: Store, planned: dict[str, RunSpec], console: Console) ->
         if run_id not in planned or status_of(trial) != vocab.RUNNING:
             continue
         attrs = trial.user_attrs
-        console.say(f"  running {run_id}: epoch {len(epochs_of(trial))}/{planned[run_id].point.train.epochs} "
-                    f"done, worker pid {attrs.get(WORKER_PID, '?')} on {attrs.get(WORKER_HOST, '?')}, "
-                    f"attempt {attrs.get(vocab.ATTEMPT, 1)}, since {trial.datetime_start:%Y-%m-%d %H:%M:%S}")
+        console.say(
+            f"  running {run_id}: epoch {len(epochs_of(trial))}/{planned[run_id].point.train.epochs} "
+            f"done, worker pid {attrs.get(WORKER_PID, '?')} on {attrs.get(WORKER_HOST, '?')}, "
+            f"attempt {attrs.get(vocab.ATTEMPT, 1)}, since {trial.datetime_start:%Y-%m-%d %H:%M:%S}"
+        )
 
 
 # --- joining a sweep started elsewhere
@@ -296,8 +317,9 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
     from sweep import worker
 
     if not storage.is_database(target) and not Path(target).exists():
-        raise UsageError(redact(f"--storage {target}: no such journal file; start the sweep with `sweep run GRID` "
-                                "first", target))
+        raise UsageError(
+            redact(f"--storage {target}: no such journal file; start the sweep with `sweep run GRID` first", target)
+        )
     store = open_store(target, name, create=False)
     if options.workers is None and options.devices is None:
         return worker.work(store, policy=options.policy)
@@ -309,5 +331,6 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
     console.say(f"{name}: {len(queued)} queued run(s); starting {len(slots)} worker(s){_devices_note(slots)}")
     progress = coordinator.Progress(runs_total=len(queued), epochs_total=_epochs(queued))
     log_dir = (options.results or Path("results") / name) / vocab.LOG_DIR
-    return coordinator.run_workers(target, name, progress, log_dir, slots=slots, retries=options.retries,
-                                   say=console.say)
+    return coordinator.run_workers(
+        target, name, progress, log_dir, slots=slots, retries=options.retries, say=console.say
+    )

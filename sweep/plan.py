@@ -54,25 +54,44 @@ class RunSpec:
         """The settings, without later-added keys at their default: also what the store
         keeps, so an older harness can still read runs that do not use newer keys."""
         later = keys.added_later()
-        return {section: {k: v for k, v in values.items()
-                          if not (f"{section}.{k}" in later and v == keys.default(f"{section}.{k}"))}
-                for section, values in self.point.to_dict().items()}
+        return {
+            section: {
+                k: v
+                for k, v in values.items()
+                if not (f"{section}.{k}" in later and v == keys.default(f"{section}.{k}"))
+            }
+            for section, values in self.point.to_dict().items()
+        }
 
     def flat(self) -> dict[str, Any]:
         """Dotted key -> value for every setting, plus seed: the spec columns of runs.csv."""
-        flat = {f"{section}.{key}": value for section, values in self.point.to_dict().items()
-                for key, value in values.items()}
+        flat = {
+            f"{section}.{key}": value
+            for section, values in self.point.to_dict().items()
+            for key, value in values.items()
+        }
         return {"seed": self.seed, **flat}
 
     def to_json(self) -> str:
-        return json.dumps({"sweep": self.sweep, "seed": self.seed, "point": self._point_dict(),
-                           "varying": [list(kv) for kv in self.varying]}, sort_keys=True)
+        return json.dumps(
+            {
+                "sweep": self.sweep,
+                "seed": self.seed,
+                "point": self._point_dict(),
+                "varying": [list(kv) for kv in self.varying],
+            },
+            sort_keys=True,
+        )
 
     @staticmethod
     def from_json(text: str) -> RunSpec:
         raw = json.loads(text)
-        return RunSpec(sweep=raw["sweep"], seed=raw["seed"], point=PointConfig.from_dict(raw["point"]),
-                       varying=tuple((k, v) for k, v in raw["varying"]))
+        return RunSpec(
+            sweep=raw["sweep"],
+            seed=raw["seed"],
+            point=PointConfig.from_dict(raw["point"]),
+            varying=tuple((k, v) for k, v in raw["varying"]),
+        )
 
 
 def _slug_part(key: str, value: Any) -> str:
@@ -125,15 +144,20 @@ class SearchGroup:
         return at_lr(self.template, lr)
 
     def tuned_runs(self, lr: float, seeds: tuple[int, ...]) -> list[RunSpec]:
-        return [at_lr(replace(self.template, seed=s, varying=self.template.varying[:-1] + (("seed", s),)), lr)
-                for s in seeds]
+        return [
+            at_lr(replace(self.template, seed=s, varying=self.template.varying[:-1] + (("seed", s),)), lr)
+            for s in seeds
+        ]
 
 
 def at_lr(spec: RunSpec, lr: float) -> RunSpec:
     """The run at learning rate `lr`, with train.lr among its varying values (before the seed)."""
     varying = tuple(kv for kv in spec.varying if kv[0] not in ("train.lr", "seed"))
-    return replace(spec, point=spec.point.with_value("train.lr", float(lr)),
-                   varying=varying + (("train.lr", float(lr)), ("seed", spec.seed)))
+    return replace(
+        spec,
+        point=spec.point.with_value("train.lr", float(lr)),
+        varying=varying + (("train.lr", float(lr)), ("seed", spec.seed)),
+    )
 
 
 def search_groups(grid_file: GridFile) -> list[SearchGroup]:
@@ -141,9 +165,13 @@ def search_groups(grid_file: GridFile) -> list[SearchGroup]:
     if grid_file.search is None:
         return []
     seed = grid_file.search.seed
-    return [SearchGroup(RunSpec(sweep=grid_file.name, seed=seed, point=point, varying=settings + (("seed", seed),)),
-                        grid_file.search)
-            for point, settings in grid_file.points()]
+    return [
+        SearchGroup(
+            RunSpec(sweep=grid_file.name, seed=seed, point=point, varying=settings + (("seed", seed),)),
+            grid_file.search,
+        )
+        for point, settings in grid_file.points()
+    ]
 
 
 def derive_seed(seed: int, *names: Any) -> int:

@@ -89,25 +89,34 @@ def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str, index: dict[str
         note = f" Runs: {by_batch.describe()}."
         save("accuracy_curves", lambda: accuracy_curves(chosen), "Mean over seeds, 95% t-interval bands." + note)
         save("gap_curves", lambda: gap_curves(chosen), "Solid: gap (what the post read); dashed: eval_gap." + note)
-        save("speed", lambda: speed_vs_batch(by_batch.rows),
-             "Epochs 2 onwards (epoch 1 includes graph tracing)." + note)
+        save(
+            "speed", lambda: speed_vs_batch(by_batch.rows), "Epochs 2 onwards (epoch 1 includes graph tracing)." + note
+        )
     if an.BATCH_SIZE in an.varying(summary):
-        save("final_val_acc", lambda: final_val_vs_batch(summary),
-             "One line per combination of the other settings that vary.")
+        save(
+            "final_val_acc",
+            lambda: final_val_vs_batch(summary),
+            "One line per combination of the other settings that vary.",
+        )
     toggles = [t for t in an.TOGGLES if t in an.varying(summary)]
     if toggles:
-        save("toggles", lambda: toggle_gaps(summary, toggles),
-             "Each panel compares one setting with the others at the post's defaults; error bars: 95% t-interval.")
+        save(
+            "toggles",
+            lambda: toggle_gaps(summary, toggles),
+            "Each panel compares one setting with the others at the post's defaults; error bars: 95% t-interval.",
+        )
     by_gpus = choose_context(summary, an.GPUS)
     if by_gpus is not None:
         chosen = epochs[epochs[vocab.RUN_ID].isin(by_gpus.rows[vocab.RUN_ID])]
-        save("gpus_curves", lambda: gpus_curves(chosen),
-             f"Same global batch in each panel. Runs: {by_gpus.describe()}.")
+        save(
+            "gpus_curves", lambda: gpus_curves(chosen), f"Same global batch in each panel. Runs: {by_gpus.describe()}."
+        )
     return drawn
 
 
-def _cached_or_drawn(make: Callable[[], Figure], folder: Path, name: str, caption: str, key: str,
-                     index: dict[str, Any], svg: bool) -> FigureFile:
+def _cached_or_drawn(
+    make: Callable[[], Figure], folder: Path, name: str, caption: str, key: str, index: dict[str, Any], svg: bool
+) -> FigureFile:
     png, svg_path = folder / f"{name}.png", (folder / f"{name}.svg" if svg else None)
     known = index.get(name, {})
     if known.get("key") == key and png.exists() and (svg_path is None or svg_path.exists()):
@@ -189,8 +198,12 @@ def accuracy_curves(epochs: pd.DataFrame) -> Figure:
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy (fraction correct)")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=1 if len(axes) < 3 else 3,
-               fontsize="small")
+    fig.legend(
+        *axes[0].get_legend_handles_labels(),
+        loc="outside lower center",
+        ncol=1 if len(axes) < 3 else 3,
+        fontsize="small",
+    )
     return fig
 
 
@@ -262,8 +275,12 @@ def speed_vs_batch(summary: pd.DataFrame) -> Figure:
     axes = fig.subplots(1, 2)
     fig.suptitle("Do larger batches train faster per epoch?")
     sizes = sorted_values(summary[an.BATCH_SIZE])
-    for ax, metric, unit in zip(axes, (vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND),
-                                ("epoch time (seconds)", "throughput (training images per second)"), strict=True):
+    for ax, metric, unit in zip(
+        axes,
+        (vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND),
+        ("epoch time (seconds)", "throughput (training images per second)"),
+        strict=True,
+    ):
         _errorbar_by_batch(ax, summary, metric, "mean over seeds, 95% CI")
         _log2_batch_axis(ax, sizes)
         ax.set_ylabel(unit)
@@ -283,8 +300,15 @@ def toggle_gaps(summary: pd.DataFrame, toggles: list[str]) -> Figure:
             ests = [estimate(where(rows, toggle, v)[an.column(metric, when)]) for v in values]
             xs = [j + (i - 1.5) * 0.2 for j in range(len(values))]
             errors = [[e.mean - e.low for e in ests], [e.high - e.mean for e in ests]]
-            ax.bar(xs, [e.mean for e in ests], width=0.2, yerr=errors, capsize=2,
-                   label=f"{metric} at {'epoch 2' if when == 'epoch2' else 'the end'}", hatch="//" if i >= 2 else None)
+            ax.bar(
+                xs,
+                [e.mean for e in ests],
+                width=0.2,
+                yerr=errors,
+                capsize=2,
+                label=f"{metric} at {'epoch 2' if when == 'epoch2' else 'the end'}",
+                hatch="//" if i >= 2 else None,
+            )
         ax.set_xticks(range(len(values)), [fmt_value(v) for v in values])
         ax.set_xlabel(toggle)
         ax.axhline(0, color="grey", linewidth=0.8)
@@ -312,5 +336,3 @@ def gpus_curves(epochs: pd.DataFrame) -> Figure:
     axes[0].set_ylabel("accuracy (fraction correct)")
     axes[-1].legend(fontsize="small")
     return fig
-
-

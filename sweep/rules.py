@@ -41,8 +41,10 @@ def point_problem(point: PointConfig) -> str | None:
 def _batch_problem(point: PointConfig) -> str | None:
     train = point.train
     if train.batch_size % train.gpus:
-        return (f"train.batch_size={train.batch_size} is not divisible by train.gpus={train.gpus}; "
-                f"the global batch is split evenly across replicas")
+        return (
+            f"train.batch_size={train.batch_size} is not divisible by train.gpus={train.gpus}; "
+            f"the global batch is split evenly across replicas"
+        )
     return None
 
 
@@ -73,8 +75,10 @@ def _control_problem(point: PointConfig) -> str | None:
         return f"train.warmup_epochs={train.warmup_epochs:g} must be less than train.epochs={train.epochs}"
     per_replica = train.batch_size // train.gpus
     if model.ghost_batch_size is not None and per_replica % model.ghost_batch_size:
-        return (f"model.ghost_batch_size={model.ghost_batch_size} must divide the per-replica batch "
-                f"{per_replica} (train.batch_size / train.gpus), or be null")
+        return (
+            f"model.ghost_batch_size={model.ghost_batch_size} must divide the per-replica batch "
+            f"{per_replica} (train.batch_size / train.gpus), or be null"
+        )
     if train.noise_scale and train.gpus > 1:
         return "train.noise_scale is measured on one device; use train.gpus: 1 for the runs that measure it"
     return None

@@ -72,8 +72,7 @@ def matches(series: pd.Series, value: Any) -> pd.Series:
     return pd.to_numeric(series, errors="coerce").sub(value).abs() < 1e-9
 
 
-def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (),
-                   min_values: int = 2) -> Selection | None:
+def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (), min_values: int = 2) -> Selection | None:
     """The one group of runs that compares `axis`, chosen by a fixed rule.
 
     1. Keep runs whose other toggles are at the post's setting (POST_DEFAULTS)
@@ -104,8 +103,7 @@ def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (),
     # With named values (C1: 8 and 64) every qualifying group has them all: the other
     # batch sizes a group also has do not make it a better answer, so they do not count.
     breadth = (lambda g: len(values)) if values else (lambda g: g[axis].nunique())
-    best = min(groups, key=lambda g: (-breadth(g), -g[vocab.SEED].nunique(),
-                                      folder_rank(g), g["_ctx"].iloc[0]))
+    best = min(groups, key=lambda g: (-breadth(g), -g[vocab.SEED].nunique(), folder_rank(g), g["_ctx"].iloc[0]))
     differing = [c for c in others if keyed[c].nunique(dropna=False) > 1]
     context = {c: _first_present(best[c]) for c in differing}
     return Selection(axis, best.drop(columns="_ctx").reset_index(drop=True), context, len(groups))
@@ -117,8 +115,11 @@ def settings_key(rows: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     The same run written before and after a control key existed must group and pair
     with its own settings, whichever folder's copy of it was kept.
     """
-    filled = {c: rows[c].fillna(d) for c, d in CONTROL_DEFAULTS.items()
-              if c in columns and d is not None and rows[c].isna().any()}
+    filled = {
+        c: rows[c].fillna(d)
+        for c, d in CONTROL_DEFAULTS.items()
+        if c in columns and d is not None and rows[c].isna().any()
+    }
     return row_key(rows.assign(**filled) if filled else rows, columns)
 
 

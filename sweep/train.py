@@ -120,13 +120,20 @@ class Run:
         self.strategy, self.model, reused = _CACHE.model_for(spec, self.split, steps_per_epoch, replicas)
         self.info = RunInfo(
             parameters=model_module.trainable_parameters(self.model),
-            train_samples=len(self.split.y_train), val_samples=len(self.split.y_val),
-            num_classes=self.split.num_classes, replicas=len(replicas.devices),
-            per_replica_batch=batch // len(replicas.devices), virtual_devices=replicas.virtual,
-            devices=",".join(replicas.devices), steps_per_epoch=steps_per_epoch,
+            train_samples=len(self.split.y_train),
+            val_samples=len(self.split.y_val),
+            num_classes=self.split.num_classes,
+            replicas=len(replicas.devices),
+            per_replica_batch=batch // len(replicas.devices),
+            virtual_devices=replicas.virtual,
+            devices=",".join(replicas.devices),
+            steps_per_epoch=steps_per_epoch,
             skipped_files=len(data_module.skipped_files(spec.point.data)),
-            threads=devices.intra_op_threads(), cpu=devices.cpu_model(), jit_compile=bool(self.model.jit_compile),
-            steps_per_execution=int(self.model.steps_per_execution), reused_model=reused,
+            threads=devices.intra_op_threads(),
+            cpu=devices.cpu_model(),
+            jit_compile=bool(self.model.jit_compile),
+            steps_per_execution=int(self.model.steps_per_execution),
+            reused_model=reused,
         )
 
     def epochs(self) -> Iterator[EpochRecord]:
@@ -154,8 +161,14 @@ class Run:
 
         dataset = data_module.batches(x, y, self.spec.point.train.batch_size)
         started = time.perf_counter()
-        history = self.model.fit(dataset, initial_epoch=epoch - 1, epochs=epoch, verbose=0, shuffle=False,
-                                 callbacks=[keras.callbacks.TerminateOnNaN()])
+        history = self.model.fit(
+            dataset,
+            initial_epoch=epoch - 1,
+            epochs=epoch,
+            verbose=0,
+            shuffle=False,
+            callbacks=[keras.callbacks.TerminateOnNaN()],
+        )
         return history.history, time.perf_counter() - started
 
     def _record(self, epoch: float, stretches: list[tuple[float, float, int]], seconds: float) -> EpochRecord:
@@ -169,13 +182,28 @@ class Run:
         val = self._evaluate(split.x_val, split.y_val)
         measured = self._noise_scale(step) if self.spec.point.train.noise_scale else None
         return EpochRecord(
-            epoch=epoch, step=step, train_acc=train_acc, train_eval_acc=train_eval["accuracy"],
-            val_acc=val["accuracy"], train_loss=loss, train_eval_loss=train_eval["loss"],
-            val_loss=val["loss"], gap=train_acc - val["accuracy"],
-            eval_gap=train_eval["accuracy"] - val["accuracy"], epoch_seconds=seconds,
-            samples_per_second=images / seconds, lr=_current_lr(self.model),
-            **({vocab.NOISE_SCALE: measured.b_simple, vocab.GRAD_NORM_SQ: measured.grad_norm_sq,
-                vocab.GRAD_NOISE_TRACE: measured.grad_noise_trace} if measured else {}),
+            epoch=epoch,
+            step=step,
+            train_acc=train_acc,
+            train_eval_acc=train_eval["accuracy"],
+            val_acc=val["accuracy"],
+            train_loss=loss,
+            train_eval_loss=train_eval["loss"],
+            val_loss=val["loss"],
+            gap=train_acc - val["accuracy"],
+            eval_gap=train_eval["accuracy"] - val["accuracy"],
+            epoch_seconds=seconds,
+            samples_per_second=images / seconds,
+            lr=_current_lr(self.model),
+            **(
+                {
+                    vocab.NOISE_SCALE: measured.b_simple,
+                    vocab.GRAD_NORM_SQ: measured.grad_norm_sq,
+                    vocab.GRAD_NOISE_TRACE: measured.grad_noise_trace,
+                }
+                if measured
+                else {}
+            ),
         )
 
     def _noise_scale(self, step: int) -> noise.NoiseScale:
@@ -186,8 +214,9 @@ class Run:
             _CACHE.gradient = noise.keras_gradient(self.model, keras.losses.SparseCategoricalCrossentropy())
         rng = np.random.default_rng(derive_seed(self.spec.seed, "noise-scale", step))
         with noise.preserved(self.model):
-            return noise.measure(_CACHE.gradient, self.split.x_train, self.split.y_train,
-                                 self.spec.point.train.batch_size, rng)
+            return noise.measure(
+                _CACHE.gradient, self.split.x_train, self.split.y_train, self.spec.point.train.batch_size, rng
+            )
 
     def _evaluate(self, x: Any, y: Any) -> dict[str, float]:
         result = self.model.evaluate(x, y, batch_size=EVAL_BATCH, verbose=0, return_dict=True)
@@ -262,8 +291,15 @@ def graph_key(spec: RunSpec, num_classes: int, lr: Any, replicas: devices.Replic
     it is a variable, set per run; a warm-up schedule's numbers are traced into the graph."""
     cfg = spec.point.train
     schedule = lr.get_config() if not isinstance(lr, float) else None
-    return (spec.point.model, spec.point.data.image_size, num_classes, cfg.optimizer, schedule, replicas,
-            steps_per_execution(cfg.batch_size, len(replicas.devices)))
+    return (
+        spec.point.model,
+        spec.point.data.image_size,
+        num_classes,
+        cfg.optimizer,
+        schedule,
+        replicas,
+        steps_per_execution(cfg.batch_size, len(replicas.devices)),
+    )
 
 
 class _CompiledCache:
@@ -275,8 +311,9 @@ class _CompiledCache:
         self.strategy: Any = None
         self.gradient: Any = None  # the noise-scale gradient function of this model, made on first use
 
-    def model_for(self, spec: RunSpec, split: data_module.Split, steps_per_epoch: int,
-                  replicas: devices.Replicas) -> tuple[Any, Any, bool]:
+    def model_for(
+        self, spec: RunSpec, split: data_module.Split, steps_per_epoch: int, replicas: devices.Replicas
+    ) -> tuple[Any, Any, bool]:
         """(strategy, compiled model with this run's initial weights, whether the model was reused).
 
         Seeding comes right before the weights are drawn, as in a fresh process; a new
@@ -293,9 +330,13 @@ class _CompiledCache:
             if reuse:
                 reset_compiled(self.model, fresh, lr)
                 return strategy, self.model, True
-            fresh.compile(optimizer=make_optimizer(spec.point.train.optimizer, lr),
-                          loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False,
-                          steps_per_execution=steps_per_execution(spec.point.train.batch_size, len(replicas.devices)))
+            fresh.compile(
+                optimizer=make_optimizer(spec.point.train.optimizer, lr),
+                loss="sparse_categorical_crossentropy",
+                metrics=["accuracy"],
+                jit_compile=False,
+                steps_per_execution=steps_per_execution(spec.point.train.batch_size, len(replicas.devices)),
+            )
         self.key, self.model, self.strategy = key, fresh, strategy
         return strategy, fresh, False
 

@@ -52,13 +52,17 @@ class Tuning:
 
     def conclusion(self) -> str:
         if self.small_vs_large is None or self.small_vs_large.n == 0:
-            return ("These searches do not cover batch sizes on both sides of 32, so the post's advice is not "
-                    "tested at tuned learning rates.")
+            return (
+                "These searches do not cover batch sizes on both sides of 32, so the post's advice is not "
+                "tested at tuned learning rates."
+            )
         e = self.small_vs_large
-        side = ("higher" if e.mean > 0 else "lower")
+        side = "higher" if e.mean > 0 else "lower"
         sure = "" if e.n > 1 and not (e.low <= 0 <= e.high) else "; the interval includes 0, so the sign is not settled"
-        return (f"At its own best learning rate, batch {self.small} ends with a val_acc {abs(e.mean):.3f} {side} than "
-                f"batch {self.large} ({fmt_estimate(e)}, paired by seed){sure}.")
+        return (
+            f"At its own best learning rate, batch {self.small} ends with a val_acc {abs(e.mean):.3f} {side} than "
+            f"batch {self.large} ({fmt_estimate(e)}, paired by seed){sure}."
+        )
 
 
 def tuning(results: an.Results) -> Tuning | None:
@@ -66,8 +70,11 @@ def tuning(results: an.Results) -> Tuning | None:
     runs, tuned = results.runs, results.tuned
     if tuned.empty or vocab.ROLE not in runs or vocab.SEARCH_GROUP not in tuned:
         return None
-    points = [p for group, rows in tuned.groupby(vocab.SEARCH_GROUP, sort=False)
-              if (p := _point(results, group, rows)) is not None]
+    points = [
+        p
+        for group, rows in tuned.groupby(vocab.SEARCH_GROUP, sort=False)
+        if (p := _point(results, group, rows)) is not None
+    ]
     points.sort(key=lambda p: (p.context, p.batch_size))
     if not points:
         return None
@@ -86,11 +93,18 @@ def _point(results: an.Results, group: str, tuned_epochs: pd.DataFrame) -> Tuned
     fixed_last = an.at_epoch(fixed, None) if not fixed.empty else fixed
     tuned_val, fixed_val = _by_seed(last, vocab.VAL_ACC), _by_seed(fixed_last, vocab.VAL_ACC)
     return TunedPoint(
-        batch_size=int(last[an.BATCH_SIZE].iloc[0]), context=_context(last, results.tuned),
-        best_lr=best_lr, fixed_lr=float(fixed["train.lr"].iloc[0]) if not fixed.empty else None,
-        trials=tuple(sorted((float(r["train.lr"]), float(r.get("final_val_acc", math.nan)), str(r[vocab.STATUS]))
-                            for _, r in trials.iterrows())),
-        tuned_val=estimate(tuned_val), fixed_val=estimate(fixed_val),
+        batch_size=int(last[an.BATCH_SIZE].iloc[0]),
+        context=_context(last, results.tuned),
+        best_lr=best_lr,
+        fixed_lr=float(fixed["train.lr"].iloc[0]) if not fixed.empty else None,
+        trials=tuple(
+            sorted(
+                (float(r["train.lr"]), float(r.get("final_val_acc", math.nan)), str(r[vocab.STATUS]))
+                for _, r in trials.iterrows()
+            )
+        ),
+        tuned_val=estimate(tuned_val),
+        fixed_val=estimate(fixed_val),
         change=estimate((tuned_val - fixed_val).dropna()),
         tuned_gap2=estimate(_by_seed(an.at_epoch(tuned_epochs, an.EPOCH_TWO), vocab.GAP)),
         fixed_gap2=estimate(_by_seed(an.at_epoch(fixed, an.EPOCH_TWO), vocab.GAP) if not fixed.empty else []),
@@ -132,10 +146,15 @@ def _small_vs_large(tuned: pd.DataFrame, points: list[TunedPoint]) -> tuple[int 
     best_small = max(small, key=lambda p: p.tuned_val.mean)
     best_large = max(large, key=lambda p: p.tuned_val.mean)
     last = an.at_epoch(tuned, None)
-    values = {p.batch_size: _by_seed(last[matches(last[an.BATCH_SIZE], p.batch_size)], vocab.VAL_ACC)
-              for p in (best_small, best_large)}
-    return best_small.batch_size, best_large.batch_size, estimate(
-        (values[best_small.batch_size] - values[best_large.batch_size]).dropna())
+    values = {
+        p.batch_size: _by_seed(last[matches(last[an.BATCH_SIZE], p.batch_size)], vocab.VAL_ACC)
+        for p in (best_small, best_large)
+    }
+    return (
+        best_small.batch_size,
+        best_large.batch_size,
+        estimate((values[best_small.batch_size] - values[best_large.batch_size]).dropna()),
+    )
 
 
 # --- the gradient noise scale
@@ -172,11 +191,15 @@ def noise_conclusion(rows: tuple[NoiseRow, ...]) -> str:
     above = [b for b in batches if b > high]
     parts = [f"At epoch {last_epoch}, B_simple is {low:.0f} to {high:.0f} across these runs."]
     if below:
-        parts.append(f"Batch sizes {', '.join(map(str, below))} are below it: there, a larger batch should need "
-                     f"nearly proportionally fewer steps, so it is not the batch size itself that costs accuracy.")
+        parts.append(
+            f"Batch sizes {', '.join(map(str, below))} are below it: there, a larger batch should need "
+            f"nearly proportionally fewer steps, so it is not the batch size itself that costs accuracy."
+        )
     if above:
-        parts.append(f"Batch sizes {', '.join(map(str, above))} are above it: there, extra images per step buy "
-                     f"little, and equal-epoch comparisons penalise the large batch for its fewer steps.")
+        parts.append(
+            f"Batch sizes {', '.join(map(str, above))} are above it: there, extra images per step buy "
+            f"little, and equal-epoch comparisons penalise the large batch for its fewer steps."
+        )
     return " ".join(parts)
 
 

@@ -29,8 +29,19 @@ SAMPLES_PER_SECOND = "samples_per_second"
 LR = "lr"
 
 EPOCH_METRICS: tuple[str, ...] = (
-    EPOCH, STEP, TRAIN_ACC, TRAIN_EVAL_ACC, VAL_ACC, TRAIN_LOSS, TRAIN_EVAL_LOSS,
-    VAL_LOSS, GAP, EVAL_GAP, EPOCH_SECONDS, SAMPLES_PER_SECOND, LR,
+    EPOCH,
+    STEP,
+    TRAIN_ACC,
+    TRAIN_EVAL_ACC,
+    VAL_ACC,
+    TRAIN_LOSS,
+    TRAIN_EVAL_LOSS,
+    VAL_LOSS,
+    GAP,
+    EVAL_GAP,
+    EPOCH_SECONDS,
+    SAMPLES_PER_SECOND,
+    LR,
 )
 
 # Only in runs with train.noise_scale: true (sweep/noise.py); columns of epochs.csv when any run has them.

@@ -42,8 +42,9 @@ def emit_stdout(event: events.Event) -> None:
         raise KeyboardInterrupt from None  # whoever started us is gone: stop like on Ctrl-C
 
 
-def work(store: Store, emit: events.Emit = emit_stdout, policy: RetryPolicy = DEFAULT_POLICY,
-         own_process: bool = True) -> int:
+def work(
+    store: Store, emit: events.Emit = emit_stdout, policy: RetryPolicy = DEFAULT_POLICY, own_process: bool = True
+) -> int:
     """Train queued runs until the queue is empty. Returns the worker's exit code.
 
     The process is reused across runs while its memory stays under `max_rss_mb()`; past
@@ -154,8 +155,12 @@ def run_one(store: Store, claim: Claim, emit: events.Emit) -> tuple[str, bool]:
                 emit(events.EpochDone(spec.run_id, epochs, record.to_dict()))
                 last = record
                 # Pruning at the last epoch would save nothing and hide a finished trial from the sampler.
-                if claim.search is not None and float(record.epoch).is_integer() and record.epoch < epochs \
-                        and trial.should_prune():
+                if (
+                    claim.search is not None
+                    and float(record.epoch).is_integer()
+                    and record.epoch < epochs
+                    and trial.should_prune()
+                ):
                     status = vocab.PRUNED
                     error = f"pruned after epoch {record.epoch}: {metric} below the search's median"
                     break
@@ -184,6 +189,12 @@ def run_one(store: Store, claim: Claim, emit: events.Emit) -> tuple[str, bool]:
         store.finish(claim, status, value=value, error=error)
     except optuna.exceptions.UpdateFinishedTrialError:
         return _taken_back(spec.run_id, emit)
-    emit(events.RunEnded(spec.run_id, status, max(0, epochs - math.ceil(last.epoch if last else 0)),
-                         error.strip().splitlines()[-1] if error else None))
+    emit(
+        events.RunEnded(
+            spec.run_id,
+            status,
+            max(0, epochs - math.ceil(last.epoch if last else 0)),
+            error.strip().splitlines()[-1] if error else None,
+        )
+    )
     return status, retryable

@@ -81,8 +81,6 @@ def has_glyph(ch: str) -> bool:
     return glyphs.font().get_char_index(ord(ch)) != 0
 
 
-
-
 def ink_fraction(ch: str) -> float:
     """Mean ink of the glyph normalised to the metric box: low for thin marks like . ' - | _"""
     return float(place(glyph_crop(ch), METRIC_SIZE, METRIC_FILL).mean())
@@ -105,14 +103,14 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
 
-
 def _normalised_variants(crops: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Per glyph crop: the upright normalised image, and all its rotated+shifted variants.
 
     Returns (base (n, d), variants (n, v, d)), rows zero-mean and unit-norm.
     """
-    shifts = [(dy, dx) for dy in range(-METRIC_SHIFT, METRIC_SHIFT + 1)
-              for dx in range(-METRIC_SHIFT, METRIC_SHIFT + 1)]
+    shifts = [
+        (dy, dx) for dy in range(-METRIC_SHIFT, METRIC_SHIFT + 1) for dx in range(-METRIC_SHIFT, METRIC_SHIFT + 1)
+    ]
     base, variants = [], []
     for crop in crops:
         source, zoom = antialiased(crop, METRIC_SIZE, METRIC_FILL)  # blur once, not per angle
@@ -187,4 +185,3 @@ def distinctness_report(masters: np.ndarray | None = None) -> tuple[float, tuple
     best = int(np.argmin(dist[iu]))
     i, j = int(iu[0][best]), int(iu[1][best])
     return float(dist[i, j]), (i, j)
-

@@ -63,8 +63,9 @@ def test_a_run_takes_every_row_from_one_folder(tmp_path: Path) -> None:
     run_id, partial = "bs8-s0-63df1bae", tmp_path / "partial"
     partial.mkdir()
     runs, epochs = pd.read_csv(BS / vocab.RUNS_CSV), pd.read_csv(BS / vocab.EPOCHS_CSV)
-    runs[runs[vocab.RUN_ID] == run_id].assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(partial / vocab.RUNS_CSV,
-                                                                                      index=False)
+    runs[runs[vocab.RUN_ID] == run_id].assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(
+        partial / vocab.RUNS_CSV, index=False
+    )
     cut = epochs[(epochs[vocab.RUN_ID] == run_id) & (epochs[vocab.EPOCH] == 1)]
     cut.assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(partial / vocab.EPOCHS_CSV, index=False)
     results = an.load([partial, BS])
@@ -74,10 +75,14 @@ def test_a_run_takes_every_row_from_one_folder(tmp_path: Path) -> None:
 
 def test_search_slots_of_different_searches_stay_apart(tmp_path: Path) -> None:
     """A slot whose lr is not drawn yet shows its slot id, <group>-t<k>: the part after the last '-' is no hash."""
-    runs = pd.DataFrame({vocab.RUN_ID: ["bs8-1a2b3c4d-t1", "bs64-5e6f7a8b-t1", "bs8-s0-0fb1ea29"],
-                         vocab.ROLE: [vocab.SEARCH, vocab.SEARCH, vocab.GRID],
-                         vocab.SEARCH_GROUP: ["bs8-1a2b3c4d", "bs64-5e6f7a8b", None],
-                         vocab.STATUS: [vocab.PENDING, vocab.PENDING, vocab.PENDING]})
+    runs = pd.DataFrame(
+        {
+            vocab.RUN_ID: ["bs8-1a2b3c4d-t1", "bs64-5e6f7a8b-t1", "bs8-s0-0fb1ea29"],
+            vocab.ROLE: [vocab.SEARCH, vocab.SEARCH, vocab.GRID],
+            vocab.SEARCH_GROUP: ["bs8-1a2b3c4d", "bs64-5e6f7a8b", None],
+            vocab.STATUS: [vocab.PENDING, vocab.PENDING, vocab.PENDING],
+        }
+    )
     runs.to_csv(tmp_path / vocab.RUNS_CSV, index=False)
     (tmp_path / vocab.EPOCHS_CSV).write_text("")
     assert len(an.load([tmp_path]).runs) == 3
@@ -176,11 +181,13 @@ def test_write_tables(tmp_path: Path) -> None:
 
 
 def test_analysis_plots_and_report_do_not_import_tensorflow(tmp_path: Path) -> None:
-    code = ("import sys; from sweep.cli import main; "
-            f"code = main(['report', {str(BS)!r}, '--out', {str(tmp_path)!r}]); "
-            "assert code == 0, code; "
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')); "
-            "print('HEAVY', heavy)")
+    code = (
+        "import sys; from sweep.cli import main; "
+        f"code = main(['report', {str(BS)!r}, '--out', {str(tmp_path)!r}]); "
+        "assert code == 0, code; "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')); "
+        "print('HEAVY', heavy)"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "HEAVY []" in done.stdout

@@ -60,20 +60,25 @@ def numbers(rows: list[dict[str, Any]], keys: tuple[str, ...] = NUMBERS) -> list
 
 
 @pytest.mark.slow  # the module's fixtures train the benchmark's runs twice (about 25 s)
-def test_baseline_computes_the_harness_numbers(specs: list[RunSpec], baseline_rows: dict[str, list[dict[str, Any]]],
-                                               harness_records: dict[str, list[dict[str, Any]]]) -> None:
+def test_baseline_computes_the_harness_numbers(
+    specs: list[RunSpec],
+    baseline_rows: dict[str, list[dict[str, Any]]],
+    harness_records: dict[str, list[dict[str, Any]]],
+) -> None:
     for spec in specs:
         rows = baseline_rows[spec.run_id]
         assert [row["batch_size"] for row in rows] == [spec.point.train.batch_size] * 2
         assert [row["jit_compile"] for row in rows] == [False, False]
         # exactly: same seed, same order, same ops, same threads
         assert numbers(rows, ("epoch", *NUMBERS, *METRICS[4:])) == numbers(
-            harness_records[spec.run_id], ("epoch", *NUMBERS, *METRICS[4:]))
+            harness_records[spec.run_id], ("epoch", *NUMBERS, *METRICS[4:])
+        )
 
 
 @pytest.mark.slow  # the module's fixtures train the benchmark's runs twice (about 25 s)
-def test_reusing_the_compiled_model_changes_no_number(specs: list[RunSpec],
-                                                      baseline_rows: dict[str, list[dict[str, Any]]]) -> None:
+def test_reusing_the_compiled_model_changes_no_number(
+    specs: list[RunSpec], baseline_rows: dict[str, list[dict[str, Any]]]
+) -> None:
     """The lever behind docs/levers.md's start-up finding, with the harness's own reset: fresh weights
     in a reused compiled model (no new tracing) give the numbers of a fresh model, across batch sizes."""
     fresh = [numbers(baseline_rows[spec.run_id]) for spec in specs]
@@ -85,7 +90,8 @@ def test_reusing_the_compiled_model_changes_no_number(specs: list[RunSpec],
 
 @pytest.mark.slow  # the module's fixtures train the benchmark's runs twice (about 25 s)
 def test_keras_shuffle_feed_trains_the_same_runs_in_another_order(
-        specs: list[RunSpec], harness_records: dict[str, list[dict[str, Any]]]) -> None:
+    specs: list[RunSpec], harness_records: dict[str, list[dict[str, Any]]]
+) -> None:
     records = harness_records[specs[0].run_id]
     rows = keras_baseline.train_run(specs[0], feed="keras")
     assert [r["epoch"] for r in rows] == [1, 2] and [r["step"] for r in rows] == [rec["step"] for rec in records]
@@ -93,8 +99,9 @@ def test_keras_shuffle_feed_trains_the_same_runs_in_another_order(
 
 
 def test_baseline_rejects_points_it_does_not_train(tmp_path: Path) -> None:
-    grid = write_grid(tmp_path, TINY_GRID.replace("train: {epochs: 2, batch_size: 8}",
-                                                  "train: {epochs: 2, batch_size: 8, gpus: 2}"))
+    grid = write_grid(
+        tmp_path, TINY_GRID.replace("train: {epochs: 2, batch_size: 8}", "train: {epochs: 2, batch_size: 8, gpus: 2}")
+    )
     with pytest.raises(SystemExit, match="train.gpus"):
         keras_baseline.main([str(grid), "--out", str(tmp_path / "x.csv")])
     assert not (tmp_path / "x.csv").exists()
@@ -102,30 +109,63 @@ def test_baseline_rejects_points_it_does_not_train(tmp_path: Path) -> None:
 
 def _epochs(config: str, shift: float = 0.0) -> tuple[dict[str, Any], ...]:
     """Per-epoch records of 2 runs (batch 4 and 8) x 2 epochs, as a configuration reads them."""
-    return tuple({"config": config, "run_id": f"bs{batch}", "seed": 0, "batch_size": batch, "epoch": epoch,
-                  "step": epoch * 32 // batch, "train_acc": 0.1 * epoch + shift, "train_loss": 3.0 - epoch,
-                  "val_acc": 0.05 * epoch, "val_loss": 3.5 - epoch, "epoch_seconds": 1.0 / epoch,
-                  "samples_per_second": 32.0 * epoch * batch} for batch in (4, 8) for epoch in (1, 2))
+    return tuple(
+        {
+            "config": config,
+            "run_id": f"bs{batch}",
+            "seed": 0,
+            "batch_size": batch,
+            "epoch": epoch,
+            "step": epoch * 32 // batch,
+            "train_acc": 0.1 * epoch + shift,
+            "train_loss": 3.0 - epoch,
+            "val_acc": 0.05 * epoch,
+            "val_loss": 3.5 - epoch,
+            "epoch_seconds": 1.0 / epoch,
+            "samples_per_second": 32.0 * epoch * batch,
+        }
+        for batch in (4, 8)
+        for epoch in (1, 2)
+    )
 
 
-def _trained(config: str, seconds: list[float], workers: int = 1, threads: int = 2, shift: float = 0.0,
-             run_seconds: tuple[float, ...] = ()) -> training.Trained:
+def _trained(
+    config: str,
+    seconds: list[float],
+    workers: int = 1,
+    threads: int = 2,
+    shift: float = 0.0,
+    run_seconds: tuple[float, ...] = (),
+) -> training.Trained:
     attempts = tuple(training.Attempt(s, workers, threads, _epochs(config, shift), run_seconds) for s in seconds)
     return training.Trained(training.Configuration(config, ("train",)), attempts)
 
 
 def test_bench_writes_its_tables_from_measurements(tmp_path: Path) -> None:
-    trained = [_trained("a", [10.0], run_seconds=(4.0, 6.0)), _trained("b", [11.0, 10.4]),
-               _trained("d", [5.0], workers=2, threads=1, shift=0.001)]
+    trained = [
+        _trained("a", [10.0], run_seconds=(4.0, 6.0)),
+        _trained("b", [11.0, 10.4]),
+        _trained("d", [5.0], workers=2, threads=1, shift=0.001),
+    ]
     measured = {1: 60.0, 2: 40.0}
     effective = peaks.effective_peaks(measured)
     assert effective == {1: 60.0, 2: 60.0}  # 2 threads measured slower than 1 (a busy machine): 1 thread's counts
     assert peaks.effective_peaks({"gpu": 9000.0}) == {"gpu": 9000.0}
     stamp = tables.Stamp("now", "test machine", "test")
-    rows = tables.summarize(stamp, trained, effective, peaks.train_flops_per_sample(12, 4),
-                            {"plan": commands.CommandTiming(0.4, False), "status": commands.CommandTiming(1.2, False),
-                             "report": commands.CommandTiming(2.0, True)},
-                            {"first_build_seconds": 3.0, "second_load_seconds": 0.1}, runs=2, measured=measured)
+    rows = tables.summarize(
+        stamp,
+        trained,
+        effective,
+        peaks.train_flops_per_sample(12, 4),
+        {
+            "plan": commands.CommandTiming(0.4, False),
+            "status": commands.CommandTiming(1.2, False),
+            "report": commands.CommandTiming(2.0, True),
+        },
+        {"first_build_seconds": 3.0, "second_load_seconds": 0.1},
+        runs=2,
+        measured=measured,
+    )
     paths = outputs.write_outputs(rows, [r for t in trained for r in t.best.epochs], tmp_path)
 
     with open(paths["csv"], newline="") as handle:
@@ -134,8 +174,11 @@ def test_bench_writes_its_tables_from_measurements(tmp_path: Path) -> None:
     assert {"peak", "model", "wall", "throughput", "agreement", "commands", "cache"} == {r["section"] for r in table}
 
     def value(section: str, config: str, metric: str, batch: str = "") -> float:
-        (row,) = [r for r in table if (r["section"], r["config"], r["metric"], r["batch_size"]) == (section, config,
-                                                                                                     metric, batch)]
+        (row,) = [
+            r
+            for r in table
+            if (r["section"], r["config"], r["metric"], r["batch_size"]) == (section, config, metric, batch)
+        ]
         return float(row["value"])
 
     assert value("wall", "b", "wall_seconds") == 10.4  # the best repeat
@@ -162,7 +205,8 @@ def test_bench_writes_its_tables_from_measurements(tmp_path: Path) -> None:
 
 
 def test_configurations_alternate_and_one_worker_per_core_is_added_when_the_default_uses_fewer(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     order: list[str] = []
 
     def time_once(configuration: training.Configuration, env: dict[str, str], folder: Path) -> training.Attempt:
@@ -172,8 +216,11 @@ def test_configurations_alternate_and_one_worker_per_core_is_added_when_the_defa
     monkeypatch.setattr(training, "time_once", time_once)
     monkeypatch.setattr(machine, "cores", lambda: 2)
     grid = tmp_path / "grid.yaml"
-    configurations = [training.baseline(grid, tmp_path), training.harness("b", grid, tmp_path, workers=1),
-                      training.harness("c", grid, tmp_path)]
+    configurations = [
+        training.baseline(grid, tmp_path),
+        training.harness("b", grid, tmp_path, workers=1),
+        training.harness("c", grid, tmp_path),
+    ]
     one_per_core = training.harness("d", grid, tmp_path, workers=2)
     trained = training.time_all(configurations, 2, {}, tmp_path, one_per_core)
     assert order == ["a", "b", "c", "d", "d", "c", "b", "a"]  # (d) joins from the second round on
@@ -204,18 +251,34 @@ def test_synthetic_sweep_is_a_real_store_that_status_reads(tmp_path: Path, capsy
 
 
 def _lever_rows(label: str, reference: str, samples_per_second: float, cpu: float, train_acc: float) -> list[dict]:
-    return [{"lever": "feed" if reference else "reference", "label": label, "reference": reference, "repeat": 0,
-             "run_in_process": 1, "samples_per_second": samples_per_second, "fit_cpu_seconds": cpu,
-             "fit_seconds": 2.0, "train_eval_seconds": 0.25, "val_seconds": 0.25,
-             "numbers": f'[{{"train_acc": {train_acc}}}]'}]
+    return [
+        {
+            "lever": "feed" if reference else "reference",
+            "label": label,
+            "reference": reference,
+            "repeat": 0,
+            "run_in_process": 1,
+            "samples_per_second": samples_per_second,
+            "fit_cpu_seconds": cpu,
+            "fit_seconds": 2.0,
+            "train_eval_seconds": 0.25,
+            "val_seconds": 0.25,
+            "numbers": f'[{{"train_acc": {train_acc}}}]',
+        }
+    ]
 
 
 def test_levers_markdown_compares_each_setting_with_its_reference() -> None:
-    chosen = [levers.Lever("reference", "ref", {"batch": 8}, 1),
-              levers.Lever("feed", "same", {"batch": 8, "feed": "numpy"}, 1, "ref"),
-              levers.Lever("feed", "other", {"batch": 8, "feed": "tfdata_plain"}, 1, "ref")]
-    rows = (_lever_rows("ref", "", 100.0, 4.0, 0.5) + _lever_rows("same", "ref", 150.0, 2.0, 0.5)
-            + _lever_rows("other", "ref", 50.0, 8.0, 0.25))
+    chosen = [
+        levers.Lever("reference", "ref", {"batch": 8}, 1),
+        levers.Lever("feed", "same", {"batch": 8, "feed": "numpy"}, 1, "ref"),
+        levers.Lever("feed", "other", {"batch": 8, "feed": "tfdata_plain"}, 1, "ref"),
+    ]
+    rows = (
+        _lever_rows("ref", "", 100.0, 4.0, 0.5)
+        + _lever_rows("same", "ref", 150.0, 2.0, 0.5)
+        + _lever_rows("other", "ref", 50.0, 8.0, 0.25)
+    )
     text = levers.levers_markdown(rows, chosen)
     assert "| feed | same | 150 (reference 100) | 1.50x | 2.00x | yes |" in text
     assert "| feed | other | 50 (reference 100) | 0.50x | 0.50x | no |" in text
@@ -227,8 +290,9 @@ def test_baseline_and_sweep_run_agree_in_their_own_processes(tmp_path: Path) -> 
     """(a) and (b) of the benchmark on the tiny grid, each a fresh process with the thread count a
     worker of `sweep run --workers 1` gets (numbers depend on it, docs/levers.md)."""
     grid = write_grid(tmp_path, TINY_GRID)
-    env = devices.worker_environment(machine.clean_env(Path(os.environ["BATCHSWEEP_CACHE"])),
-                                     threads=devices.cpu_count())
+    env = devices.worker_environment(
+        machine.clean_env(Path(os.environ["BATCHSWEEP_CACHE"])), threads=devices.cpu_count()
+    )
     a = training.time_once(training.baseline(grid, tmp_path, train_eval=True), env, tmp_path)
     b = training.time_once(training.harness("b", grid, tmp_path, workers=1), env, tmp_path)
     assert (a.workers, b.workers) == (1, 1) and len(a.run_seconds) == len(b.run_seconds) == 2
@@ -248,16 +312,30 @@ def test_commands_are_timed_without_tensorflow(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_dataset_cache_is_built_then_loaded(tmp_path: Path) -> None:
     timings = commands.time_dataset_cache(machine.clean_env(tmp_path / "cache"), tmp_path / "default")
-    assert set(timings) == {"first_build_seconds", "first_build_process_seconds", "second_load_seconds",
-                            "second_load_process_seconds"}
+    assert set(timings) == {
+        "first_build_seconds",
+        "first_build_process_seconds",
+        "second_load_seconds",
+        "second_load_process_seconds",
+    }
     assert timings["second_load_seconds"] < timings["first_build_seconds"]
     assert any((tmp_path / "default").iterdir())
 
 
 @pytest.mark.slow
 def test_lever_probe_reuses_the_compiled_model_with_the_same_numbers(tmp_path: Path) -> None:
-    tiny = levers.Lever("startup", "tiny", {"batch": 8, "runs": 2, "first_batch": True, "reuse": True,
-                                            "data": {"classes": 4, "samples_per_class": 10, "image_size": 12}}, 1)
+    tiny = levers.Lever(
+        "startup",
+        "tiny",
+        {
+            "batch": 8,
+            "runs": 2,
+            "first_batch": True,
+            "reuse": True,
+            "data": {"classes": 4, "samples_per_class": 10, "image_size": 12},
+        },
+        1,
+    )
     rows = levers.run_levers(machine.clean_env(tmp_path / "cache"), repeats=1, epochs=2, levers=[tiny])
     assert [r["run_in_process"] for r in rows] == [1, 2]
     assert rows[0]["numbers"] == rows[1]["numbers"]  # the same seed, a reset model: the same training

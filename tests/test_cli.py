@@ -48,12 +48,17 @@ def test_run_status_and_rerun(tmp_path: Path, capsys: pytest.CaptureFixture, mon
     assert len(optuna.load_study(study_name="tiny", storage=optuna.storages.JournalStorage(backend)).trials) == 4
 
 
-def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_input_is_one_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "broken.npz").write_bytes(b"not an npz archive")
-    write_grid(tmp_path, TINY_GRID.replace("train.batch_size: [4, 8]", "data.dataset: [glyphs120, npz]")
-               .replace("data: {dataset: glyphs120,", "data: {")
-               + "      data.path: [null, broken.npz]\n")
+    write_grid(
+        tmp_path,
+        TINY_GRID.replace("train.batch_size: [4, 8]", "data.dataset: [glyphs120, npz]").replace(
+            "data: {dataset: glyphs120,", "data: {"
+        )
+        + "      data.path: [null, broken.npz]\n",
+    )
     monkeypatch.chdir(tmp_path)
     # glyphs120+broken.npz and npz+null are invalid combinations -> the file is rejected first
     assert cli.main(["run", "grid.yaml", "--in-process"]) == 2
@@ -62,22 +67,31 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest
     assert not (tmp_path / "results").exists()
 
 
-def test_a_failing_run_is_recorded_retried_and_the_sweep_goes_on(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    ok = write_grid(tmp_path, """\
+def test_a_failing_run_is_recorded_retried_and_the_sweep_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ok = write_grid(
+        tmp_path,
+        """\
         name: mixed
         base:
           data: {classes: 4, samples_per_class: 10, image_size: 12}
           train: {epochs: 1, batch_size: 8}
         grid:
           data.seed: [0, 1]
-    """, name="ok.yaml")
-    bad = write_grid(tmp_path, """\
+    """,
+        name="ok.yaml",
+    )
+    bad = write_grid(
+        tmp_path,
+        """\
         name: mixed
         base:
           data: {classes: 4, samples_per_class: 10, image_size: 16}
           train: {epochs: 1, batch_size: 8}
-    """, name="bad.yaml")
+    """,
+        name="bad.yaml",
+    )
     assert sweep_here(ok)[0].exit_code == 0
     # A fault of the machine, not of the run: the dataset cache cannot be written (a file is in the way).
     (tmp_path / "in_the_way").write_bytes(b"")
@@ -95,14 +109,18 @@ def test_a_failing_run_is_recorded_retried_and_the_sweep_goes_on(tmp_path: Path,
 
 
 @pytest.mark.parametrize("retries, attempts", [(0, 1), (2, 3)])
-def test_retries_give_that_many_more_attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, retries: int,
-                                              attempts: int) -> None:
-    grid = write_grid(tmp_path, """\
+def test_retries_give_that_many_more_attempts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, retries: int, attempts: int
+) -> None:
+    grid = write_grid(
+        tmp_path,
+        """\
         name: flaky
         base:
           data: {classes: 4, samples_per_class: 10, image_size: 12}
           train: {epochs: 1, batch_size: 8}
-    """)
+    """,
+    )
     (tmp_path / "in_the_way").write_bytes(b"")
     monkeypatch.setenv("BATCHSWEEP_CACHE", str(tmp_path / "in_the_way"))
     outcome, _ = sweep_here(grid, retries=retries)
@@ -130,8 +148,9 @@ def test_a_worker_joins_a_queued_sweep_and_trains_it(tmp_path: Path, capsys: pyt
 
 
 @pytest.mark.slow
-def test_worker_coordinating_a_sweep_writes_its_logs_under_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                    capsys: pytest.CaptureFixture) -> None:
+def test_worker_coordinating_a_sweep_writes_its_logs_under_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     """Bug: `sweep worker --workers N` wrote under results/<study> whatever --results said."""
     from sweep.config import load_grid
     from sweep.plan import plan
@@ -142,8 +161,9 @@ def test_worker_coordinating_a_sweep_writes_its_logs_under_results(tmp_path: Pat
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the worker processes import this checkout
     out = tmp_path / "mine"
-    assert cli.main(["worker", "--storage", str(journal), "--study", "tiny", "--workers", "1",
-                     "--results", str(out)]) == 0, capsys.readouterr()
+    assert (
+        cli.main(["worker", "--storage", str(journal), "--study", "tiny", "--workers", "1", "--results", str(out)]) == 0
+    ), capsys.readouterr()
     assert (out / vocab.LOG_DIR / "worker-0.log").is_file()
     assert not (tmp_path / "results").exists()
     assert store.counts()[vocab.DONE] == 1

@@ -35,64 +35,112 @@ def test_defaults_match_the_documented_schema(tmp_path: Path) -> None:
 
 
 def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
-    grid = load_grid(write_grid(tmp_path, """
+    grid = load_grid(
+        write_grid(
+            tmp_path,
+            """
         name: g
         seeds: [0, 1, 2]
         base: {train: {epochs: 3}}
         grid: {train.batch_size: [8, 64], data.shuffle: [true, false]}
-    """))
+    """,
+        )
+    )
     assert grid.grid == (("train.batch_size", (8, 64)), ("data.shuffle", (True, False)))
     assert grid.seeds == (0, 1, 2) and grid.base.train.epochs == 3
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("name: x\ngrid: {train.batch_size: [8, -4]}\n",
-     "grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4"),
-    ("name: x\nbse: {}\n",
-     "grid.yaml: bse: unknown key; did you mean 'base'? valid keys: name, seeds, base, grid, variants, search"),
-    ("name: x\nbase: {train: {batch_sise: 8}}\n",
-     f"grid.yaml: base.train.batch_sise: unknown key; did you mean 'batch_size'? valid keys: {TRAIN_KEYS}"),
-    ("name: x\nbase: {trian: {}}\n",
-     "grid.yaml: base.trian: unknown key; did you mean 'train'? valid keys: data, model, train"),
-    ("name: x\nbase: {data: {shuffle: 'yes'}}\n",
-     "grid.yaml: base.data.shuffle: must be true or false, got 'yes'"),
-    ("name: x\nbase: {train: {epochs: 2.5}}\n",
-     "grid.yaml: base.train.epochs: must be a positive integer, got 2.5"),
-    ("name: x\nbase: {data: {imbalance: 1.5}}\n",
-     "grid.yaml: base.data.imbalance: must be a number in [0, 1), got 1.5"),
-    ("name: x\nbase: {data: {val_fraction: 0}}\n",
-     "grid.yaml: base.data.val_fraction: must be a number in (0, 1), got 0"),
-    ("name: x\nbase: {data: {dataset: glyphs}}\n",
-     "grid.yaml: base.data.dataset: must be one of glyphs120 | digits | folder | npz, got 'glyphs'; did you mean "
-     "'glyphs120'?"),
-    ("name: x\nbase: {data: {preprocess_mismatch: scaled}}\n",
-     "grid.yaml: base.data.preprocess_mismatch: must be one of none | scale | standardize | invert, got 'scaled'; "
-     "did you mean 'scale'?"),
-    ("name: x\ngrid: {train.batch_size: []}\n",
-     "grid.yaml: grid.train.batch_size: must be a non-empty list of values, got []"),
-    ("name: x\ngrid: {train.batch_size: 8}\n",
-     "grid.yaml: grid.train.batch_size: must be a non-empty list of values, got 8"),
-    ("name: x\ngrid: {batch_size: [8]}\n",
-     "grid.yaml: grid.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>)"),
-    ("name: x\ngrid: {train.batchsize: [8]}\n",
-     f"grid.yaml: grid.train.batchsize: unknown key; did you mean 'batch_size'? valid keys: {TRAIN_KEYS}"),
-    ("name: x\ngrid: {trainer.batch_size: [8]}\n",
-     "grid.yaml: grid.trainer.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>); "
-     "did you mean 'train'?"),
-    ("name: x\nbase: {train: {gpus: 4}}\ngrid: {train.batch_size: [8, 30]}\n",
-     "grid.yaml: grid point train.batch_size=30: train.batch_size=30 is not divisible by train.gpus=4; the global "
-     "batch is split evenly across replicas"),
-    ("name: x\nbase: {train: {batch_size: 30, gpus: 4}}\n",
-     "grid.yaml: base: train.batch_size=30 is not divisible by train.gpus=4; the global batch is split evenly across "
-     "replicas"),
-    ("name: x\nseeds: []\n", "grid.yaml: seeds: must be a non-empty list of integers >= 0, got []"),
-    ("name: x\nseeds: [0, 0]\n", "grid.yaml: seeds: must not repeat a seed, got [0, 0]"),
-    ("name: 'a b'\n", "grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results folder), got "
-                      "'a b'"),
-    ("name: x\nbase: {data: {dataset: npz}}\n", "grid.yaml: base: data.path is required for data.dataset=npz"),
-    ("- just\n- a list\n", "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, variants, "
-                           "search, got list"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "name: x\ngrid: {train.batch_size: [8, -4]}\n",
+            "grid.yaml: grid.train.batch_size[1]: must be a positive integer, got -4",
+        ),
+        (
+            "name: x\nbse: {}\n",
+            "grid.yaml: bse: unknown key; did you mean 'base'? valid keys: name, seeds, base, grid, variants, search",
+        ),
+        (
+            "name: x\nbase: {train: {batch_sise: 8}}\n",
+            f"grid.yaml: base.train.batch_sise: unknown key; did you mean 'batch_size'? valid keys: {TRAIN_KEYS}",
+        ),
+        (
+            "name: x\nbase: {trian: {}}\n",
+            "grid.yaml: base.trian: unknown key; did you mean 'train'? valid keys: data, model, train",
+        ),
+        ("name: x\nbase: {data: {shuffle: 'yes'}}\n", "grid.yaml: base.data.shuffle: must be true or false, got 'yes'"),
+        (
+            "name: x\nbase: {train: {epochs: 2.5}}\n",
+            "grid.yaml: base.train.epochs: must be a positive integer, got 2.5",
+        ),
+        (
+            "name: x\nbase: {data: {imbalance: 1.5}}\n",
+            "grid.yaml: base.data.imbalance: must be a number in [0, 1), got 1.5",
+        ),
+        (
+            "name: x\nbase: {data: {val_fraction: 0}}\n",
+            "grid.yaml: base.data.val_fraction: must be a number in (0, 1), got 0",
+        ),
+        (
+            "name: x\nbase: {data: {dataset: glyphs}}\n",
+            "grid.yaml: base.data.dataset: must be one of glyphs120 | digits | folder | npz, got 'glyphs'; "
+            "did you mean "
+            "'glyphs120'?",
+        ),
+        (
+            "name: x\nbase: {data: {preprocess_mismatch: scaled}}\n",
+            "grid.yaml: base.data.preprocess_mismatch: must be one of none | scale | standardize | invert, "
+            "got 'scaled'; "
+            "did you mean 'scale'?",
+        ),
+        (
+            "name: x\ngrid: {train.batch_size: []}\n",
+            "grid.yaml: grid.train.batch_size: must be a non-empty list of values, got []",
+        ),
+        (
+            "name: x\ngrid: {train.batch_size: 8}\n",
+            "grid.yaml: grid.train.batch_size: must be a non-empty list of values, got 8",
+        ),
+        (
+            "name: x\ngrid: {batch_size: [8]}\n",
+            "grid.yaml: grid.batch_size: keys are dotted paths into base (data.<key>, model.<key>, train.<key>)",
+        ),
+        (
+            "name: x\ngrid: {train.batchsize: [8]}\n",
+            f"grid.yaml: grid.train.batchsize: unknown key; did you mean 'batch_size'? valid keys: {TRAIN_KEYS}",
+        ),
+        (
+            "name: x\ngrid: {trainer.batch_size: [8]}\n",
+            "grid.yaml: grid.trainer.batch_size: keys are dotted paths into base (data.<key>, model.<key>, "
+            "train.<key>); "
+            "did you mean 'train'?",
+        ),
+        (
+            "name: x\nbase: {train: {gpus: 4}}\ngrid: {train.batch_size: [8, 30]}\n",
+            "grid.yaml: grid point train.batch_size=30: train.batch_size=30 is not divisible by "
+            "train.gpus=4; the global "
+            "batch is split evenly across replicas",
+        ),
+        (
+            "name: x\nbase: {train: {batch_size: 30, gpus: 4}}\n",
+            "grid.yaml: base: train.batch_size=30 is not divisible by train.gpus=4; the global batch is "
+            "split evenly across "
+            "replicas",
+        ),
+        ("name: x\nseeds: []\n", "grid.yaml: seeds: must be a non-empty list of integers >= 0, got []"),
+        ("name: x\nseeds: [0, 0]\n", "grid.yaml: seeds: must not repeat a seed, got [0, 0]"),
+        (
+            "name: 'a b'\n",
+            "grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results folder), got 'a b'",
+        ),
+        ("name: x\nbase: {data: {dataset: npz}}\n", "grid.yaml: base: data.path is required for data.dataset=npz"),
+        (
+            "- just\n- a list\n",
+            "grid.yaml: (top level): must be a mapping with keys name, seeds, base, grid, variants, search, got list",
+        ),
+    ],
+)
 def test_bad_input_gets_one_precise_line(tmp_path: Path, text: str, expected: str) -> None:
     assert error_of(tmp_path, text) == expected
 
@@ -118,9 +166,9 @@ def test_missing_file_and_yaml_syntax_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["plan", "run", "status"])
-def test_cli_rejects_bad_grid_with_exit_2_and_writes_nothing(tmp_path: Path, command: str,
-                                                             monkeypatch: pytest.MonkeyPatch,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_rejects_bad_grid_with_exit_2_and_writes_nothing(
+    tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_grid(tmp_path, "name: bad\ngrid: {train.batch_size: [8, -4]}\n")
     monkeypatch.chdir(tmp_path)
     assert cli.main([command, "grid.yaml"]) == 2
@@ -130,7 +178,10 @@ def test_cli_rejects_bad_grid_with_exit_2_and_writes_nothing(tmp_path: Path, com
 
 
 def test_variants_cross_the_grid(tmp_path: Path) -> None:
-    grid = load_grid(write_grid(tmp_path, """
+    grid = load_grid(
+        write_grid(
+            tmp_path,
+            """
         name: v
         seeds: [0, 1]
         grid: {train.batch_size: [8, 64]}
@@ -138,27 +189,46 @@ def test_variants_cross_the_grid(tmp_path: Path) -> None:
           - {}
           - {data.imbalance: 0.95}
           - {data.shuffle: false, model.width: 2.0}
-    """))
+    """,
+        )
+    )
     runs = plan(grid)
     # 2 batch sizes x 3 variants x 2 seeds -> 12 runs
     assert len(runs) == 12 and len({r.run_id for r in runs}) == 12
-    assert [r.slug for r in runs[:6]] == ["bs8-s0", "bs8-s1", "bs8-imb0.95-s0", "bs8-imb0.95-s1",
-                                          "bs8-shuf0-w2-s0", "bs8-shuf0-w2-s1"]
+    assert [r.slug for r in runs[:6]] == [
+        "bs8-s0",
+        "bs8-s1",
+        "bs8-imb0.95-s0",
+        "bs8-imb0.95-s1",
+        "bs8-shuf0-w2-s0",
+        "bs8-shuf0-w2-s1",
+    ]
     assert runs[4].point.data.shuffle is False and runs[4].point.model.width == 2.0
     assert runs[0].point.data.imbalance == 0.0
 
 
-@pytest.mark.parametrize("variants, expected", [
-    ("[]", "grid.yaml: variants: must be a non-empty list of mappings of dotted keys to values, got []"),
-    ("[{train.batch_size: 8}]", "grid.yaml: variants[0].train.batch_size: train.batch_size is also a grid axis; vary "
-                                "a key in grid or in variants, not both"),
-    ("[{}, {data.imbalanse: 0.9}]", "grid.yaml: variants[1].data.imbalanse: unknown key; did you mean 'imbalance'? "
-                                    f"valid keys: {DATA_KEYS}"),
-    ("[{data.imbalance: 2}]", "grid.yaml: variants[0].data.imbalance: must be a number in [0, 1), got 2"),
-    ("[{}, {}]", "grid.yaml: variants: must not repeat a variant"),
-    ("[{train.gpus: 3}]", "grid.yaml: grid point train.batch_size=8, train.gpus=3: train.batch_size=8 is not "
-                          "divisible by train.gpus=3; the global batch is split evenly across replicas"),
-])
+@pytest.mark.parametrize(
+    "variants, expected",
+    [
+        ("[]", "grid.yaml: variants: must be a non-empty list of mappings of dotted keys to values, got []"),
+        (
+            "[{train.batch_size: 8}]",
+            "grid.yaml: variants[0].train.batch_size: train.batch_size is also a grid axis; vary "
+            "a key in grid or in variants, not both",
+        ),
+        (
+            "[{}, {data.imbalanse: 0.9}]",
+            f"grid.yaml: variants[1].data.imbalanse: unknown key; did you mean 'imbalance'? valid keys: {DATA_KEYS}",
+        ),
+        ("[{data.imbalance: 2}]", "grid.yaml: variants[0].data.imbalance: must be a number in [0, 1), got 2"),
+        ("[{}, {}]", "grid.yaml: variants: must not repeat a variant"),
+        (
+            "[{train.gpus: 3}]",
+            "grid.yaml: grid point train.batch_size=8, train.gpus=3: train.batch_size=8 is not "
+            "divisible by train.gpus=3; the global batch is split evenly across replicas",
+        ),
+    ],
+)
 def test_bad_variants(tmp_path: Path, variants: str, expected: str) -> None:
     assert error_of(tmp_path, f"name: x\ngrid: {{train.batch_size: [8]}}\nvariants: {variants}\n") == expected
 
@@ -184,8 +254,9 @@ def ids(tmp_path: Path, text: str, name: str = "grid.yaml") -> list[str]:
 
 
 def test_a_reference_batch_is_accepted_in_a_grid_that_also_has_no_scaling(tmp_path: Path) -> None:
-    both = ids(tmp_path, "name: x\nbase: {train: {reference_batch_size: 8}}\n"
-                         "grid: {train.lr_scaling: [none, linear, sqrt]}\n")
+    both = ids(
+        tmp_path, "name: x\nbase: {train: {reference_batch_size: 8}}\ngrid: {train.lr_scaling: [none, linear, sqrt]}\n"
+    )
     alone = ids(tmp_path, "name: x\ngrid: {train.lr_scaling: [none]}\n", "alone.yaml")
     # 3 scalings x 1 seed -> 3 runs; without scaling the run is the one it would be without the reference batch
     assert len(both) == 3 and both[0] == alone[0]
@@ -214,27 +285,39 @@ def test_a_dataset_path_is_accepted_where_some_variants_read_files(tmp_path: Pat
     assert len(runs) == 2 and runs[0] == alone[0]
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("base: {train: {steps: 100}}\ngrid: {train.batch_size: [8, 64]}\n",
-     "grid.yaml: base.train.steps: only used with train.budget steps, which no point of the grid has; remove it"),
-    ("grid: {train.reference_batch_size: [8, 16]}\n",
-     "grid.yaml: grid.train.reference_batch_size: only used with train.lr_scaling linear | sqrt, which no point "
-     "of the grid has; remove it"),
-    ("variants: [{}, {data.path: d.npz}]\n",
-     "grid.yaml: variants[1].data.path: only used with data.dataset folder | npz, which no point of the grid has; "
-     "remove it"),
-    ("grid: {train.budget: [epochs, steps]}\n",
-     "grid.yaml: grid point train.budget=steps: train.steps is required for train.budget=steps"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "base: {train: {steps: 100}}\ngrid: {train.batch_size: [8, 64]}\n",
+            "grid.yaml: base.train.steps: only used with train.budget steps, which no point of the grid has; remove it",
+        ),
+        (
+            "grid: {train.reference_batch_size: [8, 16]}\n",
+            "grid.yaml: grid.train.reference_batch_size: only used with train.lr_scaling linear | sqrt, which no point "
+            "of the grid has; remove it",
+        ),
+        (
+            "variants: [{}, {data.path: d.npz}]\n",
+            "grid.yaml: variants[1].data.path: only used with data.dataset folder | npz, which no point of "
+            "the grid has; "
+            "remove it",
+        ),
+        (
+            "grid: {train.budget: [epochs, steps]}\n",
+            "grid.yaml: grid point train.budget=steps: train.steps is required for train.budget=steps",
+        ),
+    ],
+)
 def test_a_key_no_point_uses_is_still_an_error(tmp_path: Path, text: str, expected: str) -> None:
     (tmp_path / "d.npz").write_bytes(b"")
     assert error_of(tmp_path, f"name: x\n{text}") == expected
 
 
-def test_plan_accepts_a_grid_with_keys_inert_at_some_points(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    path = write_grid(tmp_path, "name: x\nbase: {train: {reference_batch_size: 8}}\n"
-                                "grid: {train.lr_scaling: [none, linear, sqrt]}\n")
+def test_plan_accepts_a_grid_with_keys_inert_at_some_points(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_grid(
+        tmp_path, "name: x\nbase: {train: {reference_batch_size: 8}}\ngrid: {train.lr_scaling: [none, linear, sqrt]}\n"
+    )
     assert cli.main(["plan", str(path)]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("3 runs (3 points x 1 seeds)")
 
@@ -242,14 +325,18 @@ def test_plan_accepts_a_grid_with_keys_inert_at_some_points(tmp_path: Path,
 # --- image sizes the model can use
 
 
-@pytest.mark.parametrize("where, text", [
-    ("base.data.image_size", "base: {data: {image_size: 2}}\n"),
-    ("grid.data.image_size[0]", "grid: {data.image_size: [8, 32]}\n"),
-])
+@pytest.mark.parametrize(
+    "where, text",
+    [
+        ("base.data.image_size", "base: {data: {image_size: 2}}\n"),
+        ("grid.data.image_size[0]", "grid: {data.image_size: [8, 32]}\n"),
+    ],
+)
 def test_an_image_too_small_for_the_model_is_refused(tmp_path: Path, where: str, text: str) -> None:
     value = 2 if "image_size: 2" in text else 8
     assert error_of(tmp_path, f"name: x\n{text}") == (
-        f"grid.yaml: {where}: must be an integer >= 9 (each of the model's 4 poolings needs 2x2 pixels), got {value}")
+        f"grid.yaml: {where}: must be an integer >= 9 (each of the model's 4 poolings needs 2x2 pixels), got {value}"
+    )
 
 
 def test_the_smallest_image_the_model_uses_is_accepted(tmp_path: Path) -> None:

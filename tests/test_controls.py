@@ -16,8 +16,15 @@ from sweep.plan import RunSpec, plan
 from sweep.train import Run, effective_lr, epoch_number, record_stops, running_means
 
 FIXTURES = REPO / "tests" / "fixtures"
-NEW_KEYS = ("model.ghost_batch_size", "train.lr_scaling", "train.reference_batch_size", "train.warmup_epochs",
-            "train.budget", "train.steps", "train.eval_every_steps")
+NEW_KEYS = (
+    "model.ghost_batch_size",
+    "train.lr_scaling",
+    "train.reference_batch_size",
+    "train.warmup_epochs",
+    "train.budget",
+    "train.steps",
+    "train.eval_every_steps",
+)
 
 
 def tiny_spec(seed: int = 0, model: dict | None = None, **train: object) -> RunSpec:
@@ -31,8 +38,7 @@ def tiny_spec(seed: int = 0, model: dict | None = None, **train: object) -> RunS
 
 
 def numbers(records: list) -> list[dict]:
-    return [{k: v for k, v in r.to_dict().items() if k not in ("epoch_seconds", "samples_per_second")}
-            for r in records]
+    return [{k: v for k, v in r.to_dict().items() if k not in ("epoch_seconds", "samples_per_second")} for r in records]
 
 
 # --- configuration and ids (no TensorFlow)
@@ -42,13 +48,17 @@ def test_new_keys_are_omitted_from_ids_at_their_defaults() -> None:
     assert set(NEW_KEYS) <= keys.added_later()
     spec = RunSpec(sweep="any", seed=0, point=PointConfig(), varying=(("seed", 0),))
     assert spec.run_id == "s0-e428119f"  # the published id of the default point
-    changed = dataclasses.replace(spec, point=spec.point.with_value("train.budget", "steps")
-                                  .with_value("train.steps", 10))
+    changed = dataclasses.replace(
+        spec, point=spec.point.with_value("train.budget", "steps").with_value("train.steps", 10)
+    )
     assert changed.spec_hash != spec.spec_hash
 
 
 def test_plan_shows_the_controls_in_the_slug(tmp_path: Path) -> None:
-    grid = load_grid(write_grid(tmp_path, """
+    grid = load_grid(
+        write_grid(
+            tmp_path,
+            """
         name: c
         seeds: [0]
         grid: {train.batch_size: [8, 64]}
@@ -57,42 +67,65 @@ def test_plan_shows_the_controls_in_the_slug(tmp_path: Path) -> None:
           - {model.ghost_batch_size: 8}
           - {train.budget: steps, train.steps: 100}
           - {train.lr_scaling: sqrt, train.reference_batch_size: 8, train.warmup_epochs: 1}
-    """))
+    """,
+        )
+    )
     ids = [r.run_id.rsplit("-", 1)[0] for r in plan(grid)]
     # 2 batch sizes x 4 arms x 1 seed -> 8 runs
-    assert ids == ["bs8-s0", "bs8-gbn8-s0", "bs8-budsteps-st100-s0", "bs8-lrssqrt-refbs8-wu1-s0",
-                   "bs64-s0", "bs64-gbn8-s0", "bs64-budsteps-st100-s0", "bs64-lrssqrt-refbs8-wu1-s0"]
+    assert ids == [
+        "bs8-s0",
+        "bs8-gbn8-s0",
+        "bs8-budsteps-st100-s0",
+        "bs8-lrssqrt-refbs8-wu1-s0",
+        "bs64-s0",
+        "bs64-gbn8-s0",
+        "bs64-budsteps-st100-s0",
+        "bs64-lrssqrt-refbs8-wu1-s0",
+    ]
 
 
-@pytest.mark.parametrize("base, expected", [
-    ("{train: {budget: hours}}",
-     "grid.yaml: base.train.budget: must be one of epochs | steps, got 'hours'"),
-    ("{train: {lr_scaling: linear}}",
-     "grid.yaml: base: train.reference_batch_size is required for train.lr_scaling=linear"),
-    ("{train: {reference_batch_size: 8}}",
-     "grid.yaml: base.train.reference_batch_size: only used with train.lr_scaling linear | sqrt, "
-     "which no point of the grid has; remove it"),
-    ("{train: {budget: steps}}",
-     "grid.yaml: base: train.steps is required for train.budget=steps"),
-    ("{train: {steps: 100}}",
-     "grid.yaml: base.train.steps: only used with train.budget steps, which no point of the grid has; remove it"),
-    ("{train: {epochs: 2, warmup_epochs: 2}}",
-     "grid.yaml: base: train.warmup_epochs=2 must be less than train.epochs=2"),
-    ("{train: {warmup_epochs: -1}}",
-     "grid.yaml: base.train.warmup_epochs: must be a number in [0, inf), got -1"),
-    ("{train: {eval_every_steps: 0}}",
-     "grid.yaml: base.train.eval_every_steps: must be a positive integer, got 0"),
-    ("{model: {ghost_batch_size: 3}, train: {batch_size: 8}}",
-     "grid.yaml: base: model.ghost_batch_size=3 must divide the per-replica batch 8 "
-     "(train.batch_size / train.gpus), or be null"),
-    ("{model: {ghost_batch_size: 8}, train: {batch_size: 32, gpus: 2}}", None),
-    ("{model: {ghost_batch_size: 32}, train: {batch_size: 32, gpus: 2}}",
-     "grid.yaml: base: model.ghost_batch_size=32 must divide the per-replica batch 16 "
-     "(train.batch_size / train.gpus), or be null"),
-    ("{model: {ghost_batch_size: 4, batchnorm: false}}",
-     "grid.yaml: base.model.ghost_batch_size: only used with model.batchnorm true, "
-     "which no point of the grid has; remove it"),
-])
+@pytest.mark.parametrize(
+    "base, expected",
+    [
+        ("{train: {budget: hours}}", "grid.yaml: base.train.budget: must be one of epochs | steps, got 'hours'"),
+        (
+            "{train: {lr_scaling: linear}}",
+            "grid.yaml: base: train.reference_batch_size is required for train.lr_scaling=linear",
+        ),
+        (
+            "{train: {reference_batch_size: 8}}",
+            "grid.yaml: base.train.reference_batch_size: only used with train.lr_scaling linear | sqrt, "
+            "which no point of the grid has; remove it",
+        ),
+        ("{train: {budget: steps}}", "grid.yaml: base: train.steps is required for train.budget=steps"),
+        (
+            "{train: {steps: 100}}",
+            "grid.yaml: base.train.steps: only used with train.budget steps, which no point of the grid has; remove it",
+        ),
+        (
+            "{train: {epochs: 2, warmup_epochs: 2}}",
+            "grid.yaml: base: train.warmup_epochs=2 must be less than train.epochs=2",
+        ),
+        ("{train: {warmup_epochs: -1}}", "grid.yaml: base.train.warmup_epochs: must be a number in [0, inf), got -1"),
+        ("{train: {eval_every_steps: 0}}", "grid.yaml: base.train.eval_every_steps: must be a positive integer, got 0"),
+        (
+            "{model: {ghost_batch_size: 3}, train: {batch_size: 8}}",
+            "grid.yaml: base: model.ghost_batch_size=3 must divide the per-replica batch 8 "
+            "(train.batch_size / train.gpus), or be null",
+        ),
+        ("{model: {ghost_batch_size: 8}, train: {batch_size: 32, gpus: 2}}", None),
+        (
+            "{model: {ghost_batch_size: 32}, train: {batch_size: 32, gpus: 2}}",
+            "grid.yaml: base: model.ghost_batch_size=32 must divide the per-replica batch 16 "
+            "(train.batch_size / train.gpus), or be null",
+        ),
+        (
+            "{model: {ghost_batch_size: 4, batchnorm: false}}",
+            "grid.yaml: base.model.ghost_batch_size: only used with model.batchnorm true, "
+            "which no point of the grid has; remove it",
+        ),
+    ],
+)
 def test_control_keys_are_validated(tmp_path: Path, base: str, expected: str | None) -> None:
     path = write_grid(tmp_path, f"name: x\nbase: {base}\n")
     if expected is None:
@@ -150,8 +183,20 @@ def test_defaults_reproduce_records_made_before_the_controls_existed(tf_replicas
 
 def test_explicit_defaults_match_and_a_control_changes_the_numbers(tf_replicas: None) -> None:
     implicit = numbers(list(Run(tiny_spec()).epochs()))
-    explicit = numbers(list(Run(tiny_spec(model={"ghost_batch_size": None}, lr_scaling="none", warmup_epochs=0.0,
-                                          budget="epochs", steps=None, eval_every_steps=None)).epochs()))
+    explicit = numbers(
+        list(
+            Run(
+                tiny_spec(
+                    model={"ghost_batch_size": None},
+                    lr_scaling="none",
+                    warmup_epochs=0.0,
+                    budget="epochs",
+                    steps=None,
+                    eval_every_steps=None,
+                )
+            ).epochs()
+        )
+    )
     assert explicit == implicit
     scaled = numbers(list(Run(tiny_spec(lr_scaling="linear", reference_batch_size=4)).epochs()))
     assert [r["lr"] for r in scaled] == [pytest.approx(0.002)] * 2  # batch 8 / reference 4 = 2x
@@ -244,14 +289,22 @@ def test_attribution_on_the_controls_fixture() -> None:
     assert att is not None
     assert [a.mechanism for a in att.arms[:2]] == [attribution.DEFAULT, attribution.INFERENCE]
     assert [a.label for a in att.arms[:2]] == [attribution.DEFAULT.label, attribution.INFERENCE.label]
-    assert [a.mechanism.label for a in att.arms[2:]] == ["(b) BatchNorm momentum", "(b) ghost batch norm",
-                                                         "(c) equal optimizer steps"]
+    assert [a.mechanism.label for a in att.arms[2:]] == [
+        "(b) BatchNorm momentum",
+        "(b) ghost batch norm",
+        "(c) equal optimizer steps",
+    ]
     assert [a.label.split(":")[0] for a in att.arms[2:]] == [a.mechanism.label for a in att.arms[2:]]
     assert [m.label for m in att.missing] == ["(b) no BatchNorm", "(d) learning rate scaled per batch size"]
     # the default arm's gap at batch 64 is the raw epoch-2 gap averaged over the 2 seeds
     raw = pd.read_csv(FIXTURES / "fx_controls" / "epochs.csv")
-    default = raw[(raw["train.batch_size"] == 64) & (raw["epoch"] == 2) & (raw["model.bn_momentum"] == 0.99)
-                  & raw["model.ghost_batch_size"].isna() & (raw["train.budget"] == "epochs")].set_index("seed")
+    default = raw[
+        (raw["train.batch_size"] == 64)
+        & (raw["epoch"] == 2)
+        & (raw["model.bn_momentum"] == 0.99)
+        & raw["model.ghost_batch_size"].isna()
+        & (raw["train.budget"] == "epochs")
+    ].set_index("seed")
     assert att.arms[0].gap64.mean == pytest.approx(default["gap"].mean()) and att.arms[0].gap64.n == 2
     # (a) is paired within the same runs: eval_gap - gap
     assert att.arms[1].change.mean == pytest.approx((default["eval_gap"] - default["gap"]).mean())
@@ -268,9 +321,9 @@ def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:
     from sweep import report
 
     text = report.build([FIXTURES / "fx_controls"], tmp_path).markdown.read_text()
-    section = text[text.index("## Attribution"):]
+    section = text[text.index("## Attribution") :]
     assert "(c) equal optimizer steps: train.budget=steps, train.steps=32" in section
     assert "(d) learning rate scaled per batch size: not in these results (experiments/controls.yaml)." in section
     assert "Conclusion: Of the controls in these results" in section
     # C1 still reads the default arm, not a control arm
-    assert "C1:" in text and "train.budget" not in text[text.index("## C1"):text.index("## C2")]
+    assert "C1:" in text and "train.budget" not in text[text.index("## C1") : text.index("## C2")]

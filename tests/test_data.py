@@ -16,7 +16,7 @@ SMALL = DataConfig(classes=8, samples_per_class=20, image_size=16)  # glyphs120:
 def batch_classes(labels: np.ndarray, order: np.ndarray, batch_size: int) -> list[int]:
     """How many distinct classes each batch of an epoch holds."""
     ordered = labels[order]
-    return [len(set(ordered[i:i + batch_size])) for i in range(0, len(ordered), batch_size)]
+    return [len(set(ordered[i : i + batch_size])) for i in range(0, len(ordered), batch_size)]
 
 
 def test_unshuffled_batches_are_single_class_and_repeat_every_epoch() -> None:
@@ -52,12 +52,15 @@ def test_train_counts_split_the_total() -> None:
     assert sum(train_counts(9600, 120, 0.95)) == 9600
 
 
-@pytest.mark.parametrize("mismatch, check", [
-    ("none", lambda tr, va: va.mean() == pytest.approx(tr.mean(), rel=0.15) and va.max() <= 1.0),
-    ("scale", lambda tr, va: va.mean() == pytest.approx(255 * tr.mean(), rel=0.1) and va.max() > 1.0),
-    ("standardize", lambda tr, va: abs(va.mean()) < 1e-4 and va.std() == pytest.approx(1.0, abs=1e-3)),
-    ("invert", lambda tr, va: va.mean() == pytest.approx(1 - tr.mean(), abs=0.05) and va.mean() > 0.5),
-])
+@pytest.mark.parametrize(
+    "mismatch, check",
+    [
+        ("none", lambda tr, va: va.mean() == pytest.approx(tr.mean(), rel=0.15) and va.max() <= 1.0),
+        ("scale", lambda tr, va: va.mean() == pytest.approx(255 * tr.mean(), rel=0.1) and va.max() > 1.0),
+        ("standardize", lambda tr, va: abs(va.mean()) < 1e-4 and va.std() == pytest.approx(1.0, abs=1e-3)),
+        ("invert", lambda tr, va: va.mean() == pytest.approx(1 - tr.mean(), abs=0.05) and va.mean() > 0.5),
+    ],
+)
 def test_preprocess_mismatch_changes_validation_pixels_only(mismatch: str, check) -> None:
     split = load_split(DataConfig(classes=8, samples_per_class=20, image_size=16, preprocess_mismatch=mismatch))
     assert split.x_train.min() >= 0.0 and split.x_train.max() <= 1.0  # training is always x / 255

@@ -82,9 +82,15 @@ def test_progress_follows_a_steps_budget() -> None:
 def test_worker_events_survive_the_trip_through_a_line() -> None:
     from sweep import events
 
-    sent = [events.RunStarted("r", 3), events.EpochsKnown("r", 3, 24), events.EpochDone("r", 24, {"epoch": 1.5}),
-            events.RunEnded("r", "failed", 2, "ValueError: x"), events.RunInterrupted("r"), events.RunRetried("r", 3),
-            events.WorkerStopped("no space left")]
+    sent = [
+        events.RunStarted("r", 3),
+        events.EpochsKnown("r", 3, 24),
+        events.EpochDone("r", 24, {"epoch": 1.5}),
+        events.RunEnded("r", "failed", 2, "ValueError: x"),
+        events.RunInterrupted("r"),
+        events.RunRetried("r", 3),
+        events.WorkerStopped("no space left"),
+    ]
     assert [events.from_line(events.to_line(e)) for e in sent] == sent
     assert events.from_line("TensorFlow says hello\n") is None
     another_version = events.PREFIX + '{"event": "epoch", "run_id": "r", "val_acc": 1}\n'

@@ -12,8 +12,8 @@ from sweep import keys
 
 def grid_file_reference() -> str:
     readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## The grid file"):readme.index("## Runs and run ids")]
-    return section[section.index("```yaml\n") + len("```yaml\n"):section.index("```\n")]
+    section = readme[readme.index("## The grid file") : readme.index("## Runs and run ids")]
+    return section[section.index("```yaml\n") + len("```yaml\n") : section.index("```\n")]
 
 
 def test_readme_lists_every_grid_key_with_its_default_and_doc() -> None:

@@ -31,8 +31,10 @@ def test_a_duplicated_attempt_is_never_trained(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "j.log", "tiny")
     spec = plan(load_grid(write_grid(tmp_path, TINY_GRID)))[0]
     for _ in range(2):  # what two `run`s enqueueing at the same moment can leave behind
-        store.sweep.enqueue_trial({vocab.RUN_ID: spec.run_id, vocab.ATTEMPT: 1},
-                                  user_attrs={vocab.RUN_ID: spec.run_id, vocab.ATTEMPT: 1, "spec": spec.to_json()})
+        store.sweep.enqueue_trial(
+            {vocab.RUN_ID: spec.run_id, vocab.ATTEMPT: 1},
+            user_attrs={vocab.RUN_ID: spec.run_id, vocab.ATTEMPT: 1, "spec": spec.to_json()},
+        )
     first = store.claim_next()
     assert first.trial.number == 0
     assert store.claim_next() is None  # the copy is set aside, not handed out
@@ -46,8 +48,10 @@ def test_two_runs_of_one_sweep_at_once_cooperate_and_train_each_run_once(tmp_pat
     write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "sweep", "run", "grid.yaml"]
-    procs = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert all("Traceback" not in err for _, err in outputs)
@@ -88,8 +92,9 @@ def test_a_full_disk_stops_the_sweep_with_advice_and_the_store_reopens(tmp_path:
     assert len(completions) == 6 and completions.eq(1).all()
 
 
-def test_a_store_from_a_newer_version_is_refused_and_left_alone(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_from_a_newer_version_is_refused_and_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_grid(tmp_path, TINY_GRID)
     journal = tmp_path / "results" / "tiny" / vocab.JOURNAL_FILE
     store = Store.open(journal, "tiny")
@@ -108,7 +113,9 @@ def test_a_store_from_a_newer_version_is_refused_and_left_alone(tmp_path: Path, 
 
 @pytest.mark.slow
 def test_four_workers_on_one_journal_train_every_run_exactly_once(tmp_path: Path) -> None:
-    write_grid(tmp_path, """\
+    write_grid(
+        tmp_path,
+        """\
         name: load
         seeds: [0]
         base:
@@ -116,19 +123,22 @@ def test_four_workers_on_one_journal_train_every_run_exactly_once(tmp_path: Path
           train: {epochs: 1, batch_size: 8}
         grid:
           data.seed: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
-    """)
+    """,
+    )
     result = run_cli("run", "grid.yaml", "--workers", "4", cwd=tmp_path, timeout=900)
     assert result.returncode == 0, result.stderr
     completions = _completions(tmp_path / "results" / "load" / vocab.JOURNAL_FILE, "load")
     assert len(completions) == 16 and completions.eq(1).all()
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
-        str(tmp_path / "results" / "load" / vocab.JOURNAL_FILE)))
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "results" / "load" / vocab.JOURNAL_FILE))
+    )
     workers = {t.user_attrs["worker_pid"] for t in optuna.load_study(study_name="load", storage=storage).get_trials()}
     assert len(workers) >= 2  # the queue was shared (a slow-starting worker may find it empty)
 
 
-def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(tmp_path: Path, tf_replicas: None,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
+    tmp_path: Path, tf_replicas: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An error inside epoch 2 (here injected into the evaluation) fails the run; epoch 1 stays recorded,
     and the next run of the same worker builds a fresh model instead of reusing the broken one's."""
     from sweep import train, worker
@@ -173,12 +183,16 @@ def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Pat
         said.append(event)
         if isinstance(event, events.EpochDone):
             trial = other.sweep.get_trials()[claim.trial.number]
-            assert other.requeue(replace(claim, trial=internals.handle(other.sweep, trial), study=other.sweep),
-                                 "presumed dead (test)")
+            assert other.requeue(
+                replace(claim, trial=internals.handle(other.sweep, trial), study=other.sweep), "presumed dead (test)"
+            )
 
     assert worker.run_one(store, claim, presumed_dead_after_epoch_one) == (vocab.INTERRUPTED, False)
     assert isinstance(said[-1], events.RunInterrupted) and "queued the run again" in said[-1].reason
-    attempts = {t.user_attrs[vocab.ATTEMPT]: t.state for t in store.sweep.get_trials()
-                if t.user_attrs[vocab.RUN_ID] == claim.spec.run_id}
+    attempts = {
+        t.user_attrs[vocab.ATTEMPT]: t.state
+        for t in store.sweep.get_trials()
+        if t.user_attrs[vocab.RUN_ID] == claim.spec.run_id
+    }
     assert attempts == {1: optuna.trial.TrialState.FAIL, 2: optuna.trial.TrialState.WAITING}
     assert worker.run_one(store, store.claim_next(), said.append)[0] == vocab.DONE  # the worker goes on

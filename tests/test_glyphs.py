@@ -187,7 +187,12 @@ def test_rendering_is_fast() -> None:
 @pytest.mark.slow
 def test_module_does_not_import_tensorflow() -> None:
     """A fresh process (this one has TensorFlow loaded): importing the renderer loads no TensorFlow or Keras."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import sweep.glyphs"],
-                          cwd=Path(glyphs.__file__).parents[1], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import sweep.glyphs"],
+        cwd=Path(glyphs.__file__).parents[1],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in done.stderr.splitlines()}
     assert "sweep" in imported and not imported & {"tensorflow", "keras"}

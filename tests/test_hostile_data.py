@@ -66,13 +66,29 @@ def error_without_root_powers(cfg: DataConfig) -> str:
             raw_arrays(cfg)
         return str(info.value)
     if not shutil.which("setpriv"):
-        pytest.fail("running as root without setpriv (util-linux): cannot test unreadable files, since chmod 000 "
-                    "does not block root's reads")
-    code = ("import json, sys\nfrom sweep.config import DataConfig\nfrom sweep.data import DataError, raw_arrays\n"
-            "try:\n    raw_arrays(DataConfig(**json.loads(sys.argv[1])))\nexcept DataError as err:\n    print(err)\n")
-    child = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search", sys.executable, "-c", code,
-                            json.dumps(dataclasses.asdict(cfg))], capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "PYTHONPATH": str(REPO)})
+        pytest.fail(
+            "running as root without setpriv (util-linux): cannot test unreadable files, since chmod 000 "
+            "does not block root's reads"
+        )
+    code = (
+        "import json, sys\nfrom sweep.config import DataConfig\nfrom sweep.data import DataError, raw_arrays\n"
+        "try:\n    raw_arrays(DataConfig(**json.loads(sys.argv[1])))\nexcept DataError as err:\n    print(err)\n"
+    )
+    child = subprocess.run(
+        [
+            "setpriv",
+            "--bounding-set",
+            "-dac_override,-dac_read_search",
+            sys.executable,
+            "-c",
+            code,
+            json.dumps(dataclasses.asdict(cfg)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     if child.returncode != 0 and "setpriv" in child.stderr:
         pytest.fail(f"cannot drop root's file-permission override here: {child.stderr.strip()}")
     assert child.returncode == 0, child.stderr
@@ -113,9 +129,11 @@ def test_an_unreadable_class_folder_is_an_error_naming_it(tmp_path: Path) -> Non
 def test_a_folder_named_like_an_image_is_an_error(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     (root / "cat" / "9.png").mkdir()
-    assert folder_error(root) == (f"data.path {root / 'cat' / '9.png'}: a folder inside a class folder; images must "
-                                  f"sit directly in the class folder (nested folders are not read, so their images "
-                                  f"would be missing)")
+    assert folder_error(root) == (
+        f"data.path {root / 'cat' / '9.png'}: a folder inside a class folder; images must "
+        f"sit directly in the class folder (nested folders are not read, so their images "
+        f"would be missing)"
+    )
 
 
 def test_a_nested_folder_of_images_is_an_error_not_silently_dropped(tmp_path: Path) -> None:
@@ -134,8 +152,10 @@ def test_a_truncated_png_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_a_text_file_named_png_is_an_error_naming_it(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     (root / "cat" / "notes.png").write_text("not an image")
-    assert folder_error(root) == (f"data.path {root / 'cat' / 'notes.png'}: cannot read this image: "
-                                  f"cannot identify image file '{root / 'cat' / 'notes.png'}'")
+    assert folder_error(root) == (
+        f"data.path {root / 'cat' / 'notes.png'}: cannot read this image: "
+        f"cannot identify image file '{root / 'cat' / 'notes.png'}'"
+    )
 
 
 def test_a_fifo_named_png_is_an_error_not_a_hang(tmp_path: Path) -> None:
@@ -164,19 +184,23 @@ def test_an_empty_class_folder_is_an_error_naming_it(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d", ("cat", "dog", "fox"))
     for f in (root / "fox").iterdir():
         f.unlink()
-    assert folder_error(root) == (f"data.path {root / 'fox'}: class folder holds no images "
-                                  f"(.png .jpg .jpeg .bmp .gif .webp)")
+    assert folder_error(root) == (
+        f"data.path {root / 'fox'}: class folder holds no images (.png .jpg .jpeg .bmp .gif .webp)"
+    )
     (root / "fox" / "notes.txt").write_text("todo")
     assert folder_error(root).endswith("(.png .jpg .jpeg .bmp .gif .webp); 1 other file(s) skipped")
 
 
 def test_a_single_class_is_an_error(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d", ("cat",))
-    assert folder_error(root) == (f"data.path {root}: found 1 class folder(s) (only 'cat'); a classifier needs at "
-                                  f"least 2, one sub-folder per class")
+    assert folder_error(root) == (
+        f"data.path {root}: found 1 class folder(s) (only 'cat'); a classifier needs at "
+        f"least 2, one sub-folder per class"
+    )
     assert folder_error(root / "cat") == (
         f"data.path {root / 'cat'}: found 0 class folder(s) (none); a classifier needs at least 2, one sub-folder per "
-        f"class; it holds images itself: is it one class folder? point data.path at the folder above it")
+        f"class; it holds images itself: is it one class folder? point data.path at the folder above it"
+    )
     two = dataset(tmp_path / "two")
     assert folder_error(two, classes=1) == f"data.path {two}: data.classes is 1; a classifier needs at least 2 classes"
 
@@ -185,9 +209,11 @@ def test_a_link_to_an_image_outside_the_folder_is_refused(tmp_path: Path) -> Non
     root = dataset(tmp_path / "d")
     outside = image(tmp_path / "elsewhere" / "secret.png")
     (root / "cat" / "linked.png").symlink_to(outside)
-    assert folder_error(root) == (f"data.path {root / 'cat' / 'linked.png'}: a link to {outside}, outside data.path "
-                                  f"{root}; copy the files in instead (a dataset is what is under its folder, so runs "
-                                  f"stay reproducible)")
+    assert folder_error(root) == (
+        f"data.path {root / 'cat' / 'linked.png'}: a link to {outside}, outside data.path "
+        f"{root}; copy the files in instead (a dataset is what is under its folder, so runs "
+        f"stay reproducible)"
+    )
 
 
 def test_a_linked_class_folder_outside_the_folder_is_refused(tmp_path: Path) -> None:
@@ -229,48 +255,100 @@ def npz_error(path: Path, **changes) -> str:
         raw_arrays(DataConfig(**{"dataset": "npz", "path": str(path), "image_size": 8, **changes}))
     message = str(info.value)
     assert len(message.splitlines()) == 1 and message.startswith(f"data.path {path}: ")
-    return message[len(f"data.path {path}: "):]
+    return message[len(f"data.path {path}: ") :]
 
 
 X = RNG.integers(0, 256, (20, 8, 8), dtype=np.uint8)
 Y = np.repeat([0, 1], 10)
 
 
-@pytest.mark.parametrize("arrays, expected", [
-    ({"x": X}, "missing array(s) ['y']; expected x (N,H,W[,C]) and y (N,), found ['x']"),
-    ({"images": X, "labels": Y}, "missing array(s) ['x', 'y']; expected x (N,H,W[,C]) and y (N,), found ['images', "
-                                 "'labels']"),
-    ({"x": X, "y": Y[:15]}, "array y has 15 labels but x has 20 images; they must match row for row"),
-    ({"x": X.astype(str), "y": Y}, "array x has dtype <U3; expected uint8 (0..255), another integer type with values "
-                                   "in 0..255, or float (0..1 or 0..255)"),
-    ({"x": X.astype(np.complex64), "y": Y}, "array x has dtype complex64; expected uint8 (0..255), another integer "
-                                            "type with values in 0..255, or float (0..1 or 0..255)"),
-    ({"x": (X - 128.0) / 64.0, "y": Y}, "array x holds values in [-2, 1.98438]; expected 0..255, or 0..1 for floats; "
-                                        "standardised? save the raw pixels, the harness does its own preprocessing"),
-    ({"x": X * 1.5, "y": Y}, "array x holds values in [0, 382.5]; expected 0..255, or 0..1 for floats; standardised? "
-                             "save the raw pixels, the harness does its own preprocessing"),
-    ({"x": np.where(X > 250, np.nan, X / 255.0), "y": Y}, "array x holds NaN or infinite values"),
-    ({"x": X.astype(np.uint16) * 257, "y": Y}, "array x holds values in [0, 65535]; expected 0..255, or 0..1 for "
-                                               "floats; 16-bit? scale to 0..255 first"),
-    ({"x": X.reshape(20, 64), "y": Y}, "array x has shape (20, 64); expected (N, H, W) or (N, H, W, C)"),
-    ({"x": X[:, None, :, :].repeat(3, axis=1), "y": Y}, "array x has shape (20, 3, 8, 8); the last axis must be 1 or "
-                                                        "3 channels; channels first? use np.moveaxis(x, 1, -1)"),
-    ({"x": X[..., None, None], "y": Y}, "array x has shape (20, 8, 8, 1, 1); expected (N, H, W) or (N, H, W, C)"),
-    ({"x": X[:0], "y": Y[:0]}, "array x has shape (0, 8, 8): no pixels"),
-    ({"x": X, "y": np.where(Y == 1, -1, 0)}, "array y holds 10 label(s) that are not whole numbers in [0, 2^31), "
-                                             "e.g. -1 at row 10 (-1 often marks unlabelled images: drop those rows)"),
-    ({"x": X, "y": Y + 0.5}, "array y holds 20 label(s) that are not whole numbers in [0, 2^31), e.g. 0.5 at row 0"),
-    ({"x": X, "y": Y * 2**40}, "array y holds 10 label(s) that are not whole numbers in [0, 2^31), e.g. "
-                               "1099511627776 at row 10"),
-    ({"x": X, "y": np.where(Y == 1, "dog", "cat")}, "array y has dtype <U3; expected integer class labels"),
-    ({"x": X, "y": np.eye(2)[Y]}, "array y has shape (20, 2); expected one class label per image, shape (N,); "
-                                  "one-hot? use y.argmax(axis=1)"),
-    ({"x": X, "y": np.zeros(20, int)}, "y holds 1 distinct label(s); a classifier needs at least 2"),
-], ids=["no-y", "wrong-names", "lengths", "strings", "complex", "standardised", "float-over-255", "nan", "16-bit",
-        "rank-2", "channels-first", "rank-5", "empty", "negative-labels", "fractional-labels", "huge-labels",
-        "string-labels", "one-hot", "one-class"])
-def test_bad_npz_contents_are_errors_naming_the_file_and_the_problem(tmp_path: Path, arrays: dict,
-                                                                      expected: str) -> None:
+@pytest.mark.parametrize(
+    "arrays, expected",
+    [
+        ({"x": X}, "missing array(s) ['y']; expected x (N,H,W[,C]) and y (N,), found ['x']"),
+        (
+            {"images": X, "labels": Y},
+            "missing array(s) ['x', 'y']; expected x (N,H,W[,C]) and y (N,), found ['images', 'labels']",
+        ),
+        ({"x": X, "y": Y[:15]}, "array y has 15 labels but x has 20 images; they must match row for row"),
+        (
+            {"x": X.astype(str), "y": Y},
+            "array x has dtype <U3; expected uint8 (0..255), another integer type with values "
+            "in 0..255, or float (0..1 or 0..255)",
+        ),
+        (
+            {"x": X.astype(np.complex64), "y": Y},
+            "array x has dtype complex64; expected uint8 (0..255), another integer "
+            "type with values in 0..255, or float (0..1 or 0..255)",
+        ),
+        (
+            {"x": (X - 128.0) / 64.0, "y": Y},
+            "array x holds values in [-2, 1.98438]; expected 0..255, or 0..1 for floats; "
+            "standardised? save the raw pixels, the harness does its own preprocessing",
+        ),
+        (
+            {"x": X * 1.5, "y": Y},
+            "array x holds values in [0, 382.5]; expected 0..255, or 0..1 for floats; standardised? "
+            "save the raw pixels, the harness does its own preprocessing",
+        ),
+        ({"x": np.where(X > 250, np.nan, X / 255.0), "y": Y}, "array x holds NaN or infinite values"),
+        (
+            {"x": X.astype(np.uint16) * 257, "y": Y},
+            "array x holds values in [0, 65535]; expected 0..255, or 0..1 for floats; 16-bit? scale to 0..255 first",
+        ),
+        ({"x": X.reshape(20, 64), "y": Y}, "array x has shape (20, 64); expected (N, H, W) or (N, H, W, C)"),
+        (
+            {"x": X[:, None, :, :].repeat(3, axis=1), "y": Y},
+            "array x has shape (20, 3, 8, 8); the last axis must be 1 or "
+            "3 channels; channels first? use np.moveaxis(x, 1, -1)",
+        ),
+        ({"x": X[..., None, None], "y": Y}, "array x has shape (20, 8, 8, 1, 1); expected (N, H, W) or (N, H, W, C)"),
+        ({"x": X[:0], "y": Y[:0]}, "array x has shape (0, 8, 8): no pixels"),
+        (
+            {"x": X, "y": np.where(Y == 1, -1, 0)},
+            "array y holds 10 label(s) that are not whole numbers in [0, 2^31), "
+            "e.g. -1 at row 10 (-1 often marks unlabelled images: drop those rows)",
+        ),
+        (
+            {"x": X, "y": Y + 0.5},
+            "array y holds 20 label(s) that are not whole numbers in [0, 2^31), e.g. 0.5 at row 0",
+        ),
+        (
+            {"x": X, "y": Y * 2**40},
+            "array y holds 10 label(s) that are not whole numbers in [0, 2^31), e.g. 1099511627776 at row 10",
+        ),
+        ({"x": X, "y": np.where(Y == 1, "dog", "cat")}, "array y has dtype <U3; expected integer class labels"),
+        (
+            {"x": X, "y": np.eye(2)[Y]},
+            "array y has shape (20, 2); expected one class label per image, shape (N,); one-hot? use y.argmax(axis=1)",
+        ),
+        ({"x": X, "y": np.zeros(20, int)}, "y holds 1 distinct label(s); a classifier needs at least 2"),
+    ],
+    ids=[
+        "no-y",
+        "wrong-names",
+        "lengths",
+        "strings",
+        "complex",
+        "standardised",
+        "float-over-255",
+        "nan",
+        "16-bit",
+        "rank-2",
+        "channels-first",
+        "rank-5",
+        "empty",
+        "negative-labels",
+        "fractional-labels",
+        "huge-labels",
+        "string-labels",
+        "one-hot",
+        "one-class",
+    ],
+)
+def test_bad_npz_contents_are_errors_naming_the_file_and_the_problem(
+    tmp_path: Path, arrays: dict, expected: str
+) -> None:
     assert npz_error(npz(tmp_path, **arrays)) == expected
 
 
@@ -289,8 +367,10 @@ def test_a_pickled_object_array_is_refused_and_never_unpickled(tmp_path: Path) -
     payload = np.empty(20, dtype=object)
     payload[:] = [_Payload(marker)] * 20
     path = npz(tmp_path, x=X, y=payload)  # np.savez pickles object arrays
-    assert npz_error(path) == ("array y holds Python objects (dtype object), which would have to be unpickled; refused "
-                               "(unpickling can run code): save plain numeric arrays")
+    assert npz_error(path) == (
+        "array y holds Python objects (dtype object), which would have to be unpickled; refused "
+        "(unpickling can run code): save plain numeric arrays"
+    )
     assert not marker.exists()
     np.load(path, allow_pickle=True)["y"]  # the file really is armed: loading it the unsafe way runs the payload
     assert marker.exists()
@@ -329,8 +409,13 @@ def test_accepted_npz_variants_load_to_the_same_grey_levels(tmp_path: Path) -> N
     cfg = DataConfig(dataset="npz", path=str(tmp_path / "d.npz"), image_size=8)
     npz(tmp_path, x=X, y=Y)
     reference = raw_arrays(cfg)
-    for arrays in ({"x": X / 255.0, "y": Y}, {"x": X.astype(np.float32), "y": Y}, {"x": X[..., None], "y": Y},
-                   {"x": X.astype(np.int32), "y": Y.astype(np.float64)}, {"x": X, "y": Y[:, None]}):
+    for arrays in (
+        {"x": X / 255.0, "y": Y},
+        {"x": X.astype(np.float32), "y": Y},
+        {"x": X[..., None], "y": Y},
+        {"x": X.astype(np.int32), "y": Y.astype(np.float64)},
+        {"x": X, "y": Y[:, None]},
+    ):
         npz(tmp_path, **arrays)
         loaded = raw_arrays(cfg)
         same = all(np.array_equal(a, b) for a, b in zip(reference[:4], loaded[:4], strict=True))
@@ -347,15 +432,20 @@ def test_rgb_npz_images_get_the_grey_levels_of_the_folder_dataset(tmp_path: Path
 @pytest.mark.slow
 def test_a_data_error_reaches_the_run_record_and_the_console_without_a_traceback(tmp_path: Path) -> None:
     path = npz(tmp_path, x=X, y=np.where(Y == 1, -1, 0))
-    write_grid(tmp_path, f"""
+    write_grid(
+        tmp_path,
+        f"""
         name: bad_npz
         base:
           data: {{dataset: npz, path: {path.name}, image_size: 9}}
           train: {{epochs: 1, batch_size: 4}}
-    """)
+    """,
+    )
     result = run_cli("run", "grid.yaml", cwd=tmp_path)  # one retry by default, not used on a data error
-    message = (f"data.path {path}: array y holds 10 label(s) that are not whole numbers in [0, 2^31), e.g. -1 at "
-               f"row 10 (-1 often marks unlabelled images: drop those rows)")
+    message = (
+        f"data.path {path}: array y holds 10 label(s) that are not whole numbers in [0, 2^31), e.g. -1 at "
+        f"row 10 (-1 often marks unlabelled images: drop those rows)"
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     assert f"FAILED: sweep.datafiles.DataError: {message}" in result.stdout + result.stderr

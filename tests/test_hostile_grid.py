@@ -33,8 +33,12 @@ REAL_TEXTS = [p.read_text(encoding="utf-8") for p in REAL_GRIDS]
 REAL_DOCS = [yaml.safe_load(text) for text in REAL_TEXTS]
 
 # Every key a grid file knows, so mutations often land on meaningful names.
-KNOWN_KEYS = [*config.TOP_LEVEL_KEYS, *config.SECTIONS, *config.field_docs(),
-              *(key.split(".")[1] for key in config.field_docs())]
+KNOWN_KEYS = [
+    *config.TOP_LEVEL_KEYS,
+    *config.SECTIONS,
+    *config.field_docs(),
+    *(key.split(".")[1] for key in config.field_docs()),
+]
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -64,15 +68,82 @@ def accepted_or_clean_error(text: str | bytes) -> None:
 
 # --- hostile values and structural mutations of the real files
 
-SPECIAL_STRINGS = ["", " ", ".", "..", "../x", "/abs", "a/b", "~", "~nosuchuser/x", "a\nb", "tab\there", "\u2028",
-                   "x\x00y", "é", "日本語", "🙂", "imgs", "d.npz", "grid.yaml", "glyphs120", "folder", "npz", "digits",
-                   "adam", "sgd", "linear", "sqrt", "steps", "epochs", "none", "scale", "yes", "null", "1e3", "0x10"]
-SPECIAL_NUMBERS = [0, 1, -1, -4, 2, 3, 7, 8, 64, 2**31, 2**63, 2**64 + 1, 10**300, 10**400, -(10**400), 0.0, -0.0,
-                   0.5, 1.0, 1.5, 0.999999, 1e-320, 1e308, -1e308, math.inf, -math.inf, math.nan]
+SPECIAL_STRINGS = [
+    "",
+    " ",
+    ".",
+    "..",
+    "../x",
+    "/abs",
+    "a/b",
+    "~",
+    "~nosuchuser/x",
+    "a\nb",
+    "tab\there",
+    "\u2028",
+    "x\x00y",
+    "é",
+    "日本語",
+    "🙂",
+    "imgs",
+    "d.npz",
+    "grid.yaml",
+    "glyphs120",
+    "folder",
+    "npz",
+    "digits",
+    "adam",
+    "sgd",
+    "linear",
+    "sqrt",
+    "steps",
+    "epochs",
+    "none",
+    "scale",
+    "yes",
+    "null",
+    "1e3",
+    "0x10",
+]
+SPECIAL_NUMBERS = [
+    0,
+    1,
+    -1,
+    -4,
+    2,
+    3,
+    7,
+    8,
+    64,
+    2**31,
+    2**63,
+    2**64 + 1,
+    10**300,
+    10**400,
+    -(10**400),
+    0.0,
+    -0.0,
+    0.5,
+    1.0,
+    1.5,
+    0.999999,
+    1e-320,
+    1e308,
+    -1e308,
+    math.inf,
+    -math.inf,
+    math.nan,
+]
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20),
-    st.sampled_from(SPECIAL_STRINGS), st.sampled_from(SPECIAL_NUMBERS), st.dates(),
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=20),
+    st.sampled_from(SPECIAL_STRINGS),
+    st.sampled_from(SPECIAL_NUMBERS),
+    st.dates(),
 )
 keys = st.one_of(st.sampled_from(KNOWN_KEYS), st.text(max_size=12), st.integers(-3, 3), st.none(), st.booleans())
 values = st.recursive(
@@ -145,7 +216,7 @@ def mutated_bytes(draw: st.DrawFn) -> bytes:
             data = data[:at] + draw(st.binary(min_size=1, max_size=8)) + data[at:]
         elif operation == "overwrite":
             chunk = draw(st.binary(min_size=1, max_size=8))
-            data = data[:at] + chunk + data[at + len(chunk):]
+            data = data[:at] + chunk + data[at + len(chunk) :]
         elif operation == "truncate":
             data = data[:at]
         elif operation == "invalid-utf8":
@@ -154,7 +225,7 @@ def mutated_bytes(draw: st.DrawFn) -> bytes:
         elif operation == "duplicate-line":  # duplicate keys: YAML would silently keep the last
             lines = data.split(b"\n")
             i = draw(st.integers(0, len(lines) - 1))
-            data = b"\n".join(lines[: i + 1] + [lines[i]] + lines[i + 1:])
+            data = b"\n".join(lines[: i + 1] + [lines[i]] + lines[i + 1 :])
         else:  # deep nesting, up to far past the parser's recursion limit
             depth = draw(st.sampled_from([50, 500, 5000]))
             data += b"\nextra: " + b"[" * depth + b"]" * depth + b"\n"
@@ -174,14 +245,27 @@ def test_byte_mutations_of_real_grids_are_accepted_or_rejected_cleanly(data: byt
 @example(data=b"name: x\x00\n")
 @example(data=b"name: " + b"1" * 5000 + b"\n")  # an integer Python refuses to parse by default
 @example(data=b"name: x\nseeds: " + b"[" * 2000 + b"]" * 2000 + b"\n")
-@example(data=b"a: &a [1,2,3,4,5,6,7,8,9]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-              b"d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
-              b"f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
-              b"name: x\nbase: {train: {epochs: *g}}\n")  # "billion laughs": a repr of it would never end
-@example(data=b"name: x\ngrid:\n" + b"".join(f"  train.{k}: [{', '.join(str(v) for v in vs)}]\n".encode() for k, vs in [
-    ("batch_size", range(1, 41)), ("epochs", range(1, 41)), ("lr", [i / 1000 for i in range(1, 41)]),
-    ("optimizer", ["adam", "sgd", "momentum"])])
-              + b"  data.seed: [" + b", ".join(b"%d" % i for i in range(40)) + b"]\n")
+@example(
+    data=b"a: &a [1,2,3,4,5,6,7,8,9]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+    b"d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"
+    b"f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n"
+    b"name: x\nbase: {train: {epochs: *g}}\n"
+)  # "billion laughs": a repr of it would never end
+@example(
+    data=b"name: x\ngrid:\n"
+    + b"".join(
+        f"  train.{k}: [{', '.join(str(v) for v in vs)}]\n".encode()
+        for k, vs in [
+            ("batch_size", range(1, 41)),
+            ("epochs", range(1, 41)),
+            ("lr", [i / 1000 for i in range(1, 41)]),
+            ("optimizer", ["adam", "sgd", "momentum"]),
+        ]
+    )
+    + b"  data.seed: ["
+    + b", ".join(b"%d" % i for i in range(40))
+    + b"]\n"
+)
 def test_random_bytes_are_accepted_or_rejected_cleanly(data: bytes) -> None:
     accepted_or_clean_error(data)
 
@@ -199,16 +283,20 @@ def test_grid_files_are_parsed_with_a_safe_loader_only() -> None:
     assert issubclass(gridyaml.SafeLoader, yaml.SafeLoader)
 
 
-@pytest.mark.parametrize("tag", [
-    "!!python/object/apply:os.system",
-    "!!python/object/new:os.system",
-    "!!python/name:os.system",
-    "!<tag:yaml.org,2002:python/object/apply:os.system>",
-])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        "!!python/object/apply:os.system",
+        "!!python/object/new:os.system",
+        "!!python/name:os.system",
+        "!<tag:yaml.org,2002:python/object/apply:os.system>",
+    ],
+)
 def test_python_tags_are_refused_and_never_run(tmp_path: Path, tag: str) -> None:
     write_grid(tmp_path, f'name: x\nbase: {tag} ["touch PWNED"]\n')
-    with pytest.raises(ConfigError,
-                       match=r"^grid\.yaml: line 2, column 7: YAML error: could not determine a constructor"):
+    with pytest.raises(
+        ConfigError, match=r"^grid\.yaml: line 2, column 7: YAML error: could not determine a constructor"
+    ):
         load_grid(tmp_path / "grid.yaml")
     assert not (tmp_path / "PWNED").exists()
 
@@ -217,29 +305,35 @@ def test_duplicate_keys_are_an_error_not_last_one_wins(tmp_path: Path) -> None:
     write_grid(tmp_path, "name: x\ngrid:\n  train.batch_size: [8]\n  train.batch_size: [64]\n")
     with pytest.raises(ConfigError) as info:
         load_grid(tmp_path / "grid.yaml")
-    assert str(info.value) == ("grid.yaml: line 4, column 3: YAML error: duplicate key 'train.batch_size' "
-                               "(YAML would keep only the last one)")
+    assert str(info.value) == (
+        "grid.yaml: line 4, column 3: YAML error: duplicate key 'train.batch_size' (YAML would keep only the last one)"
+    )
     # A key merged in with << may be overridden: that is what merging is for.
     write_grid(tmp_path, "name: x\nvariants:\n  - {}\n  - <<: {train.lr: 0.1, train.epochs: 3}\n    train.lr: 0.2\n")
     assert load_grid(tmp_path / "grid.yaml").variants[1] == (("train.lr", 0.2), ("train.epochs", 3))
 
 
-@pytest.mark.parametrize("name", ["../x", "/abs", "a/b", ".", "..", "", "x\n", "x/", "a\\b", " x", "x y",
-                                  "é", None, 7, ["x"]])
+@pytest.mark.parametrize(
+    "name", ["../x", "/abs", "a/b", ".", "..", "", "x\n", "x/", "a\\b", " x", "x y", "é", None, 7, ["x"]]
+)
 def test_a_sweep_name_cannot_escape_the_results_folder(tmp_path: Path, name: Any) -> None:
     write_grid(tmp_path, yaml.safe_dump({"name": name}))
     with pytest.raises(ConfigError) as info:
         load_grid(tmp_path / "grid.yaml")
     message = str(info.value)
-    assert message.startswith("grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results "
-                              "folder), got ")
+    assert message.startswith(
+        "grid.yaml: name: must be letters, digits, '_', '.' or '-' (it names the results folder), got "
+    )
     assert len(message.splitlines()) == 1
 
 
 def test_a_sweep_name_is_at_most_100_characters(tmp_path: Path) -> None:
     write_grid(tmp_path, f"name: {'n' * 101}\n")
-    with pytest.raises(ConfigError, match=r"^grid\.yaml: name: must be at most 100 characters \(it names the "
-                                          r"results folder\), got 'n{27}\.\.\.n{28}'$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^grid\.yaml: name: must be at most 100 characters \(it names the "
+        r"results folder\), got 'n{27}\.\.\.n{28}'$",
+    ):
         load_grid(tmp_path / "grid.yaml")
 
 
@@ -258,24 +352,31 @@ def test_the_default_name_from_the_file_name_is_checked_too(tmp_path: Path) -> N
 def test_a_grid_of_millions_of_runs_is_refused_before_it_is_built(tmp_path: Path) -> None:
     axis = "[" + ", ".join(str(i) for i in range(1, 101)) + "]"
     write_grid(tmp_path, f"name: x\ngrid: {{train.batch_size: {axis}, train.epochs: {axis}, data.seed: {axis}}}\n")
-    with pytest.raises(ConfigError, match=r"^grid\.yaml: grid: makes 1000000 runs \(1000000 points x 1 seeds\); "
-                                          r"at most 100000"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^grid\.yaml: grid: makes 1000000 runs \(1000000 points x 1 seeds\); "
+        r"at most 100000",
+    ):
         load_grid(tmp_path / "grid.yaml")
 
 
 # --- the command line: exit 2, one line on stderr, no traceback, nothing written or run
 
 
-@pytest.mark.parametrize("content", [
-    b'name: x\nbase: !!python/object/apply:os.system ["touch PWNED"]\n',
-    b"name: x\nbase: {train: {epochs: 1}}\n\xff\xfe\n",
-    b"name: x\nseeds: " + b"[" * 3000 + b"]" * 3000 + b"\n",
-    b"name: x\nbase: {train: {lr: " + b"9" * 5000 + b"}}\n",
-    b"name: ../../etc\n",
-], ids=["python-tag", "invalid-utf8", "deep-nesting", "huge-integer", "escaping-name"])
-def test_cli_plan_rejects_hostile_files_with_exit_2_and_no_traceback(tmp_path: Path, content: bytes,
-                                                                     monkeypatch: pytest.MonkeyPatch,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'name: x\nbase: !!python/object/apply:os.system ["touch PWNED"]\n',
+        b"name: x\nbase: {train: {epochs: 1}}\n\xff\xfe\n",
+        b"name: x\nseeds: " + b"[" * 3000 + b"]" * 3000 + b"\n",
+        b"name: x\nbase: {train: {lr: " + b"9" * 5000 + b"}}\n",
+        b"name: ../../etc\n",
+    ],
+    ids=["python-tag", "invalid-utf8", "deep-nesting", "huge-integer", "escaping-name"],
+)
+def test_cli_plan_rejects_hostile_files_with_exit_2_and_no_traceback(
+    tmp_path: Path, content: bytes, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "grid.yaml").write_bytes(content)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["plan", "grid.yaml"]) == 2

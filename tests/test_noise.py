@@ -51,16 +51,19 @@ def test_keras_gradients_of_a_linear_model_recover_the_known_noise_scale() -> No
 
 
 def test_measuring_records_the_noise_scale_and_changes_nothing_else(tf_replicas: None) -> None:
-    point = PointConfig(data=DataConfig(dataset="glyphs120", classes=4, samples_per_class=10, image_size=12),
-                        train=TrainConfig(epochs=2, batch_size=8))
+    point = PointConfig(
+        data=DataConfig(dataset="glyphs120", classes=4, samples_per_class=10, image_size=12),
+        train=TrainConfig(epochs=2, batch_size=8),
+    )
     spec = RunSpec(sweep="t", seed=0, point=point, varying=(("seed", 0),))
     plain = [r.to_dict() for r in Run(spec).epochs()]
     measured_spec = dataclasses.replace(spec, point=point.with_value("train.noise_scale", True))
     measured = [r.to_dict() for r in Run(measured_spec).epochs()]
     assert all(k not in plain[0] for k in vocab.NOISE_METRICS)  # off: records exactly as before
     timing = ("epoch_seconds", "samples_per_second", *vocab.NOISE_METRICS)
-    assert [{k: v for k, v in r.items() if k not in timing} for r in measured] == \
-           [{k: v for k, v in r.items() if k not in timing} for r in plain]
+    assert [{k: v for k, v in r.items() if k not in timing} for r in measured] == [
+        {k: v for k, v in r.items() if k not in timing} for r in plain
+    ]
     for record in measured:
         assert record[vocab.NOISE_SCALE] == pytest.approx(record[vocab.GRAD_NOISE_TRACE] / record[vocab.GRAD_NORM_SQ])
         assert record[vocab.GRAD_NOISE_TRACE] > 0

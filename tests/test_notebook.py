@@ -9,11 +9,13 @@ from nbclient import NotebookClient
 
 NOTEBOOK = REPO / "notebooks" / "review.ipynb"
 
+
 def test_review_notebook_executes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BATCHSWEEP_RESULTS", str(REPO / "tests" / "fixtures" / "fx_bs"))
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+    ).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     text = "\n".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "fx_bs: 9 runs, statuses {'done': 9}" in text

@@ -45,8 +45,9 @@ def test_ids_are_stable_and_change_with_any_value(tmp_path: Path) -> None:
 
 def test_the_sweep_name_does_not_change_ids(tmp_path: Path) -> None:
     renamed = GRID.replace("name: p", "name: q")
-    assert [r.run_id for r in plan(load_grid(write_grid(tmp_path, GRID)))] == \
-           [r.run_id for r in plan(load_grid(write_grid(tmp_path, renamed)))]
+    assert [r.run_id for r in plan(load_grid(write_grid(tmp_path, GRID)))] == [
+        r.run_id for r in plan(load_grid(write_grid(tmp_path, renamed)))
+    ]
 
 
 def test_spec_round_trips_through_json(tmp_path: Path) -> None:
@@ -69,9 +70,11 @@ def test_plan_command_lists_runs_and_count(tmp_path: Path, capsys: pytest.Captur
 
 @pytest.mark.slow  # a fresh interpreter: this process has TensorFlow loaded already
 def test_light_modules_do_not_import_tensorflow() -> None:
-    code = ("import sys, sweep.plan, sweep.config, sweep.keys, sweep.rules, sweep.store, sweep.cli, "
-            "sweep.coordinator, sweep.worker; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))")
+    code = (
+        "import sys, sweep.plan, sweep.config, sweep.keys, sweep.rules, sweep.store, sweep.cli, "
+        "sweep.coordinator, sweep.worker; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -87,8 +90,10 @@ def committed_sweeps() -> list[tuple[Path, Path]]:
     """(grid file, its runs.csv) for every committed experiment and test fixture with results."""
     experiments = sorted(REPO.glob("experiments/*.yaml"))
     pairs = [(grid, REPO / "results" / load_grid(grid).name / "runs.csv") for grid in experiments]
-    pairs += [(grid, REPO / "tests" / "fixtures" / grid.stem / "runs.csv")
-              for grid in sorted((REPO / "tests" / "fixtures" / "grids").glob("*.yaml"))]
+    pairs += [
+        (grid, REPO / "tests" / "fixtures" / grid.stem / "runs.csv")
+        for grid in sorted((REPO / "tests" / "fixtures" / "grids").glob("*.yaml"))
+    ]
     return [(grid, runs) for grid, runs in pairs if runs.exists()]
 
 
@@ -105,8 +110,11 @@ def test_every_committed_result_keeps_its_run_id() -> None:
         groups = {g.group_id: g for g in search_groups(grid)}
         for _, row in stored[role != "grid"].iterrows():
             group = groups[row["search_group"]]
-            spec = (at_lr(group.template, row["train.lr"]) if row["role"] == "search"
-                    else next(r for r in group.tuned_runs(row["train.lr"], grid.seeds) if r.seed == row["seed"]))
+            spec = (
+                at_lr(group.template, row["train.lr"])
+                if row["role"] == "search"
+                else next(r for r in group.tuned_runs(row["train.lr"], grid.seeds) if r.seed == row["seed"])
+            )
             assert spec.run_id == row["run_id"], grid_path.name
         checked += len(stored)
     assert checked >= 130  # every experiment with results and every fixture was read

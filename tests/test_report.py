@@ -55,9 +55,14 @@ def verdicts(out: Path) -> dict[str, str]:
 def test_known_verdicts_on_the_fixtures(combined: Path) -> None:
     assert verdicts(combined) == {
         "C1": "contradicted",  # tiny data: batch 8's gap is large too
-        "C2": "supported", "C3": "contradicted",
-        "C4": "inconclusive", "C5": "inconclusive", "C6": "inconclusive",
-        "C7": "inconclusive", "C8": "inconclusive", "C9": "inconclusive",
+        "C2": "supported",
+        "C3": "contradicted",
+        "C4": "inconclusive",
+        "C5": "inconclusive",
+        "C6": "inconclusive",
+        "C7": "inconclusive",
+        "C8": "inconclusive",
+        "C9": "inconclusive",
     }
 
 
@@ -65,8 +70,13 @@ def test_c2_numbers_match_the_raw_rows(summary: pd.DataFrame) -> None:
     raw = pd.read_csv(FIXTURES / "fx_causes" / vocab.EPOCHS_CSV)
     at2 = raw[raw["epoch"] == 2]
     imbalanced = at2[at2["data.imbalance"] == 0.95].set_index("seed")["gap"]
-    default = (at2["data.imbalance"] == 0.0) & at2["data.shuffle"] & (at2["data.preprocess_mismatch"] == "none") \
-        & (at2["model.width"] == 1.0) & (at2["data.samples_per_class"] == 20)
+    default = (
+        (at2["data.imbalance"] == 0.0)
+        & at2["data.shuffle"]
+        & (at2["data.preprocess_mismatch"] == "none")
+        & (at2["model.width"] == 1.0)
+        & (at2["data.samples_per_class"] == 20)
+    )
     base = at2[default].set_index("seed")["gap"]
     diffs = (imbalanced - base).to_numpy()
     finding = by_id("C2").evaluate(summary)
@@ -145,12 +155,24 @@ def test_figures_are_redrawn_only_when_their_data_changes(tmp_path: Path) -> Non
 
 
 def test_report_files(combined: Path) -> None:
-    for name in ("report.md", "report.html", "tables/curves.csv", "tables/gaps.csv",
-                 "tables/run_summary.csv", "tables/claims.csv"):
+    for name in (
+        "report.md",
+        "report.html",
+        "tables/curves.csv",
+        "tables/gaps.csv",
+        "tables/run_summary.csv",
+        "tables/claims.csv",
+    ):
         assert (combined / name).is_file(), name
     figures = sorted(p.name for p in (combined / "figures").glob("*.png"))
-    assert figures == ["fx_bs-accuracy_curves.png", "fx_bs-final_val_acc.png", "fx_bs-gap_curves.png",
-                       "fx_bs-speed.png", "fx_causes-toggles.png", "fx_gpus-gpus_curves.png"]
+    assert figures == [
+        "fx_bs-accuracy_curves.png",
+        "fx_bs-final_val_acc.png",
+        "fx_bs-gap_curves.png",
+        "fx_bs-speed.png",
+        "fx_causes-toggles.png",
+        "fx_gpus-gpus_curves.png",
+    ]
     assert not list((combined / "figures").glob("*.svg"))  # SVG on request only (--svg)
     md = (combined / "report.md").read_text()
     assert "| C2 | imbalanced training classes" in md and "| supported |" in md
@@ -187,10 +209,24 @@ def test_html_renders_in_headless_chromium(combined: Path, tmp_path: Path) -> No
     page = tmp_path / "page.html"  # a copy with a probe script; the report itself has no scripts
     page.write_text((combined / "report.html").read_text().replace("</body>", IMAGE_PROBE + "</body>"))
     done = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-         "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     probe = re.search(r'<div id="probe" data-total="(\d+)" data-loaded="(\d+)" data-tables="(\d+)"', done.stdout)
     assert probe, done.stderr[-2000:]
     total, loaded, tables = map(int, probe.groups())

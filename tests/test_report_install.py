@@ -26,21 +26,29 @@ def test_an_installed_copy_rebuilds_the_article_report(tmp_path: Path) -> None:
         shutil.copy(REPO / name, source / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     # no build isolation: the venv's setuptools builds it, with no index needed
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)],
-                   check=True, timeout=300)
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)],
+        check=True,
+        timeout=300,
+    )
     (wheel,) = (tmp_path / "dist").glob("batchsweep-*.whl")
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(tmp_path / "site"), str(wheel)],
-                   check=True, timeout=300)
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(tmp_path / "site"), str(wheel)], check=True, timeout=300
+    )
 
     elsewhere = tmp_path / "elsewhere"  # no sweep/ and no experiments/ here
     elsewhere.mkdir()
-    shutil.copytree(REPO / "results" / "article", elsewhere / "article",
-                    ignore=shutil.ignore_patterns("figures", "tables", "report.*", "journal.log"))
+    shutil.copytree(
+        REPO / "results" / "article",
+        elsewhere / "article",
+        ignore=shutil.ignore_patterns("figures", "tables", "report.*", "journal.log"),
+    )
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}  # before the venv's editable finder
 
     def python(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, *args], cwd=elsewhere, env=env, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run(
+            [sys.executable, *args], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
+        )
 
     where = python("-c", "import sweep; print(sweep.__file__)")
     assert Path(where.stdout.strip()) == tmp_path / "site" / "sweep" / "__init__.py", where.stderr

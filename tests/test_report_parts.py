@@ -40,8 +40,11 @@ def test_a_claims_named_values_come_from_its_data() -> None:
 @pytest.mark.parametrize("recorded", ["no column", "empty cells"])
 def test_the_batchnorm_momentum_of_runs_without_one_is_the_control_default(recorded: str) -> None:
     summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
-    summary = summary.drop(columns="model.bn_momentum") if recorded == "no column" \
+    summary = (
+        summary.drop(columns="model.bn_momentum")
+        if recorded == "no column"
         else summary.assign(**{"model.bn_momentum": float("nan")})
+    )
     (note,) = by_id("C1").evaluate(summary).notes
     assert f"with momentum {an.CONTROL_DEFAULTS['model.bn_momentum']:g} " in note and "0.99^4 = 0.96" in note
 
@@ -72,8 +75,15 @@ def test_markdown_and_html_render_the_same_blocks(tmp_path: Path) -> None:
     doc.p("Use `--out` <here>.")
     doc.table(("a|b", "c"), [("1", "x\ny")])
     md = to_markdown(doc, tmp_path)
-    assert md.splitlines() == ["## C1: supported", "", "Use `--out` <here>.", "", "| a\\|b | c |", "|---|---|",
-                               "| 1 | x y |"]
+    assert md.splitlines() == [
+        "## C1: supported",
+        "",
+        "Use `--out` <here>.",
+        "",
+        "| a\\|b | c |",
+        "|---|---|",
+        "| 1 | x y |",
+    ]
     page = to_html(doc)
     assert '<h2>C1: <span class="supported">supported</span></h2>' in page
     assert "<p>Use <code>--out</code> &lt;here&gt;.</p>" in page
@@ -93,8 +103,11 @@ def test_a_run_kept_from_an_older_folder_pairs_with_newer_runs(tmp_path: Path) -
     """The older folder has no control columns (written before they existed); the newer one has them at
     their defaults. The 1-device runs are kept from the older folder and must still pair with 2 replicas."""
     _with_columns(FIXTURES / "fx_gpus", tmp_path / "old", keep="g1-")
-    _with_columns(FIXTURES / "fx_gpus", tmp_path / "new", **{"train.lr_scaling": "none", "train.budget": "epochs",
-                                                             "train.warmup_epochs": 0.0})
+    _with_columns(
+        FIXTURES / "fx_gpus",
+        tmp_path / "new",
+        **{"train.lr_scaling": "none", "train.budget": "epochs", "train.warmup_epochs": 0.0},
+    )
     results = an.load([tmp_path / "old", tmp_path / "new"])
     ones = results.epochs[results.epochs[an.GPUS] == 1]
     assert set(ones[an.SOURCE]) == {str(tmp_path / "old")}

@@ -42,8 +42,14 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _sweep(*args: str, cwd: Path, **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sweep", *args], cwd=cwd, env=_env(**env),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sweep", *args],
+        cwd=cwd,
+        env=_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _wait_for_running_epoch(study_of, timeout: float = 180) -> optuna.trial.FrozenTrial:
@@ -110,8 +116,17 @@ def postgres_url():
         shutil.chown(folder, "postgres")
     run = lambda *cmd: subprocess.run([*as_pg, *map(str, cmd)], check=True, capture_output=True)  # noqa: E731
     run(PG_BIN / "initdb", "-D", data, "-A", "trust", "-U", "postgres")
-    run(PG_BIN / "pg_ctl", "-D", data, "-l", folder / "log", "-w", "start",
-        "-o", f"-p {port} -k {folder} -c listen_addresses=127.0.0.1")
+    run(
+        PG_BIN / "pg_ctl",
+        "-D",
+        data,
+        "-l",
+        folder / "log",
+        "-w",
+        "start",
+        "-o",
+        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1",
+    )
     try:
         run(PG_BIN / "createdb", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "sweeps")
         yield f"postgresql://postgres@127.0.0.1:{port}/sweeps"
@@ -123,8 +138,9 @@ def postgres_url():
 @pytest.mark.slow
 def test_postgres_two_workers_one_killed_every_run_done_once(tmp_path: Path, postgres_url: str) -> None:
     write_grid(tmp_path, GRID)
-    enqueue = _sweep("run", "grid.yaml", "--storage", postgres_url, "--workers", "2", cwd=tmp_path,
-                     BATCHSWEEP_HEARTBEAT="1")
+    enqueue = _sweep(
+        "run", "grid.yaml", "--storage", postgres_url, "--workers", "2", cwd=tmp_path, BATCHSWEEP_HEARTBEAT="1"
+    )
     study_of = lambda: Store.open(postgres_url, "crash", create=False).sweep  # noqa: E731
     victim = _wait_for_running_epoch(study_of)
     os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
@@ -136,8 +152,11 @@ def test_postgres_two_workers_one_killed_every_run_done_once(tmp_path: Path, pos
     _assert_each_run_done_once(study, runs=4, epochs=3)
     killed = study.get_trials(deepcopy=False)[victim.number]
     assert killed.state == optuna.trial.TrialState.FAIL and status_of(killed) == vocab.INTERRUPTED
-    redone = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE
-              and t.user_attrs["run_id"] == victim.user_attrs["run_id"]]
+    redone = [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs["run_id"] == victim.user_attrs["run_id"]
+    ]
     assert redone[0].user_attrs["worker_pid"] != victim.user_attrs["worker_pid"]  # the survivor finished it
 
 
@@ -167,9 +186,11 @@ def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str, m
     url = postgres_url.replace("postgres@", f"postgres:{secret}@")  # trust auth accepts any password
     write_grid(tmp_path, TINY_GRID)
     (tmp_path / "store.url").write_text(url + "\n")
-    outputs = [run_cli("run", "grid.yaml", "--storage", url, cwd=tmp_path),
-               run_cli("status", "grid.yaml", "--storage", "@store.url", cwd=tmp_path),
-               run_cli("run", "grid.yaml", "--storage", url.replace("/sweeps", "/nosuchdb"), cwd=tmp_path)]
+    outputs = [
+        run_cli("run", "grid.yaml", "--storage", url, cwd=tmp_path),
+        run_cli("status", "grid.yaml", "--storage", "@store.url", cwd=tmp_path),
+        run_cli("run", "grid.yaml", "--storage", url.replace("/sweeps", "/nosuchdb"), cwd=tmp_path),
+    ]
     monkeypatch.setenv("BATCHSWEEP_STORAGE", url)  # the third way the README gives
     outputs.append(run_cli("status", "grid.yaml", cwd=tmp_path))
     assert outputs[0].returncode == 0 and outputs[1].returncode == 0, outputs[0].stderr + outputs[1].stderr

@@ -42,16 +42,26 @@ def test_search_block_is_read_with_defaults(tmp_path: Path) -> None:
     assert (search.trials, search.metric, search.seed, search.prune) == (4, "val_acc", 7, True)
 
 
-@pytest.mark.parametrize("search, expected", [
-    ("{lr: {low: 0.1, high: 0.01}}", "grid.yaml: search.lr: low must be less than high, got low=0.1, high=0.01"),
-    ("{lr: {low: 0, high: 0.1}}", "grid.yaml: search.lr.low: must be a number in (0, inf), got 0"),
-    ("{lr: {low: 1e-4, high: 0.1}, trails: 8}",
-     "grid.yaml: search.trails: unknown key; did you mean 'trials'? valid keys: lr, trials, metric, seed, prune"),
-    ("{lr: {low: 1e-4, high: 0.1}, metric: acc}",
-     "grid.yaml: search.metric: must be one of val_acc | val_loss, got 'acc'; did you mean 'val_acc'?"),
-    ("{trials: 8}", "grid.yaml: search: must be a mapping with at least lr: {low, high}, "
-                    "e.g. {lr: {low: 1e-4, high: 1e-1}, trials: 8}; got {'trials': 8}"),
-])
+@pytest.mark.parametrize(
+    "search, expected",
+    [
+        ("{lr: {low: 0.1, high: 0.01}}", "grid.yaml: search.lr: low must be less than high, got low=0.1, high=0.01"),
+        ("{lr: {low: 0, high: 0.1}}", "grid.yaml: search.lr.low: must be a number in (0, inf), got 0"),
+        (
+            "{lr: {low: 1e-4, high: 0.1}, trails: 8}",
+            "grid.yaml: search.trails: unknown key; did you mean 'trials'? valid keys: lr, trials, metric, seed, prune",
+        ),
+        (
+            "{lr: {low: 1e-4, high: 0.1}, metric: acc}",
+            "grid.yaml: search.metric: must be one of val_acc | val_loss, got 'acc'; did you mean 'val_acc'?",
+        ),
+        (
+            "{trials: 8}",
+            "grid.yaml: search: must be a mapping with at least lr: {low, high}, "
+            "e.g. {lr: {low: 1e-4, high: 1e-1}, trials: 8}; got {'trials': 8}",
+        ),
+    ],
+)
 def test_bad_search_blocks_get_one_precise_line(tmp_path: Path, search: str, expected: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_grid(write_grid(tmp_path, f"name: x\nsearch: {search}\n"))
@@ -60,11 +70,17 @@ def test_bad_search_blocks_get_one_precise_line(tmp_path: Path, search: str, exp
 
 def test_the_searched_lr_cannot_also_be_varied_or_scaled(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="train.lr is tuned by search.lr; remove it from grid"):
-        load_grid(write_grid(tmp_path, "name: x\ngrid: {train.lr: [0.1, 0.01]}\n"
-                                       "search: {lr: {low: 1e-4, high: 0.1}}\n"))
+        load_grid(
+            write_grid(tmp_path, "name: x\ngrid: {train.lr: [0.1, 0.01]}\nsearch: {lr: {low: 1e-4, high: 0.1}}\n")
+        )
     with pytest.raises(ConfigError, match="train.lr_scaling must be none with search"):
-        load_grid(write_grid(tmp_path, "name: x\nbase: {train: {lr_scaling: sqrt, reference_batch_size: 8}}\n"
-                                       "search: {lr: {low: 1e-4, high: 0.1}}\n"))
+        load_grid(
+            write_grid(
+                tmp_path,
+                "name: x\nbase: {train: {lr_scaling: sqrt, reference_batch_size: 8}}\n"
+                "search: {lr: {low: 1e-4, high: 0.1}}\n",
+            )
+        )
 
 
 def test_one_search_per_point_with_ids_that_survive_more_trials(tmp_path: Path) -> None:
@@ -72,8 +88,9 @@ def test_one_search_per_point_with_ids_that_survive_more_trials(tmp_path: Path) 
     groups = search_groups(grid)
     assert [g.template.point.train.batch_size for g in groups] == [4, 8]
     assert all(g.template.seed == 7 for g in groups)
-    more = search_groups(_grid(tmp_path, SEARCH_GRID.replace("trials: 4", "trials: 6")
-                               .replace("lr: 0.001", "lr: 0.003")))
+    more = search_groups(
+        _grid(tmp_path, SEARCH_GRID.replace("trials: 4", "trials: 6").replace("lr: 0.001", "lr: 0.003"))
+    )
     assert [g.group_id for g in more] == [g.group_id for g in groups]  # more trials continue the same search
     wider = search_groups(_grid(tmp_path, SEARCH_GRID.replace("high: 1e-1", "high: 1")))
     assert {g.group_id for g in wider}.isdisjoint(g.group_id for g in groups)
@@ -171,10 +188,13 @@ def test_a_curve_below_the_median_is_pruned(tmp_path: Path) -> None:
 # --- end to end: real workers, real TensorFlow
 
 
-def test_run_searches_then_trains_the_best_lr_at_every_seed(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    grid = write_grid(tmp_path, SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]")
-                      .replace("trials: 4", "trials: 3"))
+def test_run_searches_then_trains_the_best_lr_at_every_seed(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    grid = write_grid(
+        tmp_path,
+        SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]").replace("trials: 4", "trials: 3"),
+    )
     first, lines = sweep_here(grid, report=True)
     assert first.exit_code == 0, lines.text
     assert "s: learning-rate searches finished; training their best lr at every seed: 2 run(s)" in lines.out
@@ -188,8 +208,9 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(tmp_path: Path, caps
     assert sorted(tuned.seed) == [0, 1] and (tuned["train.lr"] == best).all()
     assert (tuned.status == vocab.DONE).all() and tuned.epochs_done.eq(2).all()
     # Optuna's own tools see each search as a study of lr against val_acc
-    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(
-        str(tmp_path / "results" / "s" / vocab.JOURNAL_FILE)))
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "results" / "s" / vocab.JOURNAL_FILE))
+    )
     names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
     assert names[0] == "s" and len(names) == 2 and names[1].startswith("s:lr_search:bs8-")
     frame = optuna.load_study(study_name=names[1], storage=storage).trials_dataframe()
@@ -209,20 +230,30 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(tmp_path: Path, caps
     assert cli.main(["status", "grid.yaml"]) == 0
     status = capsys.readouterr().out
     finished = (runs.status == vocab.DONE).sum() + (runs.status == vocab.PRUNED).sum()
-    assert finished == 7 and status.startswith(f"s: 4 runs + 3 learning-rate search trials: "
-                                               f"{(runs.status == vocab.DONE).sum()} done, 0 running")
+    assert finished == 7 and status.startswith(
+        f"s: 4 runs + 3 learning-rate search trials: {(runs.status == vocab.DONE).sum()} done, 0 running"
+    )
     again, lines = sweep_here(grid)
     assert again.exit_code == 0 and "all 4 runs of s are already finished; nothing to train." in lines.out
 
 
 def test_noise_scales_are_summarised_per_batch_size_and_epoch() -> None:
-    epochs = pd.DataFrame({
-        "run_id": ["a", "a", "b", "b", "c"], "seed": [0, 0, 1, 1, 0], "status": "done",
-        "train.batch_size": [8, 8, 8, 8, 128], "train.lr": 0.001, vocab.EPOCH: [1, 2, 1, 2, 1],
-        vocab.NOISE_SCALE: [100.0, 300.0, 120.0, 340.0, 90.0],
-    })
+    epochs = pd.DataFrame(
+        {
+            "run_id": ["a", "a", "b", "b", "c"],
+            "seed": [0, 0, 1, 1, 0],
+            "status": "done",
+            "train.batch_size": [8, 8, 8, 8, 128],
+            "train.lr": 0.001,
+            vocab.EPOCH: [1, 2, 1, 2, 1],
+            vocab.NOISE_SCALE: [100.0, 300.0, 120.0, 340.0, 90.0],
+        }
+    )
     rows = tuning.noise_scales(analysis.Results(folders=(), runs=pd.DataFrame(), epochs=epochs))
     assert [(r.batch_size, r.epoch, r.b_simple.mean, r.b_simple.n) for r in rows] == [
-        (8, 1, 110.0, 2), (8, 2, 320.0, 2), (128, 1, 90.0, 1)]
+        (8, 1, 110.0, 2),
+        (8, 2, 320.0, 2),
+        (128, 1, 90.0, 1),
+    ]
     text = tuning.noise_conclusion(rows)
     assert text.startswith("At epoch 2, B_simple is 320 to 320") and "Batch sizes 8, 128 are below it" in text

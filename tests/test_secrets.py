@@ -27,8 +27,9 @@ def _shown(text: str) -> bool:
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_status_never_shows_the_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture, form: str) -> None:
+def test_status_never_shows_the_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, form: str
+) -> None:
     write_grid(tmp_path, TINY_GRID)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "store.url").write_text(form + "\n")
@@ -42,14 +43,24 @@ def test_status_never_shows_the_password(tmp_path: Path, monkeypatch: pytest.Mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.yaml", "store.url"]  # nothing written
 
 
-@pytest.mark.parametrize("text, target, expected", [
-    ("connect postgresql://u:a/b@c@h:5/db now", None, "connect postgresql://u:***@h:5/db now"),
-    ("dsn 'host=h password=\"p w\" user=u'", None, "dsn 'host=h password=*** user=u'"),
-    ("?user=u&Password=x%26y&host=h", None, "?user=u&Password=***&host=h"),
-    ("failed to resolve host 'Bsecret2@127.0.0.1'", "postgresql://u:Zq9@Bsecret2@127.0.0.1/db",
-     "failed to resolve host '***@127.0.0.1'"),
-    ("password is p/w", "postgresql://u:p%2Fw3x@h/db", "password is p/w"),  # pieces under 4 characters stay
-    ("no url here: postgresql://postgres@127.0.0.1:5/db", None, "no url here: postgresql://postgres@127.0.0.1:5/db"),
-])
+@pytest.mark.parametrize(
+    "text, target, expected",
+    [
+        ("connect postgresql://u:a/b@c@h:5/db now", None, "connect postgresql://u:***@h:5/db now"),
+        ("dsn 'host=h password=\"p w\" user=u'", None, "dsn 'host=h password=*** user=u'"),
+        ("?user=u&Password=x%26y&host=h", None, "?user=u&Password=***&host=h"),
+        (
+            "failed to resolve host 'Bsecret2@127.0.0.1'",
+            "postgresql://u:Zq9@Bsecret2@127.0.0.1/db",
+            "failed to resolve host '***@127.0.0.1'",
+        ),
+        ("password is p/w", "postgresql://u:p%2Fw3x@h/db", "password is p/w"),  # pieces under 4 characters stay
+        (
+            "no url here: postgresql://postgres@127.0.0.1:5/db",
+            None,
+            "no url here: postgresql://postgres@127.0.0.1:5/db",
+        ),
+    ],
+)
 def test_redact_masks_each_form(text: str, target: str | None, expected: str) -> None:
     assert redact(text, target) == expected

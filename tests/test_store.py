@@ -37,12 +37,14 @@ def test_the_optuna_internals_it_relies_on_still_hold() -> None:
     internals.verify()
     assert optuna.__version__ in internals.CHECKED_VERSIONS, (
         f"Optuna {optuna.__version__} is installed; sweep/store/internals.py was checked against "
-        f"{', '.join(internals.CHECKED_VERSIONS)}: read it against the new version, then add it there")
+        f"{', '.join(internals.CHECKED_VERSIONS)}: read it against the new version, then add it there"
+    )
 
 
 def test_only_one_module_names_optunas_private_attributes() -> None:
-    hits = subprocess.run(["grep", "-rln", r"\._storage\|_study_id\|_trial_id", str(REPO / "sweep")],
-                          capture_output=True, text=True).stdout.split()
+    hits = subprocess.run(
+        ["grep", "-rln", r"\._storage\|_study_id\|_trial_id", str(REPO / "sweep")], capture_output=True, text=True
+    ).stdout.split()
     assert [Path(h).relative_to(REPO).as_posix() for h in hits if h.endswith(".py")] == ["sweep/store/internals.py"]
 
 
@@ -67,8 +69,14 @@ def test_claims_are_exclusive_and_records_arrive_per_epoch(tmp_path: Path) -> No
     store.finish(a, vocab.DONE, value=0.5)
     other.finish(b, vocab.DIVERGED, error="loss became nan")
     counts = _store(tmp_path).counts([r.run_id for r in runs])
-    assert counts == {vocab.DONE: 1, vocab.RUNNING: 0, vocab.FAILED: 0, vocab.DIVERGED: 1, vocab.PRUNED: 0,
-                      vocab.PENDING: 2}
+    assert counts == {
+        vocab.DONE: 1,
+        vocab.RUNNING: 0,
+        vocab.FAILED: 0,
+        vocab.DIVERGED: 1,
+        vocab.PRUNED: 0,
+        vocab.PENDING: 2,
+    }
     assert store.enqueue(runs) == 0  # diverged is final: enqueueing again adds nothing for it
 
 
@@ -101,8 +109,9 @@ def test_failed_runs_get_a_new_attempt_from_the_next_enqueue(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("retries, retryable, expected", [(1, True, True), (0, True, False), (1, False, False)])
-def test_the_retry_policy_decides_an_immediate_retry(tmp_path: Path, retries: int, retryable: bool,
-                                                     expected: bool) -> None:
+def test_the_retry_policy_decides_an_immediate_retry(
+    tmp_path: Path, retries: int, retryable: bool, expected: bool
+) -> None:
     store = _store(tmp_path)
     store.enqueue(_runs(tmp_path)[:1])
     claim = store.claim_next()
@@ -119,13 +128,23 @@ def test_the_retry_policy_decides_an_immediate_retry(tmp_path: Path, retries: in
 def test_dead_workers_runs_are_requeued(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
-    child = subprocess.run([sys.executable, "-c", f"""
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"""
 from sweep.store import Store
-s = Store.open({str(tmp_path / 'journal.log')!r}, 's')
+s = Store.open({str(tmp_path / "journal.log")!r}, 's')
 c = s.claim_next()
 s.record_epoch(c, {_record(1, 0.1)!r})
 print(c.spec.run_id)
-"""], capture_output=True, text=True, check=True, cwd=REPO)
+""",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
     run_id = child.stdout.strip()
     assert store.counts()[vocab.RUNNING] == 1
     assert store.requeue_dead() == [run_id]  # the child process is gone
@@ -168,7 +187,9 @@ def test_export_writes_tidy_tables(tmp_path: Path) -> None:
     run_rows, epoch_rows = pd.read_csv(runs_csv), pd.read_csv(epochs_csv)
     assert len(run_rows) == 4 and sorted(run_rows.status) == [vocab.DONE] + [vocab.PENDING] * 3
     assert epoch_rows[[vocab.RUN_ID, vocab.EPOCH, vocab.VAL_ACC]].values.tolist() == [
-        [claim.spec.run_id, 1, 0.1], [claim.spec.run_id, 2, 0.2]]
+        [claim.spec.run_id, 1, 0.1],
+        [claim.spec.run_id, 2, 0.2],
+    ]
     assert {"train.batch_size", "seed", *vocab.EPOCH_METRICS} <= set(epoch_rows.columns)
     assert run_rows.set_index(vocab.RUN_ID).loc[claim.spec.run_id, "final_val_acc"] == 0.2
 
@@ -239,8 +260,9 @@ def test_a_run_queued_by_a_newer_version_is_refused_not_claimed(tmp_path: Path) 
     store, runs = _store(tmp_path), _runs(tmp_path)
     raw = json.loads(runs[0].to_json())
     raw["point"]["train"]["from_the_future"] = 1
-    store.sweep.enqueue_trial({vocab.RUN_ID: "x", vocab.ATTEMPT: 1},
-                              user_attrs={vocab.RUN_ID: "x", vocab.ATTEMPT: 1, "spec": json.dumps(raw)})
+    store.sweep.enqueue_trial(
+        {vocab.RUN_ID: "x", vocab.ATTEMPT: 1}, user_attrs={vocab.RUN_ID: "x", vocab.ATTEMPT: 1, "spec": json.dumps(raw)}
+    )
     with pytest.raises(UnknownSettings, match=r"train.from_the_future .*upgrade this machine"):
         store.claim_next()
     assert store.counts()[vocab.PENDING] == 1  # still queued, for a newer worker
@@ -273,10 +295,15 @@ def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, mon
     monkeypatch.setattr(crash, "CLAIM_SECONDS", 0.0)  # as if its claimer died mid-claim long ago
     assert store.requeue_dead() == [waiting.user_attrs[vocab.RUN_ID]]
     ended = store.sweep.get_trials()[waiting.number]
-    assert (ended.state, ended.user_attrs[vocab.ERROR]) == (optuna.trial.TrialState.FAIL,
-                                                           "its worker died while claiming it")
-    attempts = [t.user_attrs[vocab.ATTEMPT] for t in store.sweep.get_trials()
-                if t.user_attrs[vocab.RUN_ID] == waiting.user_attrs[vocab.RUN_ID]]
+    assert (ended.state, ended.user_attrs[vocab.ERROR]) == (
+        optuna.trial.TrialState.FAIL,
+        "its worker died while claiming it",
+    )
+    attempts = [
+        t.user_attrs[vocab.ATTEMPT]
+        for t in store.sweep.get_trials()
+        if t.user_attrs[vocab.RUN_ID] == waiting.user_attrs[vocab.RUN_ID]
+    ]
     assert attempts == [1, 2]  # queued again, nothing lost
 
 

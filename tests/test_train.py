@@ -82,11 +82,18 @@ def test_a_reused_compiled_model_trains_like_a_fresh_one(tf_replicas: None) -> N
 @pytest.mark.slow  # 12 more fresh and reused models (about 70 s): every other kind of graph a worker reuses
 def test_a_reused_compiled_model_trains_like_a_fresh_one_for_every_graph(tf_replicas: None) -> None:
     """Optimizer state (momentum), a warm-up schedule, two replicas, and runs without the noise scale."""
-    assert_reuse_trains_like_fresh([
-        tiny_spec(seed=0), tiny_spec(seed=1, lr=0.003),
-        tiny_spec(seed=2, optimizer="momentum", lr=0.05), tiny_spec(seed=0, optimizer="momentum", lr=0.01),
-        tiny_spec(seed=1, warmup_epochs=0.5), tiny_spec(seed=2, warmup_epochs=0.5),
-        tiny_spec(seed=1, gpus=2), tiny_spec(seed=2, gpus=2)])
+    assert_reuse_trains_like_fresh(
+        [
+            tiny_spec(seed=0),
+            tiny_spec(seed=1, lr=0.003),
+            tiny_spec(seed=2, optimizer="momentum", lr=0.05),
+            tiny_spec(seed=0, optimizer="momentum", lr=0.01),
+            tiny_spec(seed=1, warmup_epochs=0.5),
+            tiny_spec(seed=2, warmup_epochs=0.5),
+            tiny_spec(seed=1, gpus=2),
+            tiny_spec(seed=2, gpus=2),
+        ]
+    )
 
 
 def test_a_run_records_how_it_was_computed(tf_replicas: None) -> None:

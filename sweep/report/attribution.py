@@ -82,10 +82,12 @@ class Attribution:
         top = max(effects, key=lambda a: abs(a.change.mean))  # type: ignore[union-attr]
         change: Estimate = top.change  # type: ignore[assignment]
         unsure = change.low <= 0 <= change.high
-        return (f"Of the controls in these results, {top.label} changes the epoch-2 gap at batch 64 the most: "
-                f"by {fmt_estimate(change)} (paired over seeds), from {fmt_estimate(self.arms[0].gap64)} to "
-                f"{fmt_estimate(top.gap64)}"
-                + ("; its interval includes 0, so more seeds are needed to be sure." if unsure else "."))
+        return (
+            f"Of the controls in these results, {top.label} changes the epoch-2 gap at batch 64 the most: "
+            f"by {fmt_estimate(change)} (paired over seeds), from {fmt_estimate(self.arms[0].gap64)} to "
+            f"{fmt_estimate(top.gap64)}"
+            + ("; its interval includes 0, so more seeds are needed to be sure." if unsure else ".")
+        )
 
 
 def attribution(epochs: pd.DataFrame) -> Attribution | None:
@@ -94,16 +96,21 @@ def attribution(epochs: pd.DataFrame) -> Attribution | None:
     runs = _arm_runs(epochs) if not epochs.empty and needed <= set(epochs.columns) else pd.DataFrame()
     if runs.empty:
         return None
-    groups = [g for _, g in runs.groupby("_ctx", sort=True)
-              if (g["_arm"] == DEFAULT.label).any() and all(matches(g[BATCH_SIZE], b).any() for b in (SMALL, LARGE))]
+    groups = [
+        g
+        for _, g in runs.groupby("_ctx", sort=True)
+        if (g["_arm"] == DEFAULT.label).any() and all(matches(g[BATCH_SIZE], b).any() for b in (SMALL, LARGE))
+    ]
     if not groups:
         return None
     group = max(groups, key=lambda g: (g["_arm"].nunique(), g[vocab.SEED].nunique()))  # first on ties
     default = group[group["_arm"] == DEFAULT.label]
     steps8 = _per_seed(epochs, default, SMALL, vocab.STEP, None).mean()  # batch 8's steps by epoch 2
     base = _per_seed(epochs, default, LARGE, vocab.GAP, None)
-    arms = [_arm(epochs, DEFAULT, DEFAULT.label, default, base, steps8),
-            _arm(epochs, INFERENCE, INFERENCE.label, default, base, steps8)]
+    arms = [
+        _arm(epochs, DEFAULT, DEFAULT.label, default, base, steps8),
+        _arm(epochs, INFERENCE, INFERENCE.label, default, base, steps8),
+    ]
     controls = group[group["_arm"] != DEFAULT.label]
     order = sorted(controls.groupby("_arm"), key=lambda item: (CONTROLS.index(item[1]["_mechanism"].iloc[0]), item[0]))
     arms += [_arm(epochs, rows["_mechanism"].iloc[0], label, rows, base, steps8) for label, rows in order]
@@ -112,8 +119,9 @@ def attribution(epochs: pd.DataFrame) -> Attribution | None:
 
 
 def _describe(group: pd.DataFrame) -> str:
-    facts = ", ".join(f"{k}={fmt_value(group[k].iloc[0])}" for k in GROUP_FACTS
-                      if k in group and not pd.isna(group[k].iloc[0]))
+    facts = ", ".join(
+        f"{k}={fmt_value(group[k].iloc[0])}" for k in GROUP_FACTS if k in group and not pd.isna(group[k].iloc[0])
+    )
     return f"{len(group)} runs, {group[vocab.SEED].nunique()} seeds, batch {SMALL} and {LARGE}; {facts}"
 
 
@@ -166,14 +174,25 @@ def _per_seed(epochs: pd.DataFrame, runs: pd.DataFrame, batch: int, metric: str,
     return pd.Series(values, dtype=float)
 
 
-def _arm(epochs: pd.DataFrame, mechanism: Mechanism, label: str, rows: pd.DataFrame, base: pd.Series,
-         steps8: float) -> Arm:
+def _arm(
+    epochs: pd.DataFrame, mechanism: Mechanism, label: str, rows: pd.DataFrame, base: pd.Series, steps8: float
+) -> Arm:
     step = steps8 if mechanism.at_equal_steps else None
     gap64 = _per_seed(epochs, rows, LARGE, mechanism.gap, step)
     change = None if mechanism == DEFAULT else estimate((gap64 - base).dropna())
     last = math.inf  # each run's last record
-    val = (_per_seed(epochs, rows, LARGE, vocab.VAL_ACC, last) - _per_seed(epochs, rows, SMALL, vocab.VAL_ACC, last)
-           if mechanism.own_runs else pd.Series(dtype=float))
+    val = (
+        _per_seed(epochs, rows, LARGE, vocab.VAL_ACC, last) - _per_seed(epochs, rows, SMALL, vocab.VAL_ACC, last)
+        if mechanism.own_runs
+        else pd.Series(dtype=float)
+    )
     read_at = f"step {step:.0f} (batch {SMALL}'s epoch 2)" if step is not None else "epoch 2"
-    return Arm(mechanism, label, estimate(gap64), change, estimate(_per_seed(epochs, rows, SMALL, mechanism.gap, None)),
-               estimate(val.dropna()), read_at)
+    return Arm(
+        mechanism,
+        label,
+        estimate(gap64),
+        change,
+        estimate(_per_seed(epochs, rows, SMALL, mechanism.gap, None)),
+        estimate(val.dropna()),
+        read_at,
+    )

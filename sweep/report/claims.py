@@ -114,8 +114,13 @@ def _est(rows: pd.DataFrame, axis: str, value: Any, metric: str) -> Estimate:
     return estimate(where(rows, axis, value)[metric])
 
 
-def _finding(checks: Sequence[Check], selection: str, evidence: Sequence[tuple[str, Estimate]] = (),
-             notes: Sequence[str] = (), combine: Callable[..., bool | None] = all_of) -> Finding:
+def _finding(
+    checks: Sequence[Check],
+    selection: str,
+    evidence: Sequence[tuple[str, Estimate]] = (),
+    notes: Sequence[str] = (),
+    combine: Callable[..., bool | None] = all_of,
+) -> Finding:
     return Finding(tuple(checks), combine(c.outcome() for c in checks), selection, tuple(evidence), tuple(notes))
 
 
@@ -129,12 +134,20 @@ def check_gap_at_two_batch_sizes(claim: Claim, table: pd.DataFrame) -> Finding |
     if sel is None:
         return None
     rows = sel.rows
-    checks = (Check(f"gap at batch {large}, epoch 2", _est(rows, BATCH_SIZE, large, gap2), low=FAR_GAP.value),
-              Check(f"gap at batch {small}, epoch 2", _est(rows, BATCH_SIZE, small, gap2),
-                    low=-CLOSE_GAP.value, high=CLOSE_GAP.value))
-    evidence = tuple((f"{metric} at batch {bs}, epoch 2", _est(rows, BATCH_SIZE, bs, column(metric, "epoch2")))
-                     for bs in (large, small)
-                     for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP))
+    checks = (
+        Check(f"gap at batch {large}, epoch 2", _est(rows, BATCH_SIZE, large, gap2), low=FAR_GAP.value),
+        Check(
+            f"gap at batch {small}, epoch 2",
+            _est(rows, BATCH_SIZE, small, gap2),
+            low=-CLOSE_GAP.value,
+            high=CLOSE_GAP.value,
+        ),
+    )
+    evidence = tuple(
+        (f"{metric} at batch {bs}, epoch 2", _est(rows, BATCH_SIZE, bs, column(metric, "epoch2")))
+        for bs in (large, small)
+        for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP)
+    )
     return _finding(checks, sel.describe(), evidence, (_measurement_share(rows, small, large),))
 
 
@@ -149,14 +162,16 @@ def _measurement_share(rows: pd.DataFrame, small: int, large: int) -> str:
     momentum = float(CONTROL_DEFAULTS[BN_MOMENTUM] if pd.isna(recorded) else recorded)  # empty: the default
     weight = momentum ** steps[large] if math.isfinite(steps[large]) else math.nan
     fmt = fmt_estimate
-    return (f"At batch {large}, epoch 2, the post's gap (train_acc - val_acc) is {fmt(gap)}, but the eval_gap "
-            f"(train_eval_acc - val_acc: the same end-of-epoch model, inference mode, on training and on "
-            f"validation images) is {fmt(eval_gap)}. train_acc - train_eval_acc = {fmt(artefact)} of the gap is "
-            f"measurement: Keras's train_acc is a running mean in training mode (batch statistics), while "
-            f"val_acc uses BatchNorm's moving statistics. By epoch 2 batch {large} has taken {steps[large]:.0f} "
-            f"optimizer steps and batch {small} {steps[small]:.0f}; with momentum {momentum:g} the moving statistics "
-            f"still give their initial values a weight of {momentum:g}^{steps[large]:.0f} = {weight:.2f} at batch "
-            f"{large} (a lag that fewer steps per epoch makes worse).")
+    return (
+        f"At batch {large}, epoch 2, the post's gap (train_acc - val_acc) is {fmt(gap)}, but the eval_gap "
+        f"(train_eval_acc - val_acc: the same end-of-epoch model, inference mode, on training and on "
+        f"validation images) is {fmt(eval_gap)}. train_acc - train_eval_acc = {fmt(artefact)} of the gap is "
+        f"measurement: Keras's train_acc is a running mean in training mode (batch statistics), while "
+        f"val_acc uses BatchNorm's moving statistics. By epoch 2 batch {large} has taken {steps[large]:.0f} "
+        f"optimizer steps and batch {small} {steps[small]:.0f}; with momentum {momentum:g} the moving statistics "
+        f"still give their initial values a weight of {momentum:g}^{steps[large]:.0f} = {weight:.2f} at batch "
+        f"{large} (a lag that fewer steps per epoch makes worse)."
+    )
 
 
 # --- C2, C3: a toggle gives high train_acc and low val_acc early in training
@@ -174,13 +189,24 @@ def check_cause_raises_gap(claim: Claim, table: pd.DataFrame) -> Finding | None:
         return None
     gap2 = column(vocab.GAP, "epoch2")
     at = f"{axis}={fmt_value(value)}"
-    checks = (Check(f"gap at {at}, epoch 2", _est(sel.rows, axis, value, gap2), low=FAR_GAP.value),
-              Check(f"gap increase vs {axis}={fmt_value(reference)}, epoch 2 (paired)",
-                    paired(sel.rows, axis, reference, value, gap2), low=CAUSE_RAISES_GAP.value))
-    evidence = tuple((f"{metric} at {at}, epoch 2", _est(sel.rows, axis, value, column(metric, "epoch2")))
-                     for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC, vocab.EVAL_GAP))
-    evidence += (("gap increase at the last epoch (paired)",
-                  paired(sel.rows, axis, reference, value, column(vocab.GAP, "last"))),)
+    checks = (
+        Check(f"gap at {at}, epoch 2", _est(sel.rows, axis, value, gap2), low=FAR_GAP.value),
+        Check(
+            f"gap increase vs {axis}={fmt_value(reference)}, epoch 2 (paired)",
+            paired(sel.rows, axis, reference, value, gap2),
+            low=CAUSE_RAISES_GAP.value,
+        ),
+    )
+    evidence = tuple(
+        (f"{metric} at {at}, epoch 2", _est(sel.rows, axis, value, column(metric, "epoch2")))
+        for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC, vocab.EVAL_GAP)
+    )
+    evidence += (
+        (
+            "gap increase at the last epoch (paired)",
+            paired(sel.rows, axis, reference, value, column(vocab.GAP, "last")),
+        ),
+    )
     return _finding(checks, sel.describe(), evidence)
 
 
@@ -194,13 +220,19 @@ def check_mismatch_lowers_val(claim: Claim, table: pd.DataFrame) -> Finding | No
     for kind in kinds:
         sel = choose_context(table, axis, (reference, kind))
         if sel is not None:
-            checks.append(Check(f"val_acc change with mismatch {kind}, last epoch (paired)",
-                                paired(sel.rows, axis, reference, kind, metric), high=-VAL_DROP.value))
+            checks.append(
+                Check(
+                    f"val_acc change with mismatch {kind}, last epoch (paired)",
+                    paired(sel.rows, axis, reference, kind, metric),
+                    high=-VAL_DROP.value,
+                )
+            )
             selections.append(sel.describe())
     if not checks:
         return None
-    notes = ("Supported when at least one kind of mismatch lowers val_acc by more than the threshold; "
-             "each kind is listed.",)
+    notes = (
+        "Supported when at least one kind of mismatch lowers val_acc by more than the threshold; each kind is listed.",
+    )
     return _finding(checks, "; ".join(dict.fromkeys(selections)), (), notes, combine=any_of)
 
 
@@ -221,42 +253,61 @@ def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None
         for value in values[1:]:
             grows = (value > values[0]) == LARGER_IS_MORE_CAPACITY[axis]
             diff = paired(sel.rows, axis, values[0], value, metric)
-            checks.append(Check(f"eval_gap change {axis} {fmt_value(values[0])} -> {fmt_value(value)}, "
-                                "last epoch (paired)", diff, **({"low": 0.0} if grows else {"high": 0.0})))
+            checks.append(
+                Check(
+                    f"eval_gap change {axis} {fmt_value(values[0])} -> {fmt_value(value)}, last epoch (paired)",
+                    diff,
+                    **({"low": 0.0} if grows else {"high": 0.0}),
+                )
+            )
         selections.append(sel.describe())
     if not checks:
         return None
-    notes = ("Overfitting is judged on eval_gap (train and validation measured the same way, end-of-training "
-             "model), not on the running train_acc. Expected sign: wider model or fewer images per class -> "
-             "larger eval_gap.",)
+    notes = (
+        "Overfitting is judged on eval_gap (train and validation measured the same way, end-of-training "
+        "model), not on the running train_acc. Expected sign: wider model or fewer images per class -> "
+        "larger eval_gap.",
+    )
     return _finding(checks, "; ".join(selections), (), notes)
 
 
 # --- C6-C8: batch size, smallest vs largest, at the last epoch
 
 
-def across_batch_sizes(check: Callable[[Selection, Any, Any], Finding | None]
-                       ) -> Callable[[Claim, pd.DataFrame], Finding | None]:
+def across_batch_sizes(
+    check: Callable[[Selection, Any, Any], Finding | None],
+) -> Callable[[Claim, pd.DataFrame], Finding | None]:
     """A check given the group of runs chosen to compare batch sizes, with its smallest and largest batch."""
+
     def run(claim: Claim, table: pd.DataFrame) -> Finding | None:
         sel = choose_context(table, BATCH_SIZE)
         if sel is None:
             return None
         sizes = sorted_values(sel.rows[BATCH_SIZE])
         return check(sel, sizes[0], sizes[-1])
+
     return run
 
 
 @across_batch_sizes
 def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding | None:
     change = paired_relative(sel.rows, BATCH_SIZE, small, large, vocab.EPOCH_SECONDS)
-    checks = (Check(f"epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)} "
-                    "(paired; -0.5 = half)", change, high=-SPEEDUP.value),)
-    evidence = tuple((f"{metric} at batch {fmt_value(bs)}", _est(sel.rows, BATCH_SIZE, bs, metric))
-                     for metric in (vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND)
-                     for bs in sorted_values(sel.rows[BATCH_SIZE]))
-    notes = ("Epoch time averages epochs 2 onwards (epoch 1 includes graph tracing). Timings depend on the "
-             "machine and on what else ran on it.",)
+    checks = (
+        Check(
+            f"epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)} (paired; -0.5 = half)",
+            change,
+            high=-SPEEDUP.value,
+        ),
+    )
+    evidence = tuple(
+        (f"{metric} at batch {fmt_value(bs)}", _est(sel.rows, BATCH_SIZE, bs, metric))
+        for metric in (vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND)
+        for bs in sorted_values(sel.rows[BATCH_SIZE])
+    )
+    notes = (
+        "Epoch time averages epochs 2 onwards (epoch 1 includes graph tracing). Timings depend on the "
+        "machine and on what else ran on it.",
+    )
     return _finding(checks, sel.describe(), evidence, notes)
 
 
@@ -269,13 +320,19 @@ def check_large_batch_trains_small_generalises(sel: Selection, small: Any, large
     def label(metric: str) -> str:
         return f"{metric}, batch {fmt_value(large)} - batch {fmt_value(small)}, last epoch (paired)"
 
-    checks = (Check(label(vocab.TRAIN_EVAL_ACC), diff(vocab.TRAIN_EVAL_ACC), low=0.0),
-              Check(label(vocab.VAL_ACC), diff(vocab.VAL_ACC), high=0.0))
-    evidence = ((label(vocab.TRAIN_ACC), diff(vocab.TRAIN_ACC)),
-                (label(vocab.TRAIN_EVAL_LOSS), diff(vocab.TRAIN_EVAL_LOSS)),
-                (f"optimizer steps, batch {fmt_value(large)} - batch {fmt_value(small)}", diff(vocab.STEP)))
-    notes = ("Training error is judged on train_eval_acc (the final model in inference mode). Equal epochs mean "
-             "fewer optimizer steps at the larger batch, and the learning rate was not re-tuned per batch size.",)
+    checks = (
+        Check(label(vocab.TRAIN_EVAL_ACC), diff(vocab.TRAIN_EVAL_ACC), low=0.0),
+        Check(label(vocab.VAL_ACC), diff(vocab.VAL_ACC), high=0.0),
+    )
+    evidence = (
+        (label(vocab.TRAIN_ACC), diff(vocab.TRAIN_ACC)),
+        (label(vocab.TRAIN_EVAL_LOSS), diff(vocab.TRAIN_EVAL_LOSS)),
+        (f"optimizer steps, batch {fmt_value(large)} - batch {fmt_value(small)}", diff(vocab.STEP)),
+    )
+    notes = (
+        "Training error is judged on train_eval_acc (the final model in inference mode). Equal epochs mean "
+        "fewer optimizer steps at the larger batch, and the learning rate was not re-tuned per batch size.",
+    )
     return _finding(checks, sel.describe(), evidence, notes)
 
 
@@ -289,12 +346,19 @@ def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Fin
         return None
     best_small = max(small, key=lambda bs: small[bs].mean)
     best_large = max(large, key=lambda bs: large[bs].mean)
-    checks = (Check(f"val_acc, best batch <= {SMALL_BATCH} ({fmt_value(best_small)}) - best batch > {SMALL_BATCH} "
-                    f"({fmt_value(best_large)}), last epoch (paired)",
-                    paired(sel.rows, BATCH_SIZE, best_large, best_small, metric), low=0.0),)
+    checks = (
+        Check(
+            f"val_acc, best batch <= {SMALL_BATCH} ({fmt_value(best_small)}) - best batch > {SMALL_BATCH} "
+            f"({fmt_value(best_large)}), last epoch (paired)",
+            paired(sel.rows, BATCH_SIZE, best_large, best_small, metric),
+            low=0.0,
+        ),
+    )
     evidence = tuple((f"val_acc at batch {fmt_value(bs)}, last epoch", e) for bs, e in means.items())
-    notes = (f"The best batch size on each side of {SMALL_BATCH} is picked by its mean, then the two are compared "
-             "paired by seed (picking by the mean favours the winner slightly).",)
+    notes = (
+        f"The best batch size on each side of {SMALL_BATCH} is picked by its mean, then the two are compared "
+        "paired by seed (picking by the mean favours the winner slightly).",
+    )
     return _finding(checks, sel.describe(), evidence, notes)
 
 
@@ -311,12 +375,23 @@ def check_replicas_learn_alike(claim: Claim, table: pd.DataFrame) -> Finding | N
     def diff(metric: str, g: Any) -> Estimate:
         return paired(sel.rows, GPUS, one, g, column(metric, "last"))
 
-    checks = tuple(Check(f"val_acc, {fmt_value(g)} replicas - 1 device, last epoch (paired)", diff(vocab.VAL_ACC, g),
-                         low=-SAME_VAL.value, high=SAME_VAL.value) for g in replicas)
-    evidence = tuple((f"train_eval_acc, {fmt_value(g)} replicas - 1 device, last epoch (paired)",
-                      diff(vocab.TRAIN_EVAL_ACC, g)) for g in replicas)
-    notes = ("Each replica normalises its own share of the batch (Keras BatchNormalization is not synchronised "
-             "across replicas), so G replicas see batch statistics over batch/G images.",)
+    checks = tuple(
+        Check(
+            f"val_acc, {fmt_value(g)} replicas - 1 device, last epoch (paired)",
+            diff(vocab.VAL_ACC, g),
+            low=-SAME_VAL.value,
+            high=SAME_VAL.value,
+        )
+        for g in replicas
+    )
+    evidence = tuple(
+        (f"train_eval_acc, {fmt_value(g)} replicas - 1 device, last epoch (paired)", diff(vocab.TRAIN_EVAL_ACC, g))
+        for g in replicas
+    )
+    notes = (
+        "Each replica normalises its own share of the batch (Keras BatchNormalization is not synchronised "
+        "across replicas), so G replicas see batch statistics over batch/G images.",
+    )
     return _finding(checks, sel.describe(), evidence, notes)
 
 
@@ -326,41 +401,86 @@ ARTICLE_GRID, CAUSES_GRID = "experiments/article.yaml", "experiments/causes.yaml
 BATCH_SIZES_GRID, GPUS_GRID = "experiments/batch_sizes.yaml", "experiments/gpus.yaml"
 
 CLAIMS: tuple[Claim, ...] = (
-    Claim("C1", "at batch_size=64, epoch 2, train_acc 80% but val_acc 6%; at batch_size=8 both 60% and rising",
-          f"at epoch 2, gap = train_acc - val_acc above {FAR_GAP.value:g} at batch 64 and within "
-          f"+-{CLOSE_GAP.value:g} at batch 8",
-          Needs(ARTICLE_GRID, (BATCH_SIZE,), values=(8, 64)), (FAR_GAP, CLOSE_GAP), check_gap_at_two_batch_sizes),
-    Claim("C2", "imbalanced training classes (95% of the images in one class; validation balanced) "
-                "give high train_acc and low val_acc",
-          f"at epoch 2 the imbalanced runs' gap is above {FAR_GAP.value:g} and exceeds the balanced runs' gap by "
-          f"more than {CAUSE_RAISES_GAP.value:g} (paired by seed)",
-          Needs(CAUSES_GRID, ("data.imbalance",), reference=0.0), (FAR_GAP, CAUSE_RAISES_GAP), check_cause_raises_gap),
-    Claim("C3", "training data not shuffled (a whole batch is one class) gives high train_acc and low val_acc",
-          f"at epoch 2 the unshuffled runs' gap is above {FAR_GAP.value:g} and exceeds the shuffled runs' gap by "
-          f"more than {CAUSE_RAISES_GAP.value:g} (paired by seed)",
-          Needs(CAUSES_GRID, ("data.shuffle",), reference=True), (FAR_GAP, CAUSE_RAISES_GAP), check_cause_raises_gap),
-    Claim("C4", "train and validation preprocessed differently give low val_acc",
-          f"at the last epoch at least one kind of mismatch lowers val_acc by more than {VAL_DROP.value:g} "
-          "(paired by seed)",
-          Needs(CAUSES_GRID, ("data.preprocess_mismatch",), reference="none"), (VAL_DROP,), check_mismatch_lowers_val),
-    Claim("C5", "a model too complex for the amount of data overfits",
-          "at the last epoch eval_gap is larger for the wider model and for fewer samples per class "
-          "(paired differences above 0 for every value tested)",
-          Needs(CAUSES_GRID, ("model.width", "data.samples_per_class")), (), check_capacity_overfits),
-    Claim("C6", "large batches: faster",
-          f"an epoch at the largest batch takes at least {SPEEDUP.value:.0%} less time than at the smallest (paired)",
-          Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)), (SPEEDUP,), check_large_batch_faster),
-    Claim("C7", "large batches: more stable [lower training error]; small: better generalisation",
-          "at the last epoch the largest batch has higher train_eval_acc and lower val_acc than the smallest (paired)",
-          Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)), (), check_large_batch_trains_small_generalises),
-    Claim("C8", f"batch_size {SMALL_BATCH} or less",
-          f"at the last epoch the best batch size <= {SMALL_BATCH} has higher val_acc than the best batch size "
-          f"> {SMALL_BATCH} (paired)",
-          Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)), (), check_small_batch_wins),
-    Claim("C9", "with multi_gpu_model a model is copied onto G GPUs and each batch is split between them",
-          f"at one global batch, final val_acc with G replicas is within +-{SAME_VAL.value:g} of one device (paired) "
-          "for every G tested",
-          Needs(GPUS_GRID, (GPUS,), reference=1), (SAME_VAL,), check_replicas_learn_alike),
+    Claim(
+        "C1",
+        "at batch_size=64, epoch 2, train_acc 80% but val_acc 6%; at batch_size=8 both 60% and rising",
+        f"at epoch 2, gap = train_acc - val_acc above {FAR_GAP.value:g} at batch 64 and within "
+        f"+-{CLOSE_GAP.value:g} at batch 8",
+        Needs(ARTICLE_GRID, (BATCH_SIZE,), values=(8, 64)),
+        (FAR_GAP, CLOSE_GAP),
+        check_gap_at_two_batch_sizes,
+    ),
+    Claim(
+        "C2",
+        "imbalanced training classes (95% of the images in one class; validation balanced) "
+        "give high train_acc and low val_acc",
+        f"at epoch 2 the imbalanced runs' gap is above {FAR_GAP.value:g} and exceeds the balanced runs' gap by "
+        f"more than {CAUSE_RAISES_GAP.value:g} (paired by seed)",
+        Needs(CAUSES_GRID, ("data.imbalance",), reference=0.0),
+        (FAR_GAP, CAUSE_RAISES_GAP),
+        check_cause_raises_gap,
+    ),
+    Claim(
+        "C3",
+        "training data not shuffled (a whole batch is one class) gives high train_acc and low val_acc",
+        f"at epoch 2 the unshuffled runs' gap is above {FAR_GAP.value:g} and exceeds the shuffled runs' gap by "
+        f"more than {CAUSE_RAISES_GAP.value:g} (paired by seed)",
+        Needs(CAUSES_GRID, ("data.shuffle",), reference=True),
+        (FAR_GAP, CAUSE_RAISES_GAP),
+        check_cause_raises_gap,
+    ),
+    Claim(
+        "C4",
+        "train and validation preprocessed differently give low val_acc",
+        f"at the last epoch at least one kind of mismatch lowers val_acc by more than {VAL_DROP.value:g} "
+        "(paired by seed)",
+        Needs(CAUSES_GRID, ("data.preprocess_mismatch",), reference="none"),
+        (VAL_DROP,),
+        check_mismatch_lowers_val,
+    ),
+    Claim(
+        "C5",
+        "a model too complex for the amount of data overfits",
+        "at the last epoch eval_gap is larger for the wider model and for fewer samples per class "
+        "(paired differences above 0 for every value tested)",
+        Needs(CAUSES_GRID, ("model.width", "data.samples_per_class")),
+        (),
+        check_capacity_overfits,
+    ),
+    Claim(
+        "C6",
+        "large batches: faster",
+        f"an epoch at the largest batch takes at least {SPEEDUP.value:.0%} less time than at the smallest (paired)",
+        Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)),
+        (SPEEDUP,),
+        check_large_batch_faster,
+    ),
+    Claim(
+        "C7",
+        "large batches: more stable [lower training error]; small: better generalisation",
+        "at the last epoch the largest batch has higher train_eval_acc and lower val_acc than the smallest (paired)",
+        Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)),
+        (),
+        check_large_batch_trains_small_generalises,
+    ),
+    Claim(
+        "C8",
+        f"batch_size {SMALL_BATCH} or less",
+        f"at the last epoch the best batch size <= {SMALL_BATCH} has higher val_acc than the best batch size "
+        f"> {SMALL_BATCH} (paired)",
+        Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)),
+        (),
+        check_small_batch_wins,
+    ),
+    Claim(
+        "C9",
+        "with multi_gpu_model a model is copied onto G GPUs and each batch is split between them",
+        f"at one global batch, final val_acc with G replicas is within +-{SAME_VAL.value:g} of one device (paired) "
+        "for every G tested",
+        Needs(GPUS_GRID, (GPUS,), reference=1),
+        (SAME_VAL,),
+        check_replicas_learn_alike,
+    ),
 )
 
 
@@ -408,13 +528,27 @@ def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
     """One row per check (or one per untested claim): for tables/claims.csv."""
     rows: list[dict[str, Any]] = []
     for claim, finding in findings:
-        head: dict[str, Any] = {"claim": claim.id, "verdict": finding.verdict if finding else NOT_TESTED,
-                "experiments": claim.experiments}
+        head: dict[str, Any] = {
+            "claim": claim.id,
+            "verdict": finding.verdict if finding else NOT_TESTED,
+            "experiments": claim.experiments,
+        }
         if finding is None:
             rows.append(head)
         for check in finding.checks if finding else ():
             e = check.estimate
-            rows.append({**head, "check": check.label, "mean": e.mean, "ci_low": e.low, "ci_high": e.high,
-                         "n": e.n, "sd": e.sd, "holds_when": check.region(), "outcome": outcome_text(check),
-                         "seeds_needed": check.seeds_needed()})
+            rows.append(
+                {
+                    **head,
+                    "check": check.label,
+                    "mean": e.mean,
+                    "ci_low": e.low,
+                    "ci_high": e.high,
+                    "n": e.n,
+                    "sd": e.sd,
+                    "holds_when": check.region(),
+                    "outcome": outcome_text(check),
+                    "seeds_needed": check.seeds_needed(),
+                }
+            )
     return pd.DataFrame(rows)

@@ -101,8 +101,12 @@ figure { margin: 1.5rem 0; }
 .supported { color: #176317; font-weight: 600; } .contradicted { color: #a11; font-weight: 600; }
 .inconclusive { color: #8a5a00; font-weight: 600; } .not-tested { color: #666; font-weight: 600; }
 """
-VERDICT_CLASSES = ((SUPPORTED, "supported"), (CONTRADICTED, "contradicted"), (INCONCLUSIVE, "inconclusive"),
-                   (NOT_TESTED, "not-tested"))
+VERDICT_CLASSES = (
+    (SUPPORTED, "supported"),
+    (CONTRADICTED, "contradicted"),
+    (INCONCLUSIVE, "inconclusive"),
+    (NOT_TESTED, "not-tested"),
+)
 
 
 def _inline(text: str) -> str:
@@ -124,11 +128,17 @@ def _html(block: Block) -> str:
         return "\n".join([head, *rows, "</table>"])
     fig = block.file
     data = base64.b64encode(fig.png.read_bytes()).decode("ascii")
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(fig.title)}">'
-            f"<figcaption><em>{_inline(fig.title)}</em> {_inline(fig.caption)}</figcaption></figure>")
+    return (
+        f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(fig.title)}">'
+        f"<figcaption><em>{_inline(fig.title)}</em> {_inline(fig.caption)}</figcaption></figure>"
+    )
 
 
 def to_html(doc: Doc) -> str:
-    head = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-            f"<title>{TITLE}</title>", f"<style>{CSS}</style></head><body>"]
+    head = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{TITLE}</title>",
+        f"<style>{CSS}</style></head><body>",
+    ]
     return "\n".join([*head, *(_html(b) for b in doc.blocks), "</body></html>"])

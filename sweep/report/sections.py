@@ -35,20 +35,36 @@ SMOKE_EXPERIMENTS = "experiments/smoke.yaml"  # the quick check; no claim reads 
 SHIPPED_GRIDS = frozenset({*(c.experiments for c in CLAIMS), attr.EXPERIMENTS, TUNING_EXPERIMENTS, SMOKE_EXPERIMENTS})
 
 
-def document(results: Results, findings: list[tuple[Claim, Finding | None]], figures: list[FigureFile],
-             att: attr.Attribution | None = None, health: pd.DataFrame | None = None) -> Doc:
+def document(
+    results: Results,
+    findings: list[tuple[Claim, Finding | None]],
+    figures: list[FigureFile],
+    att: attr.Attribution | None = None,
+    health: pd.DataFrame | None = None,
+) -> Doc:
     """The report's blocks: header, verdicts, one section per claim, attribution, tuning, figures."""
     doc = Doc()
     doc.h(1, TITLE)
-    doc.p("Does the blog post about Keras batch sizes hold? Each claim below is checked on the runs of this "
-          "sweep, with 95% Student-t intervals over seeds. Reproduce with `python -m sweep report "
-          + " ".join(str(f) for f in results.folders) + "`.")
+    doc.p(
+        "Does the blog post about Keras batch sizes hold? Each claim below is checked on the runs of this "
+        "sweep, with 95% Student-t intervals over seeds. Reproduce with `python -m sweep report "
+        + " ".join(str(f) for f in results.folders)
+        + "`."
+    )
     doc.table(("recorded", "value"), header(results))
     doc.h(2, "Verdicts")
-    doc.table(("claim", "the post", "verdict", "deciding numbers"),
-              [(c.id, c.quote, verdict_text(c, f),
-                "; ".join(f"{k.label}: {fmt_estimate(k.estimate)}" for k in f.checks) if f else "")
-               for c, f in findings])
+    doc.table(
+        ("claim", "the post", "verdict", "deciding numbers"),
+        [
+            (
+                c.id,
+                c.quote,
+                verdict_text(c, f),
+                "; ".join(f"{k.label}: {fmt_estimate(k.estimate)}" for k in f.checks) if f else "",
+            )
+            for c, f in findings
+        ],
+    )
     health_section(doc, health if health is not None else pd.DataFrame())
     statistics_section(doc)
     for claim, finding in findings:
@@ -61,9 +77,11 @@ def document(results: Results, findings: list[tuple[Claim, Finding | None]], fig
         for fig in figures:
             doc.figure(fig)
     doc.h(2, "Tables")
-    doc.p("CSV files next to this report: `tables/curves.csv` (every metric at every epoch, mean and 95% CI per "
-          "group of seeds), `tables/gaps.csv` (gap and eval_gap at epoch 2 and at the last epoch), "
-          "`tables/run_summary.csv` (one row per run), `tables/claims.csv` (every check above).")
+    doc.p(
+        "CSV files next to this report: `tables/curves.csv` (every metric at every epoch, mean and 95% CI per "
+        "group of seeds), `tables/gaps.csv` (gap and eval_gap at epoch 2 and at the last epoch), "
+        "`tables/run_summary.csv` (one row per run), `tables/claims.csv` (every check above)."
+    )
     return doc
 
 
@@ -119,47 +137,62 @@ def health_section(doc: Doc, health: pd.DataFrame) -> None:
     if health.empty:
         return
     doc.h(2, "Runs left out of the claims")
-    doc.p(f"{len(health)} run(s) cannot answer a claim and are left out of every verdict and of the attribution "
-          "(the figures still show the stuck ones). A setting whose seeds are all here is then 'not tested', "
-          "and one that lost some seeds has a wider interval.")
-    doc.table(("run", "status", "problem"),
-              [(r[vocab.RUN_ID], r[vocab.STATUS], r["problem"]) for _, r in health.iterrows()])
+    doc.p(
+        f"{len(health)} run(s) cannot answer a claim and are left out of every verdict and of the attribution "
+        "(the figures still show the stuck ones). A setting whose seeds are all here is then 'not tested', "
+        "and one that lost some seeds has a wider interval."
+    )
+    doc.table(
+        ("run", "status", "problem"), [(r[vocab.RUN_ID], r[vocab.STATUS], r["problem"]) for _, r in health.iterrows()]
+    )
 
 
 def statistics_section(doc: Doc) -> None:
     doc.h(2, "How to read the numbers")
-    doc.p("A number in brackets is a 95% confidence interval over seeds: mean +- t(0.975, n-1) x sd / sqrt(n), "
-          "with n the number of seeds (t = 4.30 for 3 seeds, so intervals are wide). It assumes the seed-to-seed "
-          "values are roughly normal; with 3 seeds it cannot check that (a bootstrap over 3 seeds has only 10 distinct "
-          "resamples and would give intervals that are too narrow). Comparisons between two settings pair runs "
-          "with the same seed (same initial weights and data order), which removes the seed-to-seed spread they share.")
-    doc.p("A check holds when its whole interval lies in the region the claim needs, fails when the whole interval "
-          "lies outside, and is undecided otherwise. A claim is supported when all its checks hold, contradicted "
-          "when one fails, inconclusive otherwise; the number of seeds that would decide it is the smallest n with "
-          "t(n-1) x sd / sqrt(n) below the distance from the mean to the threshold, using the observed sd.")
-    doc.p("gap = train_acc - val_acc is what the post read: train_acc is Keras's running mean over the epoch in "
-          "training mode. eval_gap = train_eval_acc - val_acc compares the same end-of-epoch model on training and "
-          "validation images, both in inference mode. A large gap with a small eval_gap is a measurement effect "
-          "(running mean, BatchNorm batch statistics vs moving statistics), not a failure to generalise.")
-    doc.p(f"Thresholds (accuracies as fractions): {'; '.join(t.words() for t in thresholds())}. "
-          "Where several groups of runs could answer a claim, the runs at the post's defaults (shuffled, balanced, "
-          "same preprocessing, width 1, 1 device) are used, then the group with the most values of the compared "
-          "setting, the most seeds, and the earliest results folder on the command line.")
+    doc.p(
+        "A number in brackets is a 95% confidence interval over seeds: mean +- t(0.975, n-1) x sd / sqrt(n), "
+        "with n the number of seeds (t = 4.30 for 3 seeds, so intervals are wide). It assumes the seed-to-seed "
+        "values are roughly normal; with 3 seeds it cannot check that (a bootstrap over 3 seeds has only 10 distinct "
+        "resamples and would give intervals that are too narrow). Comparisons between two settings pair runs "
+        "with the same seed (same initial weights and data order), which removes the seed-to-seed spread they share."
+    )
+    doc.p(
+        "A check holds when its whole interval lies in the region the claim needs, fails when the whole interval "
+        "lies outside, and is undecided otherwise. A claim is supported when all its checks hold, contradicted "
+        "when one fails, inconclusive otherwise; the number of seeds that would decide it is the smallest n with "
+        "t(n-1) x sd / sqrt(n) below the distance from the mean to the threshold, using the observed sd."
+    )
+    doc.p(
+        "gap = train_acc - val_acc is what the post read: train_acc is Keras's running mean over the epoch in "
+        "training mode. eval_gap = train_eval_acc - val_acc compares the same end-of-epoch model on training and "
+        "validation images, both in inference mode. A large gap with a small eval_gap is a measurement effect "
+        "(running mean, BatchNorm batch statistics vs moving statistics), not a failure to generalise."
+    )
+    doc.p(
+        f"Thresholds (accuracies as fractions): {'; '.join(t.words() for t in thresholds())}. "
+        "Where several groups of runs could answer a claim, the runs at the post's defaults (shuffled, balanced, "
+        "same preprocessing, width 1, 1 device) are used, then the group with the most values of the compared "
+        "setting, the most seeds, and the earliest results folder on the command line."
+    )
 
 
 def claim_section(doc: Doc, claim: Claim, finding: Finding | None) -> None:
     doc.h(2, f"{claim.id}: {verdict_text(claim, finding)}")
-    doc.p(f"The post: \"{claim.quote}\".")
+    doc.p(f'The post: "{claim.quote}".')
     doc.p(f"Checked: {claim.test}.")
     if finding is None:
         doc.p(f"This sweep has no runs that compare what the claim needs; `{claim.experiments}` tests it.")
         return
     doc.p(f"Runs used: {finding.selection}.")
-    doc.table(("check", "mean [95% CI] (n)", "holds when", "outcome"),
-              [(c.label, fmt_estimate(c.estimate), c.region(), outcome_text(c)) for c in finding.checks])
+    doc.table(
+        ("check", "mean [95% CI] (n)", "holds when", "outcome"),
+        [(c.label, fmt_estimate(c.estimate), c.region(), outcome_text(c)) for c in finding.checks],
+    )
     if finding.evidence:
-        doc.table(("more evidence (does not decide)", "mean [95% CI] (n)"),
-                  [(label, fmt_estimate(e)) for label, e in finding.evidence])
+        doc.table(
+            ("more evidence (does not decide)", "mean [95% CI] (n)"),
+            [(label, fmt_estimate(e)) for label, e in finding.evidence],
+        )
     for note in finding.notes:
         doc.p(note)
 
@@ -175,20 +208,42 @@ def _survives(e: Estimate) -> str:
 def attribution_section(doc: Doc, att: attr.Attribution | None) -> None:
     doc.h(2, "Attribution: what makes C1's gap at batch 64?")
     if att is None:
-        doc.p(f"These results have no runs at batch 8 and 64 with the controls at their defaults; "
-              f"`{attr.EXPERIMENTS}` runs the attribution grid.")
+        doc.p(
+            f"These results have no runs at batch 8 and 64 with the controls at their defaults; "
+            f"`{attr.EXPERIMENTS}` runs the attribution grid."
+        )
         return
     far = f"{FAR_GAP.value:g}"
-    doc.p("Each arm changes one thing against the default arm (same seeds, so changes are paired per seed). "
-          f"The gap \"survives\" when its whole 95% interval lies above {far}. The equal-steps arm is read "
-          "at batch 64's record after as many optimizer steps as batch 8 takes by epoch 2. The last column is C7's "
-          "val_acc at batch 64 minus batch 8 at each run's last record (for equal steps: after the same steps).")
+    doc.p(
+        "Each arm changes one thing against the default arm (same seeds, so changes are paired per seed). "
+        f'The gap "survives" when its whole 95% interval lies above {far}. The equal-steps arm is read '
+        "at batch 64's record after as many optimizer steps as batch 8 takes by epoch 2. The last column is C7's "
+        "val_acc at batch 64 minus batch 8 at each run's last record (for equal steps: after the same steps)."
+    )
     doc.p(f"Runs used: {att.selection}.")
-    doc.table(("arm", "read at", "gap at batch 64 [95% CI] (n)", f"survives (> {far})?",
-               "change vs default (paired)", "gap at batch 8", "C7: val_acc 64 - 8, last (paired)"),
-              [(a.label, a.read_at, fmt_estimate(a.gap64), _survives(a.gap64),
-                fmt_estimate(a.change) if a.change else "(reference)", fmt_estimate(a.gap8),
-                fmt_estimate(a.val_last) if a.val_last.n else "as default") for a in att.arms])
+    doc.table(
+        (
+            "arm",
+            "read at",
+            "gap at batch 64 [95% CI] (n)",
+            f"survives (> {far})?",
+            "change vs default (paired)",
+            "gap at batch 8",
+            "C7: val_acc 64 - 8, last (paired)",
+        ),
+        [
+            (
+                a.label,
+                a.read_at,
+                fmt_estimate(a.gap64),
+                _survives(a.gap64),
+                fmt_estimate(a.change) if a.change else "(reference)",
+                fmt_estimate(a.gap8),
+                fmt_estimate(a.val_last) if a.val_last.n else "as default",
+            )
+            for a in att.arms
+        ],
+    )
     for mechanism in att.missing:
         doc.p(f"{mechanism.label}: not in these results ({attr.EXPERIMENTS}).")
     doc.p(f"Conclusion: {att.conclusion()}")
@@ -197,22 +252,53 @@ def attribution_section(doc: Doc, att: attr.Attribution | None) -> None:
 def tuning_section(doc: Doc, tun: tuning.Tuning | None) -> None:
     doc.h(2, "Batch sizes at their own best learning rate")
     if tun is None:
-        doc.p(f"No learning-rate search in these results; `{TUNING_EXPERIMENTS}` runs one per batch size "
-              "(a `search:` block in a grid file).")
+        doc.p(
+            f"No learning-rate search in these results; `{TUNING_EXPERIMENTS}` runs one per batch size "
+            "(a `search:` block in a grid file)."
+        )
         return
-    doc.p("Shallue et al. (2019) compare batch sizes each at a learning rate tuned for it. Each search below drew "
-          "learning rates with TPE at one seed, pruned trials whose val_acc curve fell below the median, and re-ran "
-          "the best lr at every seed of the grid; the fixed lr is the grid's own runs of the same point. Changes are "
-          "paired by seed.")
+    doc.p(
+        "Shallue et al. (2019) compare batch sizes each at a learning rate tuned for it. Each search below drew "
+        "learning rates with TPE at one seed, pruned trials whose val_acc curve fell below the median, and re-ran "
+        "the best lr at every seed of the grid; the fixed lr is the grid's own runs of the same point. Changes are "
+        "paired by seed."
+    )
     fmt = fmt_estimate
-    doc.table(("batch size", "context", "best lr", "fixed lr", "val_acc at best lr, last epoch",
-               "val_acc at fixed lr", "tuned - fixed (paired)", "gap at epoch 2: best lr / fixed lr"),
-              [(str(p.batch_size), p.context or "-", tuning.describe(p.best_lr), tuning.describe(p.fixed_lr),
-                fmt(p.tuned_val), fmt(p.fixed_val), fmt(p.change), f"{fmt(p.tuned_gap2)} / {fmt(p.fixed_gap2)}")
-               for p in tun.points])
-    doc.table(("batch size", "search trials: lr -> final val_acc (status)"),
-              [(str(p.batch_size), "; ".join(f"{lr:.3g} -> {v:.3f}{'' if s == vocab.DONE else f' ({s})'}"
-                                             for lr, v, s in p.trials)) for p in tun.points])
+    doc.table(
+        (
+            "batch size",
+            "context",
+            "best lr",
+            "fixed lr",
+            "val_acc at best lr, last epoch",
+            "val_acc at fixed lr",
+            "tuned - fixed (paired)",
+            "gap at epoch 2: best lr / fixed lr",
+        ),
+        [
+            (
+                str(p.batch_size),
+                p.context or "-",
+                tuning.describe(p.best_lr),
+                tuning.describe(p.fixed_lr),
+                fmt(p.tuned_val),
+                fmt(p.fixed_val),
+                fmt(p.change),
+                f"{fmt(p.tuned_gap2)} / {fmt(p.fixed_gap2)}",
+            )
+            for p in tun.points
+        ],
+    )
+    doc.table(
+        ("batch size", "search trials: lr -> final val_acc (status)"),
+        [
+            (
+                str(p.batch_size),
+                "; ".join(f"{lr:.3g} -> {v:.3f}{'' if s == vocab.DONE else f' ({s})'}" for lr, v, s in p.trials),
+            )
+            for p in tun.points
+        ],
+    )
     doc.p(f"Conclusion: {tun.conclusion()}")
 
 
@@ -220,13 +306,19 @@ def noise_section(doc: Doc, rows: tuple[tuning.NoiseRow, ...]) -> None:
     if not rows:
         return
     doc.h(2, "Gradient noise scale")
-    doc.p("B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018), estimated at every epoch from gradient norms at "
-          "the run's batch size and at 4 times it (their appendix A.1), the two terms averaged separately over "
-          "1,024 training images before the ratio. Mean [95% CI] over seeds, at the grid's fixed lr.")
+    doc.p(
+        "B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018), estimated at every epoch from gradient norms at "
+        "the run's batch size and at 4 times it (their appendix A.1), the two terms averaged separately over "
+        "1,024 training images before the ratio. Mean [95% CI] over seeds, at the grid's fixed lr."
+    )
     epochs = sorted({r.epoch for r in rows})
     keys = sorted({(r.batch_size, r.lr) for r in rows})
     cells = {(r.batch_size, r.lr, r.epoch): r.b_simple for r in rows}
-    doc.table(("batch size", "lr", *(f"epoch {e}" for e in epochs)),
-              [(str(b), f"{lr:g}", *(fmt_estimate(cells[(b, lr, e)]) if (b, lr, e) in cells else "-" for e in epochs))
-               for b, lr in keys])
+    doc.table(
+        ("batch size", "lr", *(f"epoch {e}" for e in epochs)),
+        [
+            (str(b), f"{lr:g}", *(fmt_estimate(cells[(b, lr, e)]) if (b, lr, e) in cells else "-" for e in epochs))
+            for b, lr in keys
+        ],
+    )
     doc.p(tuning.noise_conclusion(rows))

@@ -41,9 +41,23 @@ from sweep.store.storage import (
     is_disk_full,
 )
 
-__all__ = ["DISK_FULL_ADVICE", "FORMAT_ATTR", "STORAGE_ENV", "STORE_FORMAT", "VERSION_ATTR", "Claim",
-           "NewerStoreError", "RetryPolicy", "Search", "Store", "epochs_of", "is_disk_full", "latest_by_run",
-           "redact", "status_of"]
+__all__ = [
+    "DISK_FULL_ADVICE",
+    "FORMAT_ATTR",
+    "STORAGE_ENV",
+    "STORE_FORMAT",
+    "VERSION_ATTR",
+    "Claim",
+    "NewerStoreError",
+    "RetryPolicy",
+    "Search",
+    "Store",
+    "epochs_of",
+    "is_disk_full",
+    "latest_by_run",
+    "redact",
+    "status_of",
+]
 
 UNFINISHED = (vocab.PENDING, vocab.RUNNING)
 
@@ -174,8 +188,12 @@ class Store:
 
     def queued(self) -> list[RunSpec]:
         """The spec (a search slot's template) of every WAITING attempt."""
-        return [queue.spec_of(t) for study in self._studies()
-                for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if queue.SPEC in t.user_attrs]
+        return [
+            queue.spec_of(t)
+            for study in self._studies()
+            for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+            if queue.SPEC in t.user_attrs
+        ]
 
     def search_slots(self) -> dict[str, RunSpec]:
         """slot id -> its template spec, for every trial slot of the sweep's searches."""
@@ -189,8 +207,7 @@ class Store:
         """The runs of `runs` and the search slots that are queued or running."""
         current = self.current()
         planned = [s for s in runs if s.run_id in current and status_of(current[s.run_id]) in UNFINISHED]
-        return planned + [spec for slot, spec in self.search_slots().items()
-                          if status_of(current[slot]) in UNFINISHED]
+        return planned + [spec for slot, spec in self.search_slots().items() if status_of(current[slot]) in UNFINISHED]
 
     def counts(self, run_ids: Iterable[str] | None = None) -> dict[str, int]:
         """Runs per status; with run_ids, only those runs, and unplanned ones count as pending."""
@@ -205,4 +222,3 @@ class Store:
     def export_csv(self, folder: Path) -> tuple[Path, Path]:
         """Write runs.csv and epochs.csv into `folder` atomically; return their paths."""
         return tables.export_csv(self.trials(), folder)
-

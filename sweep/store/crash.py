@@ -33,8 +33,12 @@ def worker_identity() -> dict[str, Any]:
     """
     import psutil
 
-    return {WORKER_PID: os.getpid(), WORKER_STARTED: psutil.Process().create_time(),
-            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), WORKER_HOST: socket.gethostname()}
+    return {
+        WORKER_PID: os.getpid(),
+        WORKER_STARTED: psutil.Process().create_time(),
+        "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        WORKER_HOST: socket.gethostname(),
+    }
 
 
 def requeue_stale(study: optuna.Study, trial: FrozenTrial) -> None:

@@ -93,8 +93,16 @@ def status_of(trial: FrozenTrial) -> str:
     return str(trial.user_attrs.get(vocab.STATUS, vocab.INTERRUPTED))
 
 
-STATUS_RANK = {vocab.DONE: 0, vocab.PRUNED: 1, vocab.RUNNING: 2, vocab.PENDING: 3, vocab.DIVERGED: 4,
-               vocab.FAILED: 5, vocab.INTERRUPTED: 6, vocab.DUPLICATE: 7}
+STATUS_RANK = {
+    vocab.DONE: 0,
+    vocab.PRUNED: 1,
+    vocab.RUNNING: 2,
+    vocab.PENDING: 3,
+    vocab.DIVERGED: 4,
+    vocab.FAILED: 5,
+    vocab.INTERRUPTED: 6,
+    vocab.DUPLICATE: 7,
+}
 
 
 def latest_by_run(trials: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
@@ -188,8 +196,10 @@ def _duplicate(study: optuna.Study, frozen: FrozenTrial) -> bool:
     whichever worker claims it, so a run is still trained once.
     """
     key = (frozen.user_attrs.get(vocab.RUN_ID), frozen.user_attrs.get(vocab.ATTEMPT))
-    return any((t.user_attrs.get(vocab.RUN_ID), t.user_attrs.get(vocab.ATTEMPT)) == key and t.number < frozen.number
-               for t in study.get_trials(deepcopy=False))
+    return any(
+        (t.user_attrs.get(vocab.RUN_ID), t.user_attrs.get(vocab.ATTEMPT)) == key and t.number < frozen.number
+        for t in study.get_trials(deepcopy=False)
+    )
 
 
 # --- recording and ending

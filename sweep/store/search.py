@@ -47,8 +47,10 @@ class Search:
         """
         s = self.settings
         self.study.sampler = optuna.samplers.TPESampler(
-            n_startup_trials=max(1, s["trials"] // 2), constant_liar=True,
-            seed=derive_seed(s["seed"], "lr_search", self.group_id, trial.number))
+            n_startup_trials=max(1, s["trials"] // 2),
+            constant_liar=True,
+            seed=derive_seed(s["seed"], "lr_search", self.group_id, trial.number),
+        )
         return trial.suggest_float(LR_PARAM, s["lr_low"], s["lr_high"], log=s["lr_log"])
 
     def start(self, claim: queue.Claim) -> queue.Claim:
@@ -82,13 +84,17 @@ def list_searches(sweep: optuna.Study, groups: list[SearchGroup]) -> dict[str, d
 def open_search(storage: optuna.storages.BaseStorage, group_id: str, settings: dict[str, Any]) -> Search:
     """The search's study (created if new), with the search's pruner: median of earlier trials
     at the same epoch, from epoch 2 on, after 2 finished trials."""
-    pruner = (optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2) if settings["prune"]
-              else optuna.pruners.NopPruner())
+    pruner = (
+        optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2)
+        if settings["prune"]
+        else optuna.pruners.NopPruner()
+    )
     try:  # load first: on a journal, create_study(load_if_exists=True) appends a line every time
         study = optuna.load_study(study_name=settings["study"], storage=storage, pruner=pruner)
     except KeyError:
-        study = optuna.create_study(study_name=settings["study"], storage=storage, pruner=pruner,
-                                    direction=SEARCH_METRICS[settings["metric"]])
+        study = optuna.create_study(
+            study_name=settings["study"], storage=storage, pruner=pruner, direction=SEARCH_METRICS[settings["metric"]]
+        )
     return Search(group_id, study, settings)
 
 

@@ -16,8 +16,9 @@ from urllib.parse import unquote
 MASK = "***"
 # scheme://user: ... @  -- up to the last @ of the token, so a password may hold / @ : or escapes
 _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][\w+.-]*://[^:/@\s?#]*:)[^\s]*@")
-_PAIR = re.compile(r"(?P<key>\b(?:password|passwd|pwd))(?P<eq>\s*=\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^&\s;,)]*)",
-                   re.IGNORECASE)
+_PAIR = re.compile(
+    r"(?P<key>\b(?:password|passwd|pwd))(?P<eq>\s*=\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^&\s;,)]*)", re.IGNORECASE
+)
 SHORTEST_PIECE = 4  # pieces of a password shorter than this are too common to mask everywhere
 
 
@@ -32,7 +33,7 @@ def redact(text: str, target: str | None = None) -> str:
 
 def secrets_of(target: str) -> set[str]:
     """The passwords a storage target holds, raw and percent-decoded, and their longer pieces."""
-    found = [m.group(0)[len(m["head"]):-1] for m in _USERINFO.finditer(target)]
+    found = [m.group(0)[len(m["head"]) : -1] for m in _USERINFO.finditer(target)]
     found += [m["value"].strip("'\"") for m in _PAIR.finditer(target)]
     secrets = {form for raw in found if raw for form in (raw, unquote(raw))}
     pieces = {p for s in secrets for p in re.split(r"[^A-Za-z0-9]+", s) if len(p) >= SHORTEST_PIECE}

@@ -21,8 +21,10 @@ from optuna.storages.journal import BaseJournalBackend, JournalFileSymlinkLock
 from sweep.store import internals
 
 STORAGE_ENV = "BATCHSWEEP_STORAGE"  # how a password-bearing URL reaches workers: never on a command line
-DISK_FULL_ADVICE = ("free some space, then run the same command again: the store reopens "
-                    "(a record cut off mid-line is dropped) and keeps every finished epoch")
+DISK_FULL_ADVICE = (
+    "free some space, then run the same command again: the store reopens "
+    "(a record cut off mid-line is dropped) and keeps every finished epoch"
+)
 
 # What a sweep study holds, as a number: 1 = runs only (no `format` attribute); 2 = roles and
 # learning-rate searches. A newer harness may read an older store, never the other way round.
@@ -61,12 +63,13 @@ def open_storage(target: str | Path, on_stale: StaleCallback | None = None) -> o
     text = str(target)
     if is_database(text):
         if text.startswith("postgresql://"):  # the psycopg 3 driver, whatever SQLAlchemy's default
-            text = "postgresql+psycopg://" + text[len("postgresql://"):]
+            text = "postgresql+psycopg://" + text[len("postgresql://") :]
         beat = heartbeat_seconds()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(text, heartbeat_interval=beat, grace_period=3 * beat,
-                                              heartbeat_stale_trial_callback=on_stale)
+            return optuna.storages.RDBStorage(
+                text, heartbeat_interval=beat, grace_period=3 * beat, heartbeat_stale_trial_callback=on_stale
+            )
     Path(text).parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(RepairingJournal(text))
 
@@ -150,7 +153,8 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, create: bool = T
     if found > STORE_FORMAT:
         raise NewerStoreError(
             f"sweep {name!r} was written by batchsweep {attrs.get(VERSION_ATTR, '?')} (store format {found}); "
-            f"this is batchsweep {_version()} (store format {STORE_FORMAT}): upgrade batchsweep to read or extend it")
+            f"this is batchsweep {_version()} (store format {STORE_FORMAT}): upgrade batchsweep to read or extend it"
+        )
     if create and FORMAT_ATTR not in attrs and not study.get_trials(deepcopy=False):
         study.set_user_attr(FORMAT_ATTR, STORE_FORMAT)  # a new sweep: say what wrote it
         study.set_user_attr(VERSION_ATTR, _version())

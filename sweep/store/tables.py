@@ -31,13 +31,20 @@ def _run_row(trial: FrozenTrial) -> dict[str, Any]:
     final = {f"final_{k}": v for k, v in (epochs[-1] if epochs else {}).items() if k != vocab.EPOCH}
     started, finished = trial.datetime_start, trial.datetime_complete
     return {
-        vocab.RUN_ID: _shown_id(trial, spec), "sweep": spec.sweep, vocab.STATUS: status_of(trial),
-        vocab.ATTEMPT: trial.user_attrs.get(vocab.ATTEMPT, 1), **_role(trial), **spec.flat(),
-        **trial.user_attrs.get(INFO, {}), "epochs_done": len(epochs),
+        vocab.RUN_ID: _shown_id(trial, spec),
+        "sweep": spec.sweep,
+        vocab.STATUS: status_of(trial),
+        vocab.ATTEMPT: trial.user_attrs.get(vocab.ATTEMPT, 1),
+        **_role(trial),
+        **spec.flat(),
+        **trial.user_attrs.get(INFO, {}),
+        "epochs_done": len(epochs),
         "started": started.isoformat() if started else None,
         "finished": finished.isoformat() if finished else None,
         "duration_seconds": (finished - started).total_seconds() if started and finished else None,
-        **final, vocab.ERROR: trial.user_attrs.get(vocab.ERROR), "trial_number": trial.number,
+        **final,
+        vocab.ERROR: trial.user_attrs.get(vocab.ERROR),
+        "trial_number": trial.number,
         **{k: trial.user_attrs.get(k) for k in WORKER_FACTS},
     }
 
@@ -51,8 +58,10 @@ def _shown_id(trial: FrozenTrial, spec: RunSpec) -> str:
 
 def _role(trial: FrozenTrial) -> dict[str, Any]:
     """role (grid | search | tuned) and the learning-rate search it belongs to, if any."""
-    return {vocab.ROLE: trial.user_attrs.get(vocab.ROLE, vocab.GRID),
-            vocab.SEARCH_GROUP: trial.user_attrs.get(vocab.SEARCH_GROUP)}
+    return {
+        vocab.ROLE: trial.user_attrs.get(vocab.ROLE, vocab.GRID),
+        vocab.SEARCH_GROUP: trial.user_attrs.get(vocab.SEARCH_GROUP),
+    }
 
 
 def epochs_table(trials: Iterable[FrozenTrial]) -> pd.DataFrame:
@@ -61,8 +70,14 @@ def epochs_table(trials: Iterable[FrozenTrial]) -> pd.DataFrame:
     for trial in latest_by_run(trials).values():
         spec = spec_of(trial)
         head = {vocab.RUN_ID: _shown_id(trial, spec), vocab.STATUS: status_of(trial), **_role(trial), **spec.flat()}
-        rows.extend({**head, **{k: record.get(k) for k in vocab.EPOCH_METRICS},
-                     **{k: record[k] for k in vocab.NOISE_METRICS if k in record}} for record in epochs_of(trial))
+        rows.extend(
+            {
+                **head,
+                **{k: record.get(k) for k in vocab.EPOCH_METRICS},
+                **{k: record[k] for k in vocab.NOISE_METRICS if k in record},
+            }
+            for record in epochs_of(trial)
+        )
     if not rows:
         return pd.DataFrame(columns=[vocab.RUN_ID, vocab.STATUS, *vocab.EPOCH_METRICS])
     return pd.DataFrame(rows).sort_values([vocab.RUN_ID, vocab.EPOCH]).reset_index(drop=True)

@@ -180,6 +180,7 @@ def test_write_tables(tmp_path: Path) -> None:
     assert len(curves) == 48 and set(curves["n"]) == {2}
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_analysis_plots_and_report_do_not_import_tensorflow(tmp_path: Path) -> None:
     code = (
         "import sys; from sweep.cli import main; "

@@ -169,6 +169,7 @@ def test_worker_coordinating_a_sweep_writes_its_logs_under_results(
     assert store.counts()[vocab.DONE] == 1
 
 
+@pytest.mark.slow  # a signal to this process, two fresh models (about 10 s)
 def test_ctrl_c_in_process_queues_the_run_again_and_the_next_run_finishes(tmp_path: Path) -> None:
     from sweep import orchestrate
     from sweep.config import load_grid

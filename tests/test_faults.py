@@ -136,6 +136,7 @@ def test_four_workers_on_one_journal_train_every_run_exactly_once(tmp_path: Path
     assert len(workers) >= 2  # the queue was shared (a slow-starting worker may find it empty)
 
 
+@pytest.mark.slow  # fault injection: two fresh models (about 12 s)
 def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
     tmp_path: Path, tf_replicas: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -168,6 +169,7 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1, 2]
 
 
+@pytest.mark.slow  # fault injection: two fresh models (about 11 s)
 def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Path, tf_replicas: None) -> None:
     """If the store ends an attempt while its worker still trains it (a worker presumed dead), the
     worker drops that attempt without a traceback and goes on; the next attempt is queued."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from sweep import vocab
+from sweep import keys, vocab
 from sweep.analysis import (
     CONTROL_DEFAULTS,
     POST_DEFAULTS,
@@ -104,23 +104,31 @@ def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (), m
     # batch sizes a group also has do not make it a better answer, so they do not count.
     breadth = (lambda g: len(values)) if values else (lambda g: g[axis].nunique())
     best = min(groups, key=lambda g: (-breadth(g), -g[vocab.SEED].nunique(), folder_rank(g), g["_ctx"].iloc[0]))
-    differing = [c for c in others if keyed[c].nunique(dropna=False) > 1]
+    filled = with_defaults(keyed, others)
+    differing = [c for c in others if filled[c].nunique(dropna=False) > 1]
     context = {c: _first_present(best[c]) for c in differing}
     return Selection(axis, best.drop(columns="_ctx").reset_index(drop=True), context, len(groups))
 
 
 def settings_key(rows: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
-    """`row_key` with an empty control cell read as the control's default, as `is_default` reads it.
+    """`row_key` with empty cells read as defaults (`with_defaults`), as `is_default` reads them.
 
-    The same run written before and after a control key existed must group and pair
-    with its own settings, whichever folder's copy of it was kept.
+    The same run written before and after a key existed must group and pair with its own
+    settings, whichever folder's copy of it was kept.
     """
+    return row_key(with_defaults(rows, columns), columns)
+
+
+def with_defaults(rows: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """`rows` with the empty cells of controls and of keys added after the first release filled with
+    the key's default: results written before a key existed lack it, and their runs ran at its default."""
+    implied = {**{k: keys.default(k) for k in keys.added_later()}, **CONTROL_DEFAULTS}
     filled = {
-        c: rows[c].fillna(d)
-        for c, d in CONTROL_DEFAULTS.items()
-        if c in columns and d is not None and rows[c].isna().any()
+        c: rows[c].fillna(implied[c])
+        for c in columns
+        if c in implied and implied[c] is not None and rows[c].isna().any()
     }
-    return row_key(rows.assign(**filled) if filled else rows, columns)
+    return rows.assign(**filled) if filled else rows
 
 
 def _first_present(values: pd.Series) -> Any:

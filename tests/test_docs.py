@@ -31,3 +31,21 @@ def test_quick_start_test_command_is_what_ci_runs() -> None:
     ci = (REPO / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci == commands[1]
     assert ".venv/bin/python -m sweep run experiments/article.yaml --results results/article-rerun" in commands[0]
+
+
+def test_the_article_sweep_time_quoted_is_the_reference_runs() -> None:
+    """The Quick start, "Measured" and experiments/README.md quote one time for the article sweep, and
+    it is what the committed reference run took: its training span plus at most 1.5 minutes of
+    TensorFlow's start and the report. An old time left in one place fails here."""
+    import pandas as pd
+
+    readme = (REPO / "README.md").read_text()
+    quick = float(re.search(r"run the article sweep \(about ([\d.]+) minutes", readme).group(1))
+    measured = float(re.search(r"`experiments/article.yaml` \(6 runs.*?\): ([\d.]+) min wall", readme, re.S).group(1))
+    table = (REPO / "experiments" / "README.md").read_text()
+    listed = float(re.search(r"^\| `article.yaml` \|.*\| ([\d.]+) min \|$", table, re.M).group(1))
+    assert quick == measured == listed
+    runs = pd.read_csv(REPO / "results" / "article" / "runs.csv")
+    span = pd.to_datetime(runs["finished"]).max() - pd.to_datetime(runs["started"]).min()
+    minutes = span.total_seconds() / 60
+    assert minutes <= quick <= minutes + 1.5, (quick, round(minutes, 2))

@@ -132,7 +132,7 @@ def run_one(store: Store, claim: Claim, emit: events.Emit) -> tuple[str, bool]:
     """Train one claimed run to its end; record every epoch as it finishes.
 
     Returns its status and whether another attempt could end differently: a run that
-    failed on its data (sweep.data.DataError) fails the same way again.
+    failed on its data (sweep.datafiles.DataError) fails the same way again.
 
     A search trial reports the search's metric to Optuna after every epoch and stops
     early (status pruned) when the search's pruner says its curve is below the median.

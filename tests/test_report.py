@@ -66,6 +66,16 @@ def test_known_verdicts_on_the_fixtures(combined: Path) -> None:
     }
 
 
+def test_every_decided_or_undecided_check_has_a_real_interval(combined: Path) -> None:
+    """A verdict other than "not tested" rests on estimates over at least 2 seeds with finite ends:
+    an interval with a NaN end is undecided too, so a broken estimate must not pass as "inconclusive"."""
+    checks = pd.read_csv(combined / "tables" / "claims.csv").dropna(subset=["check"])
+    assert set(checks["claim"]) == {f"C{i}" for i in range(1, 10)}
+    assert (checks["n"] >= 2).all(), checks.loc[checks["n"] < 2, ["claim", "check", "n"]]
+    assert checks[["mean", "ci_low", "ci_high"]].map(math.isfinite).all().all()
+    assert (checks["ci_low"] <= checks["mean"]).all() and (checks["mean"] <= checks["ci_high"]).all()
+
+
 def test_c2_numbers_match_the_raw_rows(summary: pd.DataFrame) -> None:
     raw = pd.read_csv(FIXTURES / "fx_causes" / vocab.EPOCHS_CSV)
     at2 = raw[raw["epoch"] == 2]

@@ -12,6 +12,7 @@ from conftest import REPO, write_grid
 
 from sweep import keys
 from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
+from sweep.estimates import fmt_estimate
 from sweep.plan import RunSpec, plan
 from sweep.train import Run, effective_lr, epoch_number, record_stops, running_means
 
@@ -314,7 +315,13 @@ def test_attribution_on_the_controls_fixture() -> None:
     equal = raw[(raw["train.budget"] == "steps") & (raw["train.batch_size"] == 64) & (raw["step"] == 32)]
     assert steps.gap64.mean == pytest.approx(equal["gap"].mean())
     assert steps.change.mean == pytest.approx((equal.set_index("seed")["gap"] - default["gap"]).mean())
-    assert att.conclusion().startswith("Of the controls in these results, ")
+    # the conclusion names the arm with the largest paired change, equal steps here (+0.613 against
+    # -0.137 for (a)), with its numbers, and says its interval over 2 seeds includes 0
+    conclusion = att.conclusion()
+    assert conclusion.startswith(f"Of the controls in these results, {steps.label} changes the epoch-2 gap")
+    assert f"by {fmt_estimate(steps.change)} (paired over seeds)" in conclusion
+    assert f"from {fmt_estimate(att.arms[0].gap64)} to {fmt_estimate(steps.gap64)}" in conclusion
+    assert conclusion.endswith("its interval includes 0, so more seeds are needed to be sure.")
 
 
 def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:

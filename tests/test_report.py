@@ -128,6 +128,15 @@ def test_c9_equivalence_needs_a_narrow_interval() -> None:
     assert by_id("C9").evaluate(edited).verdict == "supported"
     edited.loc[~one, metric] += 0.3
     assert by_id("C9").evaluate(edited).verdict == "contradicted"
+    # a mean difference inside +-0.02 is not enough: seeds that disagree (+0.05, -0.04) give an interval
+    # far wider than the band, so equivalence is undecided, not supported
+    base = edited.loc[~one, "seed"].map(edited[one].set_index("seed")[metric])
+    edited.loc[~one, metric] = base + edited.loc[~one, "seed"].map({0: 0.05, 1: -0.04})
+    finding = by_id("C9").evaluate(edited)
+    estimate = finding.checks[0].estimate
+    assert estimate.n == 2 and estimate.mean == pytest.approx(0.005) and abs(estimate.mean) < 0.02
+    assert estimate.low < -0.02 and estimate.high > 0.02
+    assert finding.verdict == "inconclusive"
 
 
 def test_claims_a_folder_cannot_test_name_the_experiments_file() -> None:

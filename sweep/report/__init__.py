@@ -22,15 +22,9 @@ from pathlib import Path
 
 from sweep import analysis, plots
 from sweep.report import attribution, sections
-from sweep.report.claims import (
-    CLAIMS,
-    Claim,
-    Finding,
-    claims_table,
-    evaluate,
-    verdict_text,
-)
+from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
+from sweep.report.findings import Claim, Finding, claims_table, verdict_text
 
 __all__ = ["CLAIMS", "Claim", "Finding", "Written", "build", "claims_table", "evaluate", "verdict_text"]
 

@@ -17,16 +17,9 @@ from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report import attribution as attr
 from sweep.report import provenance
-from sweep.report.claims import (
-    CLAIMS,
-    FAR_GAP,
-    Claim,
-    Finding,
-    outcome_text,
-    thresholds,
-    verdict_text,
-)
+from sweep.report.claims import CLAIMS, thresholds
 from sweep.report.document import TITLE, Doc
+from sweep.report.findings import FAR_GAP, Claim, Finding, outcome_text, verdict_text
 
 TUNING_EXPERIMENTS = "experiments/lr_search.yaml"  # a grid with a search: block per batch size
 SMOKE_EXPERIMENTS = "experiments/smoke.yaml"  # the quick check; no claim reads it

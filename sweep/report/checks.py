@@ -1,0 +1,326 @@
+"""How each claim is checked: functions from a run summary table (`sweep.analysis.run_summary`)
+to a `Finding`, or None when the runs cannot answer the claim. Shared shapes are reused across
+claims: `check_cause_raises_gap` takes any toggle, `across_batch_sizes` hands a check the batch-size
+group with its smallest and largest batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from sweep import vocab
+from sweep.analysis import BATCH_SIZE, CONTROL_DEFAULTS, GPUS, column
+from sweep.estimates import Check, Estimate, all_of, any_of, estimate, fmt_estimate
+from sweep.report.findings import (
+    CAUSE_RAISES_GAP,
+    CLOSE_GAP,
+    FAR_GAP,
+    SAME_VAL,
+    SPEEDUP,
+    VAL_DROP,
+    Claim,
+    Finding,
+)
+from sweep.selection import (
+    Selection,
+    choose_context,
+    fmt_value,
+    matches,
+    paired,
+    paired_relative,
+    sorted_values,
+    toggle_values,
+    where,
+)
+from sweep.tuning import SMALL_BATCH
+
+BN_MOMENTUM = "model.bn_momentum"
+
+
+def _est(rows: pd.DataFrame, axis: str, value: Any, metric: str) -> Estimate:
+    return estimate(where(rows, axis, value)[metric])
+
+
+def _finding(
+    checks: Sequence[Check],
+    selection: str,
+    evidence: Sequence[tuple[str, Estimate]] = (),
+    notes: Sequence[str] = (),
+    combine: Callable[..., bool | None] = all_of,
+) -> Finding:
+    return Finding(tuple(checks), combine(c.outcome() for c in checks), selection, tuple(evidence), tuple(notes))
+
+
+# --- C1: the post's picture at epoch 2
+
+
+def check_gap_at_two_batch_sizes(claim: Claim, table: pd.DataFrame) -> Finding | None:
+    small, large = claim.needs.values
+    gap2 = column(vocab.GAP, "epoch2")
+    sel = choose_context(table.dropna(subset=[gap2]) if gap2 in table else table, BATCH_SIZE, (small, large))
+    if sel is None:
+        return None
+    rows = sel.rows
+    checks = (
+        Check(f"gap at batch {large}, epoch 2", _est(rows, BATCH_SIZE, large, gap2), low=FAR_GAP.value),
+        Check(
+            f"gap at batch {small}, epoch 2",
+            _est(rows, BATCH_SIZE, small, gap2),
+            low=-CLOSE_GAP.value,
+            high=CLOSE_GAP.value,
+        ),
+    )
+    evidence = tuple(
+        (f"{metric} at batch {bs}, epoch 2", _est(rows, BATCH_SIZE, bs, column(metric, "epoch2")))
+        for bs in (large, small)
+        for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP)
+    )
+    return _finding(checks, sel.describe(), evidence, (_measurement_share(rows, small, large),))
+
+
+def _measurement_share(rows: pd.DataFrame, small: int, large: int) -> str:
+    """gap vs eval_gap at the large batch: how much of the post's picture is measurement."""
+    at_large = where(rows, BATCH_SIZE, large)
+    gap = estimate(at_large[column(vocab.GAP, "epoch2")])
+    eval_gap = estimate(at_large[column(vocab.EVAL_GAP, "epoch2")])
+    artefact = estimate(at_large[column(vocab.TRAIN_ACC, "epoch2")] - at_large[column(vocab.TRAIN_EVAL_ACC, "epoch2")])
+    steps = {bs: where(rows, BATCH_SIZE, bs)[column(vocab.STEP, "epoch2")].mean() for bs in (small, large)}
+    recorded = rows[BN_MOMENTUM].iloc[0] if BN_MOMENTUM in rows else math.nan
+    momentum = float(CONTROL_DEFAULTS[BN_MOMENTUM] if pd.isna(recorded) else recorded)  # empty: the default
+    weight = momentum ** steps[large] if math.isfinite(steps[large]) else math.nan
+    fmt = fmt_estimate
+    return (
+        f"At batch {large}, epoch 2, the post's gap (train_acc - val_acc) is {fmt(gap)}, but the eval_gap "
+        f"(train_eval_acc - val_acc: the same end-of-epoch model, inference mode, on training and on "
+        f"validation images) is {fmt(eval_gap)}. train_acc - train_eval_acc = {fmt(artefact)} of the gap is "
+        f"measurement: Keras's train_acc is a running mean in training mode (batch statistics), while "
+        f"val_acc uses BatchNorm's moving statistics. By epoch 2 batch {large} has taken {steps[large]:.0f} "
+        f"optimizer steps and batch {small} {steps[small]:.0f}; with momentum {momentum:g} the moving statistics "
+        f"still give their initial values a weight of {momentum:g}^{steps[large]:.0f} = {weight:.2f} at batch "
+        f"{large} (a lag that fewer steps per epoch makes worse)."
+    )
+
+
+# --- C2, C3: a toggle gives high train_acc and low val_acc early in training
+
+
+def check_cause_raises_gap(claim: Claim, table: pd.DataFrame) -> Finding | None:
+    (axis,), reference = claim.needs.axes, claim.needs.reference
+    table = table.dropna(subset=[column(vocab.GAP, "epoch2")])  # runs of one epoch cannot show epoch 2
+    others = toggle_values(table, axis)[1:] if axis in table else []
+    if not others or not matches(table[axis], reference).any():
+        return None
+    value = max(others)  # the strongest form of the cause present (imbalance 0.95; shuffle False)
+    sel = choose_context(table, axis, (reference, value))
+    if sel is None:
+        return None
+    gap2 = column(vocab.GAP, "epoch2")
+    at = f"{axis}={fmt_value(value)}"
+    checks = (
+        Check(f"gap at {at}, epoch 2", _est(sel.rows, axis, value, gap2), low=FAR_GAP.value),
+        Check(
+            f"gap increase vs {axis}={fmt_value(reference)}, epoch 2 (paired)",
+            paired(sel.rows, axis, reference, value, gap2),
+            low=CAUSE_RAISES_GAP.value,
+        ),
+    )
+    evidence = tuple(
+        (f"{metric} at {at}, epoch 2", _est(sel.rows, axis, value, column(metric, "epoch2")))
+        for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC, vocab.EVAL_GAP)
+    )
+    evidence += (
+        (
+            "gap increase at the last epoch (paired)",
+            paired(sel.rows, axis, reference, value, column(vocab.GAP, "last")),
+        ),
+    )
+    return _finding(checks, sel.describe(), evidence)
+
+
+# --- C4: preprocessing validation differently lowers val_acc
+
+
+def check_mismatch_lowers_val(claim: Claim, table: pd.DataFrame) -> Finding | None:
+    (axis,), reference, metric = claim.needs.axes, claim.needs.reference, column(vocab.VAL_ACC, "last")
+    kinds = toggle_values(table, axis)[1:] if axis in table else []
+    checks, selections = [], []
+    for kind in kinds:
+        sel = choose_context(table, axis, (reference, kind))
+        if sel is not None:
+            checks.append(
+                Check(
+                    f"val_acc change with mismatch {kind}, last epoch (paired)",
+                    paired(sel.rows, axis, reference, kind, metric),
+                    high=-VAL_DROP.value,
+                )
+            )
+            selections.append(sel.describe())
+    if not checks:
+        return None
+    notes = (
+        "Supported when at least one kind of mismatch lowers val_acc by more than the threshold; each kind is listed.",
+    )
+    return _finding(checks, "; ".join(dict.fromkeys(selections)), (), notes, combine=any_of)
+
+
+# --- C5: a model too large for the data overfits
+
+# Whether a larger value of the axis gives the model more capacity per training image (the direction that overfits).
+LARGER_IS_MORE_CAPACITY = {"model.width": True, "data.samples_per_class": False}
+
+
+def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None:
+    metric = column(vocab.EVAL_GAP, "last")
+    checks, selections = [], []
+    for axis in claim.needs.axes:
+        sel = choose_context(table, axis) if axis in table else None
+        if sel is None:
+            continue
+        values = toggle_values(sel.rows, axis)
+        for value in values[1:]:
+            grows = (value > values[0]) == LARGER_IS_MORE_CAPACITY[axis]
+            diff = paired(sel.rows, axis, values[0], value, metric)
+            checks.append(
+                Check(
+                    f"eval_gap change {axis} {fmt_value(values[0])} -> {fmt_value(value)}, last epoch (paired)",
+                    diff,
+                    **({"low": 0.0} if grows else {"high": 0.0}),
+                )
+            )
+        selections.append(sel.describe())
+    if not checks:
+        return None
+    notes = (
+        "Overfitting is judged on eval_gap (train and validation measured the same way, end-of-training "
+        "model), not on the running train_acc. Expected sign: wider model or fewer images per class -> "
+        "larger eval_gap.",
+    )
+    return _finding(checks, "; ".join(selections), (), notes)
+
+
+# --- C6-C8: batch size, smallest vs largest, at the last epoch
+
+
+def across_batch_sizes(
+    check: Callable[[Selection, Any, Any], Finding | None],
+) -> Callable[[Claim, pd.DataFrame], Finding | None]:
+    """A check given the group of runs chosen to compare batch sizes, with its smallest and largest batch."""
+
+    def run(claim: Claim, table: pd.DataFrame) -> Finding | None:
+        sel = choose_context(table, BATCH_SIZE)
+        if sel is None:
+            return None
+        sizes = sorted_values(sel.rows[BATCH_SIZE])
+        return check(sel, sizes[0], sizes[-1])
+
+    return run
+
+
+@across_batch_sizes
+def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding | None:
+    change = paired_relative(sel.rows, BATCH_SIZE, small, large, vocab.EPOCH_SECONDS)
+    checks = (
+        Check(
+            f"epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)} (paired; -0.5 = half)",
+            change,
+            high=-SPEEDUP.value,
+        ),
+    )
+    evidence = tuple(
+        (f"{metric} at batch {fmt_value(bs)}", _est(sel.rows, BATCH_SIZE, bs, metric))
+        for metric in (vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND)
+        for bs in sorted_values(sel.rows[BATCH_SIZE])
+    )
+    notes = (
+        "Epoch time averages epochs 2 onwards (epoch 1 includes graph tracing). Timings depend on the "
+        "machine and on what else ran on it.",
+    )
+    return _finding(checks, sel.describe(), evidence, notes)
+
+
+@across_batch_sizes
+def check_large_batch_trains_small_generalises(sel: Selection, small: Any, large: Any) -> Finding | None:
+
+    def diff(metric: str) -> Estimate:
+        return paired(sel.rows, BATCH_SIZE, small, large, column(metric, "last"))
+
+    def label(metric: str) -> str:
+        return f"{metric}, batch {fmt_value(large)} - batch {fmt_value(small)}, last epoch (paired)"
+
+    checks = (
+        Check(label(vocab.TRAIN_EVAL_ACC), diff(vocab.TRAIN_EVAL_ACC), low=0.0),
+        Check(label(vocab.VAL_ACC), diff(vocab.VAL_ACC), high=0.0),
+    )
+    evidence = (
+        (label(vocab.TRAIN_ACC), diff(vocab.TRAIN_ACC)),
+        (label(vocab.TRAIN_EVAL_LOSS), diff(vocab.TRAIN_EVAL_LOSS)),
+        (f"optimizer steps, batch {fmt_value(large)} - batch {fmt_value(small)}", diff(vocab.STEP)),
+    )
+    notes = (
+        "Training error is judged on train_eval_acc (the final model in inference mode). Equal epochs mean "
+        "fewer optimizer steps at the larger batch, and the learning rate was not re-tuned per batch size.",
+    )
+    return _finding(checks, sel.describe(), evidence, notes)
+
+
+@across_batch_sizes
+def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Finding | None:
+    metric = column(vocab.VAL_ACC, "last")
+    means = {bs: _est(sel.rows, BATCH_SIZE, bs, metric) for bs in sorted_values(sel.rows[BATCH_SIZE])}
+    small = {bs: e for bs, e in means.items() if bs <= SMALL_BATCH}
+    large = {bs: e for bs, e in means.items() if bs > SMALL_BATCH}
+    if not small or not large:
+        return None
+    best_small = max(small, key=lambda bs: small[bs].mean)
+    best_large = max(large, key=lambda bs: large[bs].mean)
+    checks = (
+        Check(
+            f"val_acc, best batch <= {SMALL_BATCH} ({fmt_value(best_small)}) - best batch > {SMALL_BATCH} "
+            f"({fmt_value(best_large)}), last epoch (paired)",
+            paired(sel.rows, BATCH_SIZE, best_large, best_small, metric),
+            low=0.0,
+        ),
+    )
+    evidence = tuple((f"val_acc at batch {fmt_value(bs)}, last epoch", e) for bs, e in means.items())
+    notes = (
+        f"The best batch size on each side of {SMALL_BATCH} is picked by its mean, then the two are compared "
+        "paired by seed (picking by the mean favours the winner slightly).",
+    )
+    return _finding(checks, sel.describe(), evidence, notes)
+
+
+# --- C9: replicas
+
+
+def check_replicas_learn_alike(claim: Claim, table: pd.DataFrame) -> Finding | None:
+    one = claim.needs.reference
+    sel = choose_context(table, GPUS)
+    if sel is None or not matches(sel.rows[GPUS], one).any():
+        return None
+    replicas = [g for g in sorted_values(sel.rows[GPUS]) if g != one]
+
+    def diff(metric: str, g: Any) -> Estimate:
+        return paired(sel.rows, GPUS, one, g, column(metric, "last"))
+
+    checks = tuple(
+        Check(
+            f"val_acc, {fmt_value(g)} replicas - 1 device, last epoch (paired)",
+            diff(vocab.VAL_ACC, g),
+            low=-SAME_VAL.value,
+            high=SAME_VAL.value,
+        )
+        for g in replicas
+    )
+    evidence = tuple(
+        (f"train_eval_acc, {fmt_value(g)} replicas - 1 device, last epoch (paired)", diff(vocab.TRAIN_EVAL_ACC, g))
+        for g in replicas
+    )
+    notes = (
+        "Each replica normalises its own share of the batch (Keras BatchNormalization is not synchronised "
+        "across replicas), so G replicas see batch statistics over batch/G images.",
+    )
+    return _finding(checks, sel.describe(), evidence, notes)

@@ -30,7 +30,8 @@ from sweep.checks import (
     positive_int,
 )
 
-# Key versions: 1 the first release, 2 the control axes, 3 the gradient noise scale; a new key
+# Key versions: 1 the first release, 2 the control axes, 3 the gradient noise scale, 4 recalibrated
+# BatchNorm evaluation; a new key
 # takes the next number. A key that appeared after the first release is left out of a run's
 # hashed spec while at its default, so adding it changed no existing run id (sweep/plan.py).
 FIRST_RELEASE = 1
@@ -284,6 +285,14 @@ class TrainConfig:
         "(McCandlish et al. 2018); training is unchanged",
         slug="gns",
         since=3,
+    )
+    recalibrate_bn: bool = key(
+        False,
+        boolean,
+        "also evaluate at every record with BatchNorm statistics recomputed on a fixed "
+        "training subset (the *_recal columns); training is unchanged",
+        slug="rbn",
+        since=4,
     )
 
 

@@ -6,7 +6,8 @@ the training set (`train_eval_*`) and the validation set (`val_*`). So every
 record holds both the number the post read (`train_acc`, Keras's running mean
 over the epoch, in training mode, while the weights change) and the number
 that is comparable with `val_acc` (`train_eval_acc`, the end-of-epoch model in
-inference mode).
+inference mode). With `train.recalibrate_bn` both evaluations are repeated with
+BatchNorm statistics recomputed for the current weights (`*_recal`, sweep/recal.py).
 
 Controls (docs/design.md, "Controls"): the learning rate used is
 `effective_lr` (scaled by batch size on request) with an optional linear
@@ -42,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from sweep import data as data_module
-from sweep import devices, noise, vocab
+from sweep import devices, noise, recal, vocab
 from sweep import model as model_module
 from sweep.config import TrainConfig
 from sweep.plan import RunSpec, derive_seed
@@ -73,10 +74,15 @@ class EpochRecord:
     noise_scale: float | None = None  # B_simple, with train.noise_scale only (sweep/noise.py)
     grad_norm_sq: float | None = None
     grad_noise_trace: float | None = None
+    train_eval_acc_recal: float | None = None  # with train.recalibrate_bn only (sweep/recal.py)
+    val_acc_recal: float | None = None
+    train_eval_loss_recal: float | None = None
+    val_loss_recal: float | None = None
+    eval_gap_recal: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as stored; the noise-scale fields only where measured."""
-        return {k: v for k, v in asdict(self).items() if v is not None or k not in vocab.NOISE_METRICS}
+        """The record as stored; the noise-scale and recalibrated fields only where measured."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in vocab.OPTIONAL_METRICS}
 
 
 @dataclass(frozen=True)
@@ -181,6 +187,7 @@ class Run:
         train_eval = self._evaluate(split.x_train_eval, split.y_train_eval)
         val = self._evaluate(split.x_val, split.y_val)
         measured = self._noise_scale(step) if self.spec.point.train.noise_scale else None
+        recalibrated = self._recalibrated(train_eval, val) if self.spec.point.train.recalibrate_bn else {}
         return EpochRecord(
             epoch=epoch,
             step=step,
@@ -204,7 +211,27 @@ class Run:
                 if measured
                 else {}
             ),
+            **recalibrated,
         )
+
+    def _recalibrated(self, train_eval: dict[str, float], val: dict[str, float]) -> dict[str, float]:
+        """The *_recal fields: the evaluations again, BatchNorm statistics recomputed for these weights."""
+        if not self.spec.point.model.batchnorm:  # nothing to recalibrate: the raw numbers
+            numbers = recal.Recalibrated(train_eval["accuracy"], train_eval["loss"], val["accuracy"], val["loss"])
+        else:
+            if _CACHE.twin is None:  # built and traced once per compiled model, like its training function
+                point, classes = self.spec.point, self.split.num_classes
+                _CACHE.twin = recal.Twin(
+                    lambda: model_module.build_model(point.model, point.data.image_size, classes), EVAL_BATCH
+                )
+            numbers = _CACHE.twin.evaluate(self.model.get_weights(), self.split)
+        return {
+            vocab.TRAIN_EVAL_ACC_RECAL: numbers.train_eval_acc,
+            vocab.VAL_ACC_RECAL: numbers.val_acc,
+            vocab.TRAIN_EVAL_LOSS_RECAL: numbers.train_eval_loss,
+            vocab.VAL_LOSS_RECAL: numbers.val_loss,
+            vocab.EVAL_GAP_RECAL: numbers.train_eval_acc - numbers.val_acc,
+        }
 
     def _noise_scale(self, step: int) -> noise.NoiseScale:
         """B_simple at the current weights, from training batches drawn by a sub-seed of the run seed."""
@@ -310,6 +337,7 @@ class _CompiledCache:
         self.model: Any = None
         self.strategy: Any = None
         self.gradient: Any = None  # the noise-scale gradient function of this model, made on first use
+        self.twin: Any = None  # its recalibrated-BatchNorm evaluator (sweep/recal.py), made on first use
 
     def model_for(
         self, spec: RunSpec, split: data_module.Split, steps_per_epoch: int, replicas: devices.Replicas
@@ -348,7 +376,7 @@ def forget_compiled() -> None:
     """Drop the cached model and Keras's global state (after a failed run, or before another graph)."""
     import keras
 
-    _CACHE.key = _CACHE.model = _CACHE.strategy = _CACHE.gradient = None
+    _CACHE.key = _CACHE.model = _CACHE.strategy = _CACHE.gradient = _CACHE.twin = None
     keras.backend.clear_session()
 
 

@@ -50,6 +50,23 @@ GRAD_NORM_SQ = "grad_norm_sq"  # |G|^2, the squared norm of the true gradient (e
 GRAD_NOISE_TRACE = "grad_noise_trace"  # tr(Sigma), the per-example gradient covariance's trace (estimate)
 NOISE_METRICS: tuple[str, ...] = (NOISE_SCALE, GRAD_NORM_SQ, GRAD_NOISE_TRACE)
 
+# Only in runs with train.recalibrate_bn: true (sweep/recal.py): the same evaluations with BatchNorm's
+# moving statistics recomputed for the current weights, so BatchNorm's lag is not read as failure to fit.
+RECAL = "_recal"
+TRAIN_EVAL_ACC_RECAL = TRAIN_EVAL_ACC + RECAL
+VAL_ACC_RECAL = VAL_ACC + RECAL
+TRAIN_EVAL_LOSS_RECAL = TRAIN_EVAL_LOSS + RECAL
+VAL_LOSS_RECAL = VAL_LOSS + RECAL
+EVAL_GAP_RECAL = EVAL_GAP + RECAL  # train_eval_acc_recal - val_acc_recal
+RECAL_METRICS: tuple[str, ...] = (
+    TRAIN_EVAL_ACC_RECAL,
+    VAL_ACC_RECAL,
+    TRAIN_EVAL_LOSS_RECAL,
+    VAL_LOSS_RECAL,
+    EVAL_GAP_RECAL,
+)
+OPTIONAL_METRICS: tuple[str, ...] = NOISE_METRICS + RECAL_METRICS  # columns only where measured
+
 # Run statuses as users see them (status command, runs.csv).
 DONE = "done"
 RUNNING = "running"

@@ -74,7 +74,7 @@ def epochs_table(trials: Iterable[FrozenTrial]) -> pd.DataFrame:
             {
                 **head,
                 **{k: record.get(k) for k in vocab.EPOCH_METRICS},
-                **{k: record[k] for k in vocab.NOISE_METRICS if k in record},
+                **{k: record[k] for k in vocab.OPTIONAL_METRICS if k in record},
             }
             for record in epochs_of(trial)
         )

@@ -1,7 +1,9 @@
-"""What `train.noise_scale: true` costs: the same run with and without it, in one process.
+"""What a measuring setting costs: the same run with and without it, in one process.
 
-    python -m benchmarks.noise_overhead [--epochs 2] [--batch-sizes 8 128]
+    python -m benchmarks.overhead [--setting noise_scale | recalibrate_bn] [--epochs 2] [--batch-sizes 8 128]
 
+Both settings add columns to every record and leave training unchanged; this
+prices them.
 The controls data (40 images per class, 3,840 training images), one thread per
 core, best of 2 alternating repeats of each; prints seconds and the ratio.
 """
@@ -14,13 +16,15 @@ import time
 from sweep.config import DataConfig, PointConfig, TrainConfig
 from sweep.plan import RunSpec
 
+MEASURING = ("noise_scale", "recalibrate_bn")  # train.* settings that only add records
 
-def seconds(batch_size: int, epochs: int, noise_scale: bool) -> float:
+
+def seconds(batch_size: int, epochs: int, setting: str, on: bool) -> float:
     from sweep.train import Run
 
     point = PointConfig(
         data=DataConfig(samples_per_class=40),
-        train=TrainConfig(epochs=epochs, batch_size=batch_size, noise_scale=noise_scale),
+        train=TrainConfig(epochs=epochs, batch_size=batch_size, **{setting: on}),
     )
     started = time.perf_counter()
     for _ in Run(RunSpec(sweep="bench", seed=0, point=point, varying=(("seed", 0),))).epochs():
@@ -30,13 +34,14 @@ def seconds(batch_size: int, epochs: int, noise_scale: bool) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--setting", choices=MEASURING, default="noise_scale")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 128])
     args = parser.parse_args()
-    seconds(32, 1, True)  # warm up: dataset cache, TensorFlow start, first traces
-    print("| batch size | without (s) | with noise_scale (s) | ratio |\n|---|---|---|---|")
+    seconds(32, 1, args.setting, True)  # warm up: dataset cache, TensorFlow start, first traces
+    print(f"| batch size | without (s) | with {args.setting} (s) | ratio |\n|---|---|---|---|")
     for batch in args.batch_sizes:
-        runs = [(flag, seconds(batch, args.epochs, flag)) for _ in range(2) for flag in (False, True)]
+        runs = [(flag, seconds(batch, args.epochs, args.setting, flag)) for _ in range(2) for flag in (False, True)]
         times = {flag: min(t for f, t in runs if f == flag) for flag in (False, True)}
         print(f"| {batch} | {times[False]:.1f} | {times[True]:.1f} | {times[True] / times[False]:.2f}x |")
 

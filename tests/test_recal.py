@@ -1,0 +1,113 @@
+"""Recalibrated BatchNorm evaluation (sweep/recal.py): training untouched, numbers as Keras's own BatchNorm gives."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from sweep import vocab
+from sweep.config import DataConfig, ModelConfig, PointConfig, TrainConfig
+from sweep.plan import RunSpec
+from sweep.train import Run, forget_compiled
+
+TIMINGS = ("epoch_seconds", "samples_per_second")
+
+
+def tiny_spec(seed: int = 0, model: dict | None = None, **train: object) -> RunSpec:
+    """4 classes x 8 training images at 12 px; the 8-image train_eval subset fits one recalibration pass."""
+    point = PointConfig(
+        data=DataConfig(dataset="glyphs120", classes=4, samples_per_class=10, image_size=12),
+        model=dataclasses.replace(ModelConfig(), **(model or {})),
+        train=dataclasses.replace(TrainConfig(epochs=2, batch_size=8), **train),
+    )
+    return RunSpec(sweep="t", seed=seed, point=point, varying=(("seed", seed),))
+
+
+def records(specs: list[RunSpec]) -> list[dict]:
+    """Every record of these runs, trained one after the other in one worker (the second reuses the model)."""
+    forget_compiled()
+    return [r.to_dict() for spec in specs for r in Run(spec).epochs()]
+
+
+def without(rows: list[dict], names: tuple[str, ...]) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in names} for row in rows]
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_recalibration_adds_five_columns_and_changes_no_other_number(tf_replicas: None, gpus: int) -> None:
+    plain = records([tiny_spec(seed=0, gpus=gpus), tiny_spec(seed=1, lr=0.01, gpus=gpus)])
+    recal = records(
+        [tiny_spec(seed=0, gpus=gpus, recalibrate_bn=True), tiny_spec(seed=1, lr=0.01, gpus=gpus, recalibrate_bn=True)]
+    )
+    assert all(name not in row for row in plain for name in vocab.RECAL_METRICS)
+    assert all(set(vocab.RECAL_METRICS) <= set(row) for row in recal)
+    assert without(recal, TIMINGS + vocab.RECAL_METRICS) == without(plain, TIMINGS)  # bit for bit
+    for row in recal:
+        assert row[vocab.EVAL_GAP_RECAL] == row[vocab.TRAIN_EVAL_ACC_RECAL] - row[vocab.VAL_ACC_RECAL]
+
+
+def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistics(tf_replicas: None) -> None:
+    """The oracle: the trained weights in a fresh model whose BatchNorm layers, with momentum 0, take the
+    statistics of one training-mode pass over the train_eval subset (8 images, one batch), then evaluate."""
+    import keras
+
+    from sweep import model as model_module
+
+    spec = tiny_spec(recalibrate_bn=True)
+    forget_compiled()
+    run = Run(spec)
+    last = [r.to_dict() for r in run.epochs()][-1]
+    split = run.split
+    oracle = model_module.build_model(
+        dataclasses.replace(spec.point.model, bn_momentum=0.0), spec.point.data.image_size, split.num_classes
+    )
+    oracle.set_weights(run.model.get_weights())
+    oracle(split.x_train_eval, training=True)  # momentum 0: moving statistics := this batch's statistics
+    oracle.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    expect_train = oracle.evaluate(split.x_train_eval, split.y_train_eval, verbose=0, return_dict=True)
+    expect_val = oracle.evaluate(split.x_val, split.y_val, verbose=0, return_dict=True)
+    assert last[vocab.TRAIN_EVAL_ACC_RECAL] == pytest.approx(expect_train["accuracy"])
+    assert last[vocab.VAL_ACC_RECAL] == pytest.approx(expect_val["accuracy"])
+    assert last[vocab.TRAIN_EVAL_LOSS_RECAL] == pytest.approx(expect_train["loss"], rel=1e-4)
+    assert last[vocab.VAL_LOSS_RECAL] == pytest.approx(expect_val["loss"], rel=1e-4)
+    # and not the lagging statistics: the run's own model evaluates differently
+    assert last[vocab.VAL_LOSS_RECAL] != pytest.approx(last[vocab.VAL_LOSS], rel=1e-3)
+    assert isinstance(oracle.get_layer("bn0"), keras.layers.BatchNormalization)
+
+
+def test_statistics_are_pooled_over_passes_and_positions(tf_replicas: None) -> None:
+    """24 images in passes of 5, 5, 5, 5, 4: the first BatchNorm's statistics are its input's mean and
+    (biased) variance over all 24 images and every position, as numpy computes them in one go."""
+    import keras
+
+    from sweep import model as model_module
+    from sweep import recal
+
+    spec = tiny_spec()
+    build = lambda: model_module.build_model(spec.point.model, 12, 4)  # noqa: E731
+    weights = build().get_weights()
+    split = Run(spec).split
+    many = dataclasses.replace(
+        split, x_train_eval=np.concatenate([split.x_train_eval] * 3), y_train_eval=np.tile(split.y_train_eval, 3)
+    )
+    twin = recal.Twin(build, eval_batch=512)
+    recal_batch, recal.RECAL_BATCH = recal.RECAL_BATCH, 5
+    try:
+        twin.evaluate(weights, many)
+    finally:
+        recal.RECAL_BATCH = recal_batch
+    conv = keras.Model(twin.model.inputs, twin.model.get_layer("conv0").output)
+    values = conv(many.x_train_eval).numpy().astype(np.float64).reshape(-1, 16)  # 24 x 12 x 12 positions
+    bn0 = twin.model.get_layer("bn0")
+    assert np.asarray(bn0.moving_mean) == pytest.approx(values.mean(axis=0), rel=1e-4, abs=1e-6)
+    assert np.asarray(bn0.moving_variance) == pytest.approx(values.var(axis=0), rel=1e-4, abs=1e-6)
+
+
+def test_without_batchnorm_the_recalibrated_numbers_are_the_raw_ones(tf_replicas: None) -> None:
+    rows = records([tiny_spec(model={"batchnorm": False}, recalibrate_bn=True)])
+    for row in rows:
+        assert row[vocab.VAL_ACC_RECAL] == row[vocab.VAL_ACC]
+        assert row[vocab.TRAIN_EVAL_LOSS_RECAL] == row[vocab.TRAIN_EVAL_LOSS]
+        assert row[vocab.EVAL_GAP_RECAL] == row[vocab.EVAL_GAP]

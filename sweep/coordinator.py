@@ -64,7 +64,8 @@ def _clock(seconds: float) -> str:
 def format_event(event: events.Event, progress: Progress) -> str | None:
     """Update progress with one worker event; return the line to print, if any."""
     if isinstance(event, events.EpochDone):
-        progress.epochs_done += 1
+        if float(event.record[vocab.EPOCH]).is_integer():  # records inside an epoch (eval_every_steps) are part of it
+            progress.epochs_done += 1
         r = event.record
         return (
             f"{progress.prefix()} | {event.run_id} epoch {r[vocab.EPOCH]}/{event.epochs} "

@@ -79,6 +79,18 @@ def test_progress_follows_a_steps_budget() -> None:
     assert "r epoch 12/24" in line and "epochs 1/24" in line
 
 
+def test_progress_counts_epochs_not_the_records_inside_them() -> None:
+    """eval_every_steps writes records at epoch 0.5, 1, 1.5, 2: the bar counts the 2 epochs, not 4 records."""
+    from sweep import events
+    from sweep.coordinator import Progress, format_event
+
+    progress = Progress(runs_total=1, epochs_total=2)
+    for epoch in (0.5, 1, 1.5, 2):
+        record = {"epoch": epoch, "train_acc": 0.5, "train_eval_acc": 0.5, "val_acc": 0.4, "gap": 0.1}
+        line = format_event(events.EpochDone("r", 2, {**record, "epoch_seconds": 1.0}), progress)
+    assert progress.epochs_done == 2 and "100% runs 0/1 epochs 2/2" in line
+
+
 def test_worker_events_survive_the_trip_through_a_line() -> None:
     from sweep import events
 

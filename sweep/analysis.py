@@ -294,7 +294,8 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     last = at_epoch(epochs, None)
     table = last[head].assign(epochs=last[vocab.EPOCH].astype(int))
     for when, snap in (("epoch2", at_epoch(epochs, EPOCH_TWO)), ("last", last)):
-        values = snap.set_index(vocab.RUN_ID)[list(SNAPSHOT_METRICS)].add_suffix(f"_{when}")
+        present = [m for m in (*SNAPSHOT_METRICS, *vocab.RECAL_METRICS) if m in snap]  # recalibrated where measured
+        values = snap.set_index(vocab.RUN_ID)[present].add_suffix(f"_{when}")
         table = table.join(values, on=vocab.RUN_ID)
     best = epochs.groupby(vocab.RUN_ID)[vocab.VAL_ACC].max().rename("best_val_acc")
     return table.join(best, on=vocab.RUN_ID).join(_speed(epochs), on=vocab.RUN_ID)

@@ -9,6 +9,7 @@ One job per module, data flowing one way:
 
 - `claims`: the claims as data (words, runs needed, checks, thresholds) -> findings;
 - `attribution`: the attribution arms as data -> C1's gap per mechanism;
+- `comparable`: the batch-size claims re-read at equal steps, fit and time, raw and recalibrated;
 - `provenance`: git commit, package versions, machine;
 - `sections`: findings, attribution, tuning -> the blocks of a `document.Doc`;
 - `document`: the blocks and their Markdown and HTML renderers.
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep import analysis, plots
-from sweep.report import attribution, sections
+from sweep.report import attribution, comparable, sections
 from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
 from sweep.report.findings import Claim, Finding, claims_table, verdict_text
@@ -44,10 +45,13 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     analysis.write_tables(results, target)
     health = analysis.run_health(results)
     healthy = analysis.without(results.epochs, health)
-    findings = evaluate(analysis.run_summary(healthy))
+    summary = analysis.run_summary(healthy)
+    findings = evaluate(summary)
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
+    reads = comparable.comparable(summary, healthy)
+    comparable.table(reads).to_csv(target / "tables" / "readings.csv", index=False)
     figures = plots.draw_all(results, target, svg=svg)
-    doc = sections.document(results, findings, figures, attribution.attribution(healthy), health)
+    doc = sections.document(results, findings, figures, attribution.attribution(healthy), health, reads)
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")
     page.write_text(to_html(doc), encoding="utf-8")

@@ -11,12 +11,12 @@ import math
 
 import pandas as pd
 
-from sweep import tuning, vocab
+from sweep import readings, tuning, vocab
 from sweep.analysis import Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report import attribution as attr
-from sweep.report import provenance
+from sweep.report import comparable, provenance
 from sweep.report.claims import CLAIMS, thresholds
 from sweep.report.document import TITLE, Doc
 from sweep.report.findings import FAR_GAP, Claim, Finding, outcome_text, verdict_text
@@ -34,6 +34,7 @@ def document(
     figures: list[FigureFile],
     att: attr.Attribution | None = None,
     health: pd.DataFrame | None = None,
+    reads: list[comparable.Read] | None = None,
 ) -> Doc:
     """The report's blocks: header, verdicts, one section per claim, attribution, tuning, figures."""
     doc = Doc()
@@ -62,6 +63,7 @@ def document(
     statistics_section(doc)
     for claim, finding in findings:
         claim_section(doc, claim, finding)
+    comparable_section(doc, reads or [])
     attribution_section(doc, att)
     tuning_section(doc, tuning.tuning(results))
     noise_section(doc, tuning.noise_scales(results))
@@ -73,7 +75,8 @@ def document(
     doc.p(
         "CSV files next to this report: `tables/curves.csv` (every metric at every epoch, mean and 95% CI per "
         "group of seeds), `tables/gaps.csv` (gap and eval_gap at epoch 2 and at the last epoch), "
-        "`tables/run_summary.csv` (one row per run), `tables/claims.csv` (every check above)."
+        "`tables/run_summary.csv` (one row per run), `tables/claims.csv` (every check above), "
+        "`tables/readings.csv` (the batch-size checks at every reading)."
     )
     return doc
 
@@ -188,6 +191,38 @@ def claim_section(doc: Doc, claim: Claim, finding: Finding | None) -> None:
         )
     for note in finding.notes:
         doc.p(note)
+
+
+# --- the batch-size claims at comparable points
+
+
+def comparable_section(doc: Doc, reads: list[comparable.Read]) -> None:
+    doc.h(2, "Batch sizes compared at comparable points")
+    if not reads:
+        doc.p("These results have no runs for the batch-size claims.")
+        return
+    doc.p(
+        "The post compares batch sizes at equal epochs, where a large batch has taken far fewer optimizer steps. "
+        "Each batch-size claim's checks are run again, unchanged, on the runs read elsewhere: "
+        + "; ".join(f"{r.name}: {r.words}" for r in readings.READINGS)
+        + ". Steps, fit and time are interpolated between a run's records; fit is the "
+        f"{readings.FIT_WORDS}. 'BatchNorm recalibrated' swaps the inference-mode numbers for those with "
+        "BatchNorm's statistics recomputed for the current weights (train.recalibrate_bn); raw minus "
+        "recalibrated is BatchNorm's lag. The claim's verdict above is the equal-epochs raw reading; "
+        "these rows use the same thresholds and uncorrected 95% intervals, for comparison."
+    )
+    for claim_id in comparable.CLAIMS_READ:
+        rows = comparable.rows_for(reads, claim_id)
+        if not rows:
+            continue
+        first = next(r for r in reads if r.claim.id == claim_id)
+        doc.h(3, f"{claim_id}: {first.claim.test}")
+        doc.table(("reading", "BatchNorm", "read at", "verdict: each check's mean [95% CI] (n) and outcome"), rows)
+        for reading in (readings.EPOCHS, readings.STEPS):
+            lag = comparable.lag_sentence(reads, claim_id, reading)
+            if lag:
+                doc.p(f"At {reading.name}: {lag}")
+        doc.p(comparable.disagreement(reads, claim_id))
 
 
 # --- attribution, tuning and the noise scale

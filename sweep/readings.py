@@ -1,0 +1,177 @@
+"""Where a comparison is read: equal epochs, equal optimizer steps, equal training fit or equal wall time.
+
+The post reads batch sizes at equal epochs, but epoch 2 is 300 optimizer steps at
+batch 64 and 2,400 at batch 8: the two models are at different points of
+training. A claim about batch size is therefore also read at points where the
+runs are comparable. `reread` returns the run summary (`sweep.analysis.run_summary`)
+with its snapshot columns (`*_epoch2`, `*_last`) read at another point, so every
+claim's check runs unchanged at every reading. The point is set per group of
+runs that differ only in the compared settings and the seed (the runs a check
+compares), for each snapshot:
+
+- equal epochs: the snapshot itself (the post's reading; the summary unchanged);
+- equal steps: the fewest optimizer steps any run of the group had taken at the
+  snapshot; every run is read there, interpolated linearly between its records;
+- equal fit: the training fit every run of the group had reached at the
+  snapshot, i.e. the highest fit loss among them (the worst-fitted run's); every
+  run is read where its fit loss first falls to it, interpolated between the two
+  records around the crossing. The fit loss is `train_eval_loss_recal` where
+  measured (the weights' fit, without BatchNorm's lag), else `train_eval_loss`;
+- equal time: the shortest training wall time of the group at the snapshot
+  (epoch times summed, evaluation excluded; epoch 1 includes graph tracing, and
+  times depend on what else ran on the machine).
+
+A run whose records do not reach the point (its first record comes later, for
+equal steps or time) has no value there: the check sees fewer runs, and the
+report says so. With records at epoch ends only, small batches have no record
+early enough for equal steps; `train.eval_every_steps` adds them.
+`recalibrated` swaps the inference-mode numbers for their BatchNorm-recalibrated
+versions (`*_recal`), so the same checks also run without BatchNorm's lag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sweep import vocab
+from sweep.analysis import column, setting_columns
+from sweep.selection import matches, settings_key
+
+WHENS = ("epoch2", "last")  # the run summary's snapshots
+ELAPSED = "elapsed_seconds"  # training wall time up to a record (computed here)
+
+
+@dataclass(frozen=True)
+class Reading:
+    name: str  # "equal steps"
+    axis: str  # the column the point is found on (a record's step, fit loss or elapsed time)
+    words: str  # how the report states the point
+
+
+EPOCHS = Reading("equal epochs", vocab.EPOCH, "the same epoch for every batch size (the post's reading)")
+STEPS = Reading("equal steps", vocab.STEP, "the fewest optimizer steps any compared run had taken by then")
+FIT = Reading("equal fit", vocab.TRAIN_EVAL_LOSS, "the training fit every compared run had reached by then")
+TIME = Reading("equal time", ELAPSED, "the shortest training wall time of the compared runs by then")
+READINGS: tuple[Reading, ...] = (EPOCHS, STEPS, FIT, TIME)
+FIT_WORDS = "inference-mode training loss on the train_eval subset, recalibrated where measured"
+
+# Inference-mode numbers and their recalibrated versions; the post's gap is rebuilt from val_acc.
+RECALIBRATED = {
+    vocab.TRAIN_EVAL_ACC: vocab.TRAIN_EVAL_ACC_RECAL,
+    vocab.VAL_ACC: vocab.VAL_ACC_RECAL,
+    vocab.TRAIN_EVAL_LOSS: vocab.TRAIN_EVAL_LOSS_RECAL,
+    vocab.VAL_LOSS: vocab.VAL_LOSS_RECAL,
+    vocab.EVAL_GAP: vocab.EVAL_GAP_RECAL,
+}
+
+
+def fit_metric(epochs: pd.DataFrame) -> str:
+    """The loss equal fit is read on: recalibrated where every record has it, else the raw one."""
+    recal = vocab.TRAIN_EVAL_LOSS_RECAL
+    return recal if recal in epochs and epochs[recal].notna().all() else vocab.TRAIN_EVAL_LOSS
+
+
+def has_recalibrated(table: pd.DataFrame) -> bool:
+    """Whether every run of a summary table has the recalibrated numbers at both snapshots' last epoch."""
+    name = column(vocab.VAL_ACC_RECAL, "last")
+    return name in table and bool(table[name].notna().all()) and not table.empty
+
+
+def recalibrated(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary with inference-mode numbers replaced by their recalibrated versions (gap rebuilt)."""
+    swapped = {}
+    for when in WHENS:
+        for raw, recal in RECALIBRATED.items():
+            if column(recal, when) in summary:
+                swapped[column(raw, when)] = summary[column(recal, when)]
+        if column(vocab.VAL_ACC_RECAL, when) in summary:
+            swapped[column(vocab.GAP, when)] = (
+                summary[column(vocab.TRAIN_ACC, when)] - swapped[column(vocab.VAL_ACC, when)]
+            )
+    return summary.assign(**swapped)
+
+
+def reread(
+    summary: pd.DataFrame, epochs: pd.DataFrame, axes: Sequence[str], reading: Reading, values: Sequence[Any] = ()
+) -> pd.DataFrame:
+    """The summary read at `reading` for comparisons along `axes` (only rows at `values` of the first axis, if given).
+
+    Adds, per snapshot, `point_<when>` (the step, loss or seconds read at) and keeps `epoch_<when>` (the
+    epoch each run was read at, fractional inside an epoch).
+    """
+    rows = summary
+    if values:
+        rows = rows[np.logical_or.reduce([matches(rows[axes[0]], v) for v in values])]
+    if reading == EPOCHS or rows.empty:
+        return rows
+    curves = _with_elapsed(epochs[epochs[vocab.RUN_ID].isin(rows[vocab.RUN_ID])])
+    axis = fit_metric(curves) if reading == FIT else reading.axis
+    others = [c for c in setting_columns(rows) if c not in axes]
+    parts = [_read_group(group, curves, axis, reading) for _, group in rows.groupby(settings_key(rows, others))]
+    return pd.concat(parts).loc[rows.index]
+
+
+def _read_group(group: pd.DataFrame, curves: pd.DataFrame, axis: str, reading: Reading) -> pd.DataFrame:
+    snapshot_metrics = [m for m in curves.columns if column(m, "last") in group] + [vocab.EPOCH]
+    by_run = {run_id: rows.sort_values(vocab.STEP) for run_id, rows in curves.groupby(vocab.RUN_ID)}
+    updates: dict[str, list[float]] = {}
+    for when in WHENS:
+        at_snapshot = [_value_at_snapshot(by_run.get(r), when, axis) for r in group[vocab.RUN_ID]]
+        point = np.nanmax(at_snapshot) if reading == FIT else np.nanmin(at_snapshot)
+        read = [_read(by_run.get(r), axis, point, first_below=reading == FIT) for r in group[vocab.RUN_ID]]
+        for metric in snapshot_metrics:
+            updates[column(metric, when)] = [values.get(metric, np.nan) for values in read]
+        updates[f"point_{when}"] = [point] * len(group)
+    return group.assign(**updates)
+
+
+def _value_at_snapshot(curve: pd.DataFrame | None, when: str, axis: str) -> float:
+    """The run's value of `axis` at the snapshot: its epoch-2 record, or its last."""
+    if curve is None or curve.empty:
+        return np.nan
+    at = curve[curve[vocab.EPOCH] == 2] if when == "epoch2" else curve.iloc[[-1]]
+    return float(at[axis].iloc[0]) if len(at) else np.nan
+
+
+def _read(curve: pd.DataFrame | None, axis: str, point: float, first_below: bool) -> dict[str, float]:
+    """Every column of the run's curve where `axis` reaches `point`, interpolated between two records."""
+    if curve is None or curve.empty or not np.isfinite(point):
+        return {}
+    position = curve[axis].to_numpy(float)
+    numeric = curve.select_dtypes("number")
+    if first_below:
+        reached = np.flatnonzero(position <= point)
+        if not len(reached):
+            return {}
+        k = int(reached[0])
+        if k == 0:  # reached by its first record: read there (it has no record before)
+            return numeric.iloc[0].to_dict()
+        fraction = (position[k - 1] - point) / (position[k - 1] - position[k])
+    else:
+        if point < position[0] or point > position[-1]:
+            return {}
+        if len(position) == 1:  # the point is its only record
+            return numeric.iloc[0].to_dict()
+        k = max(1, int(np.searchsorted(position, point)))
+        if position[k] == position[k - 1]:
+            return numeric.iloc[k].to_dict()
+        fraction = (point - position[k - 1]) / (position[k] - position[k - 1])
+    before, after = numeric.iloc[k - 1], numeric.iloc[k]
+    return (before + fraction * (after - before)).to_dict()
+
+
+def _with_elapsed(curves: pd.DataFrame) -> pd.DataFrame:
+    """Add each record's training wall time since the run started (epoch_seconds is per epoch, so far)."""
+    if curves.empty:
+        return curves.assign(**{ELAPSED: pd.Series(dtype=float)})
+    epoch_index = np.ceil(curves[vocab.EPOCH].to_numpy(float)).astype(int)
+    frame = curves.assign(_epoch=epoch_index)
+    ends = frame.groupby([vocab.RUN_ID, "_epoch"])[vocab.EPOCH_SECONDS].max()
+    before = ends.groupby(level=0).cumsum() - ends  # seconds of the run's earlier epochs
+    offset = before.reindex(pd.MultiIndex.from_arrays([frame[vocab.RUN_ID], frame["_epoch"]])).to_numpy()
+    return curves.assign(**{ELAPSED: offset + curves[vocab.EPOCH_SECONDS].to_numpy(float)})

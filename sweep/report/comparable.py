@@ -1,0 +1,146 @@
+"""The batch-size claims at comparable points: each check at equal epochs, steps, fit and time, raw and
+with BatchNorm recalibrated, side by side (sweep/readings.py says how each point is found).
+
+The claim's own verdict is its equal-epochs, raw reading (the post's). The other readings run the same
+check function on the run summary read elsewhere, so any difference between them comes from where the
+runs are read, not from a different test. Raw minus recalibrated is BatchNorm's lag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from sweep import readings, vocab
+from sweep.estimates import fmt_estimate
+from sweep.report.claims import by_id
+from sweep.report.findings import Claim, Finding, outcome_text
+from sweep.selection import choose_context
+
+CLAIMS_READ = ("C1", "C5", "C7", "C8")  # the claims that compare runs taking different numbers of steps
+RAW, RECALIBRATED = "raw", "BatchNorm recalibrated"
+
+
+@dataclass(frozen=True)
+class Read:
+    """One claim's check at one reading, raw or recalibrated."""
+
+    claim: Claim
+    reading: readings.Reading
+    batchnorm: str  # RAW | RECALIBRATED
+    finding: Finding | None
+    points: str  # where the runs were read, in words
+
+
+def comparable(summary: pd.DataFrame, epochs: pd.DataFrame) -> list[Read]:
+    """Every claim of CLAIMS_READ at every reading, raw and (where measured) recalibrated."""
+    found = []
+    for claim in map(by_id, CLAIMS_READ):
+        for reading in readings.READINGS:
+            table = readings.reread(summary, epochs, claim.needs.axes, reading, claim.needs.values)
+            variants = [(RAW, table)]
+            if readings.has_recalibrated(table):
+                variants.append((RECALIBRATED, readings.recalibrated(table)))
+            for batchnorm, rows in variants:
+                finding = claim.evaluate(rows) if not rows.empty else None
+                if finding is not None and all(c.estimate.n == 0 for c in finding.checks):
+                    finding = None  # no run has a record at the point
+                found.append(Read(claim, reading, batchnorm, finding, _points(_used(claim, rows), finding, reading)))
+    return found
+
+
+def _used(claim: Claim, rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the groups the claim's check chooses (choose_context per compared setting)."""
+    values = claim.needs.values
+    chosen = [choose_context(rows, axis, values if i == 0 else ()) for i, axis in enumerate(claim.needs.axes)]
+    used = [sel.rows[vocab.RUN_ID] for sel in chosen if sel is not None]
+    return rows[rows[vocab.RUN_ID].isin(pd.concat(used))] if used else rows.iloc[0:0]
+
+
+def _points(rows: pd.DataFrame, finding: Finding | None, reading: readings.Reading) -> str:
+    """Where the runs of the chosen group were read: "step 300 (epoch 0.25-2)"."""
+    if finding is None or reading == readings.EPOCHS:
+        return "epoch 2 and the last epoch" if reading == readings.EPOCHS else "not readable"
+    parts = []
+    for when, label in (("epoch2", "epoch 2"), ("last", "last")):
+        point = rows.get(f"point_{when}")
+        epoch = rows.get(f"epoch_{when}")
+        if point is None or point.dropna().empty:
+            continue
+        at = _point_words(reading, point.dropna())
+        span = f"epochs {epoch.min():.2f}-{epoch.max():.2f}" if epoch is not None and epoch.notna().any() else ""
+        parts.append(f"for {label}: {at} ({span})")
+    return "; ".join(parts) or "not readable"
+
+
+def _point_words(reading: readings.Reading, points: pd.Series) -> str:
+    low, high = points.min(), points.max()
+    fmt = {readings.STEPS: "step {:.0f}", readings.FIT: "fit loss {:.3f}", readings.TIME: "{:.1f} s of training"}
+    text = fmt[reading].format(low)
+    return text if low == high else f"{text} to {fmt[reading].format(high)} (per group)"
+
+
+def table(found: list[Read]) -> pd.DataFrame:
+    """tables/readings.csv: one row per (claim, reading, batchnorm, check)."""
+    rows: list[dict[str, Any]] = []
+    for read in found:
+        head = {
+            "claim": read.claim.id,
+            "reading": read.reading.name,
+            "batchnorm": read.batchnorm,
+            "read_at": read.points,
+            "verdict": read.finding.verdict if read.finding else "not readable",
+        }
+        for check in read.finding.checks if read.finding else ():
+            e = check.estimate
+            rows.append(
+                {**head, "check": check.label, "mean": e.mean, "ci_low": e.low, "ci_high": e.high, "n": e.n}
+                | {"outcome": outcome_text(check)}
+            )
+        if read.finding is None:
+            rows.append(head)
+    return pd.DataFrame(rows)
+
+
+def lag_sentence(found: list[Read], claim_id: str, reading: readings.Reading) -> str | None:
+    """Per check of one claim at one reading: raw mean, recalibrated mean, and their difference (the lag)."""
+    pair = {r.batchnorm: r.finding for r in found if r.claim.id == claim_id and r.reading == reading}
+    raw, recal = pair.get(RAW), pair.get(RECALIBRATED)
+    if raw is None or recal is None:
+        return None
+    parts = [
+        f"{a.label}: {a.estimate.mean:+.3f} raw, {b.estimate.mean:+.3f} recalibrated, BatchNorm lag "
+        f"{a.estimate.mean - b.estimate.mean:+.3f}"
+        for a, b in zip(raw.checks, recal.checks, strict=False)
+        if a.label == b.label
+    ]
+    return "; ".join(parts) + "." if parts else None
+
+
+def cell(read: Read) -> str:
+    """One reading's checks in a table cell: "mean [CI] (n) holds; ..." and the verdict."""
+    if read.finding is None:
+        return "not readable: no records at that point (train.eval_every_steps adds records inside epochs)"
+    checks = "; ".join(f"{fmt_estimate(c.estimate)} {outcome_text(c)}" for c in read.finding.checks)
+    return f"{read.finding.verdict}: {checks}"
+
+
+def rows_for(found: list[Read], claim_id: str) -> list[tuple[str, str, str, str]]:
+    """The report's table rows for one claim: reading, batchnorm, where read, checks and verdict."""
+    return [(r.reading.name, r.batchnorm, r.points, cell(r)) for r in found if r.claim.id == claim_id]
+
+
+def disagreement(found: list[Read], claim_id: str) -> str:
+    """Which readings agree with the post's (equal epochs, raw), in one sentence."""
+    reads = [r for r in found if r.claim.id == claim_id and r.finding is not None]
+    post = next((r for r in reads if r.reading == readings.EPOCHS and r.batchnorm == RAW), None)
+    if post is None or post.finding is None:
+        return "The post's reading (equal epochs) is not available in these runs."
+    others = [r for r in reads if r is not post]
+    differ = [r for r in others if r.finding is not None and r.finding.verdict != post.finding.verdict]
+    if not differ:
+        return f"Every available reading gives the post's reading's verdict ({post.finding.verdict})."
+    names = ", ".join(f"{r.reading.name} ({r.batchnorm}): {r.finding.verdict}" for r in differ if r.finding)
+    return f"The readings disagree: at equal epochs (raw) the claim is {post.finding.verdict}; {names}."

@@ -1,0 +1,136 @@
+"""Comparable readings (sweep/readings.py) on constructed curves whose values at every point are known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweep import analysis, readings, vocab
+from sweep.analysis import column
+
+BS = "train.batch_size"
+
+
+def curves() -> pd.DataFrame:
+    """Batch 8: 100 steps per epoch, records every 25 steps; batch 64: 10 steps per epoch, records at epoch ends.
+
+    val_acc = step / 1000 + seed / 100; fit loss = 4 - step / 100 (batch 8) or 4 - step / 10 (batch 64);
+    every epoch takes 2 s at batch 8 and 1 s at batch 64.
+    """
+    rows = []
+    for seed in (0, 1):
+        for batch, per_epoch, every, loss_rate in ((8, 100, 25, 100), (64, 10, 10, 10)):
+            for step in range(every, 3 * per_epoch + 1, every):
+                epoch = step / per_epoch
+                into = step - (math.ceil(epoch) - 1) * per_epoch
+                rows.append(
+                    {
+                        vocab.RUN_ID: f"bs{batch}-s{seed}-h{batch}{seed}",
+                        vocab.STATUS: vocab.DONE,
+                        analysis.SOURCE: "f",
+                        vocab.SEED: seed,
+                        BS: batch,
+                        "data.samples_per_class": 50,
+                        vocab.EPOCH: epoch,
+                        vocab.STEP: step,
+                        **{m: 0.0 for m in analysis.SNAPSHOT_METRICS if m != vocab.STEP},
+                        vocab.VAL_ACC: step / 1000 + seed / 100,
+                        vocab.TRAIN_EVAL_LOSS: 4 - step / loss_rate,
+                        vocab.EPOCH_SECONDS: (2.0 if batch == 8 else 1.0) * into / per_epoch,
+                        vocab.SAMPLES_PER_SECOND: 1.0,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def read(reading: readings.Reading, values: tuple = ()) -> pd.DataFrame:
+    epochs = curves()
+    summary = analysis.run_summary(epochs)
+    return readings.reread(summary, epochs, (BS,), reading, values).set_index(vocab.RUN_ID)
+
+
+def test_equal_epochs_is_the_post_reading_unchanged() -> None:
+    epochs = curves()
+    summary = analysis.run_summary(epochs)
+    assert readings.reread(summary, epochs, (BS,), readings.EPOCHS).equals(summary)
+    assert summary.set_index(vocab.RUN_ID).loc["bs8-s0-h80", column(vocab.VAL_ACC, "epoch2")] == pytest.approx(0.2)
+
+
+def test_equal_steps_reads_every_run_at_the_fewest_steps_interpolating_inside_epochs() -> None:
+    table = read(readings.STEPS)
+    # epoch 2: batch 64 has taken 20 steps; batch 8 is read at step 20, between its records at 0.. 25: none before
+    assert table["point_epoch2"].eq(20).all()
+    assert np.isnan(table.loc["bs8-s0-h80", column(vocab.VAL_ACC, "epoch2")])  # its first record is step 25
+    assert table.loc["bs64-s1-h641", column(vocab.VAL_ACC, "epoch2")] == pytest.approx(0.02 + 0.01)
+    # last: batch 64 ends at step 30; batch 8 read at step 30, between steps 25 and 50 (epoch 0.3)
+    assert table["point_last"].eq(30).all()
+    assert table.loc["bs8-s1-h81", column(vocab.VAL_ACC, "last")] == pytest.approx(0.03 + 0.01)
+    assert table.loc["bs8-s1-h81", column(vocab.EPOCH, "last")] == pytest.approx(0.3)
+
+
+def test_equal_fit_reads_where_each_run_first_reaches_the_worst_fit_at_the_snapshot() -> None:
+    table = read(readings.FIT)
+    # last: fit loss 4 - 300/100 = 1 at batch 8, 4 - 30/10 = 1 at batch 64: equal, every run read at its end
+    assert table["point_last"].eq(1.0).all()
+    # epoch 2: batch 8 at 4 - 2 = 2, batch 64 at 4 - 2 = 2 as well; construct a harder case below
+    epochs = curves()
+    epochs.loc[epochs[BS] == 64, vocab.TRAIN_EVAL_LOSS] += 1.0  # batch 64 fits worse: 3 at epoch 2
+    summary = analysis.run_summary(epochs)
+    table = readings.reread(summary, epochs, (BS,), readings.FIT).set_index(vocab.RUN_ID)
+    assert table["point_epoch2"].eq(3.0).all()
+    # batch 8 reaches loss 3 at step 100 exactly (4 - 100/100): its epoch-1 record
+    assert table.loc["bs8-s0-h80", column(vocab.VAL_ACC, "epoch2")] == pytest.approx(0.1)
+    assert table.loc["bs8-s0-h80", column(vocab.EPOCH, "epoch2")] == pytest.approx(1.0)
+
+
+def test_equal_fit_interpolates_between_the_records_around_the_crossing() -> None:
+    epochs = curves()
+    epochs.loc[epochs[BS] == 64, vocab.TRAIN_EVAL_LOSS] += 1.1  # 3.1 at batch 64's epoch 2
+    summary = analysis.run_summary(epochs)
+    table = readings.reread(summary, epochs, (BS,), readings.FIT).set_index(vocab.RUN_ID)
+    # batch 8: loss 3.25 at step 75, 3.0 at step 100 -> 3.1 at step 90
+    assert table.loc["bs8-s0-h80", column(vocab.STEP, "epoch2")] == pytest.approx(90)
+    assert table.loc["bs8-s0-h80", column(vocab.VAL_ACC, "epoch2")] == pytest.approx(0.09)
+
+
+def test_equal_time_reads_at_the_shortest_training_time() -> None:
+    table = read(readings.TIME)
+    # epoch 2: batch 64 has trained 2 s, batch 8 4 s; batch 8 is read at 2 s = step 100 (end of epoch 1)
+    assert table["point_epoch2"].eq(2.0).all()
+    assert table.loc["bs8-s1-h81", column(vocab.STEP, "epoch2")] == pytest.approx(100)
+
+
+def test_named_values_restrict_the_comparison() -> None:
+    assert set(read(readings.STEPS, values=(64,))[BS]) == {64}
+
+
+def test_recalibrated_swaps_inference_numbers_and_rebuilds_the_gap() -> None:
+    epochs = curves().assign(
+        **{**{m: 0.5 for m in vocab.RECAL_METRICS}, vocab.TRAIN_ACC: 0.9, vocab.EVAL_GAP_RECAL: 0.0}
+    )
+    summary = analysis.run_summary(epochs)
+    assert readings.has_recalibrated(summary)
+    swapped = readings.recalibrated(summary)
+    assert swapped[column(vocab.VAL_ACC, "last")].eq(0.5).all()
+    assert swapped[column(vocab.GAP, "epoch2")].eq(0.4).all()  # train_acc 0.9 - recalibrated val_acc 0.5
+    assert swapped[column(vocab.EVAL_GAP, "last")].eq(0.0).all()
+    assert not readings.has_recalibrated(analysis.run_summary(curves()))
+
+
+def test_the_report_runs_each_batch_size_check_unchanged_at_every_reading() -> None:
+    """C7's val_acc check (batch 64 - batch 8, last): -0.27 at equal epochs (step 30 vs 300), 0 at equal steps."""
+    from sweep.report import comparable
+
+    epochs = curves()
+    found = comparable.comparable(analysis.run_summary(epochs), epochs)
+    c7 = {r.reading.name: r for r in found if r.claim.id == "C7"}
+    assert set(c7) == {"equal epochs", "equal steps", "equal fit", "equal time"}
+    val = {name: next(c for c in r.finding.checks if c.label.startswith("val_acc")).estimate for name, r in c7.items()}
+    assert val["equal epochs"].mean == pytest.approx(0.03 - 0.3)
+    assert val["equal steps"].mean == pytest.approx(0.0, abs=1e-12) and val["equal steps"].n == 2
+    assert "step 30" in c7["equal steps"].points
+    rows = comparable.table(found)
+    assert set(rows.loc[rows.claim == "C7", "reading"]) == set(c7)

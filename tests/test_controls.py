@@ -315,13 +315,39 @@ def test_attribution_on_the_controls_fixture() -> None:
     equal = raw[(raw["train.budget"] == "steps") & (raw["train.batch_size"] == 64) & (raw["step"] == 32)]
     assert steps.gap64.mean == pytest.approx(equal["gap"].mean())
     assert steps.change.mean == pytest.approx((equal.set_index("seed")["gap"] - default["gap"]).mean())
-    # the conclusion names the arm with the largest paired change, equal steps here (+0.613 against
-    # -0.137 for (a)), with its numbers, and says its interval over 2 seeds includes 0
+    # every arm sits in its effect's family; the conclusion reports the BatchNorm arms together with the
+    # changes of each, and names no largest arm: equal steps has the largest mean change (+0.613 against
+    # -0.137 for (a)) but its interval over 2 seeds overlaps the others'
+    assert [a.mechanism.family for a in att.arms[1:]] == [attribution.BATCHNORM] * 3 + [attribution.STEPS]
     conclusion = att.conclusion()
-    assert conclusion.startswith(f"Of the controls in these results, {steps.label} changes the epoch-2 gap")
-    assert f"by {fmt_estimate(steps.change)} (paired over seeds)" in conclusion
-    assert f"from {fmt_estimate(att.arms[0].gap64)} to {fmt_estimate(steps.gap64)}" in conclusion
-    assert conclusion.endswith("its interval includes 0, so more seeds are needed to be sure.")
+    batchnorm = [a for a in att.arms if a.mechanism.family == attribution.BATCHNORM]
+    assert all(f"{a.label} {fmt_estimate(a.change)}" in conclusion for a in batchnorm)
+    assert f"The largest mean change is {steps.label}'s ({fmt_estimate(steps.change)})" in conclusion
+    assert conclusion.endswith("so no arm is the largest on these seeds.")
+    # the eval_gap column reads batch 64 where the arm does: equal steps at step 32
+    assert steps.eval_gap64.mean == pytest.approx(equal["eval_gap"].mean())
+
+
+def test_an_arm_is_called_largest_only_when_its_interval_is_clear_of_the_others() -> None:
+    from sweep.estimates import estimate
+    from sweep.report import attribution
+
+    def arm(mechanism: attribution.Mechanism, changes: list[float]) -> attribution.Arm:
+        e = estimate(changes)
+        change = None if mechanism == attribution.DEFAULT else e
+        return attribution.Arm(mechanism, mechanism.label, e, change, e, e, "epoch 2", e)
+
+    default = arm(attribution.DEFAULT, [0.30, 0.31, 0.29])
+    momentum, no_bn, steps = attribution.CONTROLS[0], attribution.CONTROLS[1], attribution.CONTROLS[3]
+    apart = attribution.Attribution(
+        "", (default, arm(momentum, [-0.20, -0.21, -0.19]), arm(steps, [0.01, 0.0, 0.02])), ()
+    )
+    assert f"{momentum.label} changes the gap the most" in apart.conclusion()
+    close = attribution.Attribution(
+        "", (default, arm(momentum, [-0.20, -0.21, -0.19]), arm(no_bn, [-0.18, -0.22, -0.20])), ()
+    )
+    text = close.conclusion()
+    assert "changes the gap the most" not in text and "Their intervals overlap" in text
 
 
 def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:
@@ -331,6 +357,6 @@ def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:
     section = text[text.index("## Attribution") :]
     assert "(c) equal optimizer steps: train.budget=steps, train.steps=32" in section
     assert "(d) learning rate scaled per batch size: not in these results (experiments/controls.yaml)." in section
-    assert "Conclusion: Of the controls in these results" in section
+    assert "Conclusion: The default gap at batch 64 is" in section
     # C1 still reads the default arm, not a control arm
     assert "C1:" in text and "train.budget" not in text[text.index("## C1") : text.index("## C2")]

@@ -44,17 +44,36 @@ class Mechanism:
     gap: str = vocab.GAP  # the gap it reads
     at_equal_steps: bool = False  # read batch 64 after batch 8's epoch-2 step count, not at epoch 2
     own_runs: bool = True  # False: a different reading of the default runs (their C7 is the default's)
+    family: str = ""  # the effect it measures; arms of one family measure the same thing
 
+
+# The effects the arms measure. Arms of one family are reported together: their changes are
+# several measurements of one effect, not rivals to be ranked.
+BATCHNORM = "BatchNorm's training-mode vs inference-mode statistics"
+STEPS = "optimizer steps (read at 8x the epochs at batch 64, where real overfitting also enters)"
+LEARNING_RATE = "learning rate per batch size"
+FAMILIES = (BATCHNORM, STEPS, LEARNING_RATE)
 
 DEFAULT = Mechanism("default (the post's setting)")
-INFERENCE = Mechanism("(a) train accuracy in inference mode (eval_gap)", gap=vocab.EVAL_GAP, own_runs=False)
+INFERENCE = Mechanism(
+    "(a) train accuracy in inference mode (eval_gap)", gap=vocab.EVAL_GAP, own_runs=False, family=BATCHNORM
+)
+RECALIBRATED = Mechanism(
+    "(a) inference mode with BatchNorm recalibrated (eval_gap_recal)",
+    gap=vocab.EVAL_GAP_RECAL,
+    own_runs=False,
+    family=BATCHNORM,
+)
+READINGS = (INFERENCE, RECALIBRATED)  # other readings of the default runs; RECALIBRATED where measured
 CONTROLS: tuple[Mechanism, ...] = (
-    Mechanism("(b) BatchNorm momentum", ("model.bn_momentum",)),
-    Mechanism("(b) no BatchNorm", ("model.batchnorm",)),
-    Mechanism("(b) ghost batch norm", ("model.ghost_batch_size",)),
+    Mechanism("(b) BatchNorm momentum", ("model.bn_momentum",), family=BATCHNORM),
+    Mechanism("(b) no BatchNorm", ("model.batchnorm",), family=BATCHNORM),
+    Mechanism("(b) ghost batch norm", ("model.ghost_batch_size",), family=BATCHNORM),
     # epoch 2 at batch 64 would be the same training as the default arm's: read it where it matches batch 8's steps
-    Mechanism("(c) equal optimizer steps", ("train.budget",), at_equal_steps=True),
-    Mechanism("(d) learning rate scaled per batch size", ("train.lr_scaling", "train.warmup_epochs")),
+    Mechanism("(c) equal optimizer steps", ("train.budget",), at_equal_steps=True, family=STEPS),
+    Mechanism(
+        "(d) learning rate scaled per batch size", ("train.lr_scaling", "train.warmup_epochs"), family=LEARNING_RATE
+    ),
 )
 
 
@@ -67,27 +86,70 @@ class Arm:
     gap8: Estimate
     val_last: Estimate  # C7: val_acc at batch 64 - batch 8, last record, paired per seed; empty: as default
     read_at: str
+    eval_gap64: Estimate  # eval_gap at batch 64 at the same reading: overfitting, whatever the arm's gap reads
 
 
 @dataclass(frozen=True)
 class Attribution:
     selection: str
-    arms: tuple[Arm, ...]  # the default arm first, then (a), then the control arms in CONTROLS order
+    arms: tuple[Arm, ...]  # the default arm first, then (a) and its recalibrated form, then CONTROLS in order
     missing: tuple[Mechanism, ...]  # control mechanisms with no runs here
 
     def conclusion(self) -> str:
+        """What the arms support, family by family; an arm is called larger only when the intervals separate."""
         effects = [a for a in self.arms if a.change is not None and a.change.n > 0]
         if not effects:
             return f"No control arm in these results: run {EXPERIMENTS} to attribute the gap."
-        top = max(effects, key=lambda a: abs(a.change.mean))  # type: ignore[union-attr]
-        change: Estimate = top.change  # type: ignore[assignment]
-        unsure = change.low <= 0 <= change.high
-        return (
-            f"Of the controls in these results, {top.label} changes the epoch-2 gap at batch 64 the most: "
-            f"by {fmt_estimate(change)} (paired over seeds), from {fmt_estimate(self.arms[0].gap64)} to "
-            f"{fmt_estimate(top.gap64)}"
-            + ("; its interval includes 0, so more seeds are needed to be sure." if unsure else ".")
-        )
+        sentences = [f"The default gap at batch 64 is {fmt_estimate(self.arms[0].gap64)}."]
+        for family in FAMILIES:
+            members = [a for a in effects if a.mechanism.family == family]
+            if members:
+                sentences.append(_family_sentence(family, members, self.arms[0].gap64))
+        sentences.append(_ranking_sentence(effects))
+        return " ".join(sentences)
+
+
+def _family_sentence(family: str, members: list[Arm], default: Estimate) -> str:
+    changes = "; ".join(f"{a.label} {fmt_estimate(a.change)}" for a in members if a.change is not None)
+    decided = [a for a in members if a.change is not None and not a.change.low <= 0 <= a.change.high]
+    shares = [-a.change.mean / default.mean for a in members if a.change is not None and default.mean]
+    jointly = (
+        f"; their changes amount to {min(shares):.0%} to {max(shares):.0%} of the default gap"
+        if len(members) > 1 and shares
+        else (f"; it changes the default gap by {-shares[0]:+.0%} of itself" if shares else "")
+    )
+    overlap = " Their intervals overlap: they do not rank against each other." if _overlap(members) else ""
+    sure = (
+        f" {len(decided)} of {len(members)} exclude 0." if decided else " Every interval includes 0: more seeds needed."
+    )
+    return f"{family[0].upper()}{family[1:]}: {changes}{jointly}.{overlap}{sure}"
+
+
+def _overlap(arms: list[Arm]) -> bool:
+    """Whether every pair of the arms' change intervals overlaps (a common reading of one effect)."""
+    changes = [a.change for a in arms if a.change is not None]
+    return len(changes) > 1 and max(c.low for c in changes) <= min(c.high for c in changes)
+
+
+def _ranking_sentence(effects: list[Arm]) -> str:
+    """The arm with the largest change, only if its interval lies clear of every other arm's."""
+    top = max(effects, key=lambda a: abs(a.change.mean))  # type: ignore[union-attr]
+    others = [a for a in effects if a is not top]
+    change: Estimate = top.change  # type: ignore[assignment]
+    clear = all(change.low > o.change.high or change.high < o.change.low for o in others if o.change is not None)
+    if others and clear:
+        return f"{top.label} changes the gap the most ({fmt_estimate(change)}): its interval lies clear of the others'."
+    return (
+        f"The largest mean change is {top.label}'s ({fmt_estimate(change)}), but its interval overlaps "
+        "another arm's, so no arm is the largest on these seeds."
+        if others
+        else f"Only {top.label} is in these results ({fmt_estimate(change)})."
+    )
+
+
+def family_rank(mechanism: Mechanism) -> int:
+    """Table order: the default first, then the families in FAMILIES order (stable within one)."""
+    return FAMILIES.index(mechanism.family) + 1 if mechanism.family in FAMILIES else 0
 
 
 def attribution(epochs: pd.DataFrame) -> Attribution | None:
@@ -107,10 +169,8 @@ def attribution(epochs: pd.DataFrame) -> Attribution | None:
     default = group[group["_arm"] == DEFAULT.label]
     steps8 = _per_seed(epochs, default, SMALL, vocab.STEP, None).mean()  # batch 8's steps by epoch 2
     base = _per_seed(epochs, default, LARGE, vocab.GAP, None)
-    arms = [
-        _arm(epochs, DEFAULT, DEFAULT.label, default, base, steps8),
-        _arm(epochs, INFERENCE, INFERENCE.label, default, base, steps8),
-    ]
+    readings = [m for m in READINGS if m.gap in epochs and epochs[m.gap].notna().any()]
+    arms = [_arm(epochs, m, m.label, default, base, steps8) for m in (DEFAULT, *readings)]
     controls = group[group["_arm"] != DEFAULT.label]
     order = sorted(controls.groupby("_arm"), key=lambda item: (CONTROLS.index(item[1]["_mechanism"].iloc[0]), item[0]))
     arms += [_arm(epochs, rows["_mechanism"].iloc[0], label, rows, base, steps8) for label, rows in order]
@@ -195,4 +255,5 @@ def _arm(
         estimate(_per_seed(epochs, rows, SMALL, mechanism.gap, None)),
         estimate(val.dropna()),
         read_at,
+        estimate(_per_seed(epochs, rows, LARGE, vocab.EVAL_GAP, step)),
     )

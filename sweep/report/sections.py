@@ -246,11 +246,15 @@ def attribution_section(doc: Doc, att: attr.Attribution | None) -> None:
         "Each arm changes one thing against the default arm (same seeds, so changes are paired per seed). "
         f'The gap "survives" when its whole 95% interval lies above {far}. The equal-steps arm is read '
         "at batch 64's record after as many optimizer steps as batch 8 takes by epoch 2. The last column is C7's "
-        "val_acc at batch 64 minus batch 8 at each run's last record (for equal steps: after the same steps)."
+        "val_acc at batch 64 minus batch 8 at each run's last record (for equal steps: after the same steps). "
+        "eval_gap at batch 64 (same reading) measures real overfitting (train and validation read the same way), "
+        "whichever gap the arm reads. Arms are grouped by the effect they measure; arms of one effect are "
+        "several measurements of it, so they are not ranked against each other."
     )
     doc.p(f"Runs used: {att.selection}.")
     doc.table(
         (
+            "effect",
             "arm",
             "read at",
             "gap at batch 64 [95% CI] (n)",
@@ -258,9 +262,11 @@ def attribution_section(doc: Doc, att: attr.Attribution | None) -> None:
             "change vs default (paired)",
             "gap at batch 8",
             "C7: val_acc 64 - 8, last (paired)",
+            "eval_gap at batch 64 (same reading)",
         ),
         [
             (
+                a.mechanism.family or "(reference)",
                 a.label,
                 a.read_at,
                 fmt_estimate(a.gap64),
@@ -268,8 +274,9 @@ def attribution_section(doc: Doc, att: attr.Attribution | None) -> None:
                 fmt_estimate(a.change) if a.change else "(reference)",
                 fmt_estimate(a.gap8),
                 fmt_estimate(a.val_last) if a.val_last.n else "as default",
+                fmt_estimate(a.eval_gap64),
             )
-            for a in att.arms
+            for a in sorted(att.arms, key=lambda a: attr.family_rank(a.mechanism))
         ],
     )
     for mechanism in att.missing:

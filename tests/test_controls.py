@@ -360,3 +360,29 @@ def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:
     assert "Conclusion: The default gap at batch 64 is" in section
     # C1 still reads the default arm, not a control arm
     assert "C1:" in text and "train.budget" not in text[text.index("## C1") : text.index("## C2")]
+
+
+def test_the_committed_attribution_says_only_what_its_intervals_support() -> None:
+    """On the committed results/controls: every arm's change is quoted with its interval under its effect;
+    an arm is called the largest only if its interval is clear of every other arm's; overlap is said."""
+    from sweep import analysis as an
+    from sweep.report import attribution
+
+    att = attribution.attribution(an.load([REPO / "results" / "controls"]).epochs)
+    assert att is not None
+    passages = att.sentences()
+    arms = [a for a in att.arms if a.change is not None]
+    for family in attribution.FAMILIES:
+        members = [a for a in arms if a.mechanism.family == family]
+        if not members:
+            continue
+        passage = next(p for p in passages if p.startswith(family[0].upper() + family[1:]))
+        assert all(f"{a.label} {fmt_estimate(a.change)}" in passage for a in members)
+        overlap = len(members) > 1 and max(a.change.low for a in members) <= min(a.change.high for a in members)
+        assert ("Their intervals overlap" in passage) == overlap
+        excluding = sum(not a.change.low <= 0 <= a.change.high for a in members)
+        assert (f"{excluding} of {len(members)} exclude 0" in passage) == (excluding > 0)
+    top = max(arms, key=lambda a: abs(a.change.mean))
+    clear = all(top.change.low > a.change.high or top.change.high < a.change.low for a in arms if a is not top)
+    assert ("changes the gap the most" in passages[-1]) == clear
+    assert clear or "no arm is the largest on these seeds" in passages[-1]

@@ -96,17 +96,21 @@ class Attribution:
     missing: tuple[Mechanism, ...]  # control mechanisms with no runs here
 
     def conclusion(self) -> str:
-        """What the arms support, family by family; an arm is called larger only when the intervals separate."""
+        return " ".join(self.sentences())
+
+    def sentences(self) -> list[str]:
+        """What the arms support: the default gap, one passage per effect, and whether any arm is the largest
+        (only when its interval is clear of every other arm's)."""
         effects = [a for a in self.arms if a.change is not None and a.change.n > 0]
         if not effects:
-            return f"No control arm in these results: run {EXPERIMENTS} to attribute the gap."
+            return [f"No control arm in these results: run {EXPERIMENTS} to attribute the gap."]
         sentences = [f"The default gap at batch 64 is {fmt_estimate(self.arms[0].gap64)}."]
         for family in FAMILIES:
             members = [a for a in effects if a.mechanism.family == family]
             if members:
                 sentences.append(_family_sentence(family, members, self.arms[0].gap64))
         sentences.append(_ranking_sentence(effects))
-        return " ".join(sentences)
+        return sentences
 
 
 def _family_sentence(family: str, members: list[Arm], default: Estimate) -> str:

@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep import analysis, plots
+from sweep import analysis, plots, scaling, scaling_plots
 from sweep.report import attribution, sections
+from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
 from sweep.report.findings import Claim, Finding, claims_table, verdict_text
@@ -47,7 +48,17 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     findings = evaluate(analysis.run_summary(healthy))
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
     figures = plots.draw_all(results, target, svg=svg)
-    doc = sections.document(results, findings, figures, attribution.attribution(healthy), health)
+    readings = scaling.read(results)
+    scaling_report.write_tables(readings, target)
+    doc = sections.document(
+        results,
+        findings,
+        figures,
+        attribution.attribution(healthy),
+        health,
+        readings,
+        scaling_plots.draw(readings, target),
+    )
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")
     page.write_text(to_html(doc), encoding="utf-8")

@@ -200,12 +200,16 @@ def reaches(curve: Curve, targets: tuple[float, ...]) -> pd.DataFrame:
 
 
 def choose_targets(curve: Curve, ladder: tuple[float, ...] = TARGET_LADDER) -> tuple[float, ...]:
-    """The levels of the ladder that at least half the curve's batch sizes reach with >= 2 seeds.
+    """The levels of the ladder above chance that at least half the curve's batch sizes reach with >= 2 seeds.
 
     Fixed levels make targets comparable between curves; "half the batch sizes" keeps a
     target most of the curve can be read at, without choosing it by the outcome of a fit.
     """
-    table = reaches(curve, ladder)
+    # a level at or below chance is met by an untrained model: it measures nothing
+    floor = max(curve.chance.values(), default=0.0)
+    table = reaches(curve, tuple(t for t in ladder if t > floor))
+    if table.empty:
+        return ()
     per_batch = table.groupby(["target", "batch_size"])["reached"].sum().reset_index()
     enough = per_batch[per_batch["reached"] >= MIN_REACHED].groupby("target")["batch_size"].nunique()
     batches = curve.epochs[an.BATCH_SIZE].nunique()
@@ -323,7 +327,10 @@ def fit_scaling(table: pd.DataFrame, target: float) -> Fit:
         )
         return replace(empty, problem=reason)
     batch = fitted["batch_size"].to_numpy(dtype=float)
-    log_steps = np.log(fitted["step"].to_numpy(dtype=float))
+    steps = fitted["step"].to_numpy(dtype=float)
+    if not (np.isfinite(steps).all() and (steps > 0).all()):
+        return replace(empty, problem="a fitted step is not a positive number")
+    log_steps = np.log(steps)
     grid = np.logspace(math.log10(batch.min()) - GRID_DECADES, math.log10(batch.max()) + GRID_DECADES, GRID_POINTS)
     best, rss = _profile(batch, log_steps, grid)
     n = len(batch)

@@ -137,3 +137,11 @@ def test_targets_are_the_levels_half_the_batch_sizes_reach_with_two_seeds() -> N
     curve = scaling.Curve("r", "fixed 0.001", "", (0, 1), epochs, {})
     # 0.1: batches 8, 32, 256 (3 of 4); 0.2: 8 and 32 (half); 0.3 and 0.4: 8 alone
     assert scaling.choose_targets(curve) == (0.1, 0.2)
+
+
+def test_no_target_at_or_below_chance() -> None:
+    """With 4 classes an untrained model is at 0.25: 0.1 and 0.2 would be 'reached' at step 0."""
+    epochs = pd.concat([run([100, 200], [0.3, 0.5], batch=b, seed=s) for b in (8, 32) for s in (0, 1)])
+    chance = {str(r): 0.25 for r in epochs[vocab.RUN_ID].unique()}
+    curve = scaling.Curve("r", "fixed 0.001", "", (0, 1), epochs, chance)
+    assert scaling.choose_targets(curve) == (0.3, 0.4, 0.5)

@@ -125,12 +125,12 @@ def steps_section(doc: Doc, readings: list[scaling.CurveReading], figures: list[
         "Shallue et al. (2019) compare batch sizes by the optimizer steps each needs to reach a target. Per run, the "
         "step where val_acc first reaches the target is interpolated linearly between the record that reaches it and "
         "the one before (before the first record: step 0 at chance accuracy, 1 / classes). Targets: the levels "
-        f"{', '.join(f'{t:g}' for t in scaling.TARGET_LADDER)} that at least half of a group's batch sizes reach with "
-        f"at least {scaling.MIN_REACHED} seeds. A seed that never reaches a target is counted as not reached within "
-        "its budget (its last record), never dropped or imputed; the mean is over the seeds that reached it "
-        f"(lower than the truth when some did not), and fewer than {scaling.MIN_REACHED} give no interval. Seconds "
-        "are the runs' own wall time (epoch_seconds summed; epoch 1 includes graph tracing) on a shared machine, "
-        "not a quiet benchmark."
+        f"{', '.join(f'{t:g}' for t in scaling.TARGET_LADDER)} above chance that at least half of a group's batch "
+        f"sizes reach with at least {scaling.MIN_REACHED} seeds. A seed that never reaches a target is counted as "
+        "not reached within its budget (its last record), never dropped or imputed; the mean is over the seeds "
+        f"that reached it (lower than the truth when some did not), and fewer than {scaling.MIN_REACHED} give no "
+        "interval. Seconds are the runs' own wall time (epoch_seconds summed; epoch 1 includes graph tracing) "
+        "on a shared machine, not a quiet benchmark."
     )
     for reading in with_targets:
         _curve_block(doc, reading)

@@ -1,14 +1,14 @@
-"""Batch sizes at their own best learning rate, and the gradient noise scale: tables for the report.
+"""Batch sizes at their own best learning rate: tables for the report.
 
-Reads what `sweep.analysis.load` returns; no TensorFlow. Two questions:
+Reads what `sweep.analysis.load` returns; no TensorFlow. The question:
 
 - Shallue et al. (2019): compared at a learning rate tuned for each batch size
   (the search's best lr, re-run at every seed), does a small batch still end with
   a higher val_acc than a large one? And how much did tuning change each batch
   size against the post's fixed lr (paired by seed)?
-- McCandlish et al. (2018): where do the sweep's batch sizes sit against the
-  gradient noise scale B_simple? Well below it, doubling the batch nearly halves
-  the steps needed; well above it, a larger batch mostly adds images, not progress.
+
+The gradient noise scale, and what it predicts about steps to a target, is read by
+`sweep.critical`.
 """
 
 from __future__ import annotations
@@ -155,52 +155,6 @@ def _small_vs_large(tuned: pd.DataFrame, points: list[TunedPoint]) -> tuple[int 
         best_large.batch_size,
         estimate((values[best_small.batch_size] - values[best_large.batch_size]).dropna()),
     )
-
-
-# --- the gradient noise scale
-
-
-@dataclass(frozen=True)
-class NoiseRow:
-    batch_size: int
-    lr: float
-    epoch: int
-    b_simple: Estimate  # over seeds
-
-
-def noise_scales(results: an.Results) -> tuple[NoiseRow, ...]:
-    """B_simple per batch size and epoch (end-of-epoch records of grid runs that measured it)."""
-    epochs = results.epochs
-    if epochs.empty or vocab.NOISE_SCALE not in epochs:
-        return ()
-    rows = epochs[epochs[vocab.NOISE_SCALE].notna() & (epochs[vocab.EPOCH] % 1 == 0)]
-    found = []
-    for (batch, lr, epoch), group in rows.groupby([an.BATCH_SIZE, "train.lr", vocab.EPOCH], sort=True):
-        found.append(NoiseRow(int(batch), float(lr), int(epoch), estimate(group[vocab.NOISE_SCALE])))
-    return tuple(found)
-
-
-def noise_conclusion(rows: tuple[NoiseRow, ...]) -> str:
-    if not rows:
-        return ""
-    last_epoch = max(r.epoch for r in rows)
-    final = [r for r in rows if r.epoch == last_epoch]
-    low, high = min(r.b_simple.mean for r in final), max(r.b_simple.mean for r in final)
-    batches = sorted({r.batch_size for r in rows})
-    below = [b for b in batches if b < low]
-    above = [b for b in batches if b > high]
-    parts = [f"At epoch {last_epoch}, B_simple is {low:.0f} to {high:.0f} across these runs."]
-    if below:
-        parts.append(
-            f"Batch sizes {', '.join(map(str, below))} are below it: there, a larger batch should need "
-            f"nearly proportionally fewer steps, so it is not the batch size itself that costs accuracy."
-        )
-    if above:
-        parts.append(
-            f"Batch sizes {', '.join(map(str, above))} are above it: there, extra images per step buy "
-            f"little, and equal-epoch comparisons penalise the large batch for its fewer steps."
-        )
-    return " ".join(parts)
 
 
 def describe(value: Any) -> str:

@@ -235,25 +235,3 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(
     )
     again, lines = sweep_here(grid)
     assert again.exit_code == 0 and "all 4 runs of s are already finished; nothing to train." in lines.out
-
-
-def test_noise_scales_are_summarised_per_batch_size_and_epoch() -> None:
-    epochs = pd.DataFrame(
-        {
-            "run_id": ["a", "a", "b", "b", "c"],
-            "seed": [0, 0, 1, 1, 0],
-            "status": "done",
-            "train.batch_size": [8, 8, 8, 8, 128],
-            "train.lr": 0.001,
-            vocab.EPOCH: [1, 2, 1, 2, 1],
-            vocab.NOISE_SCALE: [100.0, 300.0, 120.0, 340.0, 90.0],
-        }
-    )
-    rows = tuning.noise_scales(analysis.Results(folders=(), runs=pd.DataFrame(), epochs=epochs))
-    assert [(r.batch_size, r.epoch, r.b_simple.mean, r.b_simple.n) for r in rows] == [
-        (8, 1, 110.0, 2),
-        (8, 2, 320.0, 2),
-        (128, 1, 90.0, 1),
-    ]
-    text = tuning.noise_conclusion(rows)
-    assert text.startswith("At epoch 2, B_simple is 320 to 320") and "Batch sizes 8, 128 are below it" in text

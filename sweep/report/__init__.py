@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweep import analysis, plots
+from sweep import analysis, plots, scaling, scaling_plots
 from sweep.report import attribution, comparable, sections
+from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
 from sweep.report.findings import Claim, Finding, claims_table, verdict_text
@@ -51,7 +52,18 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     reads = comparable.comparable(summary, healthy)
     comparable.table(reads).to_csv(target / "tables" / "readings.csv", index=False)
     figures = plots.draw_all(results, target, svg=svg)
-    doc = sections.document(results, findings, figures, attribution.attribution(healthy), health, reads)
+    curves = scaling.read(results)
+    scaling_report.write_tables(curves, target)
+    doc = sections.document(
+        results,
+        findings,
+        figures,
+        attribution.attribution(healthy),
+        health,
+        reads,
+        curves,
+        scaling_plots.draw(curves, target),
+    )
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")
     page.write_text(to_html(doc), encoding="utf-8")

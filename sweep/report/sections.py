@@ -11,12 +11,13 @@ import math
 
 import pandas as pd
 
-from sweep import readings, tuning, vocab
+from sweep import readings, scaling, tuning, vocab
 from sweep.analysis import Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report import attribution as attr
 from sweep.report import comparable, provenance
+from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, thresholds
 from sweep.report.document import TITLE, Doc
 from sweep.report.findings import FAR_GAP, Claim, Finding, outcome_text, verdict_text
@@ -35,6 +36,8 @@ def document(
     att: attr.Attribution | None = None,
     health: pd.DataFrame | None = None,
     reads: list[comparable.Read] | None = None,
+    curves: list[scaling.CurveReading] | None = None,
+    scaling_figures: list[FigureFile] | None = None,
 ) -> Doc:
     """The report's blocks: header, verdicts, one section per claim, attribution, tuning, figures."""
     doc = Doc()
@@ -66,7 +69,9 @@ def document(
     comparable_section(doc, reads or [])
     attribution_section(doc, att)
     tuning_section(doc, tuning.tuning(results))
-    noise_section(doc, tuning.noise_scales(results))
+    curves = scaling.read(results) if curves is None else curves
+    scaling_report.steps_section(doc, curves, scaling_figures or [])
+    scaling_report.noise_section(doc, curves)
     if figures:
         doc.h(2, "Figures")
         for fig in figures:
@@ -76,7 +81,8 @@ def document(
         "CSV files next to this report: `tables/curves.csv` (every metric at every epoch, mean and 95% CI per "
         "group of seeds), `tables/gaps.csv` (gap and eval_gap at epoch 2 and at the last epoch), "
         "`tables/run_summary.csv` (one row per run), `tables/claims.csv` (every check above), "
-        "`tables/readings.csv` (the batch-size checks at every reading)."
+        "`tables/readings.csv` (the batch-size checks at every reading), "
+        "`tables/steps_to_target.csv` and `tables/scaling_fit.csv` (the steps-to-target readings and fits)."
     )
     return doc
 
@@ -335,25 +341,3 @@ def tuning_section(doc: Doc, tun: tuning.Tuning | None) -> None:
         ],
     )
     doc.p(f"Conclusion: {tun.conclusion()}")
-
-
-def noise_section(doc: Doc, rows: tuple[tuning.NoiseRow, ...]) -> None:
-    if not rows:
-        return
-    doc.h(2, "Gradient noise scale")
-    doc.p(
-        "B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018), estimated at every epoch from gradient norms at "
-        "the run's batch size and at 4 times it (their appendix A.1), the two terms averaged separately over "
-        "1,024 training images before the ratio. Mean [95% CI] over seeds, at the grid's fixed lr."
-    )
-    epochs = sorted({r.epoch for r in rows})
-    keys = sorted({(r.batch_size, r.lr) for r in rows})
-    cells = {(r.batch_size, r.lr, r.epoch): r.b_simple for r in rows}
-    doc.table(
-        ("batch size", "lr", *(f"epoch {e}" for e in epochs)),
-        [
-            (str(b), f"{lr:g}", *(fmt_estimate(cells[(b, lr, e)]) if (b, lr, e) in cells else "-" for e in epochs))
-            for b, lr in keys
-        ],
-    )
-    doc.p(tuning.noise_conclusion(rows))

@@ -1,0 +1,252 @@
+"""The report's "Steps to target" and "Gradient noise scale" sections, and their CSV tables.
+
+Numbers come from `sweep.scaling` (steps to target, the fit) and `sweep.critical` (B_simple
+and the prediction from it); this module only lays them out and writes
+`tables/steps_to_target.csv` and `tables/scaling_fit.csv`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from sweep import critical, scaling
+from sweep.estimates import Estimate
+from sweep.plots import FigureFile
+from sweep.report.document import Doc
+
+STEPS_CSV, FIT_CSV = "steps_to_target.csv", "scaling_fit.csv"
+
+
+def _num(value: float, digits: int = 0) -> str:
+    return f"{value:.{digits}f}" if math.isfinite(value) else "-"
+
+
+def fmt_steps(e: Estimate, digits: int = 0) -> str:
+    if e.n == 0:
+        return "-"
+    if not math.isfinite(e.low):
+        return f"{_num(e.mean, digits)} ({e.n} seed, no interval)"
+    return f"{_num(e.mean, digits)} [{_num(e.low, digits)}, {_num(e.high, digits)}]"
+
+
+def reached_text(row: scaling.TargetRow) -> str:
+    text = f"{row.n_reached} of {row.n_runs}"
+    if row.not_reached:
+        text += f"; {row.not_reached} not reached within budget ({row.budget_steps} steps)"
+    if row.at_first_record:
+        text += f"; {row.at_first_record} by the first record (read from step 0 at chance)"
+    return text
+
+
+# --- tables on disk
+
+
+def steps_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
+    """One row per curve, batch size and target."""
+    rows = []
+    for reading in readings:
+        c = reading.curve
+        for r in reading.rows:
+            rows.append(
+                {
+                    "results": c.source,
+                    "lr": c.lr,
+                    "seeds": " ".join(map(str, c.seeds)),
+                    "settings": c.context,
+                    "batch_size": r.batch_size,
+                    "target_val_acc": r.target,
+                    "n_runs": r.n_runs,
+                    "n_reached": r.n_reached,
+                    "n_not_reached_within_budget": r.not_reached,
+                    "budget_steps": r.budget_steps,
+                    "reached_at_first_record": r.at_first_record,
+                    **_columns("steps", r.steps),
+                    **_columns("epochs", r.epochs),
+                    **_columns("seconds_runs", r.seconds),
+                    "best_val_acc_not_reached": " ".join(f"{v:.4f}" for v in r.best_val_missed),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _columns(name: str, e: Estimate) -> dict[str, float]:
+    return {f"{name}_mean": e.mean, f"{name}_ci_low": e.low, f"{name}_ci_high": e.high}
+
+
+def fit_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
+    """One row per curve and target; the numbers are empty where the fit is not identified."""
+    rows = []
+    for reading in readings:
+        c = reading.curve
+        for f in reading.fits:
+            shown = f.identified
+            rows.append(
+                {
+                    "results": c.source,
+                    "lr": c.lr,
+                    "seeds": " ".join(map(str, c.seeds)),
+                    "target_val_acc": f.target,
+                    "batch_sizes_fitted": " ".join(map(str, f.batch_sizes)),
+                    "batch_sizes_left_out": " ".join(map(str, f.left_out)),
+                    "points": f.n_points,
+                    "s_min": f.s_min if shown else math.nan,
+                    "s_min_ci_low": f.s_min_low if shown else math.nan,
+                    "s_min_ci_high": f.s_min_high if shown else math.nan,
+                    "b_crit": f.b_crit if shown else math.nan,
+                    "b_crit_ci_low": f.b_crit_low if shown else math.nan,
+                    "b_crit_ci_high": f.b_crit_high if shown else math.nan,
+                    "interval": "profile likelihood, 95%",
+                    "not_identified": f.problem,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def write_tables(readings: list[scaling.CurveReading], out: Path) -> None:
+    folder = out / "tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    steps_table(readings).to_csv(folder / STEPS_CSV, index=False)
+    fit_table(readings).to_csv(folder / FIT_CSV, index=False)
+
+
+# --- sections
+
+
+def steps_section(doc: Doc, readings: list[scaling.CurveReading], figures: list[FigureFile]) -> None:
+    doc.h(2, "Steps to target")
+    with_targets = [r for r in readings if r.targets]
+    if not with_targets:
+        doc.p("No group of runs covers two batch sizes that reach a common val_acc level: nothing to read here.")
+        return
+    doc.p(
+        "Shallue et al. (2019) compare batch sizes by the optimizer steps each needs to reach a target. Per run, the "
+        "step where val_acc first reaches the target is interpolated linearly between the record that reaches it and "
+        "the one before (before the first record: step 0 at chance accuracy, 1 / classes). Targets: the levels "
+        f"{', '.join(f'{t:g}' for t in scaling.TARGET_LADDER)} above chance that at least half of a group's batch "
+        f"sizes reach with at least {scaling.MIN_REACHED} seeds. A seed that never reaches a target is counted as "
+        "not reached within its budget (its last record), never dropped or imputed; the mean is over the seeds "
+        f"that reached it (lower than the truth when some did not), and fewer than {scaling.MIN_REACHED} give no "
+        "interval. Seconds are the runs' own wall time (epoch_seconds summed; epoch 1 includes graph tracing) "
+        "on a shared machine, not a quiet benchmark."
+    )
+    for reading in with_targets:
+        _curve_block(doc, reading)
+        spread = scaling.seconds_spread(reading.curve)
+        if spread is not None:
+            b, lo, hi = spread
+            doc.p(
+                f"How noisy the seconds are: at batch {b} one epoch (epochs 2 on) took {lo:.1f} to {hi:.1f} s across "
+                f"these runs, a factor of {hi / lo:.1f}, for the same work."
+            )
+    for fig in figures:
+        doc.figure(fig)
+
+
+def _curve_block(doc: Doc, reading: scaling.CurveReading) -> None:
+    c = reading.curve
+    doc.h(3, f"lr {c.lr}: {c.source} ({c.context}; seeds {', '.join(map(str, c.seeds))})")
+    doc.table(
+        ("batch", "target val_acc", "seeds reached", "steps [95% CI]", "epochs", "seconds (runs)"),
+        [
+            (
+                str(r.batch_size),
+                f"{r.target:g}",
+                reached_text(r),
+                fmt_steps(r.steps),
+                fmt_steps(r.epochs, 2),
+                fmt_steps(r.seconds, 1),
+            )
+            for r in reading.rows
+        ],
+    )
+    doc.p(
+        "Fit of S = S_min (1 + B_crit / B), least squares in log steps over the per-seed steps of the batch sizes "
+        "where every seed reached the target; 95% profile-likelihood intervals (F test), not a bootstrap."
+    )
+    doc.table(
+        ("target", "batch sizes fitted", "left out (a seed did not reach)", "S_min [95% CI]", "B_crit [95% CI]"),
+        [_fit_cells(f) for f in reading.fits],
+    )
+
+
+def _fit_cells(f: scaling.Fit) -> tuple[str, ...]:
+    fitted = ", ".join(map(str, f.batch_sizes)) or "none"
+    left = ", ".join(map(str, f.left_out)) or "none"
+    if not f.identified:
+        return (f"{f.target:g}", fitted, left, "not identified", f"not identified: {f.problem}")
+    return (
+        f"{f.target:g}",
+        fitted,
+        left,
+        f"{f.s_min:.0f} [{f.s_min_low:.0f}, {f.s_min_high:.0f}]",
+        f"{f.b_crit:.1f} [{f.b_crit_low:.1f}, {f.b_crit_high:.1f}]",
+    )
+
+
+def noise_section(doc: Doc, readings: list[scaling.CurveReading]) -> None:
+    measured = [(r, n) for r in readings if (n := critical.noise_reading(r.curve)) is not None]
+    if not measured:
+        return
+    doc.h(2, "Gradient noise scale")
+    doc.p(
+        "B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018), estimated at every record from gradient norms at the "
+        "run's batch size and at 4 times it (their appendix A.1), the two terms averaged separately over 1,024 "
+        "training images before the ratio. Mean [95% CI] over seeds at each epoch's end, with val_acc there (how far "
+        "training had got). McCandlish et al. predict S = S_min (1 + B_noise / B) steps to a target with B_noise close "
+        "to B_simple; below it a larger batch needs proportionally fewer steps. Below, each batch size's steps are "
+        "predicted from the nearest smaller batch size that reached the target with every seed (its 95% interval), "
+        "with B_noise anywhere in the range of the per-seed B_simple at the runs' last records."
+    )
+    for reading, noise in measured:
+        _noise_block(doc, reading, noise)
+
+
+def _noise_block(doc: Doc, reading: scaling.CurveReading, noise: critical.NoiseReading) -> None:
+    doc.h(3, f"lr {noise.curve.lr}: {noise.curve.source} (seeds {', '.join(map(str, noise.curve.seeds))})")
+    epochs = sorted({c.epoch for c in noise.cells})
+    cells = {(c.batch_size, c.epoch): c for c in noise.cells}
+    doc.table(
+        ("batch", *(f"epoch {e}: B_simple / val_acc" for e in epochs)),
+        [
+            (
+                str(b),
+                *(
+                    f"{_est(cells[(b, e)].b_simple, 0)} / {cells[(b, e)].val_acc.mean:.3f}" if (b, e) in cells else "-"
+                    for e in epochs
+                ),
+            )
+            for b in sorted({c.batch_size for c in noise.cells})
+        ],
+    )
+    for sentence in critical.noise_sentences(noise):
+        doc.p(sentence)
+    if noise.curve.lr != scaling.TUNED:
+        doc.p(
+            "McCandlish et al.'s prediction assumes a learning rate tuned for each batch size, so it is compared "
+            "with the steps only at the tuned lr."
+        )
+        return
+    preds = critical.predictions(reading.rows, noise.last_low, noise.last_high)
+    if preds:
+        doc.table(
+            ("target", "batch", "from batch (its steps)", "predicted steps", "measured", "outcome"),
+            [
+                (
+                    f"{p.target:g}",
+                    str(p.batch_size),
+                    f"{p.anchor} ({fmt_steps(p.anchor_steps)})",
+                    f"{p.low:.0f}-{p.high:.0f}",
+                    f"{fmt_steps(p.row.steps)}; {reached_text(p.row)}",
+                    p.outcome,
+                )
+                for p in preds
+            ],
+        )
+    doc.p("Conclusion: " + " ".join(critical.conclusion(noise, preds, reading.fits)))
+
+
+def _est(e: Estimate, digits: int) -> str:
+    return fmt_steps(e, digits)

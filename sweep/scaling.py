@@ -1,0 +1,409 @@
+"""Steps to a target val_acc per batch size, and the fit S = S_min (1 + B_crit / B) (Shallue et al. 2019).
+
+Reads what `sweep.analysis.load` returns; pandas, numpy and scipy only, no TensorFlow.
+docs/report.md ("Steps to target") explains every reading to the report's users.
+
+- A *curve* is a group of runs that differ only in batch size (and, for runs re-run at a
+  search's best lr, in that lr): one results folder, one role, every other setting equal.
+- A run reaches a target at the first record whose val_acc is at or above it; the step is
+  read by linear interpolation in steps between that record and the one before (the first
+  record is preceded by step 0 at chance accuracy, 1 / classes: validation is balanced).
+  Records may sit inside epochs (`train.eval_every_steps`); `step` is always exact.
+- A run that never reaches a target within its records is *not reached within budget*:
+  counted, never dropped, never imputed.
+- Targets are read from the data by a fixed rule (`choose_targets`).
+- The fit uses the per-seed steps of the batch sizes where every run reached the target
+  (a mean over only the seeds that got there would be biased low). It is least squares in
+  log steps, and its intervals are profile-likelihood intervals (F test on the residual sum
+  of squares), not a bootstrap: 3 seeds give a bootstrap only 10 distinct resamples.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+from scipy.stats import f as f_dist
+
+from sweep import analysis as an
+from sweep import vocab
+from sweep.estimates import CONFIDENCE, Estimate, estimate
+from sweep.selection import CONTROL_DEFAULTS, POST_DEFAULTS, is_default, matches, settings_key
+
+TARGET_LADDER = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # candidate val_acc levels
+MIN_REACHED = 2  # fewer seeds at a target give no interval (and no fit point)
+MIN_FIT_BATCHES = 3  # two batch sizes fit the two parameters exactly: nothing tests the shape
+LR_COLUMN = "train.lr"
+# Settings that add records or measurements but never change training: they do not split a curve.
+MEASUREMENT_ONLY = ("train.eval_every_steps", "train.noise_scale")
+FIXED, TUNED = "fixed", "tuned per batch size"
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Runs that differ only in batch size: the unit a steps-to-target table and fit describe."""
+
+    source: str  # the results folder
+    lr: str  # "fixed 0.001" or "tuned per batch size"
+    context: str  # the other settings, as key=value
+    seeds: tuple[int, ...]
+    epochs: pd.DataFrame  # its runs' records
+    chance: dict[str, float]  # run_id -> 1 / classes
+
+    def label(self) -> str:
+        return f"{self.source}, lr {self.lr}, seeds {', '.join(map(str, self.seeds))}"
+
+
+def curves(results: an.Results, min_batches: int = 2) -> list[Curve]:
+    """Every group of done grid runs (controls at default, toggles at the post's setting) and of tuned runs
+    that covers at least `min_batches` batch sizes, in results-folder order."""
+    found: list[Curve] = []
+    for role_epochs, tuned in ((results.epochs, False), (results.tuned, True)):
+        for rows in _groups(_comparable(role_epochs), tuned):
+            if rows[an.BATCH_SIZE].nunique() >= min_batches:
+                found.append(_curve(rows, tuned, results.runs))
+    return sorted(found, key=lambda c: (_rank(c), c.lr != TUNED, c.context))
+
+
+def _rank(curve: Curve) -> int:
+    return int(curve.epochs[an.SOURCE_RANK].min()) if an.SOURCE_RANK in curve.epochs else 0
+
+
+def _comparable(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Runs at the post's protocol: controls at their defaults, toggles at the post's setting."""
+    rows = epochs
+    for key, value in POST_DEFAULTS.items():
+        if key in rows:
+            rows = rows[matches(rows[key], value)]
+    for key, value in CONTROL_DEFAULTS.items():
+        if key in rows:
+            rows = rows[is_default(rows[key], value)]
+    return rows
+
+
+def _groups(epochs: pd.DataFrame, tuned: bool) -> list[pd.DataFrame]:
+    if epochs.empty or an.BATCH_SIZE not in epochs:
+        return []
+    free = {an.BATCH_SIZE, *MEASUREMENT_ONLY, *((LR_COLUMN,) if tuned else ())}
+    others = [c for c in an.setting_columns(epochs) if c not in free]
+    source = epochs[an.SOURCE] if an.SOURCE in epochs else pd.Series("", index=epochs.index)
+    key = source.astype(str) + "|" + settings_key(epochs, others)
+    return [rows for _, rows in epochs.groupby(key, sort=True)]
+
+
+def _curve(rows: pd.DataFrame, tuned: bool, runs: pd.DataFrame) -> Curve:
+    lrs = sorted(rows[LR_COLUMN].dropna().unique()) if LR_COLUMN in rows else []
+    lr = TUNED if tuned else f"{FIXED} {', '.join(f'{v:g}' for v in lrs)}"
+    context = ", ".join(
+        f"{c}={rows[c].iloc[0]:g}" if isinstance(rows[c].iloc[0], float) else f"{c}={rows[c].iloc[0]}"
+        for c in ("data.samples_per_class", "train.epochs")
+        if c in rows
+    )
+    source = str(rows[an.SOURCE].iloc[0]) if an.SOURCE in rows else ""
+    seeds = tuple(int(s) for s in sorted(rows[vocab.SEED].unique()))
+    return Curve(source, lr, context, seeds, rows.reset_index(drop=True), _chance(rows, runs))
+
+
+def _chance(rows: pd.DataFrame, runs: pd.DataFrame) -> dict[str, float]:
+    """1 / classes per run, from runs.csv's num_classes (0 when unknown: the reading is then a later step)."""
+    classes = runs.set_index(vocab.RUN_ID)["num_classes"] if "num_classes" in runs else pd.Series(dtype=float)
+    classes = classes[~classes.index.duplicated()]
+    ids = rows[vocab.RUN_ID].unique()
+    return {str(r): (1.0 / float(classes[r]) if r in classes and classes[r] > 0 else 0.0) for r in ids}
+
+
+# --- reaching a target
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Where one run first reached one target; NaN step when it did not within its records."""
+
+    run_id: str
+    seed: int
+    batch_size: int
+    target: float
+    step: float
+    epoch: float
+    seconds: float  # wall time from the run's own epoch_seconds (includes graph tracing in epoch 1)
+    budget_step: int  # the run's last record
+    best_val: float  # the run's highest val_acc (what a run that missed got to)
+    at_first_record: bool  # reached by the first record: read from step 0 at chance accuracy
+
+    @property
+    def reached(self) -> bool:
+        return not math.isnan(self.step)
+
+
+def elapsed_seconds(run: pd.DataFrame) -> pd.Series:
+    """Training seconds since the start of the run at each record.
+
+    `epoch_seconds` is the time since the start of the epoch, so the elapsed time at a
+    record is its own value plus the full times of the epochs completed before it (the
+    records at integer epochs).
+    """
+    run = run.sort_values(vocab.STEP)
+    epoch = run[vocab.EPOCH].to_numpy(dtype=float)
+    seconds = run[vocab.EPOCH_SECONDS].to_numpy(dtype=float)
+    whole = np.isclose(epoch, np.round(epoch))
+    before = [seconds[whole & (epoch < e - 1e-9)].sum() for e in epoch]
+    return pd.Series(np.asarray(before) + seconds, index=run.index)
+
+
+def first_reach(run: pd.DataFrame, target: float, chance: float = 0.0) -> Reach:
+    """The step, epoch and seconds at which one run's val_acc first reaches `target`, interpolated."""
+    run = run.sort_values(vocab.STEP)
+    head = run.iloc[0]
+    has_seconds = vocab.EPOCH_SECONDS in run and run[vocab.EPOCH_SECONDS].notna().all()
+    seconds = elapsed_seconds(run).to_numpy() if has_seconds else np.full(len(run), math.nan)
+    val = run[vocab.VAL_ACC].to_numpy(dtype=float)
+    # the run before its first record: step 0, epoch 0, 0 s, chance accuracy
+    steps = np.concatenate([[0.0], run[vocab.STEP].to_numpy(dtype=float)])
+    epochs = np.concatenate([[0.0], run[vocab.EPOCH].to_numpy(dtype=float)])
+    secs = np.concatenate([[0.0], seconds])
+    vals = np.concatenate([[min(chance, target)], val])
+    hits = np.flatnonzero(vals[1:] >= target)
+    missed = Reach(
+        run_id=str(head[vocab.RUN_ID]),
+        seed=int(head[vocab.SEED]),
+        batch_size=int(head[an.BATCH_SIZE]),
+        target=target,
+        step=math.nan,
+        epoch=math.nan,
+        seconds=math.nan,
+        budget_step=int(steps[-1]),
+        best_val=float(np.nanmax(val)),
+        at_first_record=False,
+    )
+    if not hits.size:
+        return missed
+    i = int(hits[0]) + 1
+    lo, hi = vals[i - 1], vals[i]
+    frac = 1.0 if hi == lo else (target - lo) / (hi - lo)
+
+    def at(xs: np.ndarray) -> float:
+        return float(xs[i - 1] + frac * (xs[i] - xs[i - 1]))
+
+    return replace(missed, step=at(steps), epoch=at(epochs), seconds=at(secs), at_first_record=i == 1)
+
+
+def reaches(curve: Curve, targets: tuple[float, ...]) -> pd.DataFrame:
+    """One row per (run, target): the `Reach` fields and `reached`."""
+    rows = []
+    for run_id, run in curve.epochs.groupby(vocab.RUN_ID, sort=True):
+        for target in targets:
+            r = first_reach(run, target, curve.chance.get(str(run_id), 0.0))
+            rows.append({**r.__dict__, "reached": r.reached})
+    return pd.DataFrame(rows)
+
+
+def choose_targets(curve: Curve, ladder: tuple[float, ...] = TARGET_LADDER) -> tuple[float, ...]:
+    """The levels of the ladder above chance that at least half the curve's batch sizes reach with >= 2 seeds.
+
+    Fixed levels make targets comparable between curves; "half the batch sizes" keeps a
+    target most of the curve can be read at, without choosing it by the outcome of a fit.
+    """
+    # a level at or below chance is met by an untrained model: it measures nothing
+    floor = max(curve.chance.values(), default=0.0)
+    table = reaches(curve, tuple(t for t in ladder if t > floor))
+    if table.empty:
+        return ()
+    per_batch = table.groupby(["target", "batch_size"])["reached"].sum().reset_index()
+    enough = per_batch[per_batch["reached"] >= MIN_REACHED].groupby("target")["batch_size"].nunique()
+    batches = curve.epochs[an.BATCH_SIZE].nunique()
+    return tuple(float(t) for t in ladder if enough.get(t, 0) * 2 >= batches)
+
+
+# --- the table
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One batch size at one target: how many runs reached it, and when."""
+
+    batch_size: int
+    target: float
+    n_runs: int
+    n_reached: int
+    steps: Estimate  # over the seeds that reached it; no interval below 2
+    epochs: Estimate
+    seconds: Estimate
+    budget_steps: int  # the largest last-record step among the runs
+    best_val_missed: tuple[float, ...]  # highest val_acc of each run that did not reach it
+    at_first_record: int  # reached by the first record (read from step 0 at chance)
+
+    @property
+    def not_reached(self) -> int:
+        return self.n_runs - self.n_reached
+
+
+def _estimate(values: pd.Series) -> Estimate:
+    """An estimate over seeds; fewer than MIN_REACHED values keep their mean but get no interval."""
+    e = estimate(values)
+    return e if e.n >= MIN_REACHED else Estimate(e.mean, math.nan, e.n, math.nan, math.nan)
+
+
+def target_rows(table: pd.DataFrame) -> list[TargetRow]:
+    """Summarise `reaches` per batch size and target."""
+    found = []
+    for (batch, target), rows in table.groupby(["batch_size", "target"], sort=True):
+        hit = rows[rows["reached"]]
+        found.append(
+            TargetRow(
+                batch_size=int(batch),
+                target=float(target),
+                n_runs=len(rows),
+                n_reached=len(hit),
+                steps=_estimate(hit["step"]),
+                epochs=_estimate(hit["epoch"]),
+                seconds=_estimate(hit["seconds"]),
+                budget_steps=int(rows["budget_step"].max()),
+                best_val_missed=tuple(float(v) for v in rows.loc[~rows["reached"], "best_val"]),
+                at_first_record=int(hit["at_first_record"].sum()),
+            )
+        )
+    return found
+
+
+# --- the fit S = S_min (1 + B_crit / B)
+
+GRID_DECADES = 3.0  # B_crit is searched from min(B) / 10^3 to max(B) x 10^3
+GRID_POINTS = 2401
+
+
+@dataclass(frozen=True)
+class Fit:
+    """S_min and B_crit at one target, with profile-likelihood intervals; `problem` says why it is not identified."""
+
+    target: float
+    batch_sizes: tuple[int, ...]  # fitted: every run reached the target
+    left_out: tuple[int, ...]  # some run did not reach it (or fewer than 2 runs)
+    n_points: int  # per-seed steps fitted
+    s_min: float
+    s_min_low: float  # 0 when unbounded below
+    s_min_high: float
+    b_crit: float
+    b_crit_low: float  # 0 when unbounded below
+    b_crit_high: float  # inf when unbounded above
+    problem: str = ""  # empty when identified
+
+    @property
+    def identified(self) -> bool:
+        return not self.problem
+
+    def predict(self, batch: float) -> float:
+        return self.s_min * (1.0 + self.b_crit / batch)
+
+
+def _profile(batch: np.ndarray, log_steps: np.ndarray, b_crit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each B_crit: the best log S_min (closed form, a mean) and the residual sum of squares."""
+    shift = np.log1p(b_crit[:, None] / batch[None, :])
+    resid = log_steps[None, :] - shift
+    best = resid.mean(axis=1)
+    return best, ((resid - best[:, None]) ** 2).sum(axis=1)
+
+
+def fit_scaling(table: pd.DataFrame, target: float) -> Fit:
+    """Fit one target's per-seed steps (a `reaches` table) by least squares in log steps.
+
+    Profile intervals: the B_crit values whose best residual sum of squares stays below
+    RSS_min (1 + F(95%; 1, n - 2) / (n - 2)); S_min's interval is the range of S_min over
+    the joint region. An interval that reaches the end of the searched range is unbounded there.
+    """
+    rows = table[table["target"] == target]
+    complete = rows.groupby("batch_size")["reached"].agg(["all", "size"])
+    usable = complete[complete["all"] & (complete["size"] >= MIN_REACHED)].index
+    fitted = rows[rows["batch_size"].isin(usable)]
+    left_out = tuple(int(b) for b in complete.index if b not in usable)
+    batches = tuple(int(b) for b in usable)
+    nan = math.nan
+    empty = Fit(target, batches, left_out, len(fitted), nan, nan, nan, nan, nan, nan)
+    if len(batches) < MIN_FIT_BATCHES:
+        reason = (
+            f"only {len(batches)} batch size(s) ({', '.join(map(str, batches)) or 'none'}) reached "
+            f"{target:g} with every seed; the fit needs {MIN_FIT_BATCHES}"
+        )
+        return replace(empty, problem=reason)
+    batch = fitted["batch_size"].to_numpy(dtype=float)
+    steps = fitted["step"].to_numpy(dtype=float)
+    if not (np.isfinite(steps).all() and (steps > 0).all()):
+        return replace(empty, problem="a fitted step is not a positive number")
+    log_steps = np.log(steps)
+    grid = np.logspace(math.log10(batch.min()) - GRID_DECADES, math.log10(batch.max()) + GRID_DECADES, GRID_POINTS)
+    best, rss = _profile(batch, log_steps, grid)
+    n = len(batch)
+    limit = rss.min() * (1.0 + f_dist.ppf(CONFIDENCE, 1, n - 2) / (n - 2))
+    inside = np.flatnonzero(rss <= limit)
+    k = int(np.argmin(rss))
+    # the joint region's S_min: each B_crit inside allows log S_min within +- sqrt((limit - rss) / n)
+    half = np.sqrt(np.maximum(limit - rss[inside], 0.0) / n)
+    low_open, high_open = inside[0] == 0, inside[-1] == len(grid) - 1
+    fit = Fit(
+        target=target,
+        batch_sizes=batches,
+        left_out=left_out,
+        n_points=n,
+        s_min=float(np.exp(best[k])),
+        s_min_low=0.0 if high_open else float(np.exp((best[inside] - half).min())),
+        s_min_high=float(np.exp((best[inside] + half).max())),
+        b_crit=float(grid[k]),
+        b_crit_low=0.0 if low_open else float(grid[inside[0]]),
+        b_crit_high=math.inf if high_open else float(grid[inside[-1]]),
+    )
+    return replace(fit, problem=_unbounded(fit, low_open, high_open))
+
+
+def _unbounded(fit: Fit, low_open: bool, high_open: bool) -> str:
+    if high_open and low_open:
+        return "B_crit's 95% interval is unbounded on both sides: these steps do not locate it"
+    if high_open:
+        return (
+            f"B_crit's 95% interval has no upper end (B_crit >= {fit.b_crit_low:.3g}): the steps are consistent with "
+            f"perfect scaling up to batch {max(fit.batch_sizes)}, so the critical batch size is not identified"
+        )
+    if low_open:
+        return (
+            f"B_crit's 95% interval has no lower end (B_crit <= {fit.b_crit_high:.3g}): the steps are consistent with "
+            "no gain from a larger batch, so the critical batch size is not identified"
+        )
+    return ""
+
+
+def seconds_spread(curve: Curve) -> tuple[int, float, float] | None:
+    """The batch size whose whole-epoch times (epochs 2 on: epoch 1 includes graph tracing) vary most, min and max."""
+    e = curve.epochs
+    if vocab.EPOCH_SECONDS not in e:
+        return None
+    whole = e[(e[vocab.EPOCH] >= 2) & np.isclose(e[vocab.EPOCH] % 1, 0) & (e[vocab.EPOCH_SECONDS] > 0)]
+    if whole.empty:
+        return None
+    span = whole.groupby(an.BATCH_SIZE)[vocab.EPOCH_SECONDS].agg(["min", "max"])
+    b = (span["max"] / span["min"]).idxmax()
+    return int(b), float(span.loc[b, "min"]), float(span.loc[b, "max"])
+
+
+# --- one curve, read whole
+
+
+@dataclass(frozen=True)
+class CurveReading:
+    """A curve with its targets, every run's reading at each, the table rows and the fits."""
+
+    curve: Curve
+    targets: tuple[float, ...]
+    reaches: pd.DataFrame
+    rows: list[TargetRow]
+    fits: list[Fit]
+
+
+def read(results: an.Results) -> list[CurveReading]:
+    """Every curve of the results, read at its own targets."""
+    found = []
+    for curve in curves(results):
+        targets = choose_targets(curve)
+        table = reaches(curve, targets) if targets else pd.DataFrame()
+        rows = target_rows(table) if targets else []
+        found.append(CurveReading(curve, targets, table, rows, [fit_scaling(table, t) for t in targets]))
+    return found

@@ -1,0 +1,101 @@
+"""The steps-to-target and noise-scale sections on the committed results: every sentence against the numbers.
+
+The numbers the sentences must state are computed here again from the CSVs, by simpler code
+than sweep/scaling.py's, so a section cannot quote a number its data do not give.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sweep import analysis, scaling
+from sweep.report import steps
+from sweep.report.document import Doc, Paragraph, Table
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+FOLDERS = (RESULTS / "lr_search", RESULTS / "batch_sizes")
+
+
+@pytest.fixture(scope="module")
+def readings() -> list[scaling.CurveReading]:
+    return scaling.read(analysis.load(FOLDERS))
+
+
+def text_of(doc: Doc) -> str:
+    return "\n".join(b.text for b in doc.blocks if isinstance(b, Paragraph))
+
+
+def tuned_runs() -> pd.DataFrame:
+    epochs = pd.read_csv(RESULTS / "lr_search" / "epochs.csv")
+    return epochs[(epochs["role"] == "tuned") & (epochs["status"] == "done")]
+
+
+def steps_to(run: pd.DataFrame, target: float, chance: float = 1 / 120) -> float | None:
+    """Plain linear interpolation between the records around the first crossing."""
+    points = [(0, chance), *zip(run["step"], run["val_acc"], strict=True)]
+    points.sort()
+    for (s0, v0), (s1, v1) in zip(points, points[1:], strict=False):
+        if v1 >= target:
+            return s0 + (s1 - s0) * (target - v0) / (v1 - v0)
+    return None
+
+
+def test_the_b_simple_range_quoted_is_the_tuned_runs_last_records(readings: list[scaling.CurveReading]) -> None:
+    doc = Doc()
+    steps.noise_section(doc, readings)
+    text = text_of(doc)
+    runs = tuned_runs()
+    last = runs.loc[runs.groupby("run_id")["step"].idxmax(), "noise_scale"]
+    assert f"range from {last.min():.0f} to {last.max():.0f}." in text
+    assert "At lr tuned per batch size (" in text and "seeds 0, 1, 2" in text  # the reading's conditions
+    assert "not the batch size" not in text
+
+
+def test_the_noise_conclusion_follows_from_the_prediction_at_batch_128(readings: list[scaling.CurveReading]) -> None:
+    """Batch 32's steps to 0.3 and B_simple's range predict batch 128 within its 90 steps; no seed got there."""
+    runs = tuned_runs()
+    last = runs.loc[runs.groupby("run_id")["step"].idxmax(), "noise_scale"]
+    at32 = [steps_to(r, 0.3) for _, r in runs[runs["train.batch_size"] == 32].groupby("run_id")]
+    assert all(s is not None for s in at32)
+    at128 = [steps_to(r, 0.3) for _, r in runs[runs["train.batch_size"] == 128].groupby("run_id")]
+    budget = int(runs.loc[runs["train.batch_size"] == 128, "step"].max())
+    ceiling = max(at32) * (1 + last.min() / 128) / (1 + last.min() / 32)  # type: ignore[type-var]
+    assert at128 == [None, None, None] and ceiling < budget  # the data: the prediction misses
+    doc = Doc()
+    steps.noise_section(doc, readings)
+    text = text_of(doc)
+    rows = [b.rows for b in doc.blocks if isinstance(b, Table) and b.head[0] == "target"][0]
+    row = next(r for r in rows if r[0] == "0.3" and r[1] == "128")
+    assert row[-1] == "missed within budget" and "0 of 3" in row[4]
+    assert "So at batch 128 the steps to target do not fall as B_noise = B_simple predicts" in text
+    assert f"below every measured B_simple ({last.min():.0f})" in text
+    # where the prediction and the measurement overlap, the words say consistent, not confirmed
+    assert "consistent with B_simple there, which these few seeds do not pin down" in text
+
+
+def test_the_steps_table_counts_every_seed_and_says_where_the_fit_is_not_identified(
+    readings: list[scaling.CurveReading],
+) -> None:
+    table = steps.steps_table(readings)
+    tuned = table[(table["lr"] == scaling.TUNED) & (table["batch_size"] == 128)]
+    at3 = tuned[tuned["target_val_acc"] == 0.3].iloc[0]
+    assert (at3["n_runs"], at3["n_reached"], at3["n_not_reached_within_budget"]) == (3, 0, 3)
+    runs = tuned_runs()
+    expected = [steps_to(r, 0.3) for _, r in runs[runs["train.batch_size"] == 32].groupby("run_id")]
+    at32 = table[(table["lr"] == scaling.TUNED) & (table["batch_size"] == 32) & (table["target_val_acc"] == 0.3)]
+    assert at32["steps_mean"].iloc[0] == pytest.approx(sum(expected) / 3)  # type: ignore[arg-type]
+    fits = steps.fit_table(readings)
+    tuned_fits = fits[fits["lr"] == scaling.TUNED]
+    assert tuned_fits["b_crit"].isna().all() and tuned_fits["not_identified"].str.contains("only 2").all()
+    doc = Doc()
+    steps.steps_section(doc, readings, [])
+    fit_rows = [r for b in doc.blocks if isinstance(b, Table) and b.head[0] == "target" for r in b.rows]
+    assert len(fit_rows) == len(fits)
+    for row, (_, fit) in zip(fit_rows, fits.iterrows(), strict=True):  # a number only where identified
+        if fit["not_identified"]:
+            assert row[3] == "not identified" and row[4] == f"not identified: {fit['not_identified']}"
+        else:
+            assert "nan" not in row[3] + row[4] and f"{fit['b_crit']:.1f} [" in row[4]

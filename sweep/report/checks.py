@@ -14,8 +14,10 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, CONTROL_DEFAULTS, GPUS, column
-from sweep.estimates import Check, Estimate, all_of, any_of, estimate, fmt_estimate
+from sweep.estimates import Check, Estimate, estimate, fmt_estimate
 from sweep.report.findings import (
+    ALL,
+    ANY,
     CAUSE_RAISES_GAP,
     CLOSE_GAP,
     FAR_GAP,
@@ -50,9 +52,9 @@ def _finding(
     selection: str,
     evidence: Sequence[tuple[str, Estimate]] = (),
     notes: Sequence[str] = (),
-    combine: Callable[..., bool | None] = all_of,
+    rule: str = ALL,
 ) -> Finding:
-    return Finding(tuple(checks), combine(c.outcome() for c in checks), selection, tuple(evidence), tuple(notes))
+    return Finding(tuple(checks), selection, tuple(evidence), tuple(notes), rule)
 
 
 # --- C1: the post's picture at epoch 2
@@ -164,7 +166,7 @@ def check_mismatch_lowers_val(claim: Claim, table: pd.DataFrame) -> Finding | No
     notes = (
         "Supported when at least one kind of mismatch lowers val_acc by more than the threshold; each kind is listed.",
     )
-    return _finding(checks, "; ".join(dict.fromkeys(selections)), (), notes, combine=any_of)
+    return _finding(checks, "; ".join(dict.fromkeys(selections)), (), notes, rule=ANY)
 
 
 # --- C5: a model too large for the data overfits
@@ -188,7 +190,8 @@ def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None
                 Check(
                     f"eval_gap change {axis} {fmt_value(values[0])} -> {fmt_value(value)}, last epoch (paired)",
                     diff,
-                    **({"low": 0.0} if grows else {"high": 0.0}),
+                    low=0.0 if grows else -math.inf,
+                    high=math.inf if grows else 0.0,
                 )
             )
         selections.append(sel.describe())

@@ -20,6 +20,7 @@ from sweep.report.checks import (
     check_replicas_learn_alike,
     check_small_batch_wins,
 )
+from sweep.report.family import corrected
 from sweep.report.findings import (
     CAUSE_RAISES_GAP,
     CLOSE_GAP,
@@ -133,7 +134,7 @@ def thresholds() -> tuple[Threshold, ...]:
 
 
 def evaluate(table: pd.DataFrame) -> list[tuple[Claim, Finding | None]]:
-    """Every claim against a run summary table (`analysis.run_summary`)."""
+    """Every claim against a run summary table (`analysis.run_summary`), Holm-corrected across all their checks."""
     if table.empty:
         return [(claim, None) for claim in CLAIMS]
-    return [(claim, claim.evaluate(table)) for claim in CLAIMS]
+    return corrected([(claim, claim.evaluate(table)) for claim in CLAIMS])

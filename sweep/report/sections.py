@@ -16,10 +16,10 @@ from sweep.analysis import Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report import attribution as attr
-from sweep.report import provenance
+from sweep.report import family, provenance
 from sweep.report.claims import CLAIMS, thresholds
 from sweep.report.document import TITLE, Doc
-from sweep.report.findings import FAR_GAP, Claim, Finding, outcome_text, verdict_text
+from sweep.report.findings import FAR_GAP, Claim, Finding, fmt_p, outcome_text, verdict_text
 
 TUNING_EXPERIMENTS = "experiments/lr_search.yaml"  # a grid with a search: block per batch size
 SMOKE_EXPERIMENTS = "experiments/smoke.yaml"  # the quick check; no claim reads it
@@ -60,6 +60,7 @@ def document(
     )
     health_section(doc, health if health is not None else pd.DataFrame())
     statistics_section(doc)
+    doc.p(family.describe(findings))
     for claim, finding in findings:
         claim_section(doc, claim, finding)
     attribution_section(doc, att)
@@ -150,10 +151,19 @@ def statistics_section(doc: Doc) -> None:
         "with the same seed (same initial weights and data order), which removes the seed-to-seed spread they share."
     )
     doc.p(
-        "A check holds when its whole interval lies in the region the claim needs, fails when the whole interval "
-        "lies outside, and is undecided otherwise. A claim is supported when all its checks hold, contradicted "
-        "when one fails, inconclusive otherwise; the number of seeds that would decide it is the smallest n with "
-        "t(n-1) x sd / sqrt(n) below the distance from the mean to the threshold, using the observed sd."
+        "Each check has a p-value from the same t-test as its interval (paired over seeds where it is a paired "
+        "difference, one-sample otherwise): twice the smaller one-sided p-value of 'it holds' and 'it fails'; for a "
+        "band (C9) 'it holds' is TOST, both one-sided tests. Uncorrected, p < 0.05 exactly when the 95% interval "
+        "lies wholly inside (holds) or wholly outside (fails) the region. The verdicts use Holm-adjusted p-values "
+        "(family below): a check holds or fails when its adjusted p < 0.05, and is undecided otherwise. A claim is "
+        "supported when all its checks hold after correction, contradicted when one fails after correction, "
+        "inconclusive otherwise (C4: supported when one kind holds, contradicted when all fail)."
+    )
+    doc.p(
+        "Seeds to decide: for an undecided check, the smallest n with 80% power to decide it the way its mean "
+        "points, taking the observed mean and sd as true, at the two-sided level 0.05 / (family size), Holm's "
+        "strictest step; a band needs both one-sided tests. The range beside it repeats this at the ends of the "
+        "sd's 95% chi-square interval: 3 seeds say little about an sd, so the range is wide."
     )
     doc.p(
         "gap = train_acc - val_acc is what the post read: train_acc is Keras's running mean over the epoch in "
@@ -178,8 +188,8 @@ def claim_section(doc: Doc, claim: Claim, finding: Finding | None) -> None:
         return
     doc.p(f"Runs used: {finding.selection}.")
     doc.table(
-        ("check", "mean [95% CI] (n)", "holds when", "outcome"),
-        [(c.label, fmt_estimate(c.estimate), c.region(), outcome_text(c)) for c in finding.checks],
+        ("check", "mean [95% CI] (n)", "holds when", "p (Holm-adjusted)", "outcome"),
+        [(c.label, fmt_estimate(c.estimate), c.region(), fmt_p(c), outcome_text(c)) for c in finding.checks],
     )
     if finding.evidence:
         doc.table(

@@ -1,0 +1,157 @@
+"""p-values, Holm's correction and the verdict rule after it, and seeds for 80% power (issue 13, statistics)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from sweep import analysis as an
+from sweep import power
+from sweep.estimates import Check, Estimate, estimate, holm
+from sweep.report import family
+from sweep.report.claims import by_id
+from sweep.report.findings import ANY, Finding, verdict_text
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def interval_rule(check: Check) -> bool | None:
+    """The rule before p-values: the whole 95% interval inside (True) or outside (False) the region."""
+    e, low, high = check.estimate, check.low, check.high
+    if e.low > low and e.high < high:
+        return True
+    if e.high <= low or e.low >= high:
+        return False
+    return None
+
+
+def test_p_value_is_the_t_test_of_the_interval_and_decides_as_the_interval_does() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        values = rng.normal(rng.uniform(-0.3, 0.3), rng.uniform(0.01, 0.2), size=int(rng.integers(2, 8)))
+        e = estimate(values)
+        for low, high in ((0.05, math.inf), (-math.inf, -0.05), (-0.1, 0.1)):
+            check = Check("x", e, low, high)
+            p, side = check.p_value()
+            assert check.outcome() == interval_rule(check), (values, low, high, p)
+            if math.isinf(high):  # one bound: scipy's two-sided one-sample (= paired) t-test at the bound
+                assert p == pytest.approx(stats.ttest_1samp(values, low).pvalue)
+                assert side == (e.mean > low)
+
+
+def test_a_band_holds_by_tost() -> None:
+    values = [0.004, -0.006, 0.001, 0.003]
+    check = Check("x", estimate(values), -0.02, 0.02)
+    above = stats.ttest_1samp(values, -0.02, alternative="greater").pvalue
+    below = stats.ttest_1samp(values, 0.02, alternative="less").pvalue
+    p, side = check.p_value()
+    assert side is True and p == pytest.approx(2 * max(above, below))
+
+
+def test_holm_by_hand() -> None:
+    # sorted 0.01, 0.03, 0.04 times 3, 2, 1 -> 0.03, 0.06, 0.04, made monotone -> 0.06
+    assert holm([0.01, 0.04, 0.03, math.nan])[:3] == pytest.approx([0.03, 0.06, 0.06])
+    assert math.isnan(holm([0.01, math.nan])[1]) and holm([0.01, math.nan])[0] == pytest.approx(0.01)
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])
+
+
+def _finding(*means: float, rule: str = "all") -> Finding:
+    """Checks "> 0" on 3 seeds with sd 0.01: means far from 0 are decided alone."""
+    checks = tuple(Check(f"c{i}", estimate([m - 0.01, m, m + 0.01]), low=0.0) for i, m in enumerate(means))
+    return Finding(checks, "constructed", rule=rule)
+
+
+def test_a_check_decided_alone_is_undecided_after_holm() -> None:
+    """p = 0.049 holds on its own; 13 checks in the family make it undecided, and the claim inconclusive."""
+    claim = by_id("C1")
+    decided = _finding(0.025)  # t = 4.33 at 2 df: p = 0.049
+    assert decided.checks[0].p_value()[0] < 0.05 and decided.verdict == "supported"
+    others = [(claim, _finding(0.001, 0.002)) for _ in range(6)]  # 12 more checks, none near deciding
+    after = family.corrected([(claim, decided), *others])
+    (_, fixed), *_ = after
+    assert fixed is not None and fixed.checks[0].family == 13
+    assert fixed.checks[0].p_holm == pytest.approx(13 * decided.checks[0].p_value()[0])
+    assert fixed.verdict == "inconclusive" and fixed.checks[0].uncorrected() is True
+    # one strongly failing check contradicts a claim after correction, a weakly failing one does not
+    strong = family.corrected([(claim, _finding(-1.0, 0.5)), *others])[0][1]
+    weak = family.corrected([(claim, _finding(-0.025, 0.5)), *others])[0][1]
+    assert strong is not None and strong.verdict == "contradicted"
+    assert weak is not None and weak.checks[0].uncorrected() is False and weak.verdict == "inconclusive"
+
+
+def test_c4_says_its_any_of_rule_in_the_verdict() -> None:
+    c4 = by_id("C4")
+    one_holds = Finding(
+        (
+            Check("a", estimate([-0.5, -0.51, -0.49]), high=-0.1),
+            Check("b", estimate([0.0, 0.1, -0.1]), high=-0.1),
+        ),
+        "constructed",
+        rule=ANY,
+    )
+    assert one_holds.verdict == "supported"
+    assert verdict_text(c4, one_holds).startswith("supported (any-of rule: supported when 1 of its 2 checks holds")
+
+
+def test_power_matches_the_textbook_sample_sizes() -> None:
+    # one-sample / paired t-test, two-sided 0.05, 80% power: d = 0.5 -> 34, d = 1 -> 10 (G*Power)
+    assert power.seeds_for_power((0.5,), 1.0, 0.05) == 34
+    assert power.seeds_for_power((1.0,), 1.0, 0.05) == 10
+    # chi-square 95% interval of an sd from 3 values: sqrt(2 / 7.378), sqrt(2 / 0.0506)
+    assert power.sd_interval(1.0, 3) == pytest.approx((0.52066, 6.28473), rel=1e-4)
+
+
+def test_seeds_needed_plans_at_the_family_level_with_the_sds_range() -> None:
+    check = Check("x", Estimate(0.25, 0.1, 3, 0.0, 0.5), low=0.2)  # d = 0.5
+    alone = power.seeds_needed(check)
+    assert (alone.n, alone.alpha) == (34, 0.05)
+    assert alone.low is not None and alone.low < alone.n and alone.high is None  # sd x 6.3 -> > 1000 seeds
+    in_family = power.seeds_needed(Check("x", Estimate(0.25, 0.1, 3, 0.0, 0.5), low=0.2, family=10))
+    assert in_family.alpha == pytest.approx(0.005) and in_family.n == power.seeds_for_power((0.05,), 0.1, 0.005)
+    assert in_family.n is not None and in_family.n > 34
+    # a band with the mean inside must pass both sides (TOST): more seeds than the nearer side alone
+    band = Check("x", Estimate(0.005, 0.02, 3, -0.05, 0.06), low=-0.02, high=0.02)
+    assert power.distances(band) == pytest.approx((0.025, 0.015))
+    assert power.seeds_needed(band).n > power.seeds_for_power((0.015,), 0.02, 0.05)
+
+
+@pytest.fixture(scope="module")
+def claims_csv(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    from sweep import report
+
+    out = tmp_path_factory.mktemp("stats")
+    report.build([FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gpus"], out)
+    return pd.read_csv(out / "tables" / "claims.csv")
+
+
+def test_claims_csv_holds_raw_and_holm_p_values(claims_csv: pd.DataFrame) -> None:
+    checks = claims_csv.dropna(subset=["check"])
+    assert len(checks) == 14 and (checks["family"] == 14).all()
+    assert checks["p_holm"].to_numpy() == pytest.approx(holm(checks["p_value"].tolist()))
+    decided = checks["p_holm"] < 0.05
+    assert (checks.loc[~decided, "outcome"] == "undecided").all()
+    assert (checks.loc[decided, "outcome"] == checks.loc[decided, "p_side"]).all()
+    # uncorrected, p < 0.05 is the interval rule
+    raw_decided = checks["p_value"] < 0.05
+    assert (checks.loc[raw_decided, "outcome_uncorrected"] == checks.loc[raw_decided, "p_side"]).all()
+    undecided = checks[checks["outcome"] == "undecided"]
+    assert (undecided["seeds_needed_low"] <= undecided["seeds_needed"]).all()
+
+
+def test_c2_p_value_is_the_paired_t_test_on_the_raw_rows() -> None:
+    summary = an.run_summary(an.load([FIXTURES / "fx_causes"]).epochs)
+    finding = by_id("C2").evaluate(summary)
+    assert finding is not None
+    increase = finding.checks[1]
+    raw = pd.read_csv(FIXTURES / "fx_causes" / "epochs.csv")
+    at2 = raw[(raw["epoch"] == 2) & raw["data.shuffle"] & (raw["data.preprocess_mismatch"] == "none")]
+    at2 = at2[(at2["model.width"] == 1.0) & (at2["data.samples_per_class"] == 20)]
+    by_seed = at2.pivot_table(index="seed", columns="data.imbalance", values="gap")
+    expected = stats.ttest_rel(by_seed[0.95], by_seed[0.0] + 0.05).pvalue
+    assert increase.p_value()[0] == pytest.approx(expected)

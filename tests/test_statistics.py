@@ -155,3 +155,20 @@ def test_c2_p_value_is_the_paired_t_test_on_the_raw_rows() -> None:
     by_seed = at2.pivot_table(index="seed", columns="data.imbalance", values="gap")
     expected = stats.ttest_rel(by_seed[0.95], by_seed[0.0] + 0.05).pvalue
     assert increase.p_value()[0] == pytest.approx(expected)
+
+
+def test_seeds_figure_has_a_row_per_undecided_check_and_is_not_redrawn(tmp_path: Path) -> None:
+    from sweep.report import claims, seeds_figure
+
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs", FIXTURES / "fx_causes"]).epochs)
+    findings = claims.evaluate(summary)
+    undecided = [c for _, f in findings if f for c in f.undecided()]
+    rows = seeds_figure.rows(findings)
+    assert len(rows) == len(undecided) > 0
+    assert [r[2] for r in rows] == [power.seeds_needed(c) for c in undecided]
+    drawn = seeds_figure.draw(findings, tmp_path)
+    assert drawn is not None and drawn.png.is_file() and drawn.title == "Seeds to decide at 80% power"
+    before = drawn.png.stat().st_mtime_ns
+    assert seeds_figure.draw(findings, tmp_path) is not None and drawn.png.stat().st_mtime_ns == before
+    decided = [(c, Finding(f.checks[:0], "none")) for c, f in findings if f]
+    assert seeds_figure.draw(decided, tmp_path / "none") is None

@@ -20,8 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from sweep import analysis, plots
-from sweep.report import attribution, sections
+from sweep.estimates import NOT_TESTED
+from sweep.report import attribution, sections, seeds_figure
 from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
 from sweep.report.findings import Claim, Finding, claims_table, verdict_text
@@ -43,12 +46,36 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     target.mkdir(parents=True, exist_ok=True)
     analysis.write_tables(results, target)
     health = analysis.run_health(results)
-    healthy = analysis.without(results.epochs, health)
+    healthy = analysis.without(results.epochs, health)  # stuck runs stay in: none is left out for its outcome
     findings = evaluate(analysis.run_summary(healthy))
+    sensitivity = stuck_sensitivity(findings, results, health)
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
     figures = plots.draw_all(results, target, svg=svg)
-    doc = sections.document(results, findings, figures, attribution.attribution(healthy), health)
+    seeds = seeds_figure.draw(findings, target, svg=svg)
+    figures += [seeds] if seeds else []
+    doc = sections.document(results, findings, figures, attribution.attribution(healthy), health, sensitivity)
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")
     page.write_text(to_html(doc), encoding="utf-8")
     return Written(md, page, findings)
+
+
+def stuck_sensitivity(
+    findings: list[tuple[Claim, Finding | None]], results: analysis.Results, health: pd.DataFrame
+) -> str:
+    """Whether any verdict changes when the stuck runs (kept in every verdict) are left out; "" without any."""
+    stuck = health[health[analysis.IN_CLAIMS].astype(bool)] if len(health) else health
+    if stuck.empty:
+        return ""
+    others = evaluate(analysis.run_summary(analysis.without(results.epochs, health, everything=True)))
+    changed = [
+        f"{claim.id} would be {_word(alt)} instead of {_word(f)}"
+        for (claim, f), (_, alt) in zip(findings, others, strict=True)
+        if _word(f) != _word(alt)
+    ]
+    head = f"Sensitivity: without the {len(stuck)} stuck run(s), "
+    return head + ("; ".join(changed) if changed else "no verdict changes") + "."
+
+
+def _word(finding: Finding | None) -> str:
+    return finding.verdict if finding else NOT_TESTED

@@ -1,6 +1,6 @@
 """The report's sections, in reading order, written as blocks of a `Doc`.
 
-Header (the results and their provenance), verdicts, runs left out, how to read
+Header (the results and their provenance), verdicts, runs with problems, how to read
 the numbers, one section per claim, the attribution of C1's gap, batch sizes at
 their own best learning rate, the gradient noise scale, figures and tables.
 """
@@ -12,7 +12,7 @@ import math
 import pandas as pd
 
 from sweep import tuning, vocab
-from sweep.analysis import Results, varying
+from sweep.analysis import IN_CLAIMS, Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report import attribution as attr
@@ -34,6 +34,7 @@ def document(
     figures: list[FigureFile],
     att: attr.Attribution | None = None,
     health: pd.DataFrame | None = None,
+    sensitivity: str = "",
 ) -> Doc:
     """The report's blocks: header, verdicts, one section per claim, attribution, tuning, figures."""
     doc = Doc()
@@ -58,7 +59,7 @@ def document(
             for c, f in findings
         ],
     )
-    health_section(doc, health if health is not None else pd.DataFrame())
+    health_section(doc, health if health is not None else pd.DataFrame(), sensitivity)
     statistics_section(doc)
     doc.p(family.describe(findings))
     for claim, finding in findings:
@@ -126,18 +127,27 @@ def _devices(runs: pd.DataFrame) -> str:
 # --- the claims
 
 
-def health_section(doc: Doc, health: pd.DataFrame) -> None:
-    """Runs left out of every claim, and why: a degenerate run must not decide a verdict."""
+def health_section(doc: Doc, health: pd.DataFrame, sensitivity: str = "") -> None:
+    """Runs with a problem: which still answer the claims (stuck ones do) and which cannot (diverged)."""
     if health.empty:
         return
-    doc.h(2, "Runs left out of the claims")
+    doc.h(2, "Runs with problems")
+    kept = int(health[IN_CLAIMS].astype(bool).sum())
     doc.p(
-        f"{len(health)} run(s) cannot answer a claim and are left out of every verdict and of the attribution "
-        "(the figures still show the stuck ones). A setting whose seeds are all here is then 'not tested', "
-        "and one that lost some seeds has a wider interval."
+        f"{len(health)} run(s) have a problem. No run is left out for its outcome: the {kept} stuck run(s) (a model "
+        "that predicts one class, which a cause or a large batch can produce) stay in every verdict and in the "
+        f"attribution. The {len(health) - kept} other(s) are not in any verdict: a diverged run has no finished "
+        "epochs to read, and a validation set of one class cannot compare settings; a setting that lost seeds "
+        "to them has fewer seeds and a wider interval, and one that lost all is 'not tested'."
     )
+    if sensitivity:
+        doc.p(sensitivity)
     doc.table(
-        ("run", "status", "problem"), [(r[vocab.RUN_ID], r[vocab.STATUS], r["problem"]) for _, r in health.iterrows()]
+        ("run", "status", "problem", "in the verdicts"),
+        [
+            (r[vocab.RUN_ID], r[vocab.STATUS], r["problem"], "yes" if r[IN_CLAIMS] else "no")
+            for _, r in health.iterrows()
+        ],
     )
 
 

@@ -172,3 +172,24 @@ def test_seeds_figure_has_a_row_per_undecided_check_and_is_not_redrawn(tmp_path:
     assert seeds_figure.draw(findings, tmp_path) is not None and drawn.png.stat().st_mtime_ns == before
     decided = [(c, Finding(f.checks[:0], "none")) for c, f in findings if f]
     assert seeds_figure.draw(decided, tmp_path / "none") is None
+
+
+def test_c8_chooses_on_the_other_seeds_and_tests_on_the_held_out_one() -> None:
+    """fx_bs (batch 8, 16, 64) with final val_acc set by hand. Batch 8 wins on average only through seed 0;
+    each held-out seed is tested with the winner of the other two, so 8's lucky seed never picks itself."""
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
+    metric = an.column("val_acc", "last")
+    values = {8: [0.91, 0.2, 0.2], 16: [0.3, 0.5, 0.5], 64: [0.4, 0.4, 0.4]}
+    for bs, per_seed in values.items():
+        rows = summary[an.BATCH_SIZE] == bs
+        summary.loc[rows, metric] = summary.loc[rows, "seed"].map(dict(enumerate(per_seed)))
+    finding = by_id("C8").evaluate(summary)
+    assert finding is not None
+    # held out 0: 16 wins on seeds 1, 2 -> 0.3 - 0.4; held out 1 or 2: 8 wins on (0.91 + 0.2) / 2 -> 0.2 - 0.4
+    (check,) = finding.checks
+    assert check.estimate.n == 3 and check.estimate.mean == pytest.approx((-0.1 - 0.2 - 0.2) / 3)
+    assert "leave one seed out" in check.label
+    assert "seed 0: 16 vs 64; seed 1: 8 vs 64; seed 2: 8 vs 64" in finding.notes[0]
+    # chosen on the same seeds, batch 8 (mean 0.437) would look better than it tests
+    in_sample = dict(finding.evidence)["chosen and tested on the same seeds (8 - 64; favours the winner)"]
+    assert in_sample.mean == pytest.approx((0.51 - 0.2 - 0.2) / 3)

@@ -107,7 +107,7 @@ CLAIMS: tuple[Claim, ...] = (
         "C8",
         f"batch_size {SMALL_BATCH} or less",
         f"at the last epoch the best batch size <= {SMALL_BATCH} has higher val_acc than the best batch size "
-        f"> {SMALL_BATCH} (paired)",
+        f"> {SMALL_BATCH} (paired), each chosen on the other seeds and tested on the held-out one (leave one seed out)",
         Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)),
         (),
         check_small_batch_wins,

@@ -319,10 +319,52 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     return table.join(best, on=vocab.RUN_ID).join(_speed(epochs), on=vocab.RUN_ID)
 
 
-def _speed(epochs: pd.DataFrame) -> pd.DataFrame:
+def _timed_epochs(epochs: pd.DataFrame) -> pd.DataFrame:
+    """The records that time a whole epoch, epoch 1 left out (it includes graph tracing) unless it is the only one."""
     later = epochs[(epochs[vocab.EPOCH] > 1) | (epochs.groupby(vocab.RUN_ID)[vocab.EPOCH].transform("max") == 1)]
-    later = later[later[vocab.EPOCH] % 1 == 0]  # records inside an epoch (eval_every_steps) time part of one
-    return later.groupby(vocab.RUN_ID)[[vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND]].mean()
+    return later[later[vocab.EPOCH] % 1 == 0]  # records inside an epoch (eval_every_steps) time part of one
+
+
+def _speed(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Mean epoch time and images/s per run, and the spread of its epoch times (min, median, max)."""
+    later = _timed_epochs(epochs)
+    means = later.groupby(vocab.RUN_ID)[[vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND]].mean()
+    spread = later.groupby(vocab.RUN_ID)[vocab.EPOCH_SECONDS].agg(["min", "median", "max"])
+    return means.join(spread.add_prefix(f"{vocab.EPOCH_SECONDS}_"))
+
+
+TIMED_COPIES = "epoch_seconds_copies"  # timing_copies' column: every folder's timing of a run stored more than once
+
+
+def timing_copies(results: Results) -> pd.DataFrame:
+    """Runs stored in more than one results folder, with each copy's median epoch time (epochs 2 onwards).
+
+    `load` keeps the first folder's copy; training is deterministic but timing is not, so the
+    copies left out would give another speed: the report names them rather than hide them.
+    """
+    epochs = results.folder_epochs
+    if epochs.empty or SOURCE not in epochs:
+        return pd.DataFrame(columns=[vocab.RUN_ID, TIMED_COPIES])
+    later = _timed_epochs(epochs.assign(**{vocab.RUN_ID: spec_hash(epochs[vocab.RUN_ID])}))
+    per_copy = later.groupby([vocab.RUN_ID, SOURCE], sort=False)[vocab.EPOCH_SECONDS].median().reset_index()
+    shared = per_copy[per_copy.groupby(vocab.RUN_ID)[SOURCE].transform("nunique") > 1]
+    kept = dict(zip(spec_hash(results.epochs[vocab.RUN_ID]), results.epochs[SOURCE], strict=True))
+    rows = []
+    for spec, copies in shared.groupby(vocab.RUN_ID, sort=True):
+        words = [
+            f"{c[vocab.EPOCH_SECONDS]:.2f} s ({c[SOURCE]}{', used' if kept.get(spec) == c[SOURCE] else ''})"
+            for _, c in copies.iterrows()
+        ]
+        rows.append((spec, "; ".join(words)))
+    return pd.DataFrame(rows, columns=["spec", TIMED_COPIES])
+
+
+def with_timing_copies(summary: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
+    """`summary` with the other folders' timings of its runs (empty where a run was timed once)."""
+    if summary.empty:
+        return summary
+    spec = spec_hash(summary[vocab.RUN_ID])
+    return summary.assign(**{TIMED_COPIES: spec.map(dict(zip(copies["spec"], copies[TIMED_COPIES], strict=True)))})
 
 
 def gap_table(epochs: pd.DataFrame) -> pd.DataFrame:

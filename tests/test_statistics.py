@@ -193,3 +193,39 @@ def test_c8_chooses_on_the_other_seeds_and_tests_on_the_held_out_one() -> None:
     # chosen on the same seeds, batch 8 (mean 0.437) would look better than it tests
     in_sample = dict(finding.evidence)["chosen and tested on the same seeds (8 - 64; favours the winner)"]
     assert in_sample.mean == pytest.approx((0.51 - 0.2 - 0.2) / 3)
+
+
+def test_epoch_time_spread_leaves_out_epoch_one() -> None:
+    raw = pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv")
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs).set_index("run_id")
+    for run_id, rows in raw.groupby("run_id"):
+        later = rows[rows["epoch"] > 1]["epoch_seconds"]
+        spread = summary.loc[run_id, ["epoch_seconds_min", "epoch_seconds_median", "epoch_seconds_max"]]
+        assert spread.tolist() == pytest.approx([later.min(), later.median(), later.max()])
+
+
+def test_a_run_timed_in_two_folders_names_both_timings(tmp_path: Path) -> None:
+    """The same runs in two folders, the second timed 3x slower: C6 reads the first folder's and names both."""
+    from sweep import report
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, factor in ((first, 1.0), (second, 3.0)):
+        folder.mkdir()
+        pd.read_csv(FIXTURES / "fx_bs" / "runs.csv").to_csv(folder / "runs.csv", index=False)
+        epochs = pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv")
+        epochs["epoch_seconds"] *= factor
+        epochs.to_csv(folder / "epochs.csv", index=False)
+    written = report.build([first, second], tmp_path / "out")
+    c6 = dict((c.id, f) for c, f in written.findings)["C6"]
+    assert c6 is not None
+    raw = pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv")
+    medians = raw[raw["epoch"] > 1].groupby(["train.batch_size", "seed"])["epoch_seconds"].median()
+    expected = (medians[64] / medians[8] - 1).mean()
+    assert c6.checks[0].estimate.mean == pytest.approx(expected)
+    (copies,) = [n for n in c6.notes if "timed more than once" in n]
+    assert copies.startswith("9 of these runs were timed more than once")
+    run = raw[raw["epoch"] > 1].groupby("run_id")["epoch_seconds"].median()
+    one = "bs64-s0-ac7df268"
+    assert f"{one}: {run[one]:.2f} s ({first}, used); {3 * run[one]:.2f} s ({second})" in copies
+    spread = [n for n in c6.notes if "epoch 1 includes graph tracing and is left out" in n]
+    assert spread and "fastest / median of the runs' medians / slowest" in spread[0]

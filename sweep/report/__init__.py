@@ -47,7 +47,8 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     analysis.write_tables(results, target)
     health = analysis.run_health(results)
     healthy = analysis.without(results.epochs, health)  # stuck runs stay in: none is left out for its outcome
-    findings = evaluate(analysis.run_summary(healthy))
+    copies = analysis.timing_copies(results)  # a run timed in two folders: C6 names both timings
+    findings = evaluate(analysis.with_timing_copies(analysis.run_summary(healthy), copies))
     sensitivity = stuck_sensitivity(findings, results, health)
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
     figures = plots.draw_all(results, target, svg=svg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -229,3 +230,46 @@ def test_a_run_timed_in_two_folders_names_both_timings(tmp_path: Path) -> None:
     assert f"{one}: {run[one]:.2f} s ({first}, used); {3 * run[one]:.2f} s ({second})" in copies
     spread = [n for n in c6.notes if "epoch 1 includes graph tracing and is left out" in n]
     assert spread and "fastest / median of the runs' medians / slowest" in spread[0]
+
+
+def test_c6_reads_the_median_epoch_time_not_the_mean() -> None:
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
+    summary["epoch_seconds"] = 1.0  # a mean that says "no faster": the check must not read it
+    by = summary.set_index([an.BATCH_SIZE, "seed"])["epoch_seconds_median"]
+    finding = by_id("C6").evaluate(summary)
+    assert finding is not None and finding.checks[0].label.startswith("median epoch time")
+    assert finding.checks[0].estimate.mean == pytest.approx((by[64] / by[8] - 1).mean())
+
+
+COMMITTED = [REPO / "results" / n for n in ("article", "batch_sizes", "causes", "controls", "gpus", "lr_search")]
+
+
+@pytest.mark.skipif(not all((f / "epochs.csv").is_file() for f in COMMITTED), reason="committed results missing")
+def test_the_committed_results_report(tmp_path: Path) -> None:
+    """The combined reference report: every check in the family, verdicts that follow the Holm-adjusted
+    p-values, seeds to decide for every undecided check, C8 out of sample, C6's twice-timed runs named."""
+    from sweep import report
+
+    written = report.build(COMMITTED, tmp_path)
+    checks = pd.read_csv(tmp_path / "tables" / "claims.csv").dropna(subset=["check"])
+    assert (checks["family"] == len(checks)).all() and checks["p_value"].notna().all()
+    assert checks["p_holm"].to_numpy() == pytest.approx(holm(checks["p_value"].tolist()))
+    for claim, finding in written.findings:
+        assert finding is not None
+        rows = checks[checks["claim"] == claim.id]
+        holds, fails = rows["outcome"] == "holds", rows["outcome"] == "fails"
+        expected = (
+            ("supported" if holds.any() else "contradicted" if fails.all() else "inconclusive")
+            if claim.id == "C4"
+            else ("contradicted" if fails.any() else "supported" if holds.all() else "inconclusive")
+        )
+        assert finding.verdict == expected, claim.id
+    undecided = checks[checks["outcome"] == "undecided"]
+    assert undecided["seeds_needed_low"].notna().all()
+    assert (tmp_path / "figures" / "claims-seeds_to_decide.png").is_file() == (len(undecided) > 0)
+    md = written.markdown.read_text()
+    assert f"Holm's correction runs over a family of {len(checks)} checks" in md
+    assert "| C4 | train and validation preprocessed differently give low val_acc | " in md
+    assert re.search(r"\| C4 \| [^|]+ \| \w+ \(any-of rule: supported when 1 of its \d checks holds", md)
+    assert "leave one seed out" in checks[checks["claim"] == "C8"]["check"].item()
+    assert re.search(r"\d+ of these runs were timed more than once", md)

@@ -232,25 +232,38 @@ def column(metric: str, when: str) -> str:
 STUCK_MIN_RECORDS = 3  # fewer records cannot tell a stuck model from a slow one
 
 
-def run_health(results: Results) -> pd.DataFrame:
-    """Runs whose numbers cannot answer a claim, with the reason: run_id, status, problem.
+IN_CLAIMS = "in_claims"  # run_health's column: does the run answer the claims?
 
-    - diverged: the loss became NaN or infinite (never in `epochs`; listed so nothing vanishes);
+
+def run_health(results: Results) -> pd.DataFrame:
+    """Runs with a problem, and whether they still answer the claims: run_id, status, problem, in_claims.
+
+    No run is left out for what it learned: a one-class predictor is exactly what C2, C3 and
+    large batches can produce, so leaving it out would bias the verdicts towards the claims.
+
+    - diverged: the loss became NaN or infinite; it has no finished epochs, so no final
+      numbers to read (never in `epochs`); listed and counted, not in the claims;
     - stuck: a done run whose val_acc and train_eval_acc never changed over 3 or more
-      records while val_acc sits at 1 / classes, i.e. the model predicts one class;
-    - a validation set of one class (from results of other tools; our loaders refuse it),
-      where accuracy says nothing about generalisation.
+      records while val_acc sits at 1 / classes, i.e. the model predicts one class; it stays
+      in the claims, and the report says whether any verdict changes without such runs;
+    - a validation set of one class (from results of other tools; our loaders refuse it):
+      a property of the data, not of training, where accuracy cannot compare settings; left out.
     """
     problems = []
     runs = results.runs
     if vocab.STATUS in runs:
         for _, run in runs[runs[vocab.STATUS] == vocab.DIVERGED].iterrows():
             reason = run.get(vocab.ERROR) or "loss became NaN or infinite"
-            problems.append((run[vocab.RUN_ID], vocab.DIVERGED, f"diverged: {reason}"))
+            problems.append((run[vocab.RUN_ID], vocab.DIVERGED, f"diverged: {reason}", False))
     if "num_classes" in runs:
         for _, run in runs[(runs[vocab.STATUS] == vocab.DONE) & (runs["num_classes"] < 2)].iterrows():
             problems.append(
-                (run[vocab.RUN_ID], vocab.DONE, "validation holds a single class: accuracy cannot compare settings")
+                (
+                    run[vocab.RUN_ID],
+                    vocab.DONE,
+                    "validation holds a single class: accuracy cannot compare settings",
+                    False,
+                )
             )
     epochs = results.epochs
     if not epochs.empty:
@@ -262,9 +275,11 @@ def run_health(results: Results) -> pd.DataFrame:
                         vocab.DONE,
                         f"stuck: val_acc {rows[vocab.VAL_ACC].iloc[0]:.3f} and "
                         f"train_eval_acc unchanged over {len(rows)} records (the model predicts one class)",
+                        True,
                     )
                 )
-    return pd.DataFrame(problems, columns=[vocab.RUN_ID, vocab.STATUS, "problem"]).drop_duplicates(vocab.RUN_ID)
+    columns = [vocab.RUN_ID, vocab.STATUS, "problem", IN_CLAIMS]
+    return pd.DataFrame(problems, columns=columns).drop_duplicates(vocab.RUN_ID)
 
 
 def _stuck(rows: pd.DataFrame, runs: pd.DataFrame) -> bool:
@@ -276,9 +291,13 @@ def _stuck(rows: pd.DataFrame, runs: pd.DataFrame) -> bool:
     return classes.empty or abs(rows[vocab.VAL_ACC].iloc[0] - 1.0 / float(classes.iloc[0])) < 1e-6
 
 
-def without(epochs: pd.DataFrame, health: pd.DataFrame) -> pd.DataFrame:
-    """`epochs` without the runs `run_health` lists: claims are never decided on them."""
-    return epochs[~epochs[vocab.RUN_ID].isin(health[vocab.RUN_ID])] if not epochs.empty and len(health) else epochs
+def without(epochs: pd.DataFrame, health: pd.DataFrame, everything: bool = False) -> pd.DataFrame:
+    """`epochs` without the runs `run_health` leaves out of the claims (`everything`: without every run it lists,
+    stuck ones too, for the report's sensitivity line)."""
+    if epochs.empty or not len(health):
+        return epochs
+    dropped = health if everything else health[~health[IN_CLAIMS].astype(bool)]
+    return epochs[~epochs[vocab.RUN_ID].isin(dropped[vocab.RUN_ID])]
 
 
 def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -301,10 +320,52 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     return table.join(best, on=vocab.RUN_ID).join(_speed(epochs), on=vocab.RUN_ID)
 
 
-def _speed(epochs: pd.DataFrame) -> pd.DataFrame:
+def _timed_epochs(epochs: pd.DataFrame) -> pd.DataFrame:
+    """The records that time a whole epoch, epoch 1 left out (it includes graph tracing) unless it is the only one."""
     later = epochs[(epochs[vocab.EPOCH] > 1) | (epochs.groupby(vocab.RUN_ID)[vocab.EPOCH].transform("max") == 1)]
-    later = later[later[vocab.EPOCH] % 1 == 0]  # records inside an epoch (eval_every_steps) time part of one
-    return later.groupby(vocab.RUN_ID)[[vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND]].mean()
+    return later[later[vocab.EPOCH] % 1 == 0]  # records inside an epoch (eval_every_steps) time part of one
+
+
+def _speed(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Mean epoch time and images/s per run, and the spread of its epoch times (min, median, max)."""
+    later = _timed_epochs(epochs)
+    means = later.groupby(vocab.RUN_ID)[[vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND]].mean()
+    spread = later.groupby(vocab.RUN_ID)[vocab.EPOCH_SECONDS].agg(["min", "median", "max"])
+    return means.join(spread.add_prefix(f"{vocab.EPOCH_SECONDS}_"))
+
+
+TIMED_COPIES = "epoch_seconds_copies"  # timing_copies' column: every folder's timing of a run stored more than once
+
+
+def timing_copies(results: Results) -> pd.DataFrame:
+    """Runs stored in more than one results folder, with each copy's median epoch time (epochs 2 onwards).
+
+    `load` keeps the first folder's copy; training is deterministic but timing is not, so the
+    copies left out would give another speed: the report names them rather than hide them.
+    """
+    epochs = results.folder_epochs
+    if epochs.empty or SOURCE not in epochs:
+        return pd.DataFrame(columns=[vocab.RUN_ID, TIMED_COPIES])
+    later = _timed_epochs(epochs.assign(**{vocab.RUN_ID: spec_hash(epochs[vocab.RUN_ID])}))
+    per_copy = later.groupby([vocab.RUN_ID, SOURCE], sort=False)[vocab.EPOCH_SECONDS].median().reset_index()
+    shared = per_copy[per_copy.groupby(vocab.RUN_ID)[SOURCE].transform("nunique") > 1]
+    kept = dict(zip(spec_hash(results.epochs[vocab.RUN_ID]), results.epochs[SOURCE], strict=True))
+    rows = []
+    for spec, copies in shared.groupby(vocab.RUN_ID, sort=True):
+        words = [
+            f"{c[vocab.EPOCH_SECONDS]:.2f} s ({c[SOURCE]}{', used' if kept.get(spec) == c[SOURCE] else ''})"
+            for _, c in copies.iterrows()
+        ]
+        rows.append((spec, "; ".join(words)))
+    return pd.DataFrame(rows, columns=["spec", TIMED_COPIES])
+
+
+def with_timing_copies(summary: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
+    """`summary` with the other folders' timings of its runs (empty where a run was timed once)."""
+    if summary.empty:
+        return summary
+    spec = spec_hash(summary[vocab.RUN_ID])
+    return summary.assign(**{TIMED_COPIES: spec.map(dict(zip(copies["spec"], copies[TIMED_COPIES], strict=True)))})
 
 
 def gap_table(epochs: pd.DataFrame) -> pd.DataFrame:

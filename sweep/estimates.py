@@ -8,25 +8,29 @@ Pure statistics: numbers in, numbers and words out (numpy and scipy only, no tab
   It assumes the seed-to-seed values are roughly normal and independent; with
   n = 3 the multiplier is 4.30 (not 1.96), so intervals are wide on purpose. A
   bootstrap over 3 seeds would be narrower only because it cannot see the tails.
-- A check says where a number must lie for a claim to hold. It is True when the
-  whole interval lies there, False when the whole interval lies outside, and
-  None (undecided) otherwise; `seeds_needed` estimates how many seeds would
-  decide it from the observed SD.
+- A check says where a number must lie for a claim to hold. Its p-value is the
+  t-test of the same mean, sd and n as its interval: twice the smaller one-sided
+  p-value of "it holds" and "it fails" (for a band, "it holds" is TOST: the larger
+  of its two one-sided p-values). So p < 0.05 exactly when the 95% interval lies
+  wholly inside (holds) or wholly outside (fails) the region, and the verdicts of a
+  report use the Holm-adjusted p-value instead (`holm`, `Check.p_holm`).
+- `sweep.power` turns an undecided check into the seeds that would decide it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import (
-    stdtrit,  # the t quantile; scipy.stats would add a second of import time
+from scipy.special import (  # scipy.stats would add a second of import time
+    stdtr,  # the t distribution's CDF
+    stdtrit,  # its quantile
 )
 
-CONFIDENCE = 0.95
-MAX_SEEDS = 1000  # seeds_needed gives up beyond this
+ALPHA = 0.05  # a p-value below it decides a check: the 95% interval excludes the threshold
+CONFIDENCE = 1 - ALPHA
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
 NOT_TESTED = "not tested by this sweep"
@@ -71,23 +75,49 @@ def estimate(values: Iterable[float], confidence: float = CONFIDENCE) -> Estimat
 
 @dataclass(frozen=True)
 class Check:
-    """The claim holds for this number when it lies in the open interval (low, high)."""
+    """The claim holds for this number when it lies in the open interval (low, high).
+
+    `p_holm` is set once the check is part of a report's family (`holm`); `family` is
+    that family's size, which sets the level `sweep.power` plans for.
+    """
 
     label: str
     estimate: Estimate
     low: float = -math.inf
     high: float = math.inf
+    p_holm: float | None = None
+    family: int = 1
+
+    def p_value(self) -> tuple[float, bool | None]:
+        """(p, side): the two-sided p-value and the outcome it points to (True: holds, False: fails)."""
+        holds, fails = self._one_sided()
+        if not (math.isfinite(holds) and math.isfinite(fails)):
+            return math.nan, None
+        return min(1.0, 2 * min(holds, fails)), holds < fails
+
+    def _one_sided(self) -> tuple[float, float]:
+        """One-sided p-values of "the mean lies in the region" and "it lies outside"."""
+        low, high, e = self.low, self.high, self.estimate
+        above = {b: _p_above(e, b) for b in (low, high) if math.isfinite(b)}  # H0: mean <= b
+        below = {b: _p_below(e, b) for b in (low, high) if math.isfinite(b)}  # H0: mean >= b
+        if math.isfinite(low) and math.isfinite(high):  # a band: TOST to hold, either side to fail
+            return max(above[low], below[high]), min(below[low], above[high])
+        if math.isfinite(low):
+            return above[low], below[low]
+        return below[high], above[high]
 
     def outcome(self) -> bool | None:
-        """True: the whole CI is inside; False: the whole CI is outside; None: undecided."""
+        """True: holds, False: fails, None: undecided; at the 95% interval, or after Holm once p_holm is set."""
         e = self.estimate
         if not (math.isfinite(e.low) and math.isfinite(e.high)):
             return None
-        if e.low > self.low and e.high < self.high:
-            return True
-        if e.high <= self.low or e.low >= self.high:
-            return False
-        return None
+        p, side = self.p_value()
+        used = p if self.p_holm is None else self.p_holm
+        return side if used < ALPHA else None
+
+    def uncorrected(self) -> bool | None:
+        """The outcome from its own 95% interval, as if it were the only check in the report."""
+        return Check(self.label, self.estimate, self.low, self.high).outcome()
 
     def region(self) -> str:
         if math.isinf(self.low):
@@ -101,17 +131,41 @@ class Check:
         bounds = [b for b in (self.low, self.high) if math.isfinite(b)]
         return min(abs(self.estimate.mean - b) for b in bounds)
 
-    def seeds_needed(self) -> int | None:
-        """Smallest n with t(n-1) * sd / sqrt(n) < margin, from the observed SD (None: > MAX_SEEDS or unknown)."""
-        return seeds_to_decide(self.estimate.sd, self.margin())
+
+def _t(e: Estimate, bound: float) -> float:
+    """The t statistic of the mean against a bound; an sd of 0 puts it at +-inf (or 0 on the bound)."""
+    diff = e.mean - bound
+    se = e.sd / math.sqrt(e.n) if e.n > 1 else math.nan
+    if se == 0:
+        return math.copysign(math.inf, diff) if diff else 0.0
+    return diff / se
 
 
-def seeds_to_decide(sd: float, margin: float) -> int | None:
-    if not (math.isfinite(sd) and math.isfinite(margin)) or margin <= 0:
-        return None
-    n = np.arange(2, MAX_SEEDS + 1)
-    decided = np.flatnonzero(stdtrit(n - 1, 0.5 + CONFIDENCE / 2) * sd / np.sqrt(n) < margin)
-    return int(n[decided[0]]) if decided.size else None
+def _p_above(e: Estimate, bound: float) -> float:
+    """One-sided p of H0: mean <= bound (small when the mean is clearly above it)."""
+    t = _t(e, bound)
+    return float(stdtr(e.n - 1, -t)) if math.isfinite(e.sd) and e.n > 1 else math.nan
+
+
+def _p_below(e: Estimate, bound: float) -> float:
+    """One-sided p of H0: mean >= bound."""
+    t = _t(e, bound)
+    return float(stdtr(e.n - 1, t)) if math.isfinite(e.sd) and e.n > 1 else math.nan
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values; NaN (no p-value) stays NaN and is not in the family.
+
+    The i-th smallest of m p-values is multiplied by m - i + 1, then made monotone:
+    rejecting where the adjusted p < alpha keeps the chance of any false decision below alpha.
+    """
+    ranked = sorted((p, i) for i, p in enumerate(pvalues) if math.isfinite(p))
+    m, running = len(ranked), 0.0
+    adjusted = [math.nan] * len(pvalues)
+    for rank, (p, i) in enumerate(ranked):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
 
 
 def all_of(outcomes: Iterable[bool | None]) -> bool | None:

@@ -151,14 +151,6 @@ def test_checks_are_three_valued() -> None:
     assert estimates.any_of([False, None]) is None and estimates.any_of([False, True]) is True
 
 
-def test_seeds_needed_from_the_observed_sd() -> None:
-    # n=17: t(16)=2.120 * 0.1 / sqrt(17) = 0.0514 > 0.05; n=18: t(17)=2.110 * 0.1 / sqrt(18) = 0.0497
-    assert estimates.seeds_to_decide(0.1, 0.05) == 18
-    check = estimates.Check("x", estimates.Estimate(0.25, 0.1, 3, 0.0, 0.5), low=0.2)
-    assert check.margin() == pytest.approx(0.05) and check.seeds_needed() == 18
-    assert estimates.seeds_to_decide(0.1, 0.0) is None
-
-
 def test_choose_context_prefers_the_post_defaults_and_the_first_folder() -> None:
     summary = an.run_summary(an.load([CAUSES, BS]).epochs)
     imbalance = selection.choose_context(summary, "data.imbalance")

@@ -21,8 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from sweep import analysis, plots, scaling, scaling_plots
-from sweep.report import attribution, comparable, sections
+from sweep.estimates import NOT_TESTED
+from sweep.report import attribution, comparable, sections, seeds_figure
 from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
@@ -45,13 +48,17 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     target.mkdir(parents=True, exist_ok=True)
     analysis.write_tables(results, target)
     health = analysis.run_health(results)
-    healthy = analysis.without(results.epochs, health)
+    healthy = analysis.without(results.epochs, health)  # stuck runs stay in: none is left out for its outcome
+    copies = analysis.timing_copies(results)  # a run timed in two folders: C6 names both timings
     summary = analysis.run_summary(healthy)
-    findings = evaluate(summary)
+    findings = evaluate(analysis.with_timing_copies(summary, copies))
+    sensitivity = stuck_sensitivity(findings, results, health)
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
     reads = comparable.comparable(summary, healthy)
     comparable.table(reads).to_csv(target / "tables" / "readings.csv", index=False)
     figures = plots.draw_all(results, target, svg=svg)
+    seeds = seeds_figure.draw(findings, target, svg=svg)
+    figures += [seeds] if seeds else []
     curves = scaling.read(results)
     scaling_report.write_tables(curves, target)
     doc = sections.document(
@@ -60,6 +67,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         figures,
         attribution.attribution(healthy),
         health,
+        sensitivity,
         reads,
         curves,
         scaling_plots.draw(curves, target),
@@ -68,3 +76,24 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     md.write_text(to_markdown(doc, target), encoding="utf-8")
     page.write_text(to_html(doc), encoding="utf-8")
     return Written(md, page, findings)
+
+
+def stuck_sensitivity(
+    findings: list[tuple[Claim, Finding | None]], results: analysis.Results, health: pd.DataFrame
+) -> str:
+    """Whether any verdict changes when the stuck runs (kept in every verdict) are left out; "" without any."""
+    stuck = health[health[analysis.IN_CLAIMS].astype(bool)] if len(health) else health
+    if stuck.empty:
+        return ""
+    others = evaluate(analysis.run_summary(analysis.without(results.epochs, health, everything=True)))
+    changed = [
+        f"{claim.id} would be {_word(alt)} instead of {_word(f)}"
+        for (claim, f), (_, alt) in zip(findings, others, strict=True)
+        if _word(f) != _word(alt)
+    ]
+    head = f"Sensitivity: without the {len(stuck)} stuck run(s), "
+    return head + ("; ".join(changed) if changed else "no verdict changes") + "."
+
+
+def _word(finding: Finding | None) -> str:
+    return finding.verdict if finding else NOT_TESTED

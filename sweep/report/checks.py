@@ -13,9 +13,11 @@ from typing import Any
 import pandas as pd
 
 from sweep import vocab
-from sweep.analysis import BATCH_SIZE, CONTROL_DEFAULTS, GPUS, column
-from sweep.estimates import Check, Estimate, all_of, any_of, estimate, fmt_estimate
+from sweep.analysis import BATCH_SIZE, CONTROL_DEFAULTS, GPUS, TIMED_COPIES, column
+from sweep.estimates import Check, Estimate, estimate, fmt_estimate
 from sweep.report.findings import (
+    ALL,
+    ANY,
     CAUSE_RAISES_GAP,
     CLOSE_GAP,
     FAR_GAP,
@@ -32,6 +34,7 @@ from sweep.selection import (
     matches,
     paired,
     paired_relative,
+    paired_values,
     sorted_values,
     toggle_values,
     where,
@@ -50,9 +53,9 @@ def _finding(
     selection: str,
     evidence: Sequence[tuple[str, Estimate]] = (),
     notes: Sequence[str] = (),
-    combine: Callable[..., bool | None] = all_of,
+    rule: str = ALL,
 ) -> Finding:
-    return Finding(tuple(checks), combine(c.outcome() for c in checks), selection, tuple(evidence), tuple(notes))
+    return Finding(tuple(checks), selection, tuple(evidence), tuple(notes), rule)
 
 
 # --- C1: the post's picture at epoch 2
@@ -164,7 +167,7 @@ def check_mismatch_lowers_val(claim: Claim, table: pd.DataFrame) -> Finding | No
     notes = (
         "Supported when at least one kind of mismatch lowers val_acc by more than the threshold; each kind is listed.",
     )
-    return _finding(checks, "; ".join(dict.fromkeys(selections)), (), notes, combine=any_of)
+    return _finding(checks, "; ".join(dict.fromkeys(selections)), (), notes, rule=ANY)
 
 
 # --- C5: a model too large for the data overfits
@@ -188,7 +191,8 @@ def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None
                 Check(
                     f"eval_gap change {axis} {fmt_value(values[0])} -> {fmt_value(value)}, last epoch (paired)",
                     diff,
-                    **({"low": 0.0} if grows else {"high": 0.0}),
+                    low=0.0 if grows else -math.inf,
+                    high=math.inf if grows else 0.0,
                 )
             )
         selections.append(sel.describe())
@@ -222,10 +226,13 @@ def across_batch_sizes(
 
 @across_batch_sizes
 def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding | None:
-    change = paired_relative(sel.rows, BATCH_SIZE, small, large, vocab.EPOCH_SECONDS)
+    """Per-run median epoch time (epochs 2 onwards), largest vs smallest batch, paired by seed."""
+    median = f"{vocab.EPOCH_SECONDS}_median"
+    reading = median if median in sel.rows else vocab.EPOCH_SECONDS  # summaries written before the spread existed
+    change = paired_relative(sel.rows, BATCH_SIZE, small, large, reading)
     checks = (
         Check(
-            f"epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)} (paired; -0.5 = half)",
+            f"median epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)} (paired; -0.5 = half)",
             change,
             high=-SPEEDUP.value,
         ),
@@ -236,10 +243,38 @@ def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding 
         for bs in sorted_values(sel.rows[BATCH_SIZE])
     )
     notes = (
-        "Epoch time averages epochs 2 onwards (epoch 1 includes graph tracing). Timings depend on the "
-        "machine and on what else ran on it.",
+        "Epoch time is each run's median over epochs 2 onwards (epoch 1 includes graph tracing and is left out), "
+        "measured while the runs trained on a shared machine, not in a benchmark: other work on the machine "
+        "slows some epochs. The spread of every timed epoch per batch size, fastest / median of the runs' "
+        f"medians / slowest (seconds): {_spread(sel.rows)}.",
+        *_copies_note(sel.rows),
     )
     return _finding(checks, sel.describe(), evidence, notes)
+
+
+def _spread(rows: pd.DataFrame) -> str:
+    cols = [f"{vocab.EPOCH_SECONDS}_{s}" for s in ("min", "median", "max")]
+    if not set(cols) <= set(rows.columns):
+        return "not recorded"
+    parts = []
+    for bs in sorted_values(rows[BATCH_SIZE]):
+        at = where(rows, BATCH_SIZE, bs)
+        parts.append(
+            f"batch {fmt_value(bs)}: {at[cols[0]].min():.2f} / {at[cols[1]].median():.2f} / {at[cols[2]].max():.2f}"
+        )
+    return "; ".join(parts)
+
+
+def _copies_note(rows: pd.DataFrame) -> tuple[str, ...]:
+    """Runs timed in more than one results folder: every timing, and which one the check used."""
+    if TIMED_COPIES not in rows or rows[TIMED_COPIES].dropna().empty:
+        return ()
+    timed = rows.dropna(subset=[TIMED_COPIES])
+    listed = "; ".join(f"{r[vocab.RUN_ID]}: {r[TIMED_COPIES]}" for _, r in timed.iterrows())
+    return (
+        f"{len(timed)} of these runs were timed more than once (stored in several results folders); the check uses "
+        f"the copy marked 'used' (the first folder on the command line). Median epoch time per copy: {listed}.",
+    )
 
 
 @across_batch_sizes
@@ -269,26 +304,45 @@ def check_large_batch_trains_small_generalises(sel: Selection, small: Any, large
 
 @across_batch_sizes
 def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Finding | None:
+    """Best batch <= 32 vs best batch > 32, each chosen on the other seeds and compared on the held-out one.
+
+    Choosing the best batch size on the seeds that then test it favours the winner; leaving one
+    seed out per choice keeps every tested value out of the sample that chose it.
+    """
     metric = column(vocab.VAL_ACC, "last")
-    means = {bs: _est(sel.rows, BATCH_SIZE, bs, metric) for bs in sorted_values(sel.rows[BATCH_SIZE])}
-    small = {bs: e for bs, e in means.items() if bs <= SMALL_BATCH}
-    large = {bs: e for bs, e in means.items() if bs > SMALL_BATCH}
-    if not small or not large:
+    sizes = sorted_values(sel.rows[BATCH_SIZE])
+    small, large = [bs for bs in sizes if bs <= SMALL_BATCH], [bs for bs in sizes if bs > SMALL_BATCH]
+    seeds = sorted_values(sel.rows[vocab.SEED])
+    if not small or not large or len(seeds) < 2:
         return None
-    best_small = max(small, key=lambda bs: small[bs].mean)
-    best_large = max(large, key=lambda bs: large[bs].mean)
+    diffs, picks, sides = [], [], (small, large)
+    for seed in seeds:
+        rest, held = sel.rows[sel.rows[vocab.SEED] != seed], sel.rows[sel.rows[vocab.SEED] == seed]
+        best_small, best_large = (max(side, key=lambda bs: _est(rest, BATCH_SIZE, bs, metric).mean) for side in sides)
+        diffs.extend(paired_values(held, BATCH_SIZE, best_large, best_small, metric))
+        picks.append(f"seed {fmt_value(seed)}: {fmt_value(best_small)} vs {fmt_value(best_large)}")
     checks = (
         Check(
-            f"val_acc, best batch <= {SMALL_BATCH} ({fmt_value(best_small)}) - best batch > {SMALL_BATCH} "
-            f"({fmt_value(best_large)}), last epoch (paired)",
-            paired(sel.rows, BATCH_SIZE, best_large, best_small, metric),
+            f"val_acc, best batch <= {SMALL_BATCH} - best batch > {SMALL_BATCH}, each chosen on the other seeds, "
+            "last epoch (paired, leave one seed out)",
+            estimate(diffs),
             low=0.0,
         ),
     )
-    evidence = tuple((f"val_acc at batch {fmt_value(bs)}, last epoch", e) for bs, e in means.items())
+    means = {bs: _est(sel.rows, BATCH_SIZE, bs, metric) for bs in sizes}
+    in_sample = (max(small, key=lambda bs: means[bs].mean), max(large, key=lambda bs: means[bs].mean))
+    evidence = tuple((f"val_acc at batch {fmt_value(bs)}, last epoch", e) for bs, e in means.items()) + (
+        (
+            f"chosen and tested on the same seeds ({fmt_value(in_sample[0])} - {fmt_value(in_sample[1])}; "
+            "favours the winner)",
+            paired(sel.rows, BATCH_SIZE, in_sample[1], in_sample[0], metric),
+        ),
+    )
     notes = (
-        f"The best batch size on each side of {SMALL_BATCH} is picked by its mean, then the two are compared "
-        "paired by seed (picking by the mean favours the winner slightly).",
+        f"Leave one seed out: for each seed, the best batch size on each side of {SMALL_BATCH} is chosen by its mean "
+        "val_acc over the other seeds, and the two are compared on the held-out seed; the check is the t-test of "
+        "these held-out differences (they share the seeds that chose them, so its p-value is approximate). "
+        f"Chosen (<= {SMALL_BATCH} vs > {SMALL_BATCH}) per held-out seed: {'; '.join(picks)}.",
     )
     return _finding(checks, sel.describe(), evidence, notes)
 

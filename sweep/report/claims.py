@@ -20,6 +20,7 @@ from sweep.report.checks import (
     check_replicas_learn_alike,
     check_small_batch_wins,
 )
+from sweep.report.family import corrected
 from sweep.report.findings import (
     CAUSE_RAISES_GAP,
     CLOSE_GAP,
@@ -106,7 +107,7 @@ CLAIMS: tuple[Claim, ...] = (
         "C8",
         f"batch_size {SMALL_BATCH} or less",
         f"at the last epoch the best batch size <= {SMALL_BATCH} has higher val_acc than the best batch size "
-        f"> {SMALL_BATCH} (paired)",
+        f"> {SMALL_BATCH} (paired), each chosen on the other seeds and tested on the held-out one (leave one seed out)",
         Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)),
         (),
         check_small_batch_wins,
@@ -133,7 +134,7 @@ def thresholds() -> tuple[Threshold, ...]:
 
 
 def evaluate(table: pd.DataFrame) -> list[tuple[Claim, Finding | None]]:
-    """Every claim against a run summary table (`analysis.run_summary`)."""
+    """Every claim against a run summary table (`analysis.run_summary`), Holm-corrected across all their checks."""
     if table.empty:
         return [(claim, None) for claim in CLAIMS]
-    return [(claim, claim.evaluate(table)) for claim in CLAIMS]
+    return corrected([(claim, claim.evaluate(table)) for claim in CLAIMS])

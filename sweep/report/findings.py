@@ -8,13 +8,15 @@ the claim needs them to lie (`sweep.estimates.Check`). The claims themselves are
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from sweep.estimates import NOT_TESTED, Check, Estimate, verdict
+from sweep.estimates import NOT_TESTED, Check, Estimate, all_of, any_of, verdict
+from sweep.power import SeedsNeeded, seeds_needed
 
 
 @dataclass(frozen=True)
@@ -46,24 +48,39 @@ class Needs:
     reference: Any = None  # the value the others are compared with (C2: balanced)
 
 
+ALL, ANY = "all", "any"  # how a claim's checks combine: every one must hold (C4: at least one)
+
+
 @dataclass(frozen=True)
 class Finding:
-    """What the data says about one claim."""
+    """What the data says about one claim; its outcome follows its checks (after correction, once corrected)."""
 
     checks: tuple[Check, ...]
-    outcome: bool | None
     selection: str
     evidence: tuple[tuple[str, Estimate], ...] = ()  # informative numbers that do not decide
     notes: tuple[str, ...] = ()
+    rule: str = ALL
+
+    @property
+    def outcome(self) -> bool | None:
+        combine = any_of if self.rule == ANY else all_of
+        return combine(c.outcome() for c in self.checks)
 
     @property
     def verdict(self) -> str:
         return verdict(self.outcome)
 
-    def seeds_needed(self) -> int | None:
-        """Seeds per setting that would decide every undecided check (None: unknown or > 1000)."""
-        needed = [c.seeds_needed() for c in self.checks if c.outcome() is None]
-        return None if not needed or None in needed else max(needed)  # type: ignore[type-var]
+    def undecided(self) -> list[Check]:
+        return [c for c in self.checks if c.outcome() is None]
+
+    def seeds_needed(self) -> SeedsNeeded | None:
+        """Seeds per setting for 80% power on the undecided checks: the most any of them needs
+        (all must hold), or the fewest (C4: one kind is enough). None: every check is decided."""
+        needed = [seeds_needed(c) for c in self.undecided()]
+        if not needed:
+            return None
+        pick = min if self.rule == ANY else max
+        return pick(needed, key=lambda s: s.sort_key())
 
 
 @dataclass(frozen=True)
@@ -89,21 +106,35 @@ class Claim:
 def verdict_text(claim: Claim, finding: Finding | None) -> str:
     if finding is None:
         return f"{NOT_TESTED} (see {claim.experiments})"
-    if finding.outcome is None:
-        undecided = [c for c in finding.checks if c.outcome() is None]
-        n = finding.seeds_needed()
-        if any(c.estimate.n < 2 for c in undecided):
-            return f"{verdict(None)}: fewer than 2 seeds (or pairs) give no interval; run 3 or more seeds"
-        more = f"about {n} seeds per setting would settle it" if n else "more than 1000 seeds would be needed"
-        return f"{verdict(None)}: CI too wide; {more}"
-    return finding.verdict
+    rule = _rule_words(finding)
+    if finding.outcome is not None:
+        return finding.verdict + rule
+    if any(c.estimate.n < 2 for c in finding.undecided()):
+        return f"{verdict(None)}{rule}: fewer than 2 seeds (or pairs) give no interval; run 3 or more seeds"
+    needed = finding.seeds_needed()
+    more = f"; {needed.words()} seeds per setting for 80% power" if needed else ""
+    return f"{verdict(None)}{rule}: not decided after Holm correction{more}"
+
+
+def _rule_words(finding: Finding) -> str:
+    if finding.rule != ANY:
+        return ""
+    return f" (any-of rule: supported when 1 of its {len(finding.checks)} checks holds, contradicted when all fail)"
+
+
+def fmt_p(check: Check) -> str:
+    """ "0.026 (0.234)": the raw p-value, then Holm's; "-" where there is none."""
+    p, _ = check.p_value()
+    if not math.isfinite(p):
+        return "-"
+    held = check.p_holm
+    return f"{p:.2g} ({held:.2g})" if held is not None and math.isfinite(held) else f"{p:.2g}"
 
 
 def outcome_text(check: Check) -> str:
     outcome = check.outcome()
     if outcome is None:
-        n = check.seeds_needed()
-        return f"undecided (~{n} seeds)" if n else "undecided"
+        return f"undecided (~{seeds_needed(check).words()} seeds)"
     return "holds" if outcome else "fails"
 
 
@@ -119,7 +150,7 @@ def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
         if finding is None:
             rows.append(head)
         for check in finding.checks if finding else ():
-            e = check.estimate
+            e, (p, side) = check.estimate, check.p_value()
             rows.append(
                 {
                     **head,
@@ -130,8 +161,25 @@ def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
                     "n": e.n,
                     "sd": e.sd,
                     "holds_when": check.region(),
-                    "outcome": outcome_text(check),
-                    "seeds_needed": check.seeds_needed(),
+                    "p_value": p,
+                    "p_side": {True: "holds", False: "fails", None: ""}[side],
+                    "p_holm": check.p_holm,
+                    "family": check.family,
+                    "outcome_uncorrected": _word(check.uncorrected()),
+                    "outcome": _word(check.outcome()),
+                    **_seeds_columns(check),
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _word(outcome: bool | None) -> str:
+    return {True: "holds", False: "fails", None: "undecided"}[outcome]
+
+
+def _seeds_columns(check: Check) -> dict[str, Any]:
+    """Seeds for 80% power and its range, for an undecided check only (empty: decided)."""
+    if check.outcome() is not None:
+        return {"seeds_needed": None, "seeds_needed_low": None, "seeds_needed_high": None}
+    s = seeds_needed(check)
+    return {"seeds_needed": s.n, "seeds_needed_low": s.low, "seeds_needed_high": s.high}

@@ -1,6 +1,6 @@
 """The report's sections, in reading order, written as blocks of a `Doc`.
 
-Header (the results and their provenance), verdicts, runs left out, how to read
+Header (the results and their provenance), verdicts, runs with problems, how to read
 the numbers, one section per claim, the attribution of C1's gap, batch sizes at
 their own best learning rate, the gradient noise scale, figures and tables.
 """
@@ -12,15 +12,15 @@ import math
 import pandas as pd
 
 from sweep import readings, scaling, tuning, vocab
-from sweep.analysis import Results, varying
+from sweep.analysis import IN_CLAIMS, Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report import attribution as attr
-from sweep.report import comparable, provenance
+from sweep.report import comparable, family, provenance
 from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, thresholds
 from sweep.report.document import TITLE, Doc
-from sweep.report.findings import FAR_GAP, Claim, Finding, outcome_text, verdict_text
+from sweep.report.findings import FAR_GAP, Claim, Finding, fmt_p, outcome_text, verdict_text
 
 TUNING_EXPERIMENTS = "experiments/lr_search.yaml"  # a grid with a search: block per batch size
 SMOKE_EXPERIMENTS = "experiments/smoke.yaml"  # the quick check; no claim reads it
@@ -35,6 +35,7 @@ def document(
     figures: list[FigureFile],
     att: attr.Attribution | None = None,
     health: pd.DataFrame | None = None,
+    sensitivity: str = "",
     reads: list[comparable.Read] | None = None,
     curves: list[scaling.CurveReading] | None = None,
     scaling_figures: list[FigureFile] | None = None,
@@ -62,8 +63,9 @@ def document(
             for c, f in findings
         ],
     )
-    health_section(doc, health if health is not None else pd.DataFrame())
+    health_section(doc, health if health is not None else pd.DataFrame(), sensitivity)
     statistics_section(doc)
+    doc.p(family.describe(findings))
     for claim, finding in findings:
         claim_section(doc, claim, finding)
     comparable_section(doc, reads or [])
@@ -134,18 +136,27 @@ def _devices(runs: pd.DataFrame) -> str:
 # --- the claims
 
 
-def health_section(doc: Doc, health: pd.DataFrame) -> None:
-    """Runs left out of every claim, and why: a degenerate run must not decide a verdict."""
+def health_section(doc: Doc, health: pd.DataFrame, sensitivity: str = "") -> None:
+    """Runs with a problem: which still answer the claims (stuck ones do) and which cannot (diverged)."""
     if health.empty:
         return
-    doc.h(2, "Runs left out of the claims")
+    doc.h(2, "Runs with problems")
+    kept = int(health[IN_CLAIMS].astype(bool).sum())
     doc.p(
-        f"{len(health)} run(s) cannot answer a claim and are left out of every verdict and of the attribution "
-        "(the figures still show the stuck ones). A setting whose seeds are all here is then 'not tested', "
-        "and one that lost some seeds has a wider interval."
+        f"{len(health)} run(s) have a problem. No run is left out for its outcome: the {kept} stuck run(s) (a model "
+        "that predicts one class, which a cause or a large batch can produce) stay in every verdict and in the "
+        f"attribution. The {len(health) - kept} other(s) are not in any verdict: a diverged run has no finished "
+        "epochs to read, and a validation set of one class cannot compare settings; a setting that lost seeds "
+        "to them has fewer seeds and a wider interval, and one that lost all is 'not tested'."
     )
+    if sensitivity:
+        doc.p(sensitivity)
     doc.table(
-        ("run", "status", "problem"), [(r[vocab.RUN_ID], r[vocab.STATUS], r["problem"]) for _, r in health.iterrows()]
+        ("run", "status", "problem", "in the verdicts"),
+        [
+            (r[vocab.RUN_ID], r[vocab.STATUS], r["problem"], "yes" if r[IN_CLAIMS] else "no")
+            for _, r in health.iterrows()
+        ],
     )
 
 
@@ -159,10 +170,19 @@ def statistics_section(doc: Doc) -> None:
         "with the same seed (same initial weights and data order), which removes the seed-to-seed spread they share."
     )
     doc.p(
-        "A check holds when its whole interval lies in the region the claim needs, fails when the whole interval "
-        "lies outside, and is undecided otherwise. A claim is supported when all its checks hold, contradicted "
-        "when one fails, inconclusive otherwise; the number of seeds that would decide it is the smallest n with "
-        "t(n-1) x sd / sqrt(n) below the distance from the mean to the threshold, using the observed sd."
+        "Each check has a p-value from the same t-test as its interval (paired over seeds where it is a paired "
+        "difference, one-sample otherwise): twice the smaller one-sided p-value of 'it holds' and 'it fails'; for a "
+        "band (C9) 'it holds' is TOST, both one-sided tests. Uncorrected, p < 0.05 exactly when the 95% interval "
+        "lies wholly inside (holds) or wholly outside (fails) the region. The verdicts use Holm-adjusted p-values "
+        "(family below): a check holds or fails when its adjusted p < 0.05, and is undecided otherwise. A claim is "
+        "supported when all its checks hold after correction, contradicted when one fails after correction, "
+        "inconclusive otherwise (C4: supported when one kind holds, contradicted when all fail)."
+    )
+    doc.p(
+        "Seeds to decide: for an undecided check, the smallest n with 80% power to decide it the way its mean "
+        "points, taking the observed mean and sd as true, at the two-sided level 0.05 / (family size), Holm's "
+        "strictest step; a band needs both one-sided tests. The range beside it repeats this at the ends of the "
+        "sd's 95% chi-square interval: 3 seeds say little about an sd, so the range is wide."
     )
     doc.p(
         "gap = train_acc - val_acc is what the post read: train_acc is Keras's running mean over the epoch in "
@@ -187,8 +207,8 @@ def claim_section(doc: Doc, claim: Claim, finding: Finding | None) -> None:
         return
     doc.p(f"Runs used: {finding.selection}.")
     doc.table(
-        ("check", "mean [95% CI] (n)", "holds when", "outcome"),
-        [(c.label, fmt_estimate(c.estimate), c.region(), outcome_text(c)) for c in finding.checks],
+        ("check", "mean [95% CI] (n)", "holds when", "p (Holm-adjusted)", "outcome"),
+        [(c.label, fmt_estimate(c.estimate), c.region(), fmt_p(c), outcome_text(c)) for c in finding.checks],
     )
     if finding.evidence:
         doc.table(

@@ -1,0 +1,275 @@
+"""p-values, Holm's correction and the verdict rule after it, and seeds for 80% power (issue 13, statistics)."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from sweep import analysis as an
+from sweep import power
+from sweep.estimates import Check, Estimate, estimate, holm
+from sweep.report import family
+from sweep.report.claims import by_id
+from sweep.report.findings import ANY, Finding, verdict_text
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def interval_rule(check: Check) -> bool | None:
+    """The rule before p-values: the whole 95% interval inside (True) or outside (False) the region."""
+    e, low, high = check.estimate, check.low, check.high
+    if e.low > low and e.high < high:
+        return True
+    if e.high <= low or e.low >= high:
+        return False
+    return None
+
+
+def test_p_value_is_the_t_test_of_the_interval_and_decides_as_the_interval_does() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        values = rng.normal(rng.uniform(-0.3, 0.3), rng.uniform(0.01, 0.2), size=int(rng.integers(2, 8)))
+        e = estimate(values)
+        for low, high in ((0.05, math.inf), (-math.inf, -0.05), (-0.1, 0.1)):
+            check = Check("x", e, low, high)
+            p, side = check.p_value()
+            assert check.outcome() == interval_rule(check), (values, low, high, p)
+            if math.isinf(high):  # one bound: scipy's two-sided one-sample (= paired) t-test at the bound
+                assert p == pytest.approx(stats.ttest_1samp(values, low).pvalue)
+                assert side == (e.mean > low)
+
+
+def test_a_band_holds_by_tost() -> None:
+    values = [0.004, -0.006, 0.001, 0.003]
+    check = Check("x", estimate(values), -0.02, 0.02)
+    above = stats.ttest_1samp(values, -0.02, alternative="greater").pvalue
+    below = stats.ttest_1samp(values, 0.02, alternative="less").pvalue
+    p, side = check.p_value()
+    assert side is True and p == pytest.approx(2 * max(above, below))
+
+
+def test_holm_by_hand() -> None:
+    # sorted 0.01, 0.03, 0.04 times 3, 2, 1 -> 0.03, 0.06, 0.04, made monotone -> 0.06
+    assert holm([0.01, 0.04, 0.03, math.nan])[:3] == pytest.approx([0.03, 0.06, 0.06])
+    assert math.isnan(holm([0.01, math.nan])[1]) and holm([0.01, math.nan])[0] == pytest.approx(0.01)
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])
+
+
+def _finding(*means: float, rule: str = "all") -> Finding:
+    """Checks "> 0" on 3 seeds with sd 0.01: means far from 0 are decided alone."""
+    checks = tuple(Check(f"c{i}", estimate([m - 0.01, m, m + 0.01]), low=0.0) for i, m in enumerate(means))
+    return Finding(checks, "constructed", rule=rule)
+
+
+def test_a_check_decided_alone_is_undecided_after_holm() -> None:
+    """p = 0.049 holds on its own; 13 checks in the family make it undecided, and the claim inconclusive."""
+    claim = by_id("C1")
+    decided = _finding(0.025)  # t = 4.33 at 2 df: p = 0.049
+    assert decided.checks[0].p_value()[0] < 0.05 and decided.verdict == "supported"
+    others = [(claim, _finding(0.001, 0.002)) for _ in range(6)]  # 12 more checks, none near deciding
+    after = family.corrected([(claim, decided), *others])
+    (_, fixed), *_ = after
+    assert fixed is not None and fixed.checks[0].family == 13
+    assert fixed.checks[0].p_holm == pytest.approx(13 * decided.checks[0].p_value()[0])
+    assert fixed.verdict == "inconclusive" and fixed.checks[0].uncorrected() is True
+    # one strongly failing check contradicts a claim after correction, a weakly failing one does not
+    strong = family.corrected([(claim, _finding(-1.0, 0.5)), *others])[0][1]
+    weak = family.corrected([(claim, _finding(-0.025, 0.5)), *others])[0][1]
+    assert strong is not None and strong.verdict == "contradicted"
+    assert weak is not None and weak.checks[0].uncorrected() is False and weak.verdict == "inconclusive"
+
+
+def test_c4_says_its_any_of_rule_in_the_verdict() -> None:
+    c4 = by_id("C4")
+    one_holds = Finding(
+        (
+            Check("a", estimate([-0.5, -0.51, -0.49]), high=-0.1),
+            Check("b", estimate([0.0, 0.1, -0.1]), high=-0.1),
+        ),
+        "constructed",
+        rule=ANY,
+    )
+    assert one_holds.verdict == "supported"
+    assert verdict_text(c4, one_holds).startswith("supported (any-of rule: supported when 1 of its 2 checks holds")
+
+
+def test_power_matches_the_textbook_sample_sizes() -> None:
+    # one-sample / paired t-test, two-sided 0.05, 80% power: d = 0.5 -> 34, d = 1 -> 10 (G*Power)
+    assert power.seeds_for_power((0.5,), 1.0, 0.05) == 34
+    assert power.seeds_for_power((1.0,), 1.0, 0.05) == 10
+    # chi-square 95% interval of an sd from 3 values: sqrt(2 / 7.378), sqrt(2 / 0.0506)
+    assert power.sd_interval(1.0, 3) == pytest.approx((0.52066, 6.28473), rel=1e-4)
+
+
+def test_seeds_needed_plans_at_the_family_level_with_the_sds_range() -> None:
+    check = Check("x", Estimate(0.25, 0.1, 3, 0.0, 0.5), low=0.2)  # d = 0.5
+    alone = power.seeds_needed(check)
+    assert (alone.n, alone.alpha) == (34, 0.05)
+    assert alone.low is not None and alone.low < alone.n and alone.high is None  # sd x 6.3 -> > 1000 seeds
+    in_family = power.seeds_needed(Check("x", Estimate(0.25, 0.1, 3, 0.0, 0.5), low=0.2, family=10))
+    assert in_family.alpha == pytest.approx(0.005) and in_family.n == power.seeds_for_power((0.05,), 0.1, 0.005)
+    assert in_family.n is not None and in_family.n > 34
+    # a band with the mean inside must pass both sides (TOST): more seeds than the nearer side alone
+    band = Check("x", Estimate(0.005, 0.02, 3, -0.05, 0.06), low=-0.02, high=0.02)
+    assert power.distances(band) == pytest.approx((0.025, 0.015))
+    assert power.seeds_needed(band).n > power.seeds_for_power((0.015,), 0.02, 0.05)
+
+
+@pytest.fixture(scope="module")
+def claims_csv(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    from sweep import report
+
+    out = tmp_path_factory.mktemp("stats")
+    report.build([FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gpus"], out)
+    return pd.read_csv(out / "tables" / "claims.csv")
+
+
+def test_claims_csv_holds_raw_and_holm_p_values(claims_csv: pd.DataFrame) -> None:
+    checks = claims_csv.dropna(subset=["check"])
+    assert len(checks) == 14 and (checks["family"] == 14).all()
+    assert checks["p_holm"].to_numpy() == pytest.approx(holm(checks["p_value"].tolist()))
+    decided = checks["p_holm"] < 0.05
+    assert (checks.loc[~decided, "outcome"] == "undecided").all()
+    assert (checks.loc[decided, "outcome"] == checks.loc[decided, "p_side"]).all()
+    # uncorrected, p < 0.05 is the interval rule
+    raw_decided = checks["p_value"] < 0.05
+    assert (checks.loc[raw_decided, "outcome_uncorrected"] == checks.loc[raw_decided, "p_side"]).all()
+    undecided = checks[checks["outcome"] == "undecided"]
+    assert (undecided["seeds_needed_low"] <= undecided["seeds_needed"]).all()
+
+
+def test_c2_p_value_is_the_paired_t_test_on_the_raw_rows() -> None:
+    summary = an.run_summary(an.load([FIXTURES / "fx_causes"]).epochs)
+    finding = by_id("C2").evaluate(summary)
+    assert finding is not None
+    increase = finding.checks[1]
+    raw = pd.read_csv(FIXTURES / "fx_causes" / "epochs.csv")
+    at2 = raw[(raw["epoch"] == 2) & raw["data.shuffle"] & (raw["data.preprocess_mismatch"] == "none")]
+    at2 = at2[(at2["model.width"] == 1.0) & (at2["data.samples_per_class"] == 20)]
+    by_seed = at2.pivot_table(index="seed", columns="data.imbalance", values="gap")
+    expected = stats.ttest_rel(by_seed[0.95], by_seed[0.0] + 0.05).pvalue
+    assert increase.p_value()[0] == pytest.approx(expected)
+
+
+def test_seeds_figure_has_a_row_per_undecided_check_and_is_not_redrawn(tmp_path: Path) -> None:
+    from sweep.report import claims, seeds_figure
+
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs", FIXTURES / "fx_causes"]).epochs)
+    findings = claims.evaluate(summary)
+    undecided = [c for _, f in findings if f for c in f.undecided()]
+    rows = seeds_figure.rows(findings)
+    assert len(rows) == len(undecided) > 0
+    assert [r[2] for r in rows] == [power.seeds_needed(c) for c in undecided]
+    drawn = seeds_figure.draw(findings, tmp_path)
+    assert drawn is not None and drawn.png.is_file() and drawn.title == "Seeds to decide at 80% power"
+    before = drawn.png.stat().st_mtime_ns
+    assert seeds_figure.draw(findings, tmp_path) is not None and drawn.png.stat().st_mtime_ns == before
+    decided = [(c, Finding(f.checks[:0], "none")) for c, f in findings if f]
+    assert seeds_figure.draw(decided, tmp_path / "none") is None
+
+
+def test_c8_chooses_on_the_other_seeds_and_tests_on_the_held_out_one() -> None:
+    """fx_bs (batch 8, 16, 64) with final val_acc set by hand. Batch 8 wins on average only through seed 0;
+    each held-out seed is tested with the winner of the other two, so 8's lucky seed never picks itself."""
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
+    metric = an.column("val_acc", "last")
+    values = {8: [0.91, 0.2, 0.2], 16: [0.3, 0.5, 0.5], 64: [0.4, 0.4, 0.4]}
+    for bs, per_seed in values.items():
+        rows = summary[an.BATCH_SIZE] == bs
+        summary.loc[rows, metric] = summary.loc[rows, "seed"].map(dict(enumerate(per_seed)))
+    finding = by_id("C8").evaluate(summary)
+    assert finding is not None
+    # held out 0: 16 wins on seeds 1, 2 -> 0.3 - 0.4; held out 1 or 2: 8 wins on (0.91 + 0.2) / 2 -> 0.2 - 0.4
+    (check,) = finding.checks
+    assert check.estimate.n == 3 and check.estimate.mean == pytest.approx((-0.1 - 0.2 - 0.2) / 3)
+    assert "leave one seed out" in check.label
+    assert "seed 0: 16 vs 64; seed 1: 8 vs 64; seed 2: 8 vs 64" in finding.notes[0]
+    # chosen on the same seeds, batch 8 (mean 0.437) would look better than it tests
+    in_sample = dict(finding.evidence)["chosen and tested on the same seeds (8 - 64; favours the winner)"]
+    assert in_sample.mean == pytest.approx((0.51 - 0.2 - 0.2) / 3)
+
+
+def test_epoch_time_spread_leaves_out_epoch_one() -> None:
+    raw = pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv")
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs).set_index("run_id")
+    for run_id, rows in raw.groupby("run_id"):
+        later = rows[rows["epoch"] > 1]["epoch_seconds"]
+        spread = summary.loc[run_id, ["epoch_seconds_min", "epoch_seconds_median", "epoch_seconds_max"]]
+        assert spread.tolist() == pytest.approx([later.min(), later.median(), later.max()])
+
+
+def test_a_run_timed_in_two_folders_names_both_timings(tmp_path: Path) -> None:
+    """The same runs in two folders, the second timed 3x slower: C6 reads the first folder's and names both."""
+    from sweep import report
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, factor in ((first, 1.0), (second, 3.0)):
+        folder.mkdir()
+        pd.read_csv(FIXTURES / "fx_bs" / "runs.csv").to_csv(folder / "runs.csv", index=False)
+        epochs = pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv")
+        epochs["epoch_seconds"] *= factor
+        epochs.to_csv(folder / "epochs.csv", index=False)
+    written = report.build([first, second], tmp_path / "out")
+    c6 = dict((c.id, f) for c, f in written.findings)["C6"]
+    assert c6 is not None
+    raw = pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv")
+    medians = raw[raw["epoch"] > 1].groupby(["train.batch_size", "seed"])["epoch_seconds"].median()
+    expected = (medians[64] / medians[8] - 1).mean()
+    assert c6.checks[0].estimate.mean == pytest.approx(expected)
+    (copies,) = [n for n in c6.notes if "timed more than once" in n]
+    assert copies.startswith("9 of these runs were timed more than once")
+    run = raw[raw["epoch"] > 1].groupby("run_id")["epoch_seconds"].median()
+    one = "bs64-s0-ac7df268"
+    assert f"{one}: {run[one]:.2f} s ({first}, used); {3 * run[one]:.2f} s ({second})" in copies
+    spread = [n for n in c6.notes if "epoch 1 includes graph tracing and is left out" in n]
+    assert spread and "fastest / median of the runs' medians / slowest" in spread[0]
+
+
+def test_c6_reads_the_median_epoch_time_not_the_mean() -> None:
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
+    summary["epoch_seconds"] = 1.0  # a mean that says "no faster": the check must not read it
+    by = summary.set_index([an.BATCH_SIZE, "seed"])["epoch_seconds_median"]
+    finding = by_id("C6").evaluate(summary)
+    assert finding is not None and finding.checks[0].label.startswith("median epoch time")
+    assert finding.checks[0].estimate.mean == pytest.approx((by[64] / by[8] - 1).mean())
+
+
+COMMITTED = [REPO / "results" / n for n in ("article", "batch_sizes", "causes", "controls", "gpus", "lr_search")]
+
+
+@pytest.mark.skipif(not all((f / "epochs.csv").is_file() for f in COMMITTED), reason="committed results missing")
+def test_the_committed_results_report(tmp_path: Path) -> None:
+    """The combined reference report: every check in the family, verdicts that follow the Holm-adjusted
+    p-values, seeds to decide for every undecided check, C8 out of sample, C6's twice-timed runs named."""
+    from sweep import report
+
+    written = report.build(COMMITTED, tmp_path)
+    checks = pd.read_csv(tmp_path / "tables" / "claims.csv").dropna(subset=["check"])
+    assert (checks["family"] == len(checks)).all() and checks["p_value"].notna().all()
+    assert checks["p_holm"].to_numpy() == pytest.approx(holm(checks["p_value"].tolist()))
+    for claim, finding in written.findings:
+        assert finding is not None
+        rows = checks[checks["claim"] == claim.id]
+        holds, fails = rows["outcome"] == "holds", rows["outcome"] == "fails"
+        expected = (
+            ("supported" if holds.any() else "contradicted" if fails.all() else "inconclusive")
+            if claim.id == "C4"
+            else ("contradicted" if fails.any() else "supported" if holds.all() else "inconclusive")
+        )
+        assert finding.verdict == expected, claim.id
+    undecided = checks[checks["outcome"] == "undecided"]
+    assert undecided["seeds_needed_low"].notna().all()
+    assert (tmp_path / "figures" / "claims-seeds_to_decide.png").is_file() == (len(undecided) > 0)
+    md = written.markdown.read_text()
+    assert f"Holm's correction runs over a family of {len(checks)} checks" in md
+    assert "| C4 | train and validation preprocessed differently give low val_acc | " in md
+    assert re.search(r"\| C4 \| [^|]+ \| \w+ \(any-of rule: supported when 1 of its \d checks holds", md)
+    assert "leave one seed out" in checks[checks["claim"] == "C8"]["check"].item()
+    assert re.search(r"\d+ of these runs were timed more than once", md)

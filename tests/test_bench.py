@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from conftest import TINY_GRID, write_grid
 
@@ -146,7 +147,7 @@ def test_bench_writes_its_tables_from_measurements(tmp_path: Path) -> None:
         _trained("a", [10.0], run_seconds=(4.0, 6.0)),
         _trained("b", [11.0, 10.4]),
         _trained("d", [5.0], workers=2, threads=1, shift=0.001),
-    ]
+    ]  # made-up records, for the tables' arithmetic; (d)'s real records: test_one_worker_per_core_...
     measured = {1: 60.0, 2: 40.0}
     effective = peaks.effective_peaks(measured)
     assert effective == {1: 60.0, 2: 60.0}  # 2 threads measured slower than 1 (a busy machine): 1 thread's counts
@@ -298,6 +299,26 @@ def test_baseline_and_sweep_run_agree_in_their_own_processes(tmp_path: Path) -> 
     assert (a.workers, b.workers) == (1, 1) and len(a.run_seconds) == len(b.run_seconds) == 2
     found = tables.agreement(a.epochs, b.epochs)
     assert found == {**{metric: 0.0 for metric in tables.COMPARED}, "records": 4.0, "expected": 4.0}
+
+
+@pytest.mark.slow
+def test_one_worker_per_core_computes_the_baseline_numbers_at_its_thread_count(tmp_path: Path) -> None:
+    """(d) of the benchmark, `sweep run --workers <cores>` in its own processes, against (a) trained
+    independently by the plain Keras loop in a fresh process with (d)'s thread count, cores // cores = 1
+    (numbers depend on it, docs/levers.md)."""
+    cores = machine.cores()
+    if cores < 2:
+        pytest.skip("(d) is one worker per core: it needs 2 cores to differ from (b)")
+    grid = write_grid(tmp_path, TINY_GRID)
+    clean = machine.clean_env(Path(os.environ["BATCHSWEEP_CACHE"]))
+    d = training.time_once(training.harness("d", grid, tmp_path, workers=cores), clean, tmp_path)
+    a = training.time_once(
+        training.baseline(grid, tmp_path, train_eval=True), devices.worker_environment(clean, threads=1), tmp_path
+    )
+    found = tables.agreement(a.epochs, d.epochs)
+    assert found == {**{metric: 0.0 for metric in tables.COMPARED}, "records": 4.0, "expected": 4.0}
+    runs = pd.read_csv(training.results_folder(tmp_path, "d") / "runs.csv")
+    assert (d.workers, d.threads) == (cores, 1) and runs.threads.tolist() == [1, 1]  # as recorded by its workers
 
 
 @pytest.mark.slow

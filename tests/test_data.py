@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +137,45 @@ def test_npz_dataset_reads_x_and_y(tmp_path: Path) -> None:
     np.savez(tmp_path / "bad.npz", images=np.zeros((2, 4, 4)))
     with pytest.raises(ValueError, match=r"missing array\(s\) \['x', 'y'\]"):
         load_split(DataConfig(dataset="npz", path=str(tmp_path / "bad.npz")))
+
+
+def _fixed_dataset(kind: str, folder: Path) -> DataConfig:
+    """A fixed dataset of 3 (folder, npz) or 10 (digits) classes, each image distinct."""
+    rng = np.random.default_rng(1)
+    if kind == "folder":
+        from PIL import Image
+
+        for name in ("a", "b", "c"):
+            (folder / name).mkdir()
+            for i in range(12):
+                Image.fromarray(rng.integers(0, 256, (16, 16), dtype=np.uint8)).save(folder / name / f"{i}.png")
+        return DataConfig(dataset="folder", path=str(folder), image_size=16)
+    if kind == "npz":
+        np.savez(folder / "d.npz", x=rng.integers(0, 256, (36, 10, 10), dtype=np.uint8), y=np.repeat([0, 1, 2], 12))
+        return DataConfig(dataset="npz", path=str(folder / "d.npz"), image_size=10)
+    return DataConfig(dataset="digits", image_size=8, samples_per_class=30)
+
+
+def _rows(x: np.ndarray) -> list[bytes]:
+    return [image.tobytes() for image in x]
+
+
+@pytest.mark.parametrize("kind", ["digits", "folder", "npz"])
+@pytest.mark.parametrize("imbalance", [0.6, 0.9])
+def test_imbalance_on_a_fixed_dataset_gives_class_0_its_share(tmp_path: Path, kind: str, imbalance: float) -> None:
+    """Class 0 gets round(imbalance x size) of a training set of unchanged size, drawn from class 0's own
+    training images (with replacement: it has too few); the other classes share the rest; validation is untouched."""
+    cfg = _fixed_dataset(kind, tmp_path)
+    balanced, skewed = load_split(cfg), load_split(dataclasses.replace(cfg, imbalance=imbalance))
+    size = len(balanced.y_train)
+    counts = np.bincount(skewed.y_train, minlength=balanced.num_classes)
+    assert len(skewed.y_train) == size and len(set(np.bincount(balanced.y_train))) == 1
+    assert counts[0] == round(imbalance * size) and abs(counts[0] / size - imbalance) <= 0.5 / size
+    assert max(counts[1:]) - min(counts[1:]) <= 1 and min(counts[1:]) >= 1
+    for k in range(balanced.num_classes):  # each class draws from its own training images only
+        assert set(_rows(skewed.x_train[skewed.y_train == k])) <= set(_rows(balanced.x_train[balanced.y_train == k]))
+    class_0 = set(_rows(balanced.x_train[balanced.y_train == 0]))
+    assert set(_rows(skewed.x_train[skewed.y_train == 0])) == class_0  # every one of them, some twice
+    assert not class_0 & set(_rows(skewed.x_val))
+    assert skewed.x_val.tobytes() == balanced.x_val.tobytes() and np.array_equal(skewed.y_val, balanced.y_val)
+    assert len(set(np.bincount(skewed.y_val))) == 1  # balanced

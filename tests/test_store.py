@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import multiprocessing
+import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pandas as pd
@@ -250,6 +256,59 @@ def test_the_repair_waits_for_optunas_lock(tmp_path: Path) -> None:
     lock.release()
     thread.join(timeout=10)
     assert repaired == [0] and journal.read_bytes().count(b"\n") == 2
+
+
+def _append_slowly(journal: str, count: int) -> None:
+    """Another process's writer of the sweep study: plain Optuna, except that each append reaches the file
+    in two writes under Optuna's lock (a large record on a slow disk), so the file ends mid-line meanwhile."""
+    from optuna.storages.journal import BaseJournalBackend, JournalFileBackend, JournalFileSymlinkLock
+
+    class SlowJournal(BaseJournalBackend):
+        def __init__(self) -> None:
+            self.file, self.lock = JournalFileBackend(journal), JournalFileSymlinkLock(journal)
+
+        def read_logs(self, log_number_from: int) -> Any:
+            return self.file.read_logs(log_number_from)
+
+        def append_logs(self, logs: list[dict[str, Any]]) -> None:
+            line = ("\n".join(json.dumps(log, separators=(",", ":")) for log in logs) + "\n").encode()
+            self.lock.acquire()
+            try:
+                with open(journal, "ab") as handle:
+                    handle.write(line[: len(line) // 2])
+                    handle.flush()
+                    time.sleep(0.005)
+                    handle.write(line[len(line) // 2 :])
+            finally:
+                self.lock.release()
+
+    study = optuna.load_study(study_name="s", storage=optuna.storages.JournalStorage(SlowJournal()))
+    for i in range(count):
+        study.enqueue_trial({}, user_attrs={"writer": "other", "i": i})
+
+
+@pytest.mark.slow  # a second process
+def test_the_repair_and_appends_while_another_process_appends_lose_and_double_nothing(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.log"
+    study = _store(tmp_path).sweep
+    other = multiprocessing.get_context("spawn").Process(target=_append_slowly, args=(str(journal), 60))
+    other.start()
+    try:
+        dropped, mine = [], 0
+        while other.is_alive() or mine < 5:  # repair, append and read while the other process appends
+            dropped.append(storage.RepairingJournal(str(journal)).repair())
+            study.enqueue_trial({}, user_attrs={"writer": "this", "i": mine})
+            mine += 1
+            study.get_trials(deepcopy=False)
+        other.join(timeout=60)
+    finally:
+        if other.is_alive():
+            os.kill(other.pid, signal.SIGKILL)
+    assert other.exitcode == 0 and set(dropped) == {0}  # never took the other's half-written line for a cut one
+    assert all(json.loads(line) for line in journal.read_bytes().splitlines())
+    trials = _store(tmp_path).sweep.get_trials()
+    written = sorted((t.user_attrs["writer"], t.user_attrs["i"]) for t in trials)
+    assert written == sorted([("other", i) for i in range(60)] + [("this", i) for i in range(mine)])
 
 
 def test_a_run_queued_by_a_newer_version_is_refused_not_claimed(tmp_path: Path) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import pytest
 
+from sweep import devices
 from sweep.config import DataConfig, PointConfig, TrainConfig
 from sweep.plan import RunSpec
 from sweep.train import Diverged, Run, forget_compiled
@@ -14,9 +16,9 @@ from sweep.train import Diverged, Run, forget_compiled
 TIMINGS = ("epoch_seconds", "samples_per_second")
 
 
-def tiny_spec(seed: int = 0, **train: object) -> RunSpec:
+def tiny_spec(seed: int = 0, shuffle: bool = True, **train: object) -> RunSpec:
     point = PointConfig(
-        data=DataConfig(dataset="glyphs120", classes=4, samples_per_class=10, image_size=12),
+        data=DataConfig(dataset="glyphs120", classes=4, samples_per_class=10, image_size=12, shuffle=shuffle),
         train=dataclasses.replace(TrainConfig(epochs=2, batch_size=8), **train),
     )
     return RunSpec(sweep="t", seed=seed, point=point, varying=(("seed", seed),))
@@ -99,7 +101,10 @@ def test_a_reused_compiled_model_trains_like_a_fresh_one_for_every_graph(tf_repl
 def test_a_run_records_how_it_was_computed(tf_replicas: None) -> None:
     run = Run(tiny_spec(batch_size=16))
     assert (run.info.jit_compile, run.info.steps_per_execution) == (False, 8)  # 128 images per call
-    assert run.info.threads >= 1 and run.info.cpu  # the same numbers need the same thread count and CPU model
+    # the same numbers need the same thread count and CPU model; this process set no thread count
+    # (a worker's is set by its coordinator: tests/test_flags.py), so TensorFlow uses one per core
+    assert "TF_NUM_INTRAOP_THREADS" not in os.environ
+    assert run.info.threads == devices.cpu_count() and run.info.cpu == devices.cpu_model()
     assert Run(tiny_spec(batch_size=16, gpus=2)).info.steps_per_execution == 1
 
 
@@ -110,3 +115,28 @@ def test_two_replicas_split_the_global_batch(tf_replicas: None) -> None:
     assert len(run.info.devices.split(",")) == 2
     # the global batch is still 8: 4 optimizer steps per epoch, as on one device
     assert [r.step for r in records] == [4, 8]
+
+
+def labels_fitted(run: Run) -> list[list[list[int]]]:
+    """Train the run; per fit call (one per epoch here), the labels of each batch `model.fit` was given."""
+    fitted, fit = [], run.model.fit
+
+    def recording_fit(dataset, **options):  # the real fit, on the same dataset
+        fitted.append([labels.numpy().tolist() for _, labels in dataset])
+        return fit(dataset, **options)
+
+    run.model.fit = recording_fit
+    try:
+        list(run.epochs())
+    finally:
+        del run.model.fit  # the compiled model is kept for the next run
+    return fitted
+
+
+def test_an_unshuffled_run_trains_on_class_sorted_single_class_batches(tf_replicas: None) -> None:
+    """data.shuffle: false, through the trainer: 4 classes x 8 images, batch 8, the same batches every epoch."""
+    sorted_batches = [[k] * 8 for k in range(4)]
+    assert labels_fitted(Run(tiny_spec(shuffle=False))) == [sorted_batches, sorted_batches]
+    shuffled = labels_fitted(Run(tiny_spec(shuffle=True)))
+    assert shuffled[0] != shuffled[1] and any(len(set(batch)) > 1 for batch in shuffled[0])  # the default shuffles
+    assert [sorted(sum(epoch, [])) for epoch in shuffled] == [sum(sorted_batches, [])] * 2  # every image, once

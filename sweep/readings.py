@@ -77,13 +77,16 @@ def fit_metric(epochs: pd.DataFrame) -> str:
 
 
 def has_recalibrated(table: pd.DataFrame) -> bool:
-    """Whether every run of a summary table has the recalibrated numbers at both snapshots' last epoch."""
+    """Whether any run of a summary table has the recalibrated numbers (at its last record)."""
     name = column(vocab.VAL_ACC_RECAL, "last")
-    return name in table and bool(table[name].notna().all()) and not table.empty
+    return name in table and bool(table[name].notna().any())
 
 
 def recalibrated(summary: pd.DataFrame) -> pd.DataFrame:
-    """The summary with inference-mode numbers replaced by their recalibrated versions (gap rebuilt)."""
+    """The summary with inference-mode numbers replaced by their recalibrated versions (gap rebuilt).
+
+    A run without them (measured without train.recalibrate_bn) gets empty cells, never its raw numbers,
+    so a check on such runs has no value rather than a raw one under the recalibrated name."""
     swapped = {}
     for when in WHENS:
         for raw, recal in RECALIBRATED.items():
@@ -110,13 +113,14 @@ def reread(
     if reading == EPOCHS or rows.empty:
         return rows
     curves = _with_elapsed(epochs[epochs[vocab.RUN_ID].isin(rows[vocab.RUN_ID])])
-    axis = fit_metric(curves) if reading == FIT else reading.axis
     others = [c for c in setting_columns(rows) if c not in axes]
-    parts = [_read_group(group, curves, axis, reading) for _, group in rows.groupby(settings_key(rows, others))]
+    parts = [_read_group(group, curves, reading) for _, group in rows.groupby(settings_key(rows, others))]
     return pd.concat(parts).loc[rows.index]
 
 
-def _read_group(group: pd.DataFrame, curves: pd.DataFrame, axis: str, reading: Reading) -> pd.DataFrame:
+def _read_group(group: pd.DataFrame, all_curves: pd.DataFrame, reading: Reading) -> pd.DataFrame:
+    curves = all_curves[all_curves[vocab.RUN_ID].isin(group[vocab.RUN_ID])]
+    axis = fit_metric(curves) if reading == FIT else reading.axis  # per group: recalibrated where it has them
     snapshot_metrics = [m for m in curves.columns if column(m, "last") in group] + [vocab.EPOCH]
     by_run = {run_id: rows.sort_values(vocab.STEP) for run_id, rows in curves.groupby(vocab.RUN_ID)}
     updates: dict[str, list[float]] = {}

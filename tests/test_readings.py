@@ -134,3 +134,19 @@ def test_the_report_runs_each_batch_size_check_unchanged_at_every_reading() -> N
     assert "step 30" in c7["equal steps"].points
     rows = comparable.table(found)
     assert set(rows.loc[rows.claim == "C7", "reading"]) == set(c7)
+
+
+def test_runs_without_recalibrated_numbers_get_none_and_fit_is_chosen_per_group() -> None:
+    """Two sweeps in one report: one measured with train.recalibrate_bn, one without (spc 50 vs 25)."""
+    with_recal = curves().assign(**{m: 0.5 for m in vocab.RECAL_METRICS})
+    with_recal[vocab.TRAIN_EVAL_LOSS_RECAL] = with_recal[vocab.TRAIN_EVAL_LOSS] - 1.0  # recalibrated fits better
+    without_recal = curves().assign(**{"data.samples_per_class": 25})
+    without_recal[vocab.RUN_ID] = without_recal[vocab.RUN_ID] + "x"
+    epochs = pd.concat([with_recal, without_recal], ignore_index=True)
+    summary = analysis.run_summary(epochs)
+    swapped = readings.recalibrated(summary).set_index(vocab.RUN_ID)
+    assert swapped.loc["bs8-s0-h80", column(vocab.VAL_ACC, "last")] == 0.5
+    assert np.isnan(swapped.loc["bs8-s0-h80x", column(vocab.VAL_ACC, "last")])  # never its raw number
+    fit = readings.reread(summary, epochs, (BS,), readings.FIT).set_index(vocab.RUN_ID)
+    assert fit.loc["bs8-s0-h80", "point_last"] == pytest.approx(0.0)  # recalibrated loss: 4 - 3 - 1
+    assert fit.loc["bs8-s0-h80x", "point_last"] == pytest.approx(1.0)  # raw loss in the other sweep

@@ -173,7 +173,8 @@ def attribution(epochs: pd.DataFrame) -> Attribution | None:
     default = group[group["_arm"] == DEFAULT.label]
     steps8 = _per_seed(epochs, default, SMALL, vocab.STEP, None).mean()  # batch 8's steps by epoch 2
     base = _per_seed(epochs, default, LARGE, vocab.GAP, None)
-    readings = [m for m in READINGS if m.gap in epochs and epochs[m.gap].notna().any()]
+    measured = epochs[epochs[vocab.RUN_ID].isin(default[vocab.RUN_ID])]
+    readings = [m for m in READINGS if m.gap in measured and measured[m.gap].notna().all()]
     arms = [_arm(epochs, m, m.label, default, base, steps8) for m in (DEFAULT, *readings)]
     controls = group[group["_arm"] != DEFAULT.label]
     order = sorted(controls.groupby("_arm"), key=lambda item: (CONTROLS.index(item[1]["_mechanism"].iloc[0]), item[0]))

@@ -75,6 +75,12 @@ def draw_all(results: an.Results, out: Path, svg: bool = False) -> list[FigureFi
     return figures
 
 
+def _seeds(summary: pd.DataFrame) -> str:
+    """The seeds behind a figure, for its caption: "seeds 0, 1, 2"."""
+    seeds = sorted(int(s) for s in summary[vocab.SEED].dropna().unique())
+    return f"seed{'s' if len(seeds) != 1 else ''} {', '.join(map(str, seeds))}"
+
+
 def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str, index: dict[str, Any], svg: bool) -> list[FigureFile]:
     summary = an.run_summary(epochs)
     drawn: list[FigureFile] = []
@@ -96,14 +102,15 @@ def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str, index: dict[str
         save(
             "final_val_acc",
             lambda: final_val_vs_batch(summary),
-            "One line per combination of the other settings that vary.",
+            f"One line per combination of the other settings that vary; {_seeds(summary)}.",
         )
     toggles = [t for t in an.TOGGLES if t in an.varying(summary)]
     if toggles:
         save(
             "toggles",
             lambda: toggle_gaps(summary, toggles),
-            "Each panel compares one setting with the others at the post's defaults; error bars: 95% t-interval.",
+            "Each panel compares one setting with the others at the post's defaults; error bars: 95% t-interval; "
+            f"{_seeds(summary)}.",
         )
     by_gpus = choose_context(summary, an.GPUS)
     if by_gpus is not None:

@@ -353,3 +353,15 @@ def test_the_sensitivity_line_names_a_verdict_that_rests_on_a_stuck_run(tmp_path
     assert dict((c.id, f.verdict) for c, f in written.findings if f)["C1"] == "supported"
     md = written.markdown.read_text()
     assert "Sensitivity: without the 1 stuck run(s), C1 would be inconclusive instead of supported." in md
+
+
+def test_every_figure_caption_states_its_seeds(tmp_path: Path) -> None:
+    """Each per-folder figure names the seeds behind it: '3 seeds' from its run selection, or 'seeds 0, 1, 2'."""
+    from sweep import analysis as an
+    from sweep import plots
+
+    results = an.load([FIXTURES / "fx_bs", FIXTURES / "fx_causes"])
+    figures = plots.draw_all(results, tmp_path)
+    assert {f.name.split("-", 1)[1] for f in figures} >= {"accuracy_curves", "final_val_acc", "toggles"}
+    for figure in figures:
+        assert "3 seeds" in figure.caption or "seeds 0, 1, 2" in figure.caption, (figure.name, figure.caption)

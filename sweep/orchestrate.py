@@ -123,7 +123,7 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
         todo = store.pending(planned)
         if not todo or code:
             break
-        _announce(store, phase, len(planned), todo, added, console)
+        _announce(store, phase, len(planned), todo, added, console, searched=bool(groups))
         code, done = _train(store, options, todo, results, console)
         trained, rounds = trained + done, rounds + 1
     if not rounds:
@@ -136,7 +136,9 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     return outcome
 
 
-def _announce(store: Store, phase: int, planned: int, todo: list[RunSpec], added: int, console: Console) -> None:
+def _announce(
+    store: Store, phase: int, planned: int, todo: list[RunSpec], added: int, console: Console, searched: bool
+) -> None:
     if phase == 0:
         searching = len(store.search_slots())
         extra = f" and {searching} learning-rate search trial(s)" if searching else ""
@@ -144,10 +146,12 @@ def _announce(store: Store, phase: int, planned: int, todo: list[RunSpec], added
             f"{store.name}: {planned} runs{extra}; {len(todo)} to train ({_epochs(todo)} epochs; "
             f"{added} newly queued). Store: {store.shown}"
         )
-    else:
+    elif searched:
         console.say(
             f"{store.name}: learning-rate searches finished; training their best lr at every seed: {len(todo)} run(s)"
         )
+    else:  # the workers stopped with runs still queued: another process released them, or a worker left early
+        console.say(f"{store.name}: {len(todo)} run(s) still queued after the workers stopped; training them now")
 
 
 def _epochs(specs: list[RunSpec]) -> int:

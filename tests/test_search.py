@@ -235,3 +235,16 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(
     )
     again, lines = sweep_here(grid)
     assert again.exit_code == 0 and "all 4 runs of s are already finished; nothing to train." in lines.out
+
+
+def test_runs_left_queued_in_a_grid_without_searches_are_not_called_tuned_runs(tmp_path: Path) -> None:
+    """A second round in a grid without searches (its workers stopped with runs still queued) says so plainly."""
+    from sweep import orchestrate
+
+    store = orchestrate.open_store(str(tmp_path / "journal.log"), "g", create=True)
+    lines: list[str] = []
+    console = orchestrate.Console(say=lines.append, warn=lines.append)
+    orchestrate._announce(store, 1, 4, [], 0, console, searched=False)
+    orchestrate._announce(store, 1, 4, [], 0, console, searched=True)
+    assert lines[0] == "g: 0 run(s) still queued after the workers stopped; training them now"
+    assert "learning-rate searches finished" in lines[1] and "learning-rate" not in lines[0]

@@ -6,23 +6,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from test_controls import tiny_spec  # 4 classes x 8 training images at 12 px; train_eval fits one pass
 
 from sweep import vocab
-from sweep.config import DataConfig, ModelConfig, PointConfig, TrainConfig
 from sweep.plan import RunSpec
 from sweep.train import Run, forget_compiled
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
-
-
-def tiny_spec(seed: int = 0, model: dict | None = None, **train: object) -> RunSpec:
-    """4 classes x 8 training images at 12 px; the 8-image train_eval subset fits one recalibration pass."""
-    point = PointConfig(
-        data=DataConfig(dataset="glyphs120", classes=4, samples_per_class=10, image_size=12),
-        model=dataclasses.replace(ModelConfig(), **(model or {})),
-        train=dataclasses.replace(TrainConfig(epochs=2, batch_size=8), **train),
-    )
-    return RunSpec(sweep="t", seed=seed, point=point, varying=(("seed", seed),))
 
 
 def records(specs: list[RunSpec]) -> list[dict]:

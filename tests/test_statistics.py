@@ -272,4 +272,7 @@ def test_the_committed_results_report(tmp_path: Path) -> None:
     assert "| C4 | train and validation preprocessed differently give low val_acc | " in md
     assert re.search(r"\| C4 \| [^|]+ \| \w+ \(any-of rule: supported when 1 of its \d checks holds", md)
     assert "leave one seed out" in checks[checks["claim"] == "C8"]["check"].item()
-    assert re.search(r"\d+ of these runs were timed more than once", md)
+    # C6 names runs timed in two folders exactly when the committed folders share runs (they no longer do
+    # since the batch_sizes rerun added records; the twice-timed test above covers the words)
+    copies = an.timing_copies(an.load(COMMITTED))
+    assert bool(re.search(r"\d+ of these runs were timed more than once", md)) == (len(copies) > 0)

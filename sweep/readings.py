@@ -40,6 +40,7 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import column, setting_columns
+from sweep.scaling import elapsed_seconds
 from sweep.selection import matches, settings_key
 
 WHENS = ("epoch2", "last")  # the run summary's snapshots
@@ -170,12 +171,8 @@ def _read(curve: pd.DataFrame | None, axis: str, point: float, first_below: bool
 
 
 def _with_elapsed(curves: pd.DataFrame) -> pd.DataFrame:
-    """Add each record's training wall time since the run started (epoch_seconds is per epoch, so far)."""
+    """Add each record's training wall time since its run started (`scaling.elapsed_seconds`)."""
     if curves.empty:
         return curves.assign(**{ELAPSED: pd.Series(dtype=float)})
-    epoch_index = np.ceil(curves[vocab.EPOCH].to_numpy(float)).astype(int)
-    frame = curves.assign(_epoch=epoch_index)
-    ends = frame.groupby([vocab.RUN_ID, "_epoch"])[vocab.EPOCH_SECONDS].max()
-    before = ends.groupby(level=0).cumsum() - ends  # seconds of the run's earlier epochs
-    offset = before.reindex(pd.MultiIndex.from_arrays([frame[vocab.RUN_ID], frame["_epoch"]])).to_numpy()
-    return curves.assign(**{ELAPSED: offset + curves[vocab.EPOCH_SECONDS].to_numpy(float)})
+    elapsed = pd.concat([elapsed_seconds(run) for _, run in curves.groupby(vocab.RUN_ID)])
+    return curves.assign(**{ELAPSED: elapsed})

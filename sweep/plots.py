@@ -68,7 +68,7 @@ def draw_all(results: an.Results, out: Path, svg: bool = False) -> list[FigureFi
     figures: list[FigureFile] = []
     if results.folder_epochs.empty:
         return figures
-    index = _read_index(folder)
+    index = read_index(folder)
     for source, epochs in results.folder_epochs.groupby(an.SOURCE, sort=False):
         figures += draw_source(epochs, folder, Path(str(source)).name, index, svg)
     (folder / INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -87,7 +87,7 @@ def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str, index: dict[str
     key = _drawing_key(epochs)
 
     def save(name: str, make: Callable[[], Figure], caption: str) -> None:
-        drawn.append(_cached_or_drawn(make, folder, f"{prefix}-{name}", caption, key, index, svg))
+        drawn.append(cached_or_drawn(make, folder, f"{prefix}-{name}", caption, key, index, svg))
 
     by_batch = choose_context(summary, an.BATCH_SIZE)
     if by_batch is not None:
@@ -121,7 +121,7 @@ def draw_source(epochs: pd.DataFrame, folder: Path, prefix: str, index: dict[str
     return drawn
 
 
-def _cached_or_drawn(
+def cached_or_drawn(
     make: Callable[[], Figure], folder: Path, name: str, caption: str, key: str, index: dict[str, Any], svg: bool
 ) -> FigureFile:
     png, svg_path = folder / f"{name}.png", (folder / f"{name}.svg" if svg else None)
@@ -157,7 +157,7 @@ def _code_digest() -> bytes:
     return digest.digest()
 
 
-def _read_index(folder: Path) -> dict[str, Any]:
+def read_index(folder: Path) -> dict[str, Any]:
     try:
         index = json.loads((folder / INDEX).read_text(encoding="utf-8"))
     except (OSError, ValueError):

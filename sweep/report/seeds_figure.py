@@ -47,7 +47,7 @@ def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = Fa
         return None
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    index = plots._read_index(folder)  # the per-folder figures' index: one cache for every figure
+    index = plots.read_index(folder)  # the per-folder figures' index: one cache for every figure
     key = hashlib.sha256(json.dumps([(r[0], r[1], r[2].n, r[2].low, r[2].high) for r in shown]).encode())
     key.update(Path(__file__).read_bytes())
     alpha = shown[0][2].alpha
@@ -56,7 +56,7 @@ def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = Fa
         "(0.05 over the Holm family), taking the observed mean and sd as true (dot); the line spans the sd's "
         f"95% chi-square interval; an arrow: more than {MAX_SEEDS}; x: the seeds the check has now."
     )
-    drawn = plots._cached_or_drawn(lambda: figure(shown), folder, NAME, caption, key.hexdigest(), index, svg)
+    drawn = plots.cached_or_drawn(lambda: figure(shown), folder, NAME, caption, key.hexdigest(), index, svg)
     (folder / plots.INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return drawn
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweep import keys, vocab
+from sweep import keys, timing, vocab
 from sweep.estimates import t_multiplier
 
 SOURCE = "source"  # column added by `load`: the results folder a row came from
@@ -155,7 +155,7 @@ def _read_folder(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             f"{folder}: no {' or '.join(missing)} here; make it with `python -m sweep run GRID --results {folder}`"
         )
     runs, epochs = (_read_csv(folder / n).assign(**{SOURCE: str(folder)}) for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV))
-    return runs, epochs
+    return runs, timing.attach(folder, epochs)
 
 
 def _read_csv(path: Path) -> pd.DataFrame:

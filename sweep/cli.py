@@ -1,4 +1,4 @@
-"""Command line: `python -m sweep {plan,run,status,worker,report}`. It parses arguments, calls
+"""Command line: `python -m sweep {plan,run,status,worker,time,report}`. It parses arguments, calls
 `sweep.orchestrate` (run, status, worker) or `sweep.report`, prints, and maps errors to exit codes.
 
 Exit codes: 0 success; 1 some runs failed; 2 bad input (one line on stderr,
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sweep import orchestrate, vocab
+from sweep import orchestrate, timing, vocab
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
 from sweep.orchestrate import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Options, UsageError
 from sweep.plan import RunSpec, plan
@@ -114,6 +114,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     _worker_args(p)
     p.set_defaults(handler=cmd_worker)
+
+    p = commands.add_parser(
+        "time",
+        help="measure quiet training seconds per epoch and step of each batch size of a grid (writes timing.csv)",
+        description="Time one training epoch of every configuration of GRID (model, input shape, optimizer, "
+        "batch size, replicas), the repeats alternating between configurations, graphs traced first, and keep "
+        "the best: a benchmark-style measurement for the report's seconds to target, to run on an otherwise "
+        "idle machine. Writes <results>/timing.csv; repeat to replace it. Trains nothing into the store.",
+    )
+    p.add_argument("grid", help="the grid file (YAML)")
+    p.add_argument("--results", type=Path, default=None, help="results folder (default results/<name>)")
+    p.add_argument(
+        "--repeats", type=_positive, default=timing.DEFAULT_REPEATS, help="timed epochs per configuration (default 3)"
+    )
+    p.add_argument(
+        "--gpus",
+        type=_positive,
+        default=None,
+        help="only the configurations with this many replicas, in this process (default: every replica count, "
+        "each in a fresh process, since TensorFlow keeps one per process)",
+    )
+    p.set_defaults(handler=cmd_time)
 
     p = commands.add_parser(
         "report",
@@ -261,6 +283,29 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if options.storage is None:
         raise UsageError("--storage is required (or set $BATCHSWEEP_STORAGE): the sweep's journal file or database URL")
     return orchestrate.join(options.storage, args.study, options)
+
+
+# --- time
+
+
+def cmd_time(args: argparse.Namespace) -> int:
+    grid = load_grid(args.grid)
+    specs = plan(grid)  # search trials and tuned runs share their grid point's configuration
+    results, _ = orchestrate.locations(grid, Options(results=args.results))
+    if args.gpus is None:
+        results.mkdir(parents=True, exist_ok=True)
+        return timing.time_each_replica_count(Path(args.grid), specs, results, args.repeats, print)
+    chosen = [s for s in specs if s.point.train.gpus == args.gpus]
+    if not chosen:
+        counts = ", ".join(str(g) for g in sorted({s.point.train.gpus for s in specs}))
+        raise UsageError(
+            f"--gpus {args.gpus}: no run of {args.grid} uses {args.gpus} replica(s); its runs use {counts}"
+        )
+    rows = timing.measure(chosen, args.repeats, lambda line: print(line, flush=True))
+    results.mkdir(parents=True, exist_ok=True)
+    timing.merge(results / vocab.TIMING_CSV, rows)
+    print(f"timed {len(rows)} configuration(s) with gpus {args.gpus}: {results / vocab.TIMING_CSV}", flush=True)
+    return EXIT_OK
 
 
 # --- report

@@ -28,7 +28,7 @@ import pandas as pd
 from scipy.stats import f as f_dist
 
 from sweep import analysis as an
-from sweep import vocab
+from sweep import timing, vocab
 from sweep.estimates import CONFIDENCE, Estimate, estimate
 from sweep.selection import CONTROL_DEFAULTS, POST_DEFAULTS, is_default, matches, settings_key
 
@@ -128,6 +128,7 @@ class Reach:
     step: float
     epoch: float
     seconds: float  # wall time from the run's own epoch_seconds (includes graph tracing in epoch 1)
+    quiet_seconds: float  # step x the configuration's quiet seconds per step (timing.csv); NaN without one
     budget_step: int  # the run's last record
     best_val: float  # the run's highest val_acc (what a run that missed got to)
     at_first_record: bool  # reached by the first record: read from step 0 at chance accuracy
@@ -173,6 +174,7 @@ def first_reach(run: pd.DataFrame, target: float, chance: float = 0.0) -> Reach:
         step=math.nan,
         epoch=math.nan,
         seconds=math.nan,
+        quiet_seconds=math.nan,
         budget_step=int(steps[-1]),
         best_val=float(np.nanmax(val)),
         at_first_record=False,
@@ -186,7 +188,9 @@ def first_reach(run: pd.DataFrame, target: float, chance: float = 0.0) -> Reach:
     def at(xs: np.ndarray) -> float:
         return float(xs[i - 1] + frac * (xs[i] - xs[i - 1]))
 
-    return replace(missed, step=at(steps), epoch=at(epochs), seconds=at(secs), at_first_record=i == 1)
+    step = at(steps)
+    quiet = float(run[timing.QUIET_STEP_SECONDS].iloc[0]) * step if timing.QUIET_STEP_SECONDS in run else math.nan
+    return replace(missed, step=step, epoch=at(epochs), seconds=at(secs), quiet_seconds=quiet, at_first_record=i == 1)
 
 
 def reaches(curve: Curve, targets: tuple[float, ...]) -> pd.DataFrame:
@@ -230,6 +234,7 @@ class TargetRow:
     steps: Estimate  # over the seeds that reached it; no interval below 2
     epochs: Estimate
     seconds: Estimate
+    quiet_seconds: Estimate  # NaN without a timing.csv for the runs' configuration
     budget_steps: int  # the largest last-record step among the runs
     best_val_missed: tuple[float, ...]  # highest val_acc of each run that did not reach it
     at_first_record: int  # reached by the first record (read from step 0 at chance)
@@ -259,6 +264,7 @@ def target_rows(table: pd.DataFrame) -> list[TargetRow]:
                 steps=_estimate(hit["step"]),
                 epochs=_estimate(hit["epoch"]),
                 seconds=_estimate(hit["seconds"]),
+                quiet_seconds=_estimate(hit["quiet_seconds"] if hit["quiet_seconds"].notna().all() else []),
                 budget_steps=int(rows["budget_step"].max()),
                 best_val_missed=tuple(float(v) for v in rows.loc[~rows["reached"], "best_val"]),
                 at_first_record=int(hit["at_first_record"].sum()),

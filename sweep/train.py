@@ -162,6 +162,12 @@ class Run:
             done = stop
             yield self._record(epoch_number(epoch, stop, self.info.steps_per_epoch), stretches, seconds)
 
+    def timed_epoch(self, epoch: int) -> float:
+        """Train one whole epoch with no records and return its seconds (sweep/timing.py)."""
+        split = self.split
+        order = data_module.epoch_order(split.y_train, self.spec.point.data.shuffle, self.spec.seed, epoch)
+        return self._fit(split.x_train[order], split.y_train[order], epoch)[1]
+
     def _fit(self, x: Any, y: Any, epoch: int) -> tuple[dict[str, list[float]], float]:
         import keras
 

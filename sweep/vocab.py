@@ -87,4 +87,5 @@ GRID, SEARCH, TUNED = "grid", "search", "tuned"
 JOURNAL_FILE = "journal.log"
 RUNS_CSV = "runs.csv"
 EPOCHS_CSV = "epochs.csv"
+TIMING_CSV = "timing.csv"  # quiet per-configuration training times (sweep/timing.py)
 LOG_DIR = "logs"

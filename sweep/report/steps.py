@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweep import critical, scaling
+from sweep import critical, scaling, timing
 from sweep.estimates import Estimate
 from sweep.plots import FigureFile
 from sweep.report.document import Doc
@@ -66,6 +66,7 @@ def steps_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
                     **_columns("steps", r.steps),
                     **_columns("epochs", r.epochs),
                     **_columns("seconds_runs", r.seconds),
+                    **_columns("seconds_quiet", r.quiet_seconds),
                     "best_val_acc_not_reached": " ".join(f"{v:.4f}" for v in r.best_val_missed),
                 }
             )
@@ -129,11 +130,16 @@ def steps_section(doc: Doc, readings: list[scaling.CurveReading], figures: list[
         f"sizes reach with at least {scaling.MIN_REACHED} seeds. A seed that never reaches a target is counted as "
         "not reached within its budget (its last record), never dropped or imputed; the mean is over the seeds "
         f"that reached it (lower than the truth when some did not), and fewer than {scaling.MIN_REACHED} give no "
-        "interval. Seconds are the runs' own wall time (epoch_seconds summed; epoch 1 includes graph tracing) "
-        "on a shared machine, not a quiet benchmark."
+        "interval. Seconds (runs) are the runs' own wall time (epoch_seconds summed; epoch 1 includes graph "
+        "tracing), as noisy as the machine was while they ran. Seconds (quiet), where a results folder has a "
+        "timing.csv (`python -m sweep time GRID`), are each run's steps to the target times the best of a "
+        "benchmark-style timing of one training step at its batch size: comparable between batch sizes."
     )
     for reading in with_targets:
         _curve_block(doc, reading)
+        quiet = timing.describe(Path(reading.curve.source))
+        if quiet and any(r.quiet_seconds.n for r in reading.rows):
+            doc.p(quiet)
         spread = scaling.seconds_spread(reading.curve)
         if spread is not None:
             b, lo, hi = spread
@@ -148,8 +154,10 @@ def steps_section(doc: Doc, readings: list[scaling.CurveReading], figures: list[
 def _curve_block(doc: Doc, reading: scaling.CurveReading) -> None:
     c = reading.curve
     doc.h(3, f"lr {c.lr}: {c.source} ({c.context}; seeds {', '.join(map(str, c.seeds))})")
+    quiet = any(r.quiet_seconds.n for r in reading.rows)
     doc.table(
-        ("batch", "target val_acc", "seeds reached", "steps [95% CI]", "epochs", "seconds (runs)"),
+        ("batch", "target val_acc", "seeds reached", "steps [95% CI]", "epochs", "seconds (runs)")
+        + (("seconds (quiet)",) if quiet else ()),
         [
             (
                 str(r.batch_size),
@@ -159,6 +167,7 @@ def _curve_block(doc: Doc, reading: scaling.CurveReading) -> None:
                 fmt_steps(r.epochs, 2),
                 fmt_steps(r.seconds, 1),
             )
+            + ((fmt_steps(r.quiet_seconds, 1),) if quiet else ())
             for r in reading.rows
         ],
     )

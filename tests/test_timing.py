@@ -1,0 +1,149 @@
+"""Quiet timing (`sweep time`): one row per configuration, matched to every run that shares it, and the
+report's quiet seconds to target = steps x the configuration's best seconds per step."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, run_cli, write_grid
+
+from sweep import analysis as an
+from sweep import scaling, timing, vocab
+from sweep.config import load_grid
+from sweep.plan import plan
+from sweep.report import steps as steps_report
+
+BATCH_SIZES = REPO / "results" / "batch_sizes"
+
+
+def per_step(batch: int) -> float:
+    """Made-up quiet seconds per step, different for every batch size, so a wrong match shows."""
+    return 0.001 * batch + 0.0001
+
+
+@pytest.fixture()
+def timed_results(tmp_path: Path) -> Path:
+    """The committed batch_sizes results with a timing.csv written from its grid's configurations."""
+    folder = tmp_path / "batch_sizes"
+    folder.mkdir()
+    for name in (vocab.RUNS_CSV, vocab.EPOCHS_CSV):
+        shutil.copy(BATCH_SIZES / name, folder / name)
+    specs = timing.configurations(plan(load_grid(REPO / "experiments" / "batch_sizes.yaml")))
+    rows = []
+    for key, spec in specs.items():
+        flat = spec.flat()
+        rows.append({timing.CONFIG: key, **{k: flat[k] for k in timing.timing_keys(flat)}})
+        rows[-1][timing.STEP_SECONDS] = per_step(spec.point.train.batch_size)
+    timing.merge(folder / vocab.TIMING_CSV, rows)
+    return folder
+
+
+def test_one_configuration_per_batch_size_whatever_the_seed_or_lr() -> None:
+    specs = plan(load_grid(REPO / "experiments" / "lr_search.yaml"))
+    chosen = timing.configurations(specs)
+    assert sorted(s.point.train.batch_size for s in chosen.values()) == [8, 32, 64, 128]
+    assert len(specs) == 12  # 3 seeds each share their batch size's row
+
+
+def test_every_record_gets_its_configurations_seconds_through_the_csvs(timed_results: Path) -> None:
+    """Values that went through runs.csv (1.0, True, an empty ghost batch size) match the spec's own."""
+    epochs = an.load([timed_results]).epochs
+    assert epochs[timing.QUIET_STEP_SECONDS].notna().all()
+    expected = epochs[an.BATCH_SIZE].map(per_step)
+    assert (epochs[timing.QUIET_STEP_SECONDS] == expected).all()
+
+
+def test_one_spelling_for_what_a_csv_may_have_retyped() -> None:
+    """A column with an empty cell comes back from pandas as float (8 -> 8.0) or object ('True')."""
+    keys = ["data.classes", "model.batchnorm", "model.ghost_batch_size", "train.optimizer"]
+    spec = {"data.classes": 8, "model.batchnorm": True, "model.ghost_batch_size": None, "train.optimizer": "adam"}
+    csv = {"data.classes": 8.0, "model.batchnorm": "True", "model.ghost_batch_size": math.nan}
+    csv["train.optimizer"] = "adam"
+    assert timing.config_key(spec, keys) == timing.config_key(csv, keys)
+    assert timing.config_key({**spec, "data.classes": 16}, keys) != timing.config_key(csv, keys)
+
+
+def test_a_run_of_another_configuration_gets_none(timed_results: Path) -> None:
+    table = pd.read_csv(timed_results / vocab.TIMING_CSV)
+    table = table[table["train.batch_size"] != 64]
+    table.to_csv(timed_results / vocab.TIMING_CSV, index=False)
+    epochs = an.load([timed_results]).epochs
+    missing = epochs[timing.QUIET_STEP_SECONDS].isna()
+    assert (missing == (epochs[an.BATCH_SIZE] == 64)).all()
+
+
+def test_quiet_seconds_to_target_are_steps_times_seconds_per_step(timed_results: Path) -> None:
+    [reading] = [r for r in scaling.read(an.load([timed_results])) if r.targets]
+    hit = reading.reaches[reading.reaches["reached"]]
+    assert len(hit) > 10
+    expected = hit["step"] * hit["batch_size"].map(per_step)
+    assert hit["quiet_seconds"].to_numpy() == pytest.approx(expected.to_numpy(), rel=1e-12)
+    table = steps_report.steps_table([reading])
+    means = table["steps_mean"] * table["batch_size"].map(per_step)
+    shown = table["seconds_quiet_mean"].notna()
+    assert shown.sum() > 10
+    assert table.loc[shown, "seconds_quiet_mean"].to_numpy() == pytest.approx(means[shown].to_numpy(), rel=1e-9)
+    # the runs' own seconds are still there, and are another number
+    assert not (table.loc[shown, "seconds_runs_mean"] == table.loc[shown, "seconds_quiet_mean"]).any()
+
+
+def test_no_timing_csv_no_quiet_column(tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    for name in (vocab.RUNS_CSV, vocab.EPOCHS_CSV):
+        shutil.copy(BATCH_SIZES / name, folder / name)
+    assert timing.QUIET_STEP_SECONDS not in an.load([folder]).epochs
+    [reading] = [r for r in scaling.read(an.load([folder])) if r.targets]
+    assert all(math.isnan(r.quiet_seconds.mean) for r in reading.rows)
+    assert timing.describe(folder) == ""
+
+
+TIMED_GRID = """\
+    name: timed
+    seeds: [0, 1]
+    base:
+      data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 12}
+      train: {epochs: 1}
+    grid:
+      train.batch_size: [4, 8]
+      train.gpus: [1, 2]
+"""
+
+
+@pytest.mark.slow  # three processes start TensorFlow
+def test_sweep_time_writes_one_row_per_configuration_and_replaces_only_its_own(tmp_path: Path) -> None:
+    grid = write_grid(tmp_path, TIMED_GRID)
+    results = tmp_path / "out"
+    done = run_cli("time", str(grid), "--results", str(results), "--repeats", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "timing the configurations with gpus 2 in a fresh process" in done.stdout
+    table = pd.read_csv(results / vocab.TIMING_CSV)
+    assert sorted(zip(table["train.batch_size"], table["train.gpus"], strict=True)) == [(4, 1), (4, 2), (8, 1), (8, 2)]
+    assert (table["repeats"] == 2).all()
+    for _, row in table.iterrows():
+        repeats = [float(s) for s in row["epoch_seconds_all"].split()]
+        assert len(repeats) == 2 and min(repeats) == pytest.approx(row["epoch_seconds_best"], abs=1e-4)
+        assert row["steps_per_epoch"] == math.ceil(row["train_samples"] / row["train.batch_size"])
+        assert row[timing.STEP_SECONDS] == pytest.approx(row["epoch_seconds_best"] / row["steps_per_epoch"])
+    assert sorted(p.name for p in results.iterdir()) == [vocab.TIMING_CSV]  # nothing trained into a store
+
+    again = run_cli("time", str(grid), "--results", str(results), "--repeats", "1", "--gpus", "1", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    table = pd.read_csv(results / vocab.TIMING_CSV).set_index(["train.batch_size", "train.gpus"])
+    assert table.index.is_unique and len(table) == 4
+    assert table["repeats"].to_dict() == {(4, 2): 2, (8, 2): 2, (4, 1): 1, (8, 1): 1}
+
+
+def test_sweep_time_refuses_a_replica_count_the_grid_has_not(tmp_path: Path) -> None:
+    grid = write_grid(tmp_path, TIMED_GRID)
+    results = tmp_path / "out"
+    done = run_cli("time", str(grid), "--results", str(results), "--gpus", "3", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"error: --gpus 3: no run of {grid} uses 3 replica(s); its runs use 1, 2"
+    ]
+    assert not results.exists()

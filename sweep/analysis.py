@@ -331,9 +331,15 @@ def _speed(epochs: pd.DataFrame) -> pd.DataFrame:
     later = _timed_epochs(epochs)
     means = later.groupby(vocab.RUN_ID)[[vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND]].mean()
     spread = later.groupby(vocab.RUN_ID)[vocab.EPOCH_SECONDS].agg(["min", "median", "max"])
-    return means.join(spread.add_prefix(f"{vocab.EPOCH_SECONDS}_"))
+    speed = means.join(spread.add_prefix(f"{vocab.EPOCH_SECONDS}_"))
+    if timing.QUIET_STEP_SECONDS in epochs:  # a quiet epoch: steps per epoch (step / epoch at any record) x s per step
+        ordered = epochs.assign(fraction=epochs[vocab.EPOCH] % 1).sort_values("fraction", kind="stable")
+        rate = ordered[timing.QUIET_STEP_SECONDS] * ordered[vocab.STEP] / ordered[vocab.EPOCH]  # whole epochs first:
+        speed = speed.join(rate.groupby(ordered[vocab.RUN_ID]).first().rename(QUIET_EPOCH_SECONDS))  # exact there
+    return speed
 
 
+QUIET_EPOCH_SECONDS = "quiet_epoch_seconds"  # from timing.csv where the results folder has one
 TIMED_COPIES = "epoch_seconds_copies"  # timing_copies' column: every folder's timing of a run stored more than once
 
 

@@ -91,6 +91,22 @@ def test_quiet_seconds_to_target_are_steps_times_seconds_per_step(timed_results:
     assert not (table.loc[shown, "seconds_runs_mean"] == table.loc[shown, "seconds_quiet_mean"]).any()
 
 
+def test_c6_names_the_quiet_epoch_times_beside_the_runs_own(timed_results: Path) -> None:
+    from sweep import report
+
+    runs = pd.read_csv(timed_results / vocab.RUNS_CSV).drop_duplicates("train.batch_size")
+    steps = dict(zip(runs["train.batch_size"], runs["steps_per_epoch"], strict=True))
+    summary = an.run_summary(an.load([timed_results]).epochs)
+    expected = summary[an.BATCH_SIZE].map(lambda b: per_step(b) * steps[b])
+    assert summary[an.QUIET_EPOCH_SECONDS].to_numpy() == pytest.approx(expected.to_numpy(), rel=1e-9)
+    [c6] = [c for c in report.CLAIMS if c.id == "C6"]
+    finding = c6.evaluate(summary)
+    change = per_step(256) * steps[256] / (per_step(8) * steps[8]) - 1
+    [note] = [n for n in finding.notes if n.startswith("A quiet measurement")]
+    assert f"batch 8: {per_step(8) * steps[8]:.2f} s" in note
+    assert f"a relative change of {change:+.3f} at batch 256" in note
+
+
 def test_no_timing_csv_no_quiet_column(tmp_path: Path) -> None:
     folder = tmp_path / "plain"
     folder.mkdir()

@@ -7,11 +7,17 @@ without touching the per-folder figures. One figure per curve; it names its seed
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
+from sweep import plots
 from sweep.plots import FigureFile
 from sweep.scaling import CurveReading, TargetRow
 
@@ -20,27 +26,39 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-def draw(readings: list[CurveReading], out: Path) -> list[FigureFile]:
-    """One PNG per curve that has a target, into out/figures/."""
+CAPTION = (
+    "Mean steps over the seeds that reached each target (error bars: 95% t-interval; none below 2 seeds). "
+    "Dashed: perfect scaling (steps x batch constant) through the smallest batch size; dotted: the fit "
+    "S = S_min (1 + B_crit / B) where identified; open triangles: the step budget where a seed did not reach "
+    "the target."
+)
+
+
+def draw(readings: list[CurveReading], out: Path, svg: bool = False) -> list[FigureFile]:
+    """One figure per curve that has a target, into out/figures/; redrawn only when its numbers changed."""
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
+    index = plots.read_index(folder)  # the per-folder figures' index: one cache for every figure
     drawn = []
     for reading in readings:
         if not reading.targets:
             continue
         curve = reading.curve
         name = "steps_to_target-" + re.sub(r"[^A-Za-z0-9]+", "_", f"{Path(curve.source).name}_{curve.lr}").strip("_")
-        fig = steps_figure(reading)
-        png = folder / f"{name}.png"
-        fig.savefig(png, dpi=100, metadata={"Software": None})
-        caption = (
-            "Mean steps over the seeds that reached each target (error bars: 95% t-interval; none below 2 seeds). "
-            "Dashed: perfect scaling (steps x batch constant) through the smallest batch size; dotted: the fit "
-            "S = S_min (1 + B_crit / B) where identified; open triangles: the step budget where a seed did not reach "
-            "the target."
-        )
-        drawn.append(FigureFile(name, png, None, fig.get_suptitle(), caption))
+        key = _drawing_key(reading)
+        make = functools.partial(steps_figure, reading)
+        drawn.append(plots.cached_or_drawn(make, folder, name, CAPTION, key, index, svg))
+    (folder / plots.INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return drawn
+
+
+def _drawing_key(reading: CurveReading) -> str:
+    """What one figure is drawn from: the curve's label, its per-run readings, the fits, this code."""
+    digest = hashlib.sha256(reading.curve.label().encode())
+    digest.update(pd.util.hash_pandas_object(reading.reaches, index=False).to_numpy().tobytes())
+    digest.update(repr((reading.targets, reading.rows, reading.fits)).encode())
+    digest.update(Path(__file__).read_bytes())
+    return digest.hexdigest()
 
 
 def steps_figure(reading: CurveReading) -> Figure:

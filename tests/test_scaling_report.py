@@ -99,3 +99,26 @@ def test_the_steps_table_counts_every_seed_and_says_where_the_fit_is_not_identif
             assert row[3] == "not identified" and row[4] == f"not identified: {fit['not_identified']}"
         else:
             assert "nan" not in row[3] + row[4] and f"{fit['b_crit']:.1f} [" in row[4]
+
+
+def test_the_steps_figures_are_redrawn_only_when_their_numbers_change(
+    readings: list[scaling.CurveReading], tmp_path: Path
+) -> None:
+    from dataclasses import replace
+
+    from sweep import scaling_plots
+
+    drawn = scaling_plots.draw(readings, tmp_path, svg=True)
+    assert len(drawn) == sum(1 for r in readings if r.targets) >= 2
+    assert all(f.svg is not None and f.svg.is_file() for f in drawn)
+    first = {f.png: f.png.stat().st_mtime_ns for f in drawn}
+    again = scaling_plots.draw(readings, tmp_path, svg=True)
+    assert {f.png: f.png.stat().st_mtime_ns for f in again} == first  # nothing redrawn
+    moved = [
+        replace(r, reaches=r.reaches.assign(step=r.reaches["step"] + 1)) if i == 0 else r
+        for i, r in enumerate(r for r in readings if r.targets)
+    ]
+    scaling_plots.draw(moved, tmp_path)
+    changed = {p for p, t in first.items() if p.stat().st_mtime_ns != t}
+    assert changed == {drawn[0].png}
+    assert drawn[0].svg is not None and not drawn[0].svg.exists()  # an SVG of older numbers would mislead

@@ -70,7 +70,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         sensitivity,
         reads,
         curves,
-        scaling_plots.draw(curves, target),
+        scaling_plots.draw(curves, target, svg=svg),
     )
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")

@@ -3,13 +3,17 @@ the CLI as a subprocess (for tests of the process boundary)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,10 +45,44 @@ def write_grid(folder: Path, text: str, name: str = "grid.yaml") -> Path:
 
 def run_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m sweep ARGS` in a fresh process, as a user would run it."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "sweep", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "sweep", *args], cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout
     )
+
+
+def cli_env(drop: Iterable[str] = (), **extra: str) -> dict[str, str]:
+    """This process's environment without the names in `drop`, the repository importable, plus `extra`."""
+    dropped = set(drop)
+    return {**{k: v for k, v in os.environ.items() if k not in dropped}, "PYTHONPATH": str(REPO), **extra}
+
+
+def start_cli(started: list[subprocess.Popen], *args: str, cwd: Path, drop: Iterable[str] = (), **env: str):
+    """`python -m sweep ARGS` started in the background (output merged, as text), recorded in `started`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sweep", *args],
+        cwd=cwd,
+        env=cli_env(drop, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    started.append(proc)
+    return proc
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen]]:
+    """Processes a test starts; afterwards each one and every process it started are killed by pid."""
+    procs: list[subprocess.Popen] = []
+    yield procs
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, signal.SIGKILL)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 @dataclass

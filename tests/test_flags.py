@@ -4,20 +4,16 @@ store, runs.csv and the live workers' /proc. Every process a test starts is stop
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
 import pandas as pd
 import psutil
 import pytest
-from conftest import REPO, write_grid
+from conftest import start_cli, write_grid
 
 from sweep import devices, vocab
 
@@ -41,39 +37,6 @@ OVERRIDES = (
 )
 
 
-def _env(**extra: str) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if k not in OVERRIDES}
-    return {**clean, "PYTHONPATH": str(REPO), **extra}
-
-
-@pytest.fixture
-def started() -> Iterator[list[subprocess.Popen]]:
-    """Processes a test starts; afterwards each one and every process it started are killed by pid."""
-    procs: list[subprocess.Popen] = []
-    yield procs
-    for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            for child in psutil.Process(proc.pid).children(recursive=True):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child.pid, signal.SIGKILL)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-def _sweep(started: list[subprocess.Popen], *args: str, cwd: Path, **env: str) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sweep", *args],
-        cwd=cwd,
-        env=_env(**env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    started.append(proc)
-    return proc
-
-
 def _finish(proc: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
     out, _ = proc.communicate(timeout=timeout)
     return proc.returncode, out
@@ -94,7 +57,16 @@ def test_retries_give_that_many_more_attempts_at_a_failing_run(
 ) -> None:
     write_grid(tmp_path, GRID.replace("seeds: [0, 1, 2]", "seeds: [0]"))
     (tmp_path / "in_the_way").write_bytes(b"")  # the dataset cache cannot be written: every attempt fails
-    proc = _sweep(started, "run", "grid.yaml", "--retries", str(retries), cwd=tmp_path, BATCHSWEEP_CACHE="in_the_way")
+    proc = start_cli(
+        started,
+        "run",
+        "grid.yaml",
+        "--retries",
+        str(retries),
+        cwd=tmp_path,
+        drop=OVERRIDES,
+        BATCHSWEEP_CACHE="in_the_way",
+    )
     code, out = _finish(proc)
     assert code == 1, out
     trials = _trials(tmp_path / "results" / "flags" / vocab.JOURNAL_FILE)
@@ -124,7 +96,9 @@ def _environ(process: psutil.Process) -> dict[str, str]:
 
 def test_trials_per_gpu_starts_that_many_workers_on_the_device(tmp_path: Path, started: list[subprocess.Popen]) -> None:
     write_grid(tmp_path, GRID)
-    proc = _sweep(started, "run", "grid.yaml", "--devices", "0", "--trials-per-gpu", "3", cwd=tmp_path)
+    proc = start_cli(
+        started, "run", "grid.yaml", "--devices", "0", "--trials-per-gpu", "3", cwd=tmp_path, drop=OVERRIDES
+    )
     workers = _live_workers(proc, 3)
     environments = [_environ(worker) for worker in workers]
     assert [e.get("CUDA_VISIBLE_DEVICES") for e in environments] == ["0"] * 3
@@ -141,7 +115,7 @@ def test_trials_per_gpu_starts_that_many_workers_on_the_device(tmp_path: Path, s
 @pytest.mark.parametrize("workers", [1, 2])
 def test_each_worker_gets_its_share_of_the_cores(tmp_path: Path, started: list[subprocess.Popen], workers: int) -> None:
     write_grid(tmp_path, GRID)
-    code, out = _finish(_sweep(started, "run", "grid.yaml", "--workers", str(workers), cwd=tmp_path))
+    code, out = _finish(start_cli(started, "run", "grid.yaml", "--workers", str(workers), cwd=tmp_path, drop=OVERRIDES))
     assert code == 0, out
     assert f"starting {workers} worker(s)" in out
     runs = _runs(tmp_path)
@@ -155,7 +129,9 @@ def test_a_worker_over_its_memory_bound_is_replaced_between_runs(
 ) -> None:
     write_grid(tmp_path, GRID)
     code, out = _finish(
-        _sweep(started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path, BATCHSWEEP_WORKER_MAX_MB="1")
+        start_cli(
+            started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path, drop=OVERRIDES, BATCHSWEEP_WORKER_MAX_MB="1"
+        )
     )
     assert code == 0, out
     runs = _runs(tmp_path)
@@ -171,12 +147,12 @@ def test_a_worker_started_by_hand_joins_a_running_sweep(tmp_path: Path, started:
         ),
     )
     journal = tmp_path / "results" / "flags" / vocab.JOURNAL_FILE
-    sweep = _sweep(started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path)
+    sweep = start_cli(started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path, drop=OVERRIDES)
     deadline = time.monotonic() + 120
     while not (journal.exists() and _queued(journal) == 8):  # the sweep has queued its runs
         assert time.monotonic() < deadline and sweep.poll() is None, "the sweep did not queue its runs"
         time.sleep(0.1)
-    by_hand = _sweep(started, "worker", "--storage", str(journal), "--study", "flags", cwd=tmp_path)
+    by_hand = start_cli(started, "worker", "--storage", str(journal), "--study", "flags", cwd=tmp_path, drop=OVERRIDES)
     code, out = _finish(sweep)
     assert code == 0, out
     hand_code, hand_out = _finish(by_hand)

@@ -12,7 +12,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from conftest import REPO, TINY_GRID, run_cli, write_grid
+from conftest import TINY_GRID, run_cli, start_cli, write_grid
 
 from sweep import vocab
 from sweep.store import Store, epochs_of, status_of
@@ -35,21 +34,6 @@ GRID = """\
       train.lr: [0.001, 0.002]
 """
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
-
-
-def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
-
-
-def _sweep(*args: str, cwd: Path, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sweep", *args],
-        cwd=cwd,
-        env=_env(**env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
 
 
 def _wait_for_running_epoch(study_of, timeout: float = 180) -> optuna.trial.FrozenTrial:
@@ -75,10 +59,12 @@ def _assert_each_run_done_once(study: optuna.Study, runs: int, epochs: int) -> N
 
 
 @pytest.mark.slow
-def test_kill_9_of_coordinator_and_worker_then_rerun_finishes_exactly_once(tmp_path: Path) -> None:
+def test_kill_9_of_coordinator_and_worker_then_rerun_finishes_exactly_once(
+    tmp_path: Path, started: list[subprocess.Popen]
+) -> None:
     write_grid(tmp_path, GRID)
     journal = tmp_path / "results" / "crash" / "journal.log"
-    coordinator = _sweep("run", "grid.yaml", cwd=tmp_path)
+    coordinator = start_cli(started, "run", "grid.yaml", cwd=tmp_path)
     study_of = lambda: Store.open(journal, "crash", create=False).sweep  # noqa: E731
     victim = _wait_for_running_epoch(study_of)
     os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
@@ -136,10 +122,12 @@ def postgres_url():
 
 
 @pytest.mark.slow
-def test_postgres_two_workers_one_killed_every_run_done_once(tmp_path: Path, postgres_url: str) -> None:
+def test_postgres_two_workers_one_killed_every_run_done_once(
+    tmp_path: Path, started: list[subprocess.Popen], postgres_url: str
+) -> None:
     write_grid(tmp_path, GRID)
-    enqueue = _sweep(
-        "run", "grid.yaml", "--storage", postgres_url, "--workers", "2", cwd=tmp_path, BATCHSWEEP_HEARTBEAT="1"
+    enqueue = start_cli(
+        started, "run", "grid.yaml", "--storage", postgres_url, "--workers", "2", cwd=tmp_path, BATCHSWEEP_HEARTBEAT="1"
     )
     study_of = lambda: Store.open(postgres_url, "crash", create=False).sweep  # noqa: E731
     victim = _wait_for_running_epoch(study_of)
@@ -161,10 +149,10 @@ def test_postgres_two_workers_one_killed_every_run_done_once(tmp_path: Path, pos
 
 
 @pytest.mark.slow
-def test_ctrl_c_requeues_the_running_run_and_exits_130(tmp_path: Path) -> None:
+def test_ctrl_c_requeues_the_running_run_and_exits_130(tmp_path: Path, started: list[subprocess.Popen]) -> None:
     write_grid(tmp_path, GRID)
     journal = tmp_path / "results" / "crash" / "journal.log"
-    coordinator = _sweep("run", "grid.yaml", cwd=tmp_path)
+    coordinator = start_cli(started, "run", "grid.yaml", cwd=tmp_path)
     study_of = lambda: Store.open(journal, "crash", create=False).sweep  # noqa: E731
     victim = _wait_for_running_epoch(study_of)
     coordinator.send_signal(signal.SIGINT)
@@ -204,7 +192,9 @@ def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str, m
 
 
 @pytest.mark.slow
-def test_a_workers_command_line_holds_no_storage_url(tmp_path: Path, postgres_url: str) -> None:
+def test_a_workers_command_line_holds_no_storage_url(
+    tmp_path: Path, started: list[subprocess.Popen], postgres_url: str
+) -> None:
     """Every user of a machine can read a process's command line (ps, /proc/<pid>/cmdline): `run`
     hands the store to its workers through their environment."""
     import psutil
@@ -212,7 +202,7 @@ def test_a_workers_command_line_holds_no_storage_url(tmp_path: Path, postgres_ur
     secret = "S3cretPW"
     write_grid(tmp_path, GRID)
     (tmp_path / "store.url").write_text(postgres_url.replace("postgres@", f"postgres:{secret}@") + "\n")
-    coordinator = _sweep("run", "grid.yaml", "--storage", "@store.url", cwd=tmp_path)
+    coordinator = start_cli(started, "run", "grid.yaml", "--storage", "@store.url", cwd=tmp_path)
     try:
         deadline, workers = time.monotonic() + 120, []
         while not workers and time.monotonic() < deadline:

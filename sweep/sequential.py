@@ -20,9 +20,10 @@ that trains the seeds keeps the family's checks at every look and calls `decide`
   every check given, fixed for the whole procedure; a look without a p-value counts as p = 1.
 - A check is decided at the first look where its Holm-adjusted p < ALPHA, the way the look that
   gave its sequential p points. It is then frozen (later looks of it are not read), so it stays
-  decided and its direction cannot flip. The sequential p-values never rise, Holm's adjustment
-  never falls when a p-value does, so every decision is one the same rule would also make with
-  every check run to the cap: a fixed design, Holm over valid p-values, family-wise rate <= ALPHA.
+  decided and its direction cannot flip. The sequential p-values never rise, and Holm's adjusted
+  p-values never rise when a p-value falls, so every decision is one the same rule would also make
+  with every check run to the cap: a fixed design, Holm over valid p-values, family-wise rate
+  <= ALPHA (for directions off the threshold, see docs/report.md, "Seeds until decided").
 - Everything is a function of the per-look checks alone: a killed sweep resumes by recomputing.
   The plan (start, cap) belongs to the sweep and must not change on resume.
 """

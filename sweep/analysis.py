@@ -300,6 +300,14 @@ def without(epochs: pd.DataFrame, health: pd.DataFrame, everything: bool = False
     return epochs[~epochs[vocab.RUN_ID].isin(dropped[vocab.RUN_ID])]
 
 
+def claims_summary(results: Results, health: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The run summary every claim reads: done grid runs less those `run_health` leaves out of the claims,
+    with the other folders' timings of runs stored twice (`with_timing_copies`). `health`: if already computed."""
+    health = run_health(results) if health is None else health
+    summary = run_summary(without(results.epochs, health))
+    return with_timing_copies(summary, timing_copies(results))
+
+
 def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     """One row per done run: settings, seed, metrics at epoch 2 and at the last epoch, speed.
 

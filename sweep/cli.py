@@ -86,6 +86,22 @@ def _parser() -> argparse.ArgumentParser:
         help="train in this process instead of worker processes (one at a time; ignores --workers "
         "and --devices); for debugging and tests",
     )
+    p.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="after the grid, add seeds (new values above the grid's largest) only to the grid points whose "
+        "claims still have an undecided check, at planned seed counts (x1.5 per look) up to --max-seeds, "
+        "with the error rate kept under this optional stopping and Holm's correction (docs/report.md, "
+        "'Seeds until decided'); writes decisions.csv and looks.csv; rerun the same command to resume",
+    )
+    p.add_argument(
+        "--max-seeds",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="with --until-decided: the cap on seeds per grid point, at least the grid's seed count "
+        "(default 30); keep it the same when resuming",
+    )
     p.set_defaults(handler=cmd_run)
 
     p = commands.add_parser("status", help="count done / running / failed / diverged / pending runs")
@@ -270,7 +286,15 @@ def _budget_text(runs: list[RunSpec]) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return orchestrate.run_sweep(load_grid(args.grid), _options(args)).exit_code
+    if args.max_seeds is not None and not args.until_decided:
+        raise UsageError("--max-seeds is the cap of --until-decided; add --until-decided, or drop --max-seeds")
+    grid = load_grid(args.grid)
+    if args.until_decided:
+        from sweep import until
+
+        max_seeds = until.DEFAULT_MAX_SEEDS if args.max_seeds is None else args.max_seeds
+        return until.run_until_decided(grid, _options(args), max_seeds).exit_code
+    return orchestrate.run_sweep(grid, _options(args)).exit_code
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -136,6 +136,17 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     return outcome
 
 
+def train_runs(store: Store, runs: list[RunSpec], options: Options, results: Path, console: Console) -> tuple[int, int]:
+    """Queue `runs` (a finished run is never queued again) and train the pending ones the way `run_sweep`
+    does (workers or this process, retries, progress), then export the tables; return the workers' exit
+    code and how many runs they trained. Used to add runs to a sweep after its grid (`sweep.until`)."""
+    store.enqueue(runs)
+    todo = store.pending(runs)
+    code, done = _train(store, options, todo, results, console) if todo else (EXIT_OK, 0)
+    store.export_csv(results)
+    return code, done
+
+
 def _announce(
     store: Store, phase: int, planned: int, todo: list[RunSpec], added: int, console: Console, searched: bool
 ) -> None:

@@ -49,9 +49,8 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     analysis.write_tables(results, target)
     health = analysis.run_health(results)
     healthy = analysis.without(results.epochs, health)  # stuck runs stay in: none is left out for its outcome
-    copies = analysis.timing_copies(results)  # a run timed in two folders: C6 names both timings
     summary = analysis.run_summary(healthy)
-    findings = evaluate(analysis.with_timing_copies(summary, copies))
+    findings = evaluate(analysis.claims_summary(results, health))  # a run timed in two folders: C6 names both
     sensitivity = stuck_sensitivity(findings, results, health)
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
     reads = comparable.comparable(summary, healthy)

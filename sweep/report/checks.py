@@ -50,12 +50,16 @@ def _est(rows: pd.DataFrame, axis: str, value: Any, metric: str) -> Estimate:
 
 def _finding(
     checks: Sequence[Check],
-    selection: str,
+    read: Selection | Sequence[Selection],
     evidence: Sequence[tuple[str, Estimate]] = (),
     notes: Sequence[str] = (),
     rule: str = ALL,
 ) -> Finding:
-    return Finding(tuple(checks), selection, tuple(evidence), tuple(notes), rule)
+    """A finding from the selection(s) it read: their descriptions (each once) and the ids of their runs."""
+    sels = (read,) if isinstance(read, Selection) else tuple(read)
+    described = "; ".join(dict.fromkeys(s.describe() for s in sels))
+    run_ids = tuple(sorted({str(r) for s in sels for r in s.rows[vocab.RUN_ID]}))
+    return Finding(tuple(checks), described, tuple(evidence), tuple(notes), rule, run_ids)
 
 
 # --- C1: the post's picture at epoch 2
@@ -82,7 +86,7 @@ def check_gap_at_two_batch_sizes(claim: Claim, table: pd.DataFrame) -> Finding |
         for bs in (large, small)
         for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP)
     )
-    return _finding(checks, sel.describe(), evidence, (_measurement_share(rows, small, large),))
+    return _finding(checks, sel, evidence, (_measurement_share(rows, small, large),))
 
 
 def _measurement_share(rows: pd.DataFrame, small: int, large: int) -> str:
@@ -141,7 +145,7 @@ def check_cause_raises_gap(claim: Claim, table: pd.DataFrame) -> Finding | None:
             paired(sel.rows, axis, reference, value, column(vocab.GAP, "last")),
         ),
     )
-    return _finding(checks, sel.describe(), evidence)
+    return _finding(checks, sel, evidence)
 
 
 # --- C4: preprocessing validation differently lowers val_acc
@@ -161,13 +165,13 @@ def check_mismatch_lowers_val(claim: Claim, table: pd.DataFrame) -> Finding | No
                     high=-VAL_DROP.value,
                 )
             )
-            selections.append(sel.describe())
+            selections.append(sel)
     if not checks:
         return None
     notes = (
         "Supported when at least one kind of mismatch lowers val_acc by more than the threshold; each kind is listed.",
     )
-    return _finding(checks, "; ".join(dict.fromkeys(selections)), (), notes, rule=ANY)
+    return _finding(checks, selections, (), notes, rule=ANY)
 
 
 # --- C5: a model too large for the data overfits
@@ -195,7 +199,7 @@ def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None
                     high=math.inf if grows else 0.0,
                 )
             )
-        selections.append(sel.describe())
+        selections.append(sel)
     if not checks:
         return None
     notes = (
@@ -203,7 +207,7 @@ def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None
         "model), not on the running train_acc. Expected sign: wider model or fewer images per class -> "
         "larger eval_gap.",
     )
-    return _finding(checks, "; ".join(selections), (), notes)
+    return _finding(checks, selections, (), notes)
 
 
 # --- C6-C8: batch size, smallest vs largest, at the last epoch
@@ -250,7 +254,7 @@ def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding 
         *_copies_note(sel.rows),
         *_quiet_note(sel.rows, small, large),
     )
-    return _finding(checks, sel.describe(), evidence, notes)
+    return _finding(checks, sel, evidence, notes)
 
 
 def _quiet_note(rows: pd.DataFrame, small: Any, large: Any) -> tuple[str, ...]:
@@ -315,7 +319,7 @@ def check_large_batch_trains_small_generalises(sel: Selection, small: Any, large
         "Training error is judged on train_eval_acc (the final model in inference mode). Equal epochs mean "
         "fewer optimizer steps at the larger batch, and the learning rate was not re-tuned per batch size.",
     )
-    return _finding(checks, sel.describe(), evidence, notes)
+    return _finding(checks, sel, evidence, notes)
 
 
 @across_batch_sizes
@@ -360,7 +364,7 @@ def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Fin
         "these held-out differences (they share the seeds that chose them, so its p-value is approximate). "
         f"Chosen (<= {SMALL_BATCH} vs > {SMALL_BATCH}) per held-out seed: {'; '.join(picks)}.",
     )
-    return _finding(checks, sel.describe(), evidence, notes)
+    return _finding(checks, sel, evidence, notes)
 
 
 # --- C9: replicas
@@ -393,4 +397,4 @@ def check_replicas_learn_alike(claim: Claim, table: pd.DataFrame) -> Finding | N
         "Each replica normalises its own share of the batch (Keras BatchNormalization is not synchronised "
         "across replicas), so G replicas see batch statistics over batch/G images.",
     )
-    return _finding(checks, sel.describe(), evidence, notes)
+    return _finding(checks, sel, evidence, notes)

@@ -60,6 +60,7 @@ class Finding:
     evidence: tuple[tuple[str, Estimate], ...] = ()  # informative numbers that do not decide
     notes: tuple[str, ...] = ()
     rule: str = ALL
+    run_ids: tuple[str, ...] = ()  # the runs its selection(s) read (the run summary's run_id), sorted
 
     @property
     def outcome(self) -> bool | None:

@@ -1,0 +1,196 @@
+"""`sweep run --until-decided --max-seeds N`: which grid points get the next look's seeds (constructed run
+summaries, no training), a real sweep that adds seeds only where a check is undecided, resuming after
+kill -9 without training anything twice, and bad input refused before anything is written."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+from conftest import Lines, run_cli, start_cli, write_grid
+
+from sweep import analysis, cli, decisions, orchestrate, until
+from sweep.config import load_grid
+from sweep.estimates import Check, Estimate
+from sweep.plan import plan
+from sweep.sequential import Plan, decide
+from sweep.store import Store
+from sweep.store.queue import spec_of
+
+GRID = """\
+    name: until
+    seeds: [{seeds}]
+    base:
+      data: {{dataset: glyphs120, classes: 4, samples_per_class: 20, image_size: 12}}
+      train: {{epochs: 2, batch_size: 8}}
+    variants:
+      - {{}}
+      - {{data.imbalance: 0.95}}
+      - {{data.shuffle: false}}
+"""
+BASE, IMBALANCED, UNSHUFFLED = 0, 1, 2  # the grid's points, in file order
+GAP2 = analysis.column("gap", "epoch2")
+FILLER = {analysis.column(m, w): 0.0 for m in analysis.SNAPSHOT_METRICS for w in ("epoch2", "last")}
+
+
+def summary(layout: until.Layout, seeds: int, gaps: dict[int, list[float]]) -> pd.DataFrame:
+    """A claims run summary: every point at the first `seeds` seeds of the layout, epoch-2 gap per seed."""
+    rows = []
+    for point, values in gaps.items():
+        for spec, gap in zip(layout.runs[point][:seeds], values, strict=True):
+            settings = {k: spec.flat()[k] for k in ("data.imbalance", "data.shuffle")}
+            rows.append({"run_id": spec.run_id, "seed": spec.seed, **settings, **FILLER, GAP2: gap})
+    return pd.DataFrame(rows)
+
+
+def test_only_the_points_of_undecided_claims_get_the_next_seeds_and_they_are_new_values(tmp_path: Path) -> None:
+    grid = load_grid(write_grid(tmp_path, GRID.format(seeds="5, 0, 2")))
+    layout = until.Layout.of(grid, 5)
+    assert layout.plan.looks == (3, 5) and layout.order == (0, 2, 5, 6, 7)
+    clear = [0.70, 0.71, 0.69]  # C2: imbalanced gap far above 0.20 and above the balanced one: decided at once
+    table = summary(layout, 3, {BASE: [0.0, 0.01, -0.01], IMBALANCED: clear, UNSHUFFLED: [0.1, 0.9, 0.4]})
+
+    now = until.look(table, layout, 0)
+    open_claims = {claim for claim, _ in now.open}
+    assert open_claims == {"C3"} and all(s.decided for c, s in zip(now.claims, now.statuses, strict=True) if c == "C2")
+    assert now.grow == (BASE, UNSHUFFLED)  # C3 read these; the imbalanced point (C2 only) gets nothing
+    added = layout.new_runs(now.grow, 1)
+    assert [(s.seed, s.point) for s in added] == [
+        (seed, layout.runs[p][0].point) for p in (BASE, UNSHUFFLED) for seed in (6, 7)
+    ]
+    as_grid = {s.run_id for s in plan(replace(grid, seeds=(6, 7)))}  # the ids a grid with those seeds gives
+    assert {s.run_id for s in added} <= as_grid
+    assert not {s.seed for s in added} & set(grid.seeds)
+
+    decided = summary(layout, 3, {BASE: [0.0, 0.01, -0.01], IMBALANCED: clear, UNSHUFFLED: clear})
+    assert until.look(decided, layout, 0).grow == ()  # every check decided: no seeds anywhere
+
+
+def test_a_check_missing_at_a_later_look_counts_as_one_without_a_p_value() -> None:
+    first = Check("gap", Estimate(0.5, 0.1, 3, 0.25, 0.75), low=0.2)
+    missing = until._same_check({}, "C1", first)  # the claim has no finding at this look
+    assert (missing.label, missing.low, missing.high, missing.estimate.n) == ("gap", 0.2, math.inf, 0)
+    (status,) = decide(Plan.between(3, 5), [[first], [missing]])
+    assert not status.decided and status.n == 0 and status.p_seq == pytest.approx(min(1.0, first.p_value()[0] / 0.6))
+
+
+def _runs_per_point(results: Path, layout: until.Layout) -> dict[int, int]:
+    runs = pd.read_csv(results / "runs.csv")
+    point_of = layout.point_of()
+    done = runs[runs["status"] == "done"]
+    return dict(Counter(point_of[h] for h in analysis.spec_hash(done["run_id"])))
+
+
+def test_until_decided_adds_seeds_only_where_a_check_is_undecided(tmp_path: Path) -> None:
+    grid = load_grid(write_grid(tmp_path, GRID.format(seeds="0, 1, 2, 3")))
+    results = tmp_path / "results"
+    lines = Lines()
+    console = orchestrate.Console(say=lines.out.append, warn=lines.err.append)
+    options = orchestrate.Options(results=results, in_process=True, report=False)
+    outcome = until.run_until_decided(grid, options, max_seeds=5, console=console)
+    assert outcome.exit_code == 0, lines.text
+    layout = until.Layout.of(grid, 5)
+    got = decisions.read(results)
+    assert got is not None
+    table, looks = got
+    first = until.look(analysis.claims_summary(analysis.load([results])), layout, 0)
+    # the points read by claims with an open check after look 1 got look 2's seed (4); the others none
+    assert first.grow and len(first.grow) < len(layout.runs), lines.text
+    per_point = _runs_per_point(results, layout)
+    assert per_point == {p: 5 if p in first.grow else 4 for p in range(len(layout.runs))}
+    assert list(looks["seeds"]) == [4, 5] and list(looks["runs"]) == [12, len(first.grow)]
+    assert any(line.startswith("look 1 of 2 (4 seeds): ") and "check(s) open: C3" in line for line in lines.out)
+    # stopped at the cap: every check decided, or undecided at the 5-seed cap, and said so
+    assert set(table["words"].str.replace(r"\d+ seeds\)", "", regex=True)) <= {
+        "holds (decided at ",
+        "fails (decided at ",
+        "undecided at the 5-seed cap",
+    }
+    assert all(f"  {r.claim} {r.check}: {r.words}" in lines.out for r in table.itertuples())
+
+    again = until.run_until_decided(grid, options, max_seeds=5, console=console)  # resumable: nothing to train
+    assert again.exit_code == 0 and again.trained == 0
+    assert decisions.read(results)[0].equals(table)
+
+
+def _wait_for_added_seed_running(journal: Path, seed: int, timeout: float = 600) -> optuna.trial.FrozenTrial:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            running = Store.open(journal, "until", create=False).sweep.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
+            )
+        except KeyError:
+            running = []
+        for trial in running:
+            if spec_of(trial).seed == seed and "worker_pid" in trial.user_attrs:
+                return trial
+        time.sleep(0.3)
+    raise AssertionError(f"no run at seed {seed} started in time")
+
+
+@pytest.mark.slow
+def test_kill_9_during_an_added_seed_then_the_same_command_finishes_without_training_twice(
+    tmp_path: Path, started: list[subprocess.Popen]
+) -> None:
+    write_grid(tmp_path, GRID.format(seeds="0, 1, 2, 3"))
+    journal = tmp_path / "results" / "until" / "journal.log"
+    command = ("run", "grid.yaml", "--until-decided", "--max-seeds", "5")
+    coordinator = start_cli(started, *command, cwd=tmp_path)
+    victim = _wait_for_added_seed_running(journal, seed=4)
+    os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
+    coordinator.kill()
+    coordinator.wait()
+
+    again = run_cli(*command, cwd=tmp_path, timeout=900)
+    assert again.returncode == 0, again.stdout + again.stderr
+    study = Store.open(journal, "until", create=False).sweep
+    complete = Counter(
+        t.user_attrs["run_id"] for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE
+    )
+    assert set(complete.values()) == {1}, complete  # no run trained twice
+    assert victim.user_attrs["run_id"] in complete
+    results = tmp_path / "results" / "until"
+    grid = load_grid(tmp_path / "grid.yaml")
+    layout = until.Layout.of(grid, 5)
+    table = analysis.claims_summary(analysis.load([results]))
+    first, last = until.look(table, layout, 0), until.look(table, layout, 1)
+    assert _runs_per_point(results, layout) == {p: 5 if p in first.grow else 4 for p in range(len(layout.runs))}
+    assert len(complete) == 12 + len(first.grow)
+    got = decisions.read(results)
+    assert got is not None
+    assert list(got[0]["words"]) == [s.words() for s in last.statuses]  # the same decisions, recomputed from the store
+
+
+@pytest.mark.parametrize(
+    ("seeds", "extra", "args", "says"),
+    [
+        ("0, 1, 2", "", ["--until-decided", "--max-seeds", "2"], "--max-seeds 2: must be at least the grid's 3 seeds"),
+        ("0, 1, 2", "", ["--max-seeds", "5"], "--max-seeds is the cap of --until-decided"),
+        ("0", "", ["--until-decided", "--max-seeds", "5"], "needs at least 2 seeds"),
+        (
+            "0, 1",
+            "    search: {lr: {low: 1e-4, high: 1e-2}, trials: 2}\n",
+            ["--until-decided"],
+            "learning-rate search (search:) is not supported yet",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, seeds, extra, args, says
+) -> None:
+    write_grid(tmp_path, GRID.format(seeds=seeds) + extra)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "grid.yaml", "--in-process", *args]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.yaml"]

@@ -22,6 +22,8 @@ from sweep import analysis, cli, decisions, orchestrate, until
 from sweep.config import load_grid
 from sweep.estimates import Check, Estimate
 from sweep.plan import plan
+from sweep.report import until_section
+from sweep.report.document import Doc
 from sweep.sequential import Plan, decide
 from sweep.store import Store
 from sweep.store.queue import spec_of
@@ -95,7 +97,7 @@ def test_until_decided_adds_seeds_only_where_a_check_is_undecided(tmp_path: Path
     results = tmp_path / "results"
     lines = Lines()
     console = orchestrate.Console(say=lines.out.append, warn=lines.err.append)
-    options = orchestrate.Options(results=results, in_process=True, report=False)
+    options = orchestrate.Options(results=results, in_process=True)
     outcome = until.run_until_decided(grid, options, max_seeds=5, console=console)
     assert outcome.exit_code == 0, lines.text
     layout = until.Layout.of(grid, 5)
@@ -116,6 +118,10 @@ def test_until_decided_adds_seeds_only_where_a_check_is_undecided(tmp_path: Path
         "undecided at the 5-seed cap",
     }
     assert all(f"  {r.claim} {r.check}: {r.words}" in lines.out for r in table.itertuples())
+    report = (results / "report.md").read_text()  # the report lists the plan and every check's status
+    section = report[report.index("## Seeds until decided") :]
+    assert "| 1 | 4 | 0.800 | 0 1 2 3 | 3 | 12 |" in section
+    assert all(f"| {r.claim} | {r.check} | {r.words} |" in section for r in table.itertuples())
 
     again = until.run_until_decided(grid, options, max_seeds=5, console=console)  # resumable: nothing to train
     assert again.exit_code == 0 and again.trained == 0
@@ -169,6 +175,12 @@ def test_kill_9_during_an_added_seed_then_the_same_command_finishes_without_trai
     got = decisions.read(results)
     assert got is not None
     assert list(got[0]["words"]) == [s.words() for s in last.statuses]  # the same decisions, recomputed from the store
+
+
+def test_a_report_without_decisions_has_no_until_section(tmp_path: Path) -> None:
+    doc = Doc()
+    until_section.section(doc, until_section.read([tmp_path]))
+    assert doc.blocks == []
 
 
 @pytest.mark.parametrize(

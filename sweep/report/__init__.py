@@ -11,6 +11,7 @@ One job per module, data flowing one way:
 - `attribution`: the attribution arms as data -> C1's gap per mechanism;
 - `comparable`: the batch-size claims re-read at equal steps, fit and time, raw and recalibrated;
 - `provenance`: git commit, package versions, machine;
+- `until_section`: the "Seeds until decided" section, from decisions.csv of a `run --until-decided`;
 - `sections`: findings, attribution, tuning -> the blocks of a `document.Doc`;
 - `document`: the blocks and their Markdown and HTML renderers.
 """
@@ -25,7 +26,7 @@ import pandas as pd
 
 from sweep import analysis, plots, scaling, scaling_plots
 from sweep.estimates import NOT_TESTED
-from sweep.report import attribution, comparable, sections, seeds_figure
+from sweep.report import attribution, comparable, sections, seeds_figure, until_section
 from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
@@ -70,6 +71,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         reads,
         curves,
         scaling_plots.draw(curves, target, svg=svg),
+        until_section.read(results.folders),
     )
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")

@@ -8,6 +8,7 @@ their own best learning rate, the gradient noise scale, figures and tables.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -16,7 +17,7 @@ from sweep.analysis import IN_CLAIMS, Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report import attribution as attr
-from sweep.report import comparable, family, provenance
+from sweep.report import comparable, family, provenance, until_section
 from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, thresholds
 from sweep.report.document import TITLE, Doc
@@ -39,6 +40,7 @@ def document(
     reads: list[comparable.Read] | None = None,
     curves: list[scaling.CurveReading] | None = None,
     scaling_figures: list[FigureFile] | None = None,
+    until: Sequence[until_section.Found] = (),
 ) -> Doc:
     """The report's blocks: header, verdicts, one section per claim, attribution, tuning, figures."""
     doc = Doc()
@@ -68,6 +70,7 @@ def document(
     doc.p(family.describe(findings))
     for claim, finding in findings:
         claim_section(doc, claim, finding)
+    until_section.section(doc, until)
     comparable_section(doc, reads or [])
     attribution_section(doc, att)
     tuning_section(doc, tuning.tuning(results))

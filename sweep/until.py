@@ -193,7 +193,8 @@ def run_until_decided(
             break
         code, done = train_runs(store, added, options, results, console)
         trained += done
-        unfinished = [s.run_id for s in added if status_of(store.current()[s.run_id]) not in FINAL]
+        current = store.current()
+        unfinished = [s.run_id for s in added if s.run_id not in current or status_of(current[s.run_id]) not in FINAL]
         if code or unfinished:
             console.warn(
                 f"{len(unfinished)} run(s) of look {k + 2} not finished; the next look needs all of them: "

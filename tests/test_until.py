@@ -206,3 +206,18 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.yaml"]
+
+
+def test_a_sweep_started_with_another_cap_is_refused_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_grid(tmp_path, GRID.format(seeds="0, 1, 2"))
+    journal = tmp_path / "results" / "until" / "journal.log"
+    journal.parent.mkdir(parents=True)
+    Store.open(journal, "until", create=True).sweep.set_user_attr(until.PLAN_ATTR, [3, 5])
+    before = journal.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "grid.yaml", "--in-process", "--until-decided", "--max-seeds", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "rerun with --max-seeds 5" in err and err.count("\n") == 1
+    assert journal.read_bytes() == before and sorted(p.name for p in journal.parent.iterdir()) == ["journal.log"]

@@ -61,6 +61,10 @@ def test_only_the_points_of_undecided_claims_get_the_next_seeds_and_they_are_new
     clear = [0.70, 0.71, 0.69]  # C2: imbalanced gap far above 0.20 and above the balanced one: decided at once
     table = summary(layout, 3, {BASE: [0.0, 0.01, -0.01], IMBALANCED: clear, UNSHUFFLED: [0.1, 0.9, 0.4]})
 
+    read = {claim: run_ids for claim, (_, run_ids) in until.evaluate_at(table, layout, 0).items()}
+    assert set(read) == {"C2", "C3"}  # each finding names the runs its selection read
+    assert set(read["C2"]) == {s.run_id for p in (BASE, IMBALANCED) for s in layout.runs[p][:3]}
+    assert set(read["C3"]) == {s.run_id for p in (BASE, UNSHUFFLED) for s in layout.runs[p][:3]}
     now = until.look(table, layout, 0)
     open_claims = {claim for claim, _ in now.open}
     assert open_claims == {"C3"} and all(s.decided for c, s in zip(now.claims, now.statuses, strict=True) if c == "C2")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sweep import vocab
+from sweep import keys, vocab
 from sweep.analysis import (
     BATCH_SIZE,
     CONTROL_COMPANIONS,
@@ -197,9 +197,16 @@ def _arm_of(row: pd.Series, off: list[str]) -> tuple[Mechanism, str] | None:
         return DEFAULT, DEFAULT.label
     for mechanism in CONTROLS:
         if set(off) <= set(mechanism.keys):
-            extra = [k for k in CONTROL_COMPANIONS if k in row and pd.notna(row[k])]
+            extra = [k for k in CONTROL_COMPANIONS if k in row and pd.notna(row[k]) and _accompanies(k, off)]
             return mechanism, f"{mechanism.label}: " + ", ".join(f"{k}={fmt_value(row[k])}" for k in [*off, *extra])
     return None
+
+
+def _accompanies(companion: str, off: list[str]) -> bool:
+    """Whether a companion setting belongs to one of these controls (train.steps to train.budget); one that
+    only adds records (train.eval_every_steps) is the same in every arm and does not name one."""
+    only = keys.declaration(companion).only
+    return only is not None and only.on in off
 
 
 def _arm_runs(epochs: pd.DataFrame) -> pd.DataFrame:

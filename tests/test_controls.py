@@ -291,43 +291,50 @@ def test_attribution_on_the_controls_fixture() -> None:
     epochs = an.load([FIXTURES / "fx_controls"]).epochs
     att = attribution.attribution(epochs)
     assert att is not None
-    assert [a.mechanism for a in att.arms[:2]] == [attribution.DEFAULT, attribution.INFERENCE]
-    assert [a.label for a in att.arms[:2]] == [attribution.DEFAULT.label, attribution.INFERENCE.label]
-    assert [a.mechanism.label for a in att.arms[2:]] == [
+    # the default runs read three ways: as they are, in inference mode, and recalibrated (the fixture has _recal)
+    readings = [attribution.DEFAULT, attribution.INFERENCE, attribution.RECALIBRATED]
+    assert [a.mechanism for a in att.arms[:3]] == readings
+    assert [a.label for a in att.arms[:3]] == [m.label for m in readings]
+    assert [a.mechanism.label for a in att.arms[3:]] == [
         "(b) BatchNorm momentum",
         "(b) ghost batch norm",
         "(c) equal optimizer steps",
     ]
-    assert [a.label.split(":")[0] for a in att.arms[2:]] == [a.mechanism.label for a in att.arms[2:]]
+    assert [a.label.split(":")[0] for a in att.arms[3:]] == [a.mechanism.label for a in att.arms[3:]]
     assert [m.label for m in att.missing] == ["(b) no BatchNorm", "(d) learning rate scaled per batch size"]
     # the default arm's gap at batch 64 is the raw epoch-2 gap averaged over the 2 seeds
     raw = pd.read_csv(FIXTURES / "fx_controls" / "epochs.csv")
-    default = raw[
-        (raw["train.batch_size"] == 64)
-        & (raw["epoch"] == 2)
-        & (raw["model.bn_momentum"] == 0.99)
-        & raw["model.ghost_batch_size"].isna()
-        & (raw["train.budget"] == "epochs")
+    at64 = raw[(raw["train.batch_size"] == 64) & (raw["epoch"] == 2)]
+    default = at64[
+        (at64["model.bn_momentum"] == 0.99) & at64["model.ghost_batch_size"].isna() & (at64["train.budget"] == "epochs")
     ].set_index("seed")
     assert att.arms[0].gap64.mean == pytest.approx(default["gap"].mean()) and att.arms[0].gap64.n == 2
-    # (a) is paired within the same runs: eval_gap - gap
-    assert att.arms[1].change.mean == pytest.approx((default["eval_gap"] - default["gap"]).mean())
-    # (c) is read where batch 64 has taken batch 8's epoch-2 steps (2 x 16 = 32 = batch 64's epoch 16)
+    # (a) is paired within the same runs: eval_gap - gap, and eval_gap_recal - gap
+    inference = att.arms[1]
+    assert inference.change.mean == pytest.approx((default["eval_gap"] - default["gap"]).mean())
+    assert att.arms[2].change.mean == pytest.approx((default["eval_gap_recal"] - default["gap"]).mean())
+    # (b) is paired by seed with the default runs
+    momentum = at64[at64["model.bn_momentum"] == 0.9].set_index("seed")
+    assert att.arms[3].change.mean == pytest.approx((momentum["gap"] - default["gap"]).mean())
+    # (c) is read where batch 64 has taken batch 8's epoch-2 steps (2 x 192 = 384 = batch 64's epoch 16)
     steps = att.arms[-1]
-    assert steps.read_at.startswith("step 32")
-    equal = raw[(raw["train.budget"] == "steps") & (raw["train.batch_size"] == 64) & (raw["step"] == 32)]
+    assert steps.read_at.startswith("step 384")
+    equal = raw[(raw["train.budget"] == "steps") & (raw["train.batch_size"] == 64) & (raw["step"] == 384)]
+    assert len(equal) == 2 and set(equal["epoch"]) == {16}
     assert steps.gap64.mean == pytest.approx(equal["gap"].mean())
     assert steps.change.mean == pytest.approx((equal.set_index("seed")["gap"] - default["gap"]).mean())
     # every arm sits in its effect's family; the conclusion reports the BatchNorm arms together with the
-    # changes of each, and names no largest arm: equal steps has the largest mean change (+0.613 against
-    # -0.137 for (a)) but its interval over 2 seeds overlaps the others'
-    assert [a.mechanism.family for a in att.arms[1:]] == [attribution.BATCHNORM] * 3 + [attribution.STEPS]
+    # changes of each, and names no largest arm: (a) eval_gap has the largest mean change (-0.368 against
+    # -0.329 for momentum 0.9 and -0.176 for equal steps) but its interval over 2 seeds overlaps the others'
+    assert [a.mechanism.family for a in att.arms[1:]] == [attribution.BATCHNORM] * 4 + [attribution.STEPS]
+    changed = [a for a in att.arms if a.change is not None]
+    assert max(changed, key=lambda a: abs(a.change.mean)) is inference
     conclusion = att.conclusion()
     batchnorm = [a for a in att.arms if a.mechanism.family == attribution.BATCHNORM]
     assert all(f"{a.label} {fmt_estimate(a.change)}" in conclusion for a in batchnorm)
-    assert f"The largest mean change is {steps.label}'s ({fmt_estimate(steps.change)})" in conclusion
+    assert f"The largest mean change is {inference.label}'s ({fmt_estimate(inference.change)})" in conclusion
     assert conclusion.endswith("so no arm is the largest on these seeds.")
-    # the eval_gap column reads batch 64 where the arm does: equal steps at step 32
+    # the eval_gap column reads batch 64 where the arm does: equal steps at step 384
     assert steps.eval_gap64.mean == pytest.approx(equal["eval_gap"].mean())
 
 
@@ -358,7 +365,7 @@ def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:
 
     text = report.build([FIXTURES / "fx_controls"], tmp_path).markdown.read_text()
     section = text[text.index("## Attribution") :]
-    assert "(c) equal optimizer steps: train.budget=steps, train.steps=32" in section
+    assert "(c) equal optimizer steps: train.budget=steps, train.steps=384" in section
     assert "(d) learning rate scaled per batch size: not in these results (experiments/controls.yaml)." in section
     assert "Conclusion: The default gap at batch 64 is" in section
     # C1 still reads the default arm, not a control arm

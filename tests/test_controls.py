@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, write_grid
 
-from sweep import keys
+from sweep import keys, vocab
 from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
 from sweep.estimates import fmt_estimate
 from sweep.plan import RunSpec, plan
@@ -183,6 +183,43 @@ def test_defaults_reproduce_records_made_before_the_controls_existed(tf_replicas
     assert [r["epoch"] for r in records] == [1, 2, 3]
     for record, (_, row) in zip(records, committed.iterrows(), strict=True):
         assert {k: record[k] for k in record} == pytest.approx({k: row[k] for k in record}, rel=1e-6, abs=0)
+
+
+# Committed fixture runs retrained from their grid files: a large batch with records inside its epochs (at
+# 1.5 epochs) and recalibrated BatchNorm, a cause's variant (validation preprocessed differently), a
+# ghost-batch arm and the equal-steps arm (16 epochs at batch 64), both with recalibrated BatchNorm.
+RETRAINED = (
+    ("fx_bs", "bs64-s1-3e11d352"),
+    ("fx_causes", "pmscale-s1-5b4246d6"),
+    ("fx_controls", "bs64-gbn8-s1-249c84bb"),
+    ("fx_controls", "bs64-budsteps-st384-s1-8d1e317b"),
+)
+TIMINGS = ("epoch_seconds", "samples_per_second")  # measured, not computed: they differ on every run
+
+
+@pytest.mark.slow  # four real runs (about 1.5 minutes on 2 busy CPU cores)
+@pytest.mark.parametrize("fixture, run_id", RETRAINED)
+def test_committed_fixture_runs_are_what_their_grid_file_trains(tf_replicas: None, fixture: str, run_id: str) -> None:
+    """Each of these runs, planned from its fixture's grid file and retrained, gives every committed record:
+    epoch, step, learning rate and every accuracy, loss and gap column (the _recal ones too).
+
+    Exactly the same on the CPU model that wrote the fixtures; another CPU model's vector kernels
+    sum in another order, which moves the last bits of a loss, so the check allows float32 rounding.
+    A changed computation moves the numbers by far more."""
+    runs = {r.run_id: r for r in plan(load_grid(FIXTURES / "grids" / f"{fixture}.yaml"))}
+    committed = pd.read_csv(FIXTURES / fixture / "epochs.csv")
+    committed = committed[committed["run_id"] == run_id].sort_values("step")
+    columns = [
+        c
+        for c in (*vocab.EPOCH_METRICS, *vocab.OPTIONAL_METRICS)
+        if c in committed and c not in TIMINGS and committed[c].notna().all()
+    ]
+    assert (set(vocab.RECAL_METRICS) <= set(columns)) == runs[run_id].point.train.recalibrate_bn
+    records = numbers(list(Run(runs[run_id]).epochs()))
+    assert all(set(r) == set(columns) for r in records)  # every column the run has is compared, nothing else
+    assert len(records) == len(committed)
+    for record, (_, row) in zip(records, committed.iterrows(), strict=True):
+        assert record == pytest.approx({k: row[k] for k in columns}, rel=1e-6, abs=0), record["step"]
 
 
 def test_explicit_defaults_match_and_a_control_changes_the_numbers(tf_replicas: None) -> None:

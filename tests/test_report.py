@@ -268,7 +268,7 @@ def test_html_renders_in_headless_chromium(combined: Path, tmp_path: Path) -> No
     probe = re.search(r'<div id="probe" data-total="(\d+)" data-loaded="(\d+)" data-tables="(\d+)"', done.stdout)
     assert probe, done.stderr[-2000:]
     total, loaded, tables = map(int, probe.groups())
-    assert total == 7 and loaded == total
+    assert total == 8 and loaded == total  # the 8 figures of test_report_files
     assert tables >= 10
     assert "<h1>Batch-size claims report</h1>" in done.stdout
 

@@ -22,11 +22,12 @@ T_975_2DF = 4.302652729911275  # Student t, 97.5% quantile, 2 degrees of freedom
 
 def test_load_counts_and_deduplicates() -> None:
     results = an.load([BS])
-    # 3 batch sizes x 3 seeds -> 9 runs of 3 epochs -> 27 epoch rows
-    assert len(results.runs) == 9 and len(results.epochs) == 27
+    # 3 batch sizes x 3 seeds -> 9 runs of 3 epochs (576, 288, 72 steps), a record every 36 steps and at
+    # every epoch end: 18 records at batch 8, 10 at 16, 4 at 64 -> 3 x 32 = 96 rows
+    assert len(results.runs) == 9 and len(results.epochs) == 96
     assert an.varying(results.epochs) == [an.BATCH_SIZE]
     twice = an.load([BS, BS])  # the same run_id in two folders is one run
-    assert len(twice.runs) == 9 and len(twice.epochs) == 27
+    assert len(twice.runs) == 9 and len(twice.epochs) == 96
 
 
 def _relabelled(source: Path, folder: Path, batch_size: int, sweep: str) -> set[str]:
@@ -46,31 +47,33 @@ def test_a_run_is_its_spec_not_its_slug(tmp_path: Path) -> None:
     """The same spec under two slugs in two folders is one run, and the first folder's copy is kept."""
     relabelled = _relabelled(BS, tmp_path / "no_batch_axis", 64, "no_batch_axis")
     combined = an.load([BS, tmp_path / "no_batch_axis"])
-    assert len(combined.runs) == 9 and len(combined.epochs) == 27
+    assert len(combined.runs) == 9 and len(combined.epochs) == 96
     assert not relabelled & set(combined.runs[vocab.RUN_ID]) and set(combined.epochs[an.SOURCE]) == {str(BS)}
     summary = an.run_summary(combined.epochs)
     at64 = summary[summary[an.BATCH_SIZE] == 64]
     assert estimates.estimate(at64[an.column(vocab.VAL_ACC, "last")]).n == 3  # not 6
     reversed_order = an.load([tmp_path / "no_batch_axis", BS])
     assert relabelled <= set(reversed_order.runs[vocab.RUN_ID]) and len(reversed_order.runs) == 9
-    # each folder's figures still show its own sweep whole
-    assert len(combined.folder_epochs) == 27 + 9
+    # each folder's figures still show its own sweep whole: all 96 rows, and batch 64's 3 x 4
+    assert len(combined.folder_epochs) == 96 + 12
 
 
 def test_a_run_takes_every_row_from_one_folder(tmp_path: Path) -> None:
     """The first folder's copy of a run was cut short after epoch 1: the second folder's done copy
     must not lend it epochs 2 and 3."""
-    run_id, partial = "bs8-s0-63df1bae", tmp_path / "partial"
+    run_id, partial = "bs8-s0-f0b216a6", tmp_path / "partial"
     partial.mkdir()
     runs, epochs = pd.read_csv(BS / vocab.RUNS_CSV), pd.read_csv(BS / vocab.EPOCHS_CSV)
     runs[runs[vocab.RUN_ID] == run_id].assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(
         partial / vocab.RUNS_CSV, index=False
     )
-    cut = epochs[(epochs[vocab.RUN_ID] == run_id) & (epochs[vocab.EPOCH] == 1)]
+    cut = epochs[(epochs[vocab.RUN_ID] == run_id) & (epochs[vocab.EPOCH] <= 1)]  # 6 records, every 36 steps
+    assert len(cut) == 6
     cut.assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(partial / vocab.EPOCHS_CSV, index=False)
     results = an.load([partial, BS])
     assert results.runs.set_index(vocab.RUN_ID).loc[run_id, vocab.STATUS] == vocab.RUNNING
-    assert run_id not in set(results.epochs[vocab.RUN_ID]) and len(results.epochs) == 24
+    # only done runs' rows are analysed: the 8 other runs' 96 - 18
+    assert run_id not in set(results.epochs[vocab.RUN_ID]) and len(results.epochs) == 78
 
 
 def test_search_slots_of_different_searches_stay_apart(tmp_path: Path) -> None:
@@ -126,10 +129,14 @@ def test_paired_difference_matches_seeds_by_hand() -> None:
 
 
 def test_run_summary_speed_skips_the_tracing_epoch() -> None:
+    """Speed is read from whole epochs after the first: a record inside an epoch (every 36 steps) times
+    only part of one."""
     raw = pd.read_csv(BS / vocab.EPOCHS_CSV)
     run = raw[raw["run_id"] == raw["run_id"].iloc[0]]
+    assert (run.epoch % 1 != 0).any()
     summary = an.run_summary(an.load([BS]).epochs).set_index("run_id")
-    later_epochs = run[run.epoch > 1]["epoch_seconds"]
+    later_epochs = run[(run.epoch > 1) & (run.epoch % 1 == 0)]["epoch_seconds"]
+    assert len(later_epochs) == 2
     assert summary.loc[run["run_id"].iloc[0], "epoch_seconds"] == pytest.approx(later_epochs.mean())
     assert summary.loc[run["run_id"].iloc[0], "gap_last"] == pytest.approx(run[run.epoch == 3]["gap"].item())
 
@@ -161,7 +168,7 @@ def test_choose_context_prefers_the_post_defaults_and_the_first_folder() -> None
     assert by_batch is not None and set(by_batch.rows[an.SOURCE]) == {str(BS)}
     assert selection.choose_context(summary, an.GPUS) is None  # neither folder varies the replicas
     assert selection.toggle_values(summary, "data.shuffle") == [True, False]
-    assert selection.toggle_values(summary, "data.samples_per_class") == [20, 10]
+    assert selection.toggle_values(summary, "data.samples_per_class") == [240, 120]
 
 
 def test_write_tables(tmp_path: Path) -> None:

@@ -10,13 +10,14 @@ import pandas as pd
 import pytest
 from conftest import REPO, write_grid
 
-from sweep import keys
+from sweep import keys, vocab
 from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
 from sweep.estimates import fmt_estimate
 from sweep.plan import RunSpec, plan
 from sweep.train import Run, effective_lr, epoch_number, record_stops, running_means
 
 FIXTURES = REPO / "tests" / "fixtures"
+LEGACY = FIXTURES / "legacy"  # records of an older harness, kept unchanged (its README)
 NEW_KEYS = (
     "model.ghost_batch_size",
     "train.lr_scaling",
@@ -166,20 +167,59 @@ def test_running_means_weight_stretches_by_images() -> None:
 
 
 def test_defaults_reproduce_records_made_before_the_controls_existed(tf_replicas: None) -> None:
-    """fx_bs was written by the code before the control keys; at their defaults the numbers are the same.
+    """tests/fixtures/legacy holds a run of the old fx_bs, written by the code before the control keys
+    (and its grid file); with every newer key at its default the id and the numbers are the same.
 
     Exactly the same on the CPU model that wrote the fixture; another CPU model's vector kernels
     sum in another order, which moves the last bits of a loss (1.3196779 -> 1.3196778 on an
     Intel Xeon against the AMD EPYC that wrote it), so the check allows float32 rounding.
     A changed computation moves the numbers by far more."""
-    runs = {r.run_id: r for r in plan(load_grid(FIXTURES / "grids" / "fx_bs.yaml"))}
+    runs = {r.run_id: r for r in plan(load_grid(LEGACY / "fx_bs.yaml"))}
     assert "bs16-s0-0fb1ea29" in runs  # the id did not change either
-    committed = pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv")
-    committed = committed[committed["run_id"] == "bs16-s0-0fb1ea29"].sort_values("epoch")
+    committed = pd.read_csv(LEGACY / "epochs.csv")
+    assert set(committed["run_id"]) == {"bs16-s0-0fb1ea29"}
+    committed = committed.sort_values("epoch")
     records = numbers(list(Run(runs["bs16-s0-0fb1ea29"]).epochs()))
     assert [r["epoch"] for r in records] == [1, 2, 3]
     for record, (_, row) in zip(records, committed.iterrows(), strict=True):
         assert {k: record[k] for k in record} == pytest.approx({k: row[k] for k in record}, rel=1e-6, abs=0)
+
+
+# Committed fixture runs retrained from their grid files: a large batch with records inside its epochs (at
+# 1.5 epochs) and recalibrated BatchNorm, a cause's variant (validation preprocessed differently), a
+# ghost-batch arm and the equal-steps arm (16 epochs at batch 64), both with recalibrated BatchNorm.
+RETRAINED = (
+    ("fx_bs", "bs64-s1-3e11d352"),
+    ("fx_causes", "pmscale-s1-5b4246d6"),
+    ("fx_controls", "bs64-gbn8-s1-249c84bb"),
+    ("fx_controls", "bs64-budsteps-st384-s1-8d1e317b"),
+)
+TIMINGS = ("epoch_seconds", "samples_per_second")  # measured, not computed: they differ on every run
+
+
+@pytest.mark.slow  # four real runs (about 1.5 minutes on 2 busy CPU cores)
+@pytest.mark.parametrize("fixture, run_id", RETRAINED)
+def test_committed_fixture_runs_are_what_their_grid_file_trains(tf_replicas: None, fixture: str, run_id: str) -> None:
+    """Each of these runs, planned from its fixture's grid file and retrained, gives every committed record:
+    epoch, step, learning rate and every accuracy, loss and gap column (the _recal ones too).
+
+    Exactly the same on the CPU model that wrote the fixtures; another CPU model's vector kernels
+    sum in another order, which moves the last bits of a loss, so the check allows float32 rounding.
+    A changed computation moves the numbers by far more."""
+    runs = {r.run_id: r for r in plan(load_grid(FIXTURES / "grids" / f"{fixture}.yaml"))}
+    committed = pd.read_csv(FIXTURES / fixture / "epochs.csv")
+    committed = committed[committed["run_id"] == run_id].sort_values("step")
+    columns = [
+        c
+        for c in (*vocab.EPOCH_METRICS, *vocab.OPTIONAL_METRICS)
+        if c in committed and c not in TIMINGS and committed[c].notna().all()
+    ]
+    assert (set(vocab.RECAL_METRICS) <= set(columns)) == runs[run_id].point.train.recalibrate_bn
+    records = numbers(list(Run(runs[run_id]).epochs()))
+    assert all(set(r) == set(columns) for r in records)  # every column the run has is compared, nothing else
+    assert len(records) == len(committed)
+    for record, (_, row) in zip(records, committed.iterrows(), strict=True):
+        assert record == pytest.approx({k: row[k] for k in columns}, rel=1e-6, abs=0), record["step"]
 
 
 def test_explicit_defaults_match_and_a_control_changes_the_numbers(tf_replicas: None) -> None:
@@ -288,43 +328,50 @@ def test_attribution_on_the_controls_fixture() -> None:
     epochs = an.load([FIXTURES / "fx_controls"]).epochs
     att = attribution.attribution(epochs)
     assert att is not None
-    assert [a.mechanism for a in att.arms[:2]] == [attribution.DEFAULT, attribution.INFERENCE]
-    assert [a.label for a in att.arms[:2]] == [attribution.DEFAULT.label, attribution.INFERENCE.label]
-    assert [a.mechanism.label for a in att.arms[2:]] == [
+    # the default runs read three ways: as they are, in inference mode, and recalibrated (the fixture has _recal)
+    readings = [attribution.DEFAULT, attribution.INFERENCE, attribution.RECALIBRATED]
+    assert [a.mechanism for a in att.arms[:3]] == readings
+    assert [a.label for a in att.arms[:3]] == [m.label for m in readings]
+    assert [a.mechanism.label for a in att.arms[3:]] == [
         "(b) BatchNorm momentum",
         "(b) ghost batch norm",
         "(c) equal optimizer steps",
     ]
-    assert [a.label.split(":")[0] for a in att.arms[2:]] == [a.mechanism.label for a in att.arms[2:]]
+    assert [a.label.split(":")[0] for a in att.arms[3:]] == [a.mechanism.label for a in att.arms[3:]]
     assert [m.label for m in att.missing] == ["(b) no BatchNorm", "(d) learning rate scaled per batch size"]
     # the default arm's gap at batch 64 is the raw epoch-2 gap averaged over the 2 seeds
     raw = pd.read_csv(FIXTURES / "fx_controls" / "epochs.csv")
-    default = raw[
-        (raw["train.batch_size"] == 64)
-        & (raw["epoch"] == 2)
-        & (raw["model.bn_momentum"] == 0.99)
-        & raw["model.ghost_batch_size"].isna()
-        & (raw["train.budget"] == "epochs")
+    at64 = raw[(raw["train.batch_size"] == 64) & (raw["epoch"] == 2)]
+    default = at64[
+        (at64["model.bn_momentum"] == 0.99) & at64["model.ghost_batch_size"].isna() & (at64["train.budget"] == "epochs")
     ].set_index("seed")
     assert att.arms[0].gap64.mean == pytest.approx(default["gap"].mean()) and att.arms[0].gap64.n == 2
-    # (a) is paired within the same runs: eval_gap - gap
-    assert att.arms[1].change.mean == pytest.approx((default["eval_gap"] - default["gap"]).mean())
-    # (c) is read where batch 64 has taken batch 8's epoch-2 steps (2 x 16 = 32 = batch 64's epoch 16)
+    # (a) is paired within the same runs: eval_gap - gap, and eval_gap_recal - gap
+    inference = att.arms[1]
+    assert inference.change.mean == pytest.approx((default["eval_gap"] - default["gap"]).mean())
+    assert att.arms[2].change.mean == pytest.approx((default["eval_gap_recal"] - default["gap"]).mean())
+    # (b) is paired by seed with the default runs
+    momentum = at64[at64["model.bn_momentum"] == 0.9].set_index("seed")
+    assert att.arms[3].change.mean == pytest.approx((momentum["gap"] - default["gap"]).mean())
+    # (c) is read where batch 64 has taken batch 8's epoch-2 steps (2 x 192 = 384 = batch 64's epoch 16)
     steps = att.arms[-1]
-    assert steps.read_at.startswith("step 32")
-    equal = raw[(raw["train.budget"] == "steps") & (raw["train.batch_size"] == 64) & (raw["step"] == 32)]
+    assert steps.read_at.startswith("step 384")
+    equal = raw[(raw["train.budget"] == "steps") & (raw["train.batch_size"] == 64) & (raw["step"] == 384)]
+    assert len(equal) == 2 and set(equal["epoch"]) == {16}
     assert steps.gap64.mean == pytest.approx(equal["gap"].mean())
     assert steps.change.mean == pytest.approx((equal.set_index("seed")["gap"] - default["gap"]).mean())
     # every arm sits in its effect's family; the conclusion reports the BatchNorm arms together with the
-    # changes of each, and names no largest arm: equal steps has the largest mean change (+0.613 against
-    # -0.137 for (a)) but its interval over 2 seeds overlaps the others'
-    assert [a.mechanism.family for a in att.arms[1:]] == [attribution.BATCHNORM] * 3 + [attribution.STEPS]
+    # changes of each, and names no largest arm: (a) eval_gap has the largest mean change (-0.368 against
+    # -0.329 for momentum 0.9 and -0.176 for equal steps) but its interval over 2 seeds overlaps the others'
+    assert [a.mechanism.family for a in att.arms[1:]] == [attribution.BATCHNORM] * 4 + [attribution.STEPS]
+    changed = [a for a in att.arms if a.change is not None]
+    assert max(changed, key=lambda a: abs(a.change.mean)) is inference
     conclusion = att.conclusion()
     batchnorm = [a for a in att.arms if a.mechanism.family == attribution.BATCHNORM]
     assert all(f"{a.label} {fmt_estimate(a.change)}" in conclusion for a in batchnorm)
-    assert f"The largest mean change is {steps.label}'s ({fmt_estimate(steps.change)})" in conclusion
+    assert f"The largest mean change is {inference.label}'s ({fmt_estimate(inference.change)})" in conclusion
     assert conclusion.endswith("so no arm is the largest on these seeds.")
-    # the eval_gap column reads batch 64 where the arm does: equal steps at step 32
+    # the eval_gap column reads batch 64 where the arm does: equal steps at step 384
     assert steps.eval_gap64.mean == pytest.approx(equal["eval_gap"].mean())
 
 
@@ -355,7 +402,7 @@ def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:
 
     text = report.build([FIXTURES / "fx_controls"], tmp_path).markdown.read_text()
     section = text[text.index("## Attribution") :]
-    assert "(c) equal optimizer steps: train.budget=steps, train.steps=32" in section
+    assert "(c) equal optimizer steps: train.budget=steps, train.steps=384" in section
     assert "(d) learning rate scaled per batch size: not in these results (experiments/controls.yaml)." in section
     assert "Conclusion: The default gap at batch 64 is" in section
     # C1 still reads the default arm, not a control arm

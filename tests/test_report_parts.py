@@ -46,7 +46,8 @@ def test_the_batchnorm_momentum_of_runs_without_one_is_the_control_default(recor
         else summary.assign(**{"model.bn_momentum": float("nan")})
     )
     (note,) = by_id("C1").evaluate(summary).notes
-    assert f"with momentum {an.CONTROL_DEFAULTS['model.bn_momentum']:g} " in note and "0.99^4 = 0.96" in note
+    # batch 64 has taken 2 x 24 = 48 steps by epoch 2
+    assert f"with momentum {an.CONTROL_DEFAULTS['model.bn_momentum']:g} " in note and "0.99^48 = 0.62" in note
 
 
 def test_the_shipped_grid_files_are_named_without_reading_the_disk() -> None:
@@ -58,13 +59,13 @@ def test_the_shipped_grid_files_are_named_without_reading_the_disk() -> None:
 
 
 def test_an_arm_is_read_by_its_fields_not_its_label(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Renamed, the equal-steps arm is still read at batch 8's epoch-2 step count (2 x 16 = 32 steps)."""
+    """Renamed, the equal-steps arm is still read at batch 8's epoch-2 step count (2 x 192 = 384 steps)."""
     renamed = tuple(dataclasses.replace(m, label=f"(x) arm {i}") for i, m in enumerate(attribution.CONTROLS))
     monkeypatch.setattr(attribution, "CONTROLS", renamed)
     att = attribution.attribution(an.load([FIXTURES / "fx_controls"]).epochs)
     assert att is not None
     steps = next(a for a in att.arms if a.mechanism.at_equal_steps)
-    assert steps.label.startswith("(x) arm 3: train.budget=steps") and steps.read_at.startswith("step 32")
+    assert steps.label.startswith("(x) arm 3: train.budget=steps") and steps.read_at.startswith("step 384")
     assert all(a.read_at == "epoch 2" for a in att.arms if not a.mechanism.at_equal_steps)
     assert att.arms[1].mechanism.gap == vocab.EVAL_GAP and att.arms[1].val_last.n == 0  # (a): the default runs
 

@@ -170,7 +170,9 @@ def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
     if any(k not in epochs for k in keys):  # results from before a key existed: nothing to match on
         return epochs
     per_config = dict(zip(timing.apply(lambda row: config_key(row, keys), axis=1), timing[STEP_SECONDS], strict=True))
-    configs = epochs.apply(lambda row: config_key(row, keys), axis=1)
+    runs = epochs.drop_duplicates(vocab.RUN_ID)  # settings are per run: one key each, not one per record
+    per_run = dict(zip(runs[vocab.RUN_ID], runs.apply(lambda row: config_key(row, keys), axis=1), strict=True))
+    configs = epochs[vocab.RUN_ID].map(per_run)
     return epochs.assign(**{QUIET_STEP_SECONDS: configs.map(per_config).astype(float)})
 
 

@@ -39,6 +39,19 @@ class Selection:
     context: dict[str, Any]  # the fixed settings of the chosen group that differ between candidates
     candidates: int  # how many groups could have answered
 
+    def tested_at(self) -> str:
+        """The settings the group ran at, in a few words: the ones every reader needs (NAMED) and every
+        other one not at its default, with the seed count; "batch_size=32, samples_per_class=50, ...; 3 seeds"."""
+        settings = [c for c in setting_columns(self.rows) if c != self.axis and c not in RECORDING_KEYS]
+        columns = [c for c in NAMED if c in settings] + [c for c in settings if c not in NAMED]
+        filled = with_defaults(self.rows, columns)
+        named = []
+        for c in columns:
+            values = filled[c].dropna().unique()
+            if len(values) == 1 and (c in NAMED or not _is_key_default(c, values[0])):
+                named.append(f"{c.rsplit('.', 1)[-1]}={fmt_value(values[0])}")
+        return f"{', '.join(named) or 'the defaults'}; {self.rows[vocab.SEED].nunique()} seeds"
+
     def describe(self) -> str:
         fixed = ", ".join(f"{k}={fmt_value(v)}" for k, v in self.context.items() if not pd.isna(v))
         fixed = fixed or "the only candidate"
@@ -46,6 +59,20 @@ class Selection:
         values = ", ".join(fmt_value(v) for v in sorted_values(self.rows[self.axis]))
         chosen = f"chosen from {self.candidates} candidate groups: " if self.candidates > 1 else ""
         return f"{self.axis} in {{{values}}}, {seeds} seeds; {chosen}{fixed}"
+
+
+# Keys that change what is recorded, not how a run trains: they never set two groups of runs apart.
+RECORDING_KEYS = ("train.eval_every_steps", "train.noise_scale", "train.recalibrate_bn")
+# Settings a verdict always names where they are fixed: the post names none of them, and each can flip a claim.
+NAMED = ("train.batch_size", "data.samples_per_class", "train.lr", "train.epochs")
+
+
+def _is_key_default(key: str, value: Any) -> bool:
+    try:
+        default = keys.default(key)
+    except KeyError:
+        return False
+    return default is not None and bool(matches(pd.Series([value]), default).iloc[0])
 
 
 def sorted_values(series: pd.Series) -> list[Any]:

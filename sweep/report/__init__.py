@@ -26,7 +26,7 @@ import pandas as pd
 
 from sweep import analysis, plots, scaling, scaling_plots
 from sweep.estimates import NOT_TESTED
-from sweep.report import attribution, comparable, sections, seeds_figure, until_section
+from sweep.report import attribution, comparable, map_figure, map_section, maps, sections, seeds_figure, until_section
 from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
@@ -51,9 +51,12 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     health = analysis.run_health(results)
     healthy = analysis.without(results.epochs, health)  # stuck runs stay in: none is left out for its outcome
     summary = analysis.run_summary(healthy)
-    findings = evaluate(analysis.claims_summary(results, health))  # a run timed in two folders: C6 names both
+    claims_summary = analysis.claims_summary(results, health)  # a run timed in two folders: C6 names both
+    findings = evaluate(claims_summary)
+    condition_maps = maps.maps(claims_summary)
     sensitivity = stuck_sensitivity(findings, results, health)
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
+    maps.table(condition_maps).to_csv(target / "tables" / "maps.csv", index=False)
     reads = comparable.comparable(summary, healthy)
     comparable.table(reads).to_csv(target / "tables" / "readings.csv", index=False)
     figures = plots.draw_all(results, target, svg=svg)
@@ -72,6 +75,9 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         curves,
         scaling_plots.draw(curves, target, svg=svg),
         until_section.read(results.folders),
+        sections.Where(
+            condition_maps, map_figure.draw(condition_maps, target, svg=svg), map_section.candidates(claims_summary)
+        ),
     )
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")

@@ -59,7 +59,8 @@ def _finding(
     sels = (read,) if isinstance(read, Selection) else tuple(read)
     described = "; ".join(dict.fromkeys(s.describe() for s in sels))
     run_ids = tuple(sorted({str(r) for s in sels for r in s.rows[vocab.RUN_ID]}))
-    return Finding(tuple(checks), described, tuple(evidence), tuple(notes), rule, run_ids)
+    tested_at = " | ".join(dict.fromkeys(s.tested_at() for s in sels))
+    return Finding(tuple(checks), described, tuple(evidence), tuple(notes), rule, run_ids, tested_at)
 
 
 # --- C1: the post's picture at epoch 2
@@ -69,9 +70,12 @@ def check_gap_at_two_batch_sizes(claim: Claim, table: pd.DataFrame) -> Finding |
     small, large = claim.needs.values
     gap2 = column(vocab.GAP, "epoch2")
     sel = choose_context(table.dropna(subset=[gap2]) if gap2 in table else table, BATCH_SIZE, (small, large))
-    if sel is None:
-        return None
-    rows = sel.rows
+    return None if sel is None else gap_at_two_batch_sizes(claim, sel, large)
+
+
+def gap_at_two_batch_sizes(claim: Claim, sel: Selection, large: Any) -> Finding:
+    """C1's checks on one group of runs with batch sizes `small` (the claim's first) and `large`."""
+    small, gap2, rows = claim.needs.values[0], column(vocab.GAP, "epoch2"), sel.rows
     checks = (
         Check(f"gap at batch {large}, epoch 2", _est(rows, BATCH_SIZE, large, gap2), low=FAR_GAP.value),
         Check(
@@ -123,9 +127,12 @@ def check_cause_raises_gap(claim: Claim, table: pd.DataFrame) -> Finding | None:
         return None
     value = max(others)  # the strongest form of the cause present (imbalance 0.95; shuffle False)
     sel = choose_context(table, axis, (reference, value))
-    if sel is None:
-        return None
-    gap2 = column(vocab.GAP, "epoch2")
+    return None if sel is None else cause_raises_gap(claim, sel, value)
+
+
+def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
+    """C2/C3's checks on one group of runs with the claim's reference and the cause at `value`."""
+    (axis,), reference, gap2 = claim.needs.axes, claim.needs.reference, column(vocab.GAP, "epoch2")
     at = f"{axis}={fmt_value(value)}"
     checks = (
         Check(f"gap at {at}, epoch 2", _est(sel.rows, axis, value, gap2), low=FAR_GAP.value),

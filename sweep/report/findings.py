@@ -61,6 +61,7 @@ class Finding:
     notes: tuple[str, ...] = ()
     rule: str = ALL
     run_ids: tuple[str, ...] = ()  # the runs its selection(s) read (the run summary's run_id), sorted
+    tested_at: str = ""  # the settings its runs ran at, in a few words (`Selection.tested_at`)
 
     @property
     def outcome(self) -> bool | None:

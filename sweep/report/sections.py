@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -17,17 +18,30 @@ from sweep.analysis import IN_CLAIMS, Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report import attribution as attr
-from sweep.report import comparable, family, provenance, until_section
+from sweep.report import answer, comparable, family, map_section, provenance, until_section
 from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, thresholds
 from sweep.report.document import TITLE, Doc
+from sweep.report.maps import MAPPED, ConditionMap
 from sweep.report.findings import FAR_GAP, Claim, Finding, fmt_p, outcome_text, verdict_text
 
 TUNING_EXPERIMENTS = "experiments/lr_search.yaml"  # a grid with a search: block per batch size
 SMOKE_EXPERIMENTS = "experiments/smoke.yaml"  # the quick check; no claim reads it
 # The grid files that ship in experiments/, by what reads their runs. The header names a
 # grid's file from this list, not from the disk: an installed package has no experiments/.
-SHIPPED_GRIDS = frozenset({*(c.experiments for c in CLAIMS), attr.EXPERIMENTS, TUNING_EXPERIMENTS, SMOKE_EXPERIMENTS})
+SHIPPED_GRIDS = frozenset(
+    {*(c.experiments for c in CLAIMS), *(m.experiments for m in MAPPED if m.experiments)}
+    | {attr.EXPERIMENTS, TUNING_EXPERIMENTS, SMOKE_EXPERIMENTS}
+)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the claims hold: the condition maps, their figures, and the settings nearest the post's numbers."""
+
+    maps: Sequence[ConditionMap] = ()
+    figures: dict[str, FigureFile] = field(default_factory=dict)
+    candidates: Sequence[map_section.Candidate] = ()
 
 
 def document(
@@ -41,10 +55,14 @@ def document(
     curves: list[scaling.CurveReading] | None = None,
     scaling_figures: list[FigureFile] | None = None,
     until: Sequence[until_section.Found] = (),
+    where: Where | None = None,
 ) -> Doc:
     """The report's blocks: header, verdicts, one section per claim, attribution, tuning, figures."""
     doc = Doc()
     doc.h(1, TITLE)
+    where = where or Where()
+    doc.h(2, "The answer in short")
+    doc.p(" ".join(answer.sentences(findings, where.maps, where.candidates)))
     doc.p(
         "Does the blog post about Keras batch sizes hold? Each claim below is checked on the runs of this "
         "sweep, with 95% Student-t intervals over seeds. Reproduce with `python -m sweep report "
@@ -53,13 +71,14 @@ def document(
     )
     doc.table(("recorded", "value"), header(results))
     doc.h(2, "Verdicts")
+    mapped = {m.claim.id: m for m in where.maps}
     doc.table(
-        ("claim", "the post", "verdict", "deciding numbers"),
+        ("claim", "the post", "verdict, and where it was tested", "deciding numbers"),
         [
             (
                 c.id,
                 c.quote,
-                verdict_text(c, f),
+                verdict_where(c, f, mapped.get(c.id)),
                 "; ".join(f"{k.label}: {fmt_estimate(k.estimate)}" for k in f.checks) if f else "",
             )
             for c, f in findings
@@ -71,6 +90,8 @@ def document(
     for claim, finding in findings:
         claim_section(doc, claim, finding)
     until_section.section(doc, until)
+    map_section.maps_section(doc, where.maps, where.figures)
+    map_section.reproduction_section(doc, where.candidates)
     comparable_section(doc, reads or [])
     attribution_section(doc, att)
     tuning_section(doc, tuning.tuning(results))
@@ -90,6 +111,19 @@ def document(
         "`tables/steps_to_target.csv` and `tables/scaling_fit.csv` (the steps-to-target readings and fits)."
     )
     return doc
+
+
+def verdict_where(claim: Claim, finding: Finding | None, found: ConditionMap | None) -> str:
+    """The verdict at the settings it read, then, where the claim was mapped, where it is supported and where not."""
+    text = verdict_text(claim, finding)
+    if finding is not None and finding.tested_at:
+        text += f" (at {finding.tested_at})"
+    if found is not None:
+        text += f". Over {len(found.cells)} settings of {found.source}: {found.summary(CLAIM_WORDS)}"
+    return text
+
+
+CLAIM_WORDS = {True: "supported at", False: "contradicted at", None: "undecided at"}
 
 
 # --- header: the results, then where the report was made

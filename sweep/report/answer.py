@@ -1,0 +1,89 @@
+"""The report's opening answer to the post: a few plain sentences generated from the verdicts.
+
+Every number comes from a finding, a condition map or the reproduction ranking of this
+report; nothing is typed in. A sentence whose claim these results do not test is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sweep import vocab
+from sweep.estimates import Estimate, fmt_estimate
+from sweep.report.findings import Claim, Finding
+from sweep.report.map_section import NEAR, Candidate
+from sweep.report.maps import ConditionMap
+
+VERDICT_WORDS = {True: "supported", False: "contradicted", None: "undecided"}
+CAUSES = {"C2": "class imbalance", "C3": "unshuffled data", "C4": "mismatched preprocessing", "C5": "a model too large"}
+
+
+def sentences(
+    findings: Sequence[tuple[Claim, Finding | None]],
+    maps: Sequence[ConditionMap] = (),
+    candidates: Sequence[Candidate] = (),
+) -> list[str]:
+    """The answer, one sentence per point the results can speak to."""
+    found = {c.id: f for c, f in findings if f is not None}
+    mapped = {m.claim.id: m for m in maps}
+    out = []
+    if "C1" in found:
+        out.append(_picture(found["C1"], mapped.get("C1")))
+    if candidates:
+        out.append(_closest(candidates[0], len(candidates)))
+    if "C8" in found:
+        out.append(_advice(found["C8"]))
+    causes = _causes(found, mapped)
+    if causes:
+        out.append(causes)
+    if not out:
+        out.append("These results test none of the post's claims; the verdict table says which grid would.")
+    return out
+
+
+def _picture(finding: Finding, found: ConditionMap | None) -> str:
+    large, small = finding.checks[0].estimate, finding.checks[1].estimate
+    text = (
+        f"The post's picture (batch 64 far above, batch 8 close at epoch 2) is "
+        f"{VERDICT_WORDS[finding.outcome]} at {finding.tested_at}: the gap train_acc - val_acc is "
+        f"{fmt_estimate(large)} at batch 64 and {fmt_estimate(small)} at batch 8"
+    )
+    eval_gap = _evidence(finding, f"{vocab.EVAL_GAP} at batch 64")
+    if eval_gap is not None:
+        text += (
+            f", and measured on the same end-of-epoch model in inference mode (eval_gap) it is "
+            f"{fmt_estimate(eval_gap)} at batch 64"
+        )
+    if found is not None:
+        text += f". Over {len(found.cells)} settings of {found.source} it {found.summary()}"
+    return text + "."
+
+
+def _closest(best: Candidate, tested: int) -> str:
+    near = "comes within" if best.distance <= NEAR else "does not come within"
+    return (
+        f"Of {tested} settings with batch 8 and 64, the one closest to the post's numbers ({best.label}) "
+        f"{near} {NEAR:g} of all four: its largest distance is {best.distance:.2f}, in {best.farthest()}."
+    )
+
+
+def _advice(finding: Finding) -> str:
+    diff = finding.checks[0].estimate
+    return (
+        f"Its advice, keep batch_size <= 32, is {VERDICT_WORDS[finding.outcome]} at {finding.tested_at}: the best "
+        f"small batch's val_acc minus the best large one's, at the last epoch, is {fmt_estimate(diff)} "
+        "(95% interval before Holm's correction)."
+    )
+
+
+def _causes(found: dict[str, Finding], mapped: dict[str, ConditionMap]) -> str:
+    parts = []
+    for claim_id, name in CAUSES.items():
+        if claim_id in found:
+            where = f"; over {len(mapped[claim_id].cells)} settings it {mapped[claim_id].summary()}" if claim_id in mapped else ""
+            parts.append(f"{name} ({claim_id}) {VERDICT_WORDS[found[claim_id].outcome]}{where}")
+    return f"Of its other suspected causes of high train / low val accuracy: {', '.join(parts)}." if parts else ""
+
+
+def _evidence(finding: Finding, prefix: str) -> Estimate | None:
+    return next((e for label, e in finding.evidence if label.startswith(prefix)), None)

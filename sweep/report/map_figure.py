@@ -1,0 +1,94 @@
+"""The condition-map figure: one panel per check of the claim, one row per cell of the map.
+
+Each row is the check's mean with its 95% interval over seeds, coloured by the check's
+outcome after the map's Holm correction; the shaded band is where the check holds. Drawn
+like the per-folder figures (`sweep.plots`), again only when what it shows changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweep import plots
+from sweep.report.maps import ConditionMap
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+COLOURS = {True: "tab:green", False: "tab:red", None: "tab:gray"}
+WORDS = {True: "holds", False: "fails", None: "undecided"}
+
+
+def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, plots.FigureFile]:
+    """One figure per map into out/figures/, by claim id."""
+    folder = out / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    index = plots.read_index(folder)  # the per-folder figures' index: one cache for every figure
+    drawn = {}
+    for m in found:
+        key = hashlib.sha256(json.dumps(_numbers(m), default=str).encode())
+        key.update(Path(__file__).read_bytes())
+        caption = (
+            f"{m.claim.id} at every setting of {m.source}: each check's mean over seeds with its 95% t-interval, "
+            f"coloured by its outcome after Holm's correction over the map's {m.family_size()} checks "
+            "(green holds, red fails, grey undecided); shaded: where the check holds."
+        )
+        name = f"map-{m.claim.id}"
+        drawn[m.claim.id] = plots.cached_or_drawn(lambda m=m: figure(m), folder, name, caption, key.hexdigest(), index, svg)
+    (folder / plots.INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return drawn
+
+
+def _numbers(m: ConditionMap) -> list:
+    return [
+        (c.label(), [(k.label, k.estimate.mean, k.estimate.low, k.estimate.high, k.outcome()) for k in c.finding.checks])
+        for c in m.cells
+    ]
+
+
+def figure(m: ConditionMap) -> Figure:
+    from matplotlib.figure import Figure
+
+    panels = len(m.mapped.panels)
+    fig = Figure(figsize=(4.2 * panels + 3.0, 1.2 + 0.32 * len(m.cells)), layout="constrained")
+    axes = fig.subplots(1, panels, sharey=True, squeeze=False)[0]
+    fig.suptitle(f"{m.claim.id} over {len(m.cells)} settings: {m.counts()}", fontsize="medium")
+    ys = list(range(len(m.cells)))[::-1]
+    for i, (ax, title) in enumerate(zip(axes, m.mapped.panels, strict=True)):
+        checks = [c.finding.checks[i] for c in m.cells]
+        _holds_band(ax, checks[0].low, checks[0].high)
+        for y, check in zip(ys, checks, strict=True):
+            e, colour = check.estimate, COLOURS[check.outcome()]
+            low = e.low if math.isfinite(e.low) else e.mean
+            high = e.high if math.isfinite(e.high) else e.mean
+            ax.errorbar([e.mean], [y], xerr=[[e.mean - low], [high - e.mean]], fmt="o", color=colour, capsize=3)
+        ax.set_title(title, fontsize="small")
+        ax.set_xlabel("accuracy difference (fraction)")
+        ax.grid(alpha=0.3, axis="x")
+        ax.set_xlim(*_limits(checks))
+    axes[0].set_yticks(ys, [c.label() for c in m.cells], fontsize="small")
+    handles = [axes[0].scatter([], [], color=c, label=WORDS[o]) for o, c in COLOURS.items()]
+    axes[-1].legend(handles=handles, fontsize="small", loc="lower right")
+    return fig
+
+
+def _limits(checks: list) -> tuple[float, float]:
+    """The x range: every interval and threshold, with a margin, within [-1, 1]."""
+    points = [v for c in checks for v in (c.estimate.low, c.estimate.high, c.estimate.mean, c.low, c.high)]
+    finite = [v for v in points if math.isfinite(v)]
+    low, high = min(finite), max(finite)
+    pad = 0.05 * (high - low or 1.0)
+    return max(-1.0, low - pad), min(1.0, high + pad)
+
+
+def _holds_band(ax: Axes, low: float, high: float) -> None:
+    """Shade where a check holds (above low, below high, or between); accuracy differences lie in [-1, 1]."""
+    ax.axvspan(low if math.isfinite(low) else -1.0, high if math.isfinite(high) else 1.0, color="tab:green", alpha=0.08)
+    for bound in (low, high):
+        if math.isfinite(bound):
+            ax.axvline(bound, color="tab:green", linestyle="--", linewidth=1)

@@ -1,0 +1,137 @@
+"""The report's "Where each claim holds" (condition maps) and "Reproducing the post's numbers" sections.
+
+Both read the run summary only. The maps come from `sweep.report.maps`; the reproduction
+reads every group of runs with batch 8 and 64 at epoch 2, from every results folder, and
+ranks them by their largest distance from the post's four numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from sweep import vocab
+from sweep.analysis import BATCH_SIZE, column
+from sweep.estimates import Estimate, estimate, fmt_estimate
+from sweep.plots import FigureFile
+from sweep.report.claims import by_id
+from sweep.report.document import Doc
+from sweep.report.maps import MAPPED, OUTCOME_WORDS, Cell, ConditionMap, groups_everywhere, short, shown
+from sweep.selection import where
+
+# The post's epoch-2 numbers: (batch size, metric) -> value.
+POST_NUMBERS = {(64, vocab.TRAIN_ACC): 0.80, (64, vocab.VAL_ACC): 0.06, (8, vocab.TRAIN_ACC): 0.60, (8, vocab.VAL_ACC): 0.60}
+NEAR = 0.10  # "comes within 0.1 of each number"
+SHOWN = 5  # settings listed, closest first
+
+
+def maps_section(doc: Doc, found: Sequence[ConditionMap], figures: dict[str, FigureFile]) -> None:
+    doc.h(2, "Where each claim holds")
+    if not found:
+        doc.p(
+            "These results test no claim at more than one setting. A condition map needs a results folder whose "
+            "runs compare the claim's values at two or more settings: "
+            + ", ".join(f"`{m.experiments}` ({m.claim_id})" for m in MAPPED if m.experiments)
+            + " are such grids."
+        )
+        return
+    doc.p(
+        "A verdict above reads one group of runs. Here each claim's checks are run again, unchanged, at every "
+        "setting of one results folder that compares the claim's values (the folder with the most such "
+        "settings). Each map is a family of its own under Holm's correction, over all its checks, so its "
+        "'holds for', 'fails for' and 'undecided for' hold together at the 5% level; a setting is named by "
+        "the fewest settings that pick out exactly its group of cells."
+    )
+    for m in found:
+        doc.h(3, f"{m.claim.id} over {len(m.cells)} settings ({m.source})")
+        doc.p(
+            f"{m.claim.id} {m.summary()}. Reading: the post's, equal epochs, at epoch 2; {m.seeds()} seeds per "
+            f"setting; Holm over the map's {m.family_size()} checks. {m.counts()}."
+        )
+        doc.table(_header(m), [_row(m, c) for c in m.cells])
+        if m.claim.id in figures:
+            doc.figure(figures[m.claim.id])
+
+
+def _header(m: ConditionMap) -> tuple[str, ...]:
+    return (*(short(k) for k in m.keys), *m.mapped.panels, "train_acc / val_acc at epoch 2 (seed means)", "outcome")
+
+
+def _row(m: ConditionMap, cell: Cell) -> tuple[str, ...]:
+    checks = [f"{fmt_estimate(k.estimate)} {OUTCOME_WORDS[k.outcome()]}" for k in cell.finding.checks]
+    return (*(shown(v) for _, v in cell.conditions), *checks, _accuracies(m, cell), OUTCOME_WORDS[cell.outcome])
+
+
+def _accuracies(m: ConditionMap, cell: Cell) -> str:
+    """train_acc / val_acc at epoch 2, seed means, at the compared value and at the reference."""
+    axis, rows = m.claim.needs.axes[0], cell.rows
+    parts = []
+    for value in (cell.value, cell.reference):
+        at = where(rows, axis, value)
+        train, val = (at[column(metric, "epoch2")].mean() for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC))
+        parts.append(f"{short(axis)}={shown(value)}: {train:.2f} / {val:.2f}")
+    return "; ".join(parts)
+
+
+# --- reproducing the post's numbers
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One setting with batch 8 and 64: its four epoch-2 numbers over seeds, and their distance from the post's."""
+
+    label: str
+    numbers: dict[tuple[int, str], Estimate]
+
+    @property
+    def distance(self) -> float:
+        return max(abs(self.numbers[k].mean - v) for k, v in POST_NUMBERS.items())
+
+    def farthest(self) -> str:
+        k = max(POST_NUMBERS, key=lambda k: abs(self.numbers[k].mean - POST_NUMBERS[k]))
+        return f"{k[1]} at batch {k[0]}"
+
+    def covered(self) -> int:
+        """How many of the post's numbers lie inside this setting's 95% interval."""
+        return sum(e.low <= POST_NUMBERS[k] <= e.high for k, e in self.numbers.items() if math.isfinite(e.low))
+
+
+def candidates(table: pd.DataFrame) -> list[Candidate]:
+    """Every setting with batch 8 and 64 at epoch 2, closest to the post's numbers first."""
+    found = []
+    for _, sel in groups_everywhere(by_id("C1"), table):
+        numbers = {
+            (bs, metric): estimate(where(sel.rows, BATCH_SIZE, bs)[column(metric, "epoch2")])
+            for bs, metric in POST_NUMBERS
+        }
+        found.append(Candidate(sel.tested_at(), numbers))
+    return sorted(found, key=lambda c: c.distance)
+
+
+def reproduction_section(doc: Doc, found: Sequence[Candidate]) -> None:
+    doc.h(2, "Reproducing the post's numbers")
+    post = ", ".join(f"{m} {v:.2f} at batch {bs}" for (bs, m), v in POST_NUMBERS.items())
+    if not found:
+        doc.p(f"The post reports, at epoch 2: {post}. These results have no runs at batch 8 and 64 at epoch 2.")
+        return
+    best = found[0]
+    near = [c for c in found if c.distance <= NEAR]
+    verdict = (
+        f"{len(near)} of the {len(found)} settings tested come within {NEAR:g} of each of the post's numbers"
+        if near
+        else f"No setting of the {len(found)} tested comes within {NEAR:g} of each of the post's numbers"
+    )
+    doc.p(
+        f"The post reports, at epoch 2: {post}. {verdict}. The closest is {best.label}: largest distance "
+        f"{best.distance:.2f} (in {best.farthest()}); {best.covered()} of the 4 numbers lie inside its 95% "
+        "intervals over seeds. Distance is the largest absolute difference of the four seed means from the "
+        "post's numbers. Every setting with runs at batch 8 and 64 at epoch 2 in these results counts, from any "
+        "folder; the post says nothing of its learning rate, data size or BatchNorm, so these are its unknowns."
+    )
+    doc.table(
+        ("setting", "distance", *(f"{m} at batch {bs} (post {v:.2f})" for (bs, m), v in POST_NUMBERS.items())),
+        [(c.label, f"{c.distance:.2f}", *(fmt_estimate(c.numbers[k]) for k in POST_NUMBERS)) for c in found[:SHOWN]],
+    )

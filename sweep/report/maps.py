@@ -1,0 +1,293 @@
+"""Condition maps: a claim checked at every setting a results folder tested it at, and where it holds.
+
+A claim's verdict (`sweep.report.claims`) reads one group of runs, chosen by a fixed rule, so
+it can be an accident of that group's settings. A map re-runs the claim's own checks, unchanged,
+on every *cell*: every group of runs that share all settings but the claim's axis and have
+both of the values it compares (C1: batch 8 and 64; C3: shuffled and not). Cells come from
+one results folder, the one with the most cells, so every cell ran the same code and grid.
+
+The map is a family of its own under Holm's correction (its every check), so its words
+"holds for ..., fails for ..., undecided for ..." are simultaneous at the 5% level; the
+verdict table's family is separate. `where` names each set of cells by the fewest settings
+that cover it exactly (`batchnorm=False` for all cells without BatchNorm).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from sweep import vocab
+from sweep.analysis import BATCH_SIZE, SOURCE, SOURCE_RANK, column, setting_columns
+from sweep.report.checks import cause_raises_gap, gap_at_two_batch_sizes
+from sweep.report.claims import by_id
+from sweep.report.family import corrected
+from sweep.report.findings import Claim, Finding
+from sweep.selection import RECORDING_KEYS, Selection, fmt_value, matches, settings_key, sorted_values, toggle_values, with_defaults
+
+Judge = Callable[[Claim, Selection, Any], Finding]
+OUTCOME_WORDS = {True: "holds", False: "fails", None: "undecided"}
+CELL_WORDS = {True: "holds for", False: "fails for", None: "undecided for"}
+MIN_CELLS = 2  # one cell is the verdict itself, not a map
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """How a claim is mapped: the check function for one cell, and a title per check for the figure."""
+
+    claim_id: str
+    judge: Judge
+    panels: tuple[str, ...]
+    experiments: str = ""  # the shipped grid that maps it, if any
+
+
+MAPPED = (
+    Mapped(
+        "C1",
+        gap_at_two_batch_sizes,
+        ("gap at the large batch, epoch 2", "gap at batch 8, epoch 2"),
+        "experiments/map_c1.yaml",
+    ),
+    Mapped("C2", cause_raises_gap, ("gap with the cause, epoch 2", "gap increase vs none (paired), epoch 2")),
+    Mapped(
+        "C3",
+        cause_raises_gap,
+        ("gap with the cause, epoch 2", "gap increase vs none (paired), epoch 2"),
+        "experiments/map_c3.yaml",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One setting of the map: the conditions that set it apart, and the claim's checks there."""
+
+    conditions: tuple[tuple[str, Any], ...]
+    value: Any  # the compared value (C1: the large batch; C3: shuffle False)
+    reference: Any  # what it is compared with (C1: batch 8; C3: shuffle True)
+    finding: Finding
+    rows: pd.DataFrame  # the cell's runs
+
+    @property
+    def outcome(self) -> bool | None:
+        return self.finding.outcome
+
+    def label(self) -> str:
+        return ", ".join(f"{short(k)}={shown(v)}" for k, v in self.conditions) or "the only setting"
+
+
+@dataclass(frozen=True)
+class ConditionMap:
+    claim: Claim
+    mapped: Mapped
+    source: str  # the results folder the cells come from
+    cells: tuple[Cell, ...]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.cells[0].conditions) if self.cells else ()
+
+    def family_size(self) -> int:
+        return sum(len(c.finding.checks) for c in self.cells)
+
+    def seeds(self) -> str:
+        counts = sorted({int(c.finding.checks[0].estimate.n) for c in self.cells})
+        return "-".join(str(n) for n in (counts[0], counts[-1])) if counts[0] != counts[-1] else str(counts[0])
+
+    def summary(self, words: dict[bool | None, str] = CELL_WORDS) -> str:
+        """ "holds for A; fails for B; undecided for C", each part only where it has cells."""
+        parts = []
+        for outcome in (True, False, None):
+            chosen = [c for c in self.cells if c.outcome is outcome]
+            if chosen:
+                parts.append(f"{words[outcome]} {where(self.cells, chosen)}")
+        return "; ".join(parts)
+
+    def counts(self) -> str:
+        tally = [sum(c.outcome is o for c in self.cells) for o in (True, False, None)]
+        return f"{tally[0]} hold, {tally[1]} fail, {tally[2]} undecided of {len(self.cells)} settings"
+
+
+def short(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def shown(value: Any) -> str:
+    """A condition's value in words: an empty cell (a key left at its null default) is "none"."""
+    return "none" if value is None or (isinstance(value, float) and value != value) else fmt_value(value)
+
+
+def maps(table: pd.DataFrame) -> list[ConditionMap]:
+    """Every mapped claim's map, where a results folder has at least MIN_CELLS cells for it."""
+    found = []
+    for mapped in MAPPED:
+        chosen = condition_map(by_id(mapped.claim_id), mapped, table)
+        if chosen is not None:
+            found.append(chosen)
+    return found
+
+
+def condition_map(claim: Claim, mapped: Mapped, table: pd.DataFrame) -> ConditionMap | None:
+    """The claim's map on the results folder with the most cells (ties: the earliest on the command line)."""
+    gap2 = column(vocab.GAP, "epoch2")
+    if table.empty or gap2 not in table or claim.needs.axes[0] not in table:
+        return None
+    rows = table.dropna(subset=[gap2])  # runs of one epoch cannot show epoch 2
+    best: list[tuple[Any, Selection]] = []
+    for _, folder in sorted(rows.groupby(SOURCE_RANK), key=lambda kv: kv[0]) if SOURCE_RANK in rows else [(0, rows)]:
+        found = _groups(claim, folder)
+        if len(found) > len(best):
+            best = found
+    if len(best) < MIN_CELLS:
+        return None
+    cells = _judged(claim, mapped, best)
+    return ConditionMap(claim, mapped, str(best[0][1].rows[SOURCE].iloc[0]) if SOURCE in table else "", cells)
+
+
+def groups_everywhere(claim: Claim, table: pd.DataFrame) -> list[tuple[Any, Selection]]:
+    """Every (compared value, group of runs) at epoch 2 from every results folder, named by what sets it apart."""
+    gap2 = column(vocab.GAP, "epoch2")
+    if table.empty or gap2 not in table or claim.needs.axes[0] not in table:
+        return []
+    return _groups(claim, table.dropna(subset=[gap2]))
+
+
+def _groups(claim: Claim, rows: pd.DataFrame) -> list[tuple[Any, Selection]]:
+    """Every (compared value, group of runs) of one folder that has the claim's reference and that value."""
+    axis = claim.needs.axes[0]
+    reference, named = _reference(claim)
+    others = [c for c in setting_columns(rows) if c != axis and c not in RECORDING_KEYS]
+    keyed = rows.assign(_cell=settings_key(rows, others))
+    found = []
+    for _, group in keyed.groupby("_cell", sort=True):
+        if not matches(group[axis], reference).any():
+            continue
+        for value in named or toggle_values(group, axis)[1:]:
+            if matches(group[axis], value).any():
+                part = group[matches(group[axis], reference) | matches(group[axis], value)].drop(columns="_cell")
+                found.append((value, Selection(axis, part.reset_index(drop=True), {}, 1)))
+    return _with_conditions(found, others)
+
+
+def _reference(claim: Claim) -> tuple[Any, tuple[Any, ...]]:
+    """The value every cell compares with, and the compared values when the claim names them."""
+    if claim.needs.axes[0] == BATCH_SIZE:
+        return claim.needs.values[0], claim.needs.values[1:]
+    return claim.needs.reference, ()
+
+
+def _with_conditions(found: list[tuple[Any, Selection]], others: Sequence[str]) -> list[tuple[Any, Selection]]:
+    """Each selection's context: the settings that differ between cells (the axis too, when it takes several values)."""
+    if not found:
+        return []
+    both = pd.concat([s.rows for _, s in found], ignore_index=True)
+    filled = with_defaults(both, others)
+    differing = _distinct([c for c in others if filled[c].nunique(dropna=False) > 1], found)
+    axis = found[0][1].axis
+    several = len({fmt_value(v) for v, _ in found}) > 1
+    out = []
+    for value, sel in found:
+        first = with_defaults(sel.rows, differing).iloc[0]
+        context = {c: first[c] for c in differing} | ({axis: value} if several else {})
+        out.append((value, Selection(axis, sel.rows, context, 1)))
+    return out
+
+
+def _distinct(keys: Sequence[str], found: list[tuple[Any, Selection]]) -> list[str]:
+    """The keys that split the cells differently from every earlier key: a companion that always moves
+    with its control (train.steps with train.budget) adds nothing to a cell's name."""
+    kept, seen = [], set()
+    for k in keys:
+        split = tuple(fmt_value(with_defaults(s.rows, [k])[k].iloc[0]) for _, s in found)
+        partition = tuple(split.index(v) for v in split)  # the same partition, whatever the values
+        if partition not in seen:
+            kept.append(k)
+            seen.add(partition)
+    return kept
+
+
+def _judged(claim: Claim, mapped: Mapped, found: list[tuple[Any, Selection]]) -> tuple[Cell, ...]:
+    """Every cell's checks, Holm-corrected across the whole map."""
+    findings = [(claim, mapped.judge(claim, sel, value)) for value, sel in found]
+    fixed = corrected(findings)
+    reference = _reference(claim)[0]
+    cells = [
+        Cell(tuple(sel.context.items()), value, reference, finding, sel.rows)
+        for (value, sel), (_, finding) in zip(found, fixed, strict=True)
+        if finding is not None
+    ]
+    return tuple(sorted(cells, key=lambda c: [_order(v) for _, v in c.conditions]))
+
+
+def _order(value: Any) -> tuple[int, Any]:
+    return (0, value) if isinstance(value, (int, float)) else (1, str(value))
+
+
+def where(cells: Sequence[Cell], chosen: Sequence[Cell]) -> str:
+    """The chosen cells in the fewest settings: a greedy cover by patterns (each key fixed or free)
+    whose every cell is chosen, largest first."""
+    if not cells:
+        return ""
+    keys = [k for k, _ in cells[0].conditions]
+    named = {c.conditions: tuple(shown(v) for _, v in c.conditions) for c in cells}
+    values = [list(dict.fromkeys(n[i] for n in sorted(named.values(), key=_natural))) for i in range(len(keys))]
+    inside = {c.conditions for c in chosen}
+    patterns = []
+    for pattern in itertools.product(*[[FREE, *vs] for vs in values]):
+        matched = {cond for cond, n in named.items() if all(p in (FREE, v) for p, v in zip(pattern, n, strict=True))}
+        if matched and matched <= inside:
+            patterns.append((pattern, matched))
+    left, words = set(inside), []
+    while left:
+        pattern, matched = max(patterns, key=lambda pm: (len(pm[1] & left), -sum(v != FREE for v in pm[0])))
+        fixed = [f"{short(k)}={v}" for k, v in zip(keys, pattern, strict=True) if v != FREE]
+        words.append(", ".join(fixed) if fixed else "every setting mapped")
+        left -= matched
+    return " or ".join(words)
+
+
+FREE = "*"  # a pattern's free key
+
+
+def _natural(names: tuple[str, ...]) -> list[tuple[int, Any]]:
+    """Numbers in numeric order, then words."""
+    out = []
+    for name in names:
+        try:
+            out.append((0, float(name)))
+        except ValueError:
+            out.append((1, name))
+    return out
+
+
+def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
+    """One row per cell and check of every map: for tables/maps.csv."""
+    rows = []
+    for m in found:
+        for cell in m.cells:
+            for i, check in enumerate(cell.finding.checks):
+                e = check.estimate
+                rows.append(
+                    {
+                        "claim": m.claim.id,
+                        "source": m.source,
+                        **{short(k): v for k, v in cell.conditions},
+                        "check": check.label,
+                        "panel": m.mapped.panels[i],
+                        "mean": e.mean,
+                        "ci_low": e.low,
+                        "ci_high": e.high,
+                        "n": e.n,
+                        "holds_when": check.region(),
+                        "p_value": check.p_value()[0],
+                        "p_holm": check.p_holm,
+                        "family": check.family,
+                        "outcome": OUTCOME_WORDS[check.outcome()],
+                        "cell_outcome": OUTCOME_WORDS[cell.outcome],
+                    }
+                )
+    return pd.DataFrame(rows)

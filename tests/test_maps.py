@@ -1,0 +1,217 @@
+"""Condition maps (sweep.report.maps): a claim's checks at every setting, Holm over the map, and the
+words that say where it holds; the reproduction ranking of the post's numbers; the generated answer;
+the settings a verdict names. On constructed run summary tables, then a report built from a fixture."""
+
+from __future__ import annotations
+
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from sweep import analysis as an
+from sweep import report
+from sweep.estimates import fmt_estimate, holm
+from sweep.report import answer, map_section, maps
+from sweep.report.claims import by_id, evaluate
+
+GAP2 = an.column("gap", "epoch2")
+TRAIN2, VAL2 = an.column("train_acc", "epoch2"), an.column("val_acc", "epoch2")
+FILLER = {an.column(m, w): 0.0 for m in an.SNAPSHOT_METRICS for w in ("epoch2", "last")}
+FILLER |= {"epoch_seconds": 1.0, "epoch_seconds_median": 1.0, "samples_per_second": 1.0}
+FIXTURES = Path(__file__).parent / "fixtures"
+
+TIGHT_HIGH, TIGHT_LOW, NOISY = [0.60, 0.61, 0.62], [0.10, 0.11, 0.12], [0.05, 0.60, 0.30]
+FLAT = [0.00, 0.01, 0.02]
+
+
+def table(cells: dict[tuple[Any, ...], dict[Any, list[float]]], keys: tuple[str, ...], axis: str, **fixed: Any) -> pd.DataFrame:
+    """One run per seed for every cell (values of `keys`) and value of `axis`, with its epoch-2 gap."""
+    rows = []
+    for cell, by_value in cells.items():
+        for value, gaps in by_value.items():
+            for seed, gap in enumerate(gaps):
+                settings = dict(zip(keys, cell, strict=True)) | {axis: value} | fixed
+                rows.append({"run_id": f"{settings}-s{seed}", "seed": seed, **settings, **FILLER, GAP2: gap})
+    return pd.DataFrame(rows).sample(frac=1, random_state=1).reset_index(drop=True)
+
+
+C3_KEYS = ("train.batch_size", "model.batchnorm")
+
+
+def c3_map_table() -> pd.DataFrame:
+    """BatchNorm off: the cause raises the gap clearly (holds); batch 8 with BatchNorm: no gap at all
+    (fails); batch 32 with BatchNorm: too noisy to say (undecided)."""
+    return table(
+        {
+            (8, False): {True: TIGHT_LOW, False: TIGHT_HIGH},
+            (32, False): {True: TIGHT_LOW, False: [0.70, 0.71, 0.72]},
+            (8, True): {True: FLAT, False: FLAT},
+            (32, True): {True: TIGHT_LOW, False: NOISY},
+        },
+        C3_KEYS,
+        "data.shuffle",
+    )
+
+
+def test_c3_map_says_where_the_claim_holds_fails_and_is_undecided() -> None:
+    (found,) = maps.maps(c3_map_table())
+    assert found.claim.id == "C3" and found.keys == C3_KEYS
+    outcomes = {c.label(): c.outcome for c in found.cells}
+    assert outcomes == {
+        "batch_size=8, batchnorm=False": True,
+        "batch_size=32, batchnorm=False": True,
+        "batch_size=8, batchnorm=True": False,
+        "batch_size=32, batchnorm=True": None,
+    }
+    assert found.summary() == (
+        "holds for batchnorm=False; fails for batch_size=8, batchnorm=True; undecided for batch_size=32, batchnorm=True"
+    )
+    assert found.counts() == "2 hold, 1 fail, 1 undecided of 4 settings"
+
+
+def test_each_cell_runs_the_claims_own_checks_on_its_runs_alone() -> None:
+    (found,) = maps.maps(c3_map_table())
+    cell = next(c for c in found.cells if c.label() == "batch_size=32, batchnorm=False")
+    unshuffled, shuffled = [0.70, 0.71, 0.72], TIGHT_LOW
+    means = [c.estimate.mean for c in cell.finding.checks]
+    assert means == pytest.approx([0.71, 0.71 - 0.11])
+    assert [c.estimate.n for c in cell.finding.checks] == [3, 3]
+    assert len(cell.rows) == len(unshuffled) + len(shuffled)
+
+
+def test_holm_runs_over_every_check_of_the_map() -> None:
+    (found,) = maps.maps(c3_map_table())
+    checks = [k for c in found.cells for k in c.finding.checks]
+    assert found.family_size() == len(checks) == 8
+    assert {k.family for k in checks} == {8}
+    assert [k.p_holm for k in checks] == pytest.approx(holm([k.p_value()[0] for k in checks]), nan_ok=True)
+
+
+def test_a_cell_decided_alone_can_be_undecided_in_the_map() -> None:
+    """Two cells whose checks hold alone (p 0.02-0.04) are undecided among the map's 4 checks."""
+    borderline = {True: [0.10, 0.10, 0.10], False: [0.295, 0.345, 0.395]}  # t = 5.0 and 6.7, 2 df
+    alone = maps.maps(table({(8, True): borderline, (32, True): borderline}, C3_KEYS, "data.shuffle"))[0]
+    raw = [k.uncorrected() for c in alone.cells for k in c.finding.checks]
+    assert raw == [True, True, True, True]
+    assert [c.outcome for c in alone.cells] == [None, None]
+
+
+def test_the_map_reads_the_folder_with_the_most_settings() -> None:
+    one = table({(8, True): {True: TIGHT_LOW, False: TIGHT_HIGH}}, C3_KEYS, "data.shuffle")
+    two = c3_map_table()
+    both = pd.concat([one.assign(source="results/a", source_rank=0), two.assign(source="results/b", source_rank=1)])
+    (found,) = maps.maps(both)
+    assert found.source == "results/b" and len(found.cells) == 4
+
+
+def test_one_setting_is_no_map() -> None:
+    assert maps.maps(table({(8, True): {True: TIGHT_LOW, False: TIGHT_HIGH}}, C3_KEYS, "data.shuffle")) == []
+
+
+def test_a_key_that_moves_with_another_is_not_named() -> None:
+    """train.steps is set exactly where train.budget is steps: naming both says nothing more."""
+    rows = table(
+        {("epochs", None): {True: TIGHT_LOW, False: TIGHT_HIGH}, ("steps", 1440): {True: TIGHT_LOW, False: FLAT}},
+        ("train.budget", "train.steps"),
+        "data.shuffle",
+    )
+    (found,) = maps.maps(rows)
+    assert found.keys == ("train.budget",)
+    assert found.summary() == "holds for budget=epochs; fails for budget=steps"
+
+
+@pytest.mark.parametrize(
+    ("chosen", "words"),
+    [
+        ({(8, "a"), (8, "b"), (32, "a"), (32, "b")}, "every setting mapped"),
+        ({(8, "a"), (8, "b")}, "x=8"),
+        ({(8, "a"), (32, "a"), (32, "b")}, "y=a or x=32"),
+        ({(8, "b"), (32, "a")}, "x=8, y=b or x=32, y=a"),
+    ],
+)
+def test_where_names_a_set_of_cells_by_the_fewest_settings(chosen: set, words: str) -> None:
+    cells = [maps.Cell((("k.x", x), ("k.y", y)), None, None, None, pd.DataFrame()) for x, y in product([8, 32], "ab")]
+    picked = [c for c in cells if tuple(v for _, v in c.conditions) in chosen]
+    named = maps.where(cells, picked)
+    assert named == words or set(named.split(" or ")) == set(words.split(" or "))
+
+
+# --- the post's numbers
+
+
+def c1_table() -> pd.DataFrame:
+    """Two settings (lr) with batch 8 and 64: lr 0.01 near the post's numbers, lr 0.001 far from them."""
+    rows = []
+    for lr, per_bs in {
+        0.01: {64: ([0.78, 0.80, 0.82], [0.05, 0.06, 0.07]), 8: ([0.55, 0.60, 0.65], [0.58, 0.60, 0.62])},
+        0.001: {64: ([0.40, 0.45, 0.50], [0.20, 0.25, 0.30]), 8: ([0.50, 0.52, 0.54], [0.60, 0.62, 0.64])},
+    }.items():
+        for bs, (train, val) in per_bs.items():
+            for seed in range(3):
+                gap = train[seed] - val[seed]
+                rows.append(
+                    {"run_id": f"{lr}-{bs}-{seed}", "seed": seed, "train.lr": lr, "train.batch_size": bs, **FILLER}
+                    | {TRAIN2: train[seed], VAL2: val[seed], GAP2: gap}
+                )
+    return pd.DataFrame(rows)
+
+
+def test_settings_are_ranked_by_their_largest_distance_from_the_posts_numbers() -> None:
+    found = map_section.candidates(c1_table())
+    assert [c.label.split(";")[0] for c in found] == ["lr=0.01", "lr=0.001"]
+    assert found[0].distance == pytest.approx(0.0)  # seed means 0.80, 0.06, 0.60, 0.60
+    assert found[1].distance == pytest.approx(0.80 - 0.45)  # train_acc at batch 64 is the farthest
+    assert found[1].farthest() == "train_acc at batch 64"
+    assert found[0].covered() == 4
+
+
+def test_the_reproduction_section_says_whether_any_setting_comes_within_a_tenth() -> None:
+    doc = report.document.Doc()
+    map_section.reproduction_section(doc, map_section.candidates(c1_table()))
+    text = report.document.to_markdown(doc, Path("."))
+    assert "1 of the 2 settings tested come within 0.1 of each of the post's numbers" in text
+    far = [c for c in map_section.candidates(c1_table()) if c.distance > 0.1]
+    doc = report.document.Doc()
+    map_section.reproduction_section(doc, far)
+    assert "No setting of the 1 tested comes within 0.1" in report.document.to_markdown(doc, Path("."))
+
+
+def test_the_answer_quotes_the_verdicts_numbers() -> None:
+    rows = c1_table()
+    findings = evaluate(rows)
+    c1 = dict((c.id, f) for c, f in findings)["C1"]
+    text = " ".join(answer.sentences(findings, maps.maps(rows), map_section.candidates(rows)))
+    assert fmt_estimate(c1.checks[0].estimate) in text and fmt_estimate(c1.checks[1].estimate) in text
+    assert f"at {c1.tested_at}:" in text
+    assert "comes within 0.1 of all four: its largest distance is 0.00" in text
+
+
+def test_a_verdict_names_the_settings_it_was_tested_at() -> None:
+    """Batch size, images per class, lr and epochs always; other settings only away from their defaults."""
+    rows = table(
+        {(50, 16): {True: TIGHT_LOW, False: TIGHT_HIGH}},
+        ("data.samples_per_class", "data.image_size"),
+        "data.shuffle",
+        **{"train.batch_size": 32, "train.lr": 0.001, "train.epochs": 5, "model.width": 1.0},
+    )
+    finding = by_id("C3").evaluate(rows)
+    assert finding.tested_at == "batch_size=32, samples_per_class=50, lr=0.001, epochs=5, image_size=16; 3 seeds"
+
+
+# --- the report
+
+
+def test_the_report_maps_c1_over_the_fixtures_control_arms(tmp_path: Path) -> None:
+    written = report.build([FIXTURES / "fx_controls"], tmp_path)
+    md = written.markdown.read_text(encoding="utf-8")
+    rows = pd.read_csv(tmp_path / "tables" / "maps.csv")
+    cells = rows.groupby(["bn_momentum", "ghost_batch_size", "budget"], dropna=False).ngroups
+    assert cells == 4 and len(rows) == 2 * cells and set(rows["family"]) == {2 * cells}
+    assert "## Where each claim holds" in md and "### C1 over 4 settings" in md
+    assert (tmp_path / "figures" / "map-C1.png").stat().st_size > 0
+    verdict_row = next(line for line in md.splitlines() if line.startswith("| C1 |"))
+    assert "Over 4 settings of" in verdict_row and "(at " in verdict_row
+    assert md.index("## The answer in short") < md.index("## Verdicts")

@@ -321,7 +321,8 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     last = at_epoch(epochs, None)
     table = last[head].assign(epochs=last[vocab.EPOCH].astype(int))
     for when, snap in (("epoch2", at_epoch(epochs, EPOCH_TWO)), ("last", last)):
-        present = [m for m in (*SNAPSHOT_METRICS, *vocab.RECAL_METRICS) if m in snap]  # recalibrated where measured
+        optional = (*vocab.RECAL_METRICS, *vocab.BALANCED_METRICS)  # where measured
+        present = [m for m in (*SNAPSHOT_METRICS, *optional) if m in snap]
         values = snap.set_index(vocab.RUN_ID)[present].add_suffix(f"_{when}")
         table = table.join(values, on=vocab.RUN_ID)
     best = epochs.groupby(vocab.RUN_ID)[vocab.VAL_ACC].max().rename("best_val_acc")

@@ -9,10 +9,12 @@ Decisions:
 - The data has its own seed (`data.seed`), not the run's: every point of a
   sweep with the same data settings sees the same validation set and the same
   training images; the run seed only changes initialisation and data order.
-- Imbalance keeps the training-set size: class 0 gets `imbalance` of it and the
-  other classes share the rest evenly. glyphs120 renders as many images as that
-  needs; fixed datasets (digits, folder, npz) draw class-0 images with
-  replacement when the class has too few.
+- Imbalance keeps the training-set size by default: class 0 gets `imbalance` of
+  it and the other classes share the rest evenly; with `imbalance_keeps:
+  minority` the other classes keep their images and class 0 grows instead, so
+  imbalance is not confounded with fewer images per minority class. glyphs120
+  renders as many images as that needs; fixed datasets (digits, folder, npz)
+  draw class-0 images with replacement when the class has too few.
 - Shuffling happens here, in numpy, once per epoch (`epoch_order`), not through
   `fit(shuffle=...)`, which Keras ignores for `tf.data` inputs. Unshuffled means
   the same class-sorted order every epoch, so each batch holds one or two classes.
@@ -82,14 +84,21 @@ def _glyphs_counts(cfg: DataConfig) -> tuple[int, list[int], list[int]]:
     classes = min(cfg.classes or len(glyphs.GLYPHS), len(glyphs.GLYPHS))
     n_val = max(1, round(cfg.val_fraction * cfg.samples_per_class))
     n_train = max(1, cfg.samples_per_class - n_val)
-    return classes, [n_val] * classes, train_counts(n_train * classes, classes, cfg.imbalance)
+    return classes, [n_val] * classes, train_counts(n_train * classes, classes, cfg.imbalance, cfg.imbalance_keeps)
 
 
-def train_counts(total: int, classes: int, imbalance: float) -> list[int]:
-    """Training images per class: class 0 gets `imbalance` of `total` (0 = balanced)."""
+def train_counts(total: int, classes: int, imbalance: float, keeps: str = "total") -> list[int]:
+    """Training images per class: class 0 gets `imbalance` of the set (0 = balanced).
+
+    keeps "total": the set keeps `total` images and the other classes share what class 0 leaves;
+    "minority": the other classes keep their balanced share and class 0 grows to `imbalance` of the set.
+    """
+    base, extra = divmod(total, classes)
     if imbalance == 0 or classes == 1:
-        base, extra = divmod(total, classes)
         return [base + (1 if k < extra else 0) for k in range(classes)]
+    if keeps == "minority":
+        rest = [base + (1 if k < extra else 0) for k in range(1, classes)]
+        return [max(1, round(imbalance / (1 - imbalance) * sum(rest)))] + rest
     first = min(total - (classes - 1), max(1, round(imbalance * total)))
     rest, extra = divmod(total - first, classes - 1)
     return [first] + [rest + (1 if k < extra else 0) for k in range(classes - 1)]
@@ -140,7 +149,7 @@ def _split_fixed(cfg: DataConfig) -> RawArrays:
         x_val.append(images[:n_val])
         y_val.append(np.full(n_val, k))
         pools.append(images[n_val:])
-    counts = train_counts(sum(len(p) for p in pools), len(pools), cfg.imbalance)
+    counts = train_counts(sum(len(p) for p in pools), len(pools), cfg.imbalance, cfg.imbalance_keeps)
     x_train = [_draw(pool, n, rng) for pool, n in zip(pools, counts, strict=True)]
     y_train = [np.full(n, k) for k, n in enumerate(counts)]
     return (np.concatenate(x_train), np.concatenate(y_train), np.concatenate(x_val), np.concatenate(y_val), names)
@@ -181,6 +190,8 @@ def default_cache_dir() -> Path:
 def _cache_key(cfg: DataConfig) -> str:
     keys = ("classes", "samples_per_class", "image_size", "val_fraction", "imbalance", "seed")
     settings: dict[str, Any] = {k: getattr(cfg, k) for k in keys}
+    if cfg.imbalance_keeps != "total":  # added later: older caches stay valid
+        settings["imbalance_keeps"] = cfg.imbalance_keeps
     settings["version"] = CACHE_VERSION
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
 

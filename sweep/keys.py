@@ -52,6 +52,7 @@ GLYPHS120, DIGITS, FOLDER, NPZ = "glyphs120", "digits", "folder", "npz"
 DATASETS = (GLYPHS120, DIGITS, FOLDER, NPZ)
 FILE_DATASETS = (FOLDER, NPZ)  # read from data.path
 MISMATCHES = ("none", "scale", "standardize", "invert")
+IMBALANCE_KEEPS = ("total", "minority")
 OPTIMIZERS = ("adam", "sgd", "momentum")
 LR_SCALINGS = ("none", "linear", "sqrt")
 BUDGETS = ("epochs", "steps")
@@ -172,6 +173,15 @@ class DataConfig:
         slug="imb",
         toggle=2,
         post=0.0,
+    )
+    imbalance_keeps: str = key(
+        "total",
+        one_of(*IMBALANCE_KEEPS),
+        "what data.imbalance keeps fixed: total = the training-set size (the other classes shrink); "
+        "minority = every other class keeps its images and class 0 grows (the set grows)",
+        slug="imbk",
+        since=5,
+        post="total",
     )
     preprocess_mismatch: str = key(
         "none",

@@ -79,6 +79,7 @@ class EpochRecord:
     train_eval_loss_recal: float | None = None
     val_loss_recal: float | None = None
     eval_gap_recal: float | None = None
+    train_eval_balanced_acc: float | None = None  # with data.imbalance > 0 only: mean recall over classes
 
     def to_dict(self) -> dict[str, Any]:
         """The record as stored; the noise-scale and recalibrated fields only where measured."""
@@ -218,6 +219,7 @@ class Run:
                 else {}
             ),
             **recalibrated,
+            **self._balanced(split.x_train_eval, split.y_train_eval),
         )
 
     def _recalibrated(self, train_eval: dict[str, float], val: dict[str, float]) -> dict[str, float]:
@@ -250,6 +252,15 @@ class Run:
             return noise.measure(
                 _CACHE.gradient, self.split.x_train, self.split.y_train, self.spec.point.train.batch_size, rng
             )
+
+    def _balanced(self, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+        """train_eval's balanced accuracy, only where the training set is imbalanced: there plain
+        accuracy rewards predicting class 0, and the mean recall over classes does not."""
+        if self.spec.point.data.imbalance == 0:
+            return {}
+        predicted = np.argmax(self.model.predict(x, batch_size=EVAL_BATCH, verbose=0), axis=1)
+        recalls = [float(np.mean(predicted[y == k] == k)) for k in np.unique(y)]
+        return {vocab.TRAIN_EVAL_BALANCED_ACC: float(np.mean(recalls))}
 
     def _evaluate(self, x: Any, y: Any) -> dict[str, float]:
         result = self.model.evaluate(x, y, batch_size=EVAL_BATCH, verbose=0, return_dict=True)

@@ -65,7 +65,11 @@ RECAL_METRICS: tuple[str, ...] = (
     VAL_LOSS_RECAL,
     EVAL_GAP_RECAL,
 )
-OPTIONAL_METRICS: tuple[str, ...] = NOISE_METRICS + RECAL_METRICS  # columns only where measured
+# Only in runs with an imbalanced training set (data.imbalance > 0): the mean over classes of the
+# recall on the train_eval subset. Validation is balanced, so its val_acc is already balanced.
+TRAIN_EVAL_BALANCED_ACC = "train_eval_balanced_acc"
+BALANCED_METRICS: tuple[str, ...] = (TRAIN_EVAL_BALANCED_ACC,)
+OPTIONAL_METRICS: tuple[str, ...] = NOISE_METRICS + RECAL_METRICS + BALANCED_METRICS  # columns only where measured
 
 # Run statuses as users see them (status command, runs.csv).
 DONE = "done"

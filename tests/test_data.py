@@ -47,6 +47,18 @@ def test_imbalance_gives_class_0_its_share_and_keeps_sizes() -> None:
     assert np.array_equal(skewed.x_val, balanced.x_val)
 
 
+def test_imbalance_keeping_the_minority_grows_class_0_and_keeps_every_other_class() -> None:
+    """imbalance_keeps: minority: each other class keeps its 16 images; class 0 grows to 95% of the set."""
+    balanced = load_split(SMALL)
+    grown = load_split(dataclasses.replace(SMALL, imbalance=0.95, imbalance_keeps="minority"))
+    counts = np.bincount(grown.y_train).tolist()
+    assert counts[1:] == [16] * 7 and counts[0] == round(0.95 / 0.05 * 16 * 7) == 2128
+    assert np.mean(grown.y_train == 0) == pytest.approx(0.95, abs=0.001)
+    assert np.array_equal(grown.x_val, balanced.x_val)  # validation unchanged
+    assert train_counts(100, 5, 0.6, "minority") == [120, 20, 20, 20, 20]  # 120 / 200 = 0.6
+    assert train_counts(100, 5, 0.0, "minority") == [20] * 5  # balanced: nothing to keep
+
+
 def test_train_counts_split_the_total() -> None:
     assert train_counts(100, 4, 0.0) == [25, 25, 25, 25]
     assert train_counts(100, 5, 0.6) == [60, 10, 10, 10, 10]

@@ -19,7 +19,7 @@ def spec_with(dotted: str, value: object) -> RunSpec:
 
 def non_default(k: keys.Key) -> object:
     """A valid value other than the default, for any declared key."""
-    for candidate in (2, 17, 0.5, False, True, "sqrt", "steps", "digits", "scale", "sgd", "/tmp"):
+    for candidate in (2, 17, 0.5, False, True, "sqrt", "steps", "digits", "scale", "sgd", "minority", "/tmp"):
         try:
             if k.check(candidate) == candidate and candidate != k.default:
                 return candidate

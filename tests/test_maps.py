@@ -215,3 +215,24 @@ def test_the_report_maps_c1_over_the_fixtures_control_arms(tmp_path: Path) -> No
     verdict_row = next(line for line in md.splitlines() if line.startswith("| C1 |"))
     assert "Over 4 settings of" in verdict_row and "(at " in verdict_row
     assert md.index("## The answer in short") < md.index("## Verdicts")
+
+
+def test_c2_maps_every_degree_of_imbalance_against_its_own_balanced_runs() -> None:
+    """One cell per imbalance and per what it keeps; the imbalance is then a condition of its own."""
+    rows = table(
+        {
+            ("total",): {0.0: TIGHT_LOW, 0.5: TIGHT_LOW, 0.95: TIGHT_HIGH},
+            ("minority",): {0.0: TIGHT_LOW, 0.5: FLAT, 0.95: TIGHT_HIGH},
+        },
+        ("data.imbalance_keeps",),
+        "data.imbalance",
+    )
+    (found,) = maps.maps(rows)
+    assert found.claim.id == "C2" and found.keys == ("data.imbalance_keeps", "data.imbalance")
+    assert {c.label(): c.outcome for c in found.cells} == {
+        "imbalance_keeps=minority, imbalance=0.5": False,
+        "imbalance_keeps=minority, imbalance=0.95": True,
+        "imbalance_keeps=total, imbalance=0.5": False,
+        "imbalance_keeps=total, imbalance=0.95": True,
+    }
+    assert found.summary() == "holds for imbalance=0.95; fails for imbalance=0.5"

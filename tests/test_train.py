@@ -140,3 +140,18 @@ def test_an_unshuffled_run_trains_on_class_sorted_single_class_batches(tf_replic
     shuffled = labels_fitted(Run(tiny_spec(shuffle=True)))
     assert shuffled[0] != shuffled[1] and any(len(set(batch)) > 1 for batch in shuffled[0])  # the default shuffles
     assert [sorted(sum(epoch, [])) for epoch in shuffled] == [sum(sorted_batches, [])] * 2  # every image, once
+
+
+def test_an_imbalanced_run_records_balanced_train_accuracy(tf_replicas: None) -> None:
+    """data.imbalance > 0: train_eval_balanced_acc is the mean recall over classes of the end-of-epoch
+    model on the train_eval subset; a balanced run does not record it."""
+    spec = tiny_spec()
+    skewed = dataclasses.replace(spec, point=spec.point.with_value("data.imbalance", 0.9))
+    run = Run(skewed)
+    last = list(run.epochs())[-1]
+    x, y = run.split.x_train_eval, run.split.y_train_eval
+    predicted = run.model.predict(x, verbose=0).argmax(axis=1)
+    by_hand = sum((predicted[y == k] == k).mean() for k in set(y.tolist())) / len(set(y.tolist()))
+    assert last.train_eval_balanced_acc == pytest.approx(by_hand)
+    assert last.train_eval_acc == pytest.approx((predicted == y).mean())
+    assert "train_eval_balanced_acc" not in list(Run(spec).epochs())[-1].to_dict()

@@ -142,9 +142,11 @@ def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
             low=CAUSE_RAISES_GAP.value,
         ),
     )
+    balanced = column(vocab.TRAIN_EVAL_BALANCED_ACC, "epoch2")
+    measured = (vocab.TRAIN_EVAL_BALANCED_ACC,) if balanced in sel.rows and sel.rows[balanced].notna().any() else ()
     evidence = tuple(
         (f"{metric} at {at}, epoch 2", _est(sel.rows, axis, value, column(metric, "epoch2")))
-        for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC, vocab.EVAL_GAP)
+        for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *measured)
     )
     evidence += (
         (

@@ -68,11 +68,15 @@ def _row(m: ConditionMap, cell: Cell) -> tuple[str, ...]:
 def _accuracies(m: ConditionMap, cell: Cell) -> str:
     """train_acc / val_acc at epoch 2, seed means, at the compared value and at the reference."""
     axis, rows = m.claim.needs.axes[0], cell.rows
+    balanced = column(vocab.TRAIN_EVAL_BALANCED_ACC, "epoch2")
     parts = []
     for value in (cell.value, cell.reference):
         at = where(rows, axis, value)
         train, val = (at[column(metric, "epoch2")].mean() for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC))
-        parts.append(f"{short(axis)}={shown(value)}: {train:.2f} / {val:.2f}")
+        text = f"{short(axis)}={shown(value)}: {train:.2f} / {val:.2f}"
+        if balanced in at and at[balanced].notna().any():
+            text += f" (balanced train_eval_acc {at[balanced].mean():.2f})"
+        parts.append(text)
     return "; ".join(parts)
 
 

@@ -24,6 +24,7 @@ from sweep.estimates import Check, Estimate
 from sweep.plan import plan
 from sweep.report import until_section
 from sweep.report.document import Doc
+from sweep.report.findings import Finding
 from sweep.sequential import Plan, decide
 from sweep.store import Store
 from sweep.store.queue import spec_of
@@ -126,6 +127,9 @@ def test_until_decided_adds_seeds_only_where_a_check_is_undecided(tmp_path: Path
     section = report[report.index("## Seeds until decided") :]
     assert "| 1 | 4 | 0.800 | 0 1 2 3 | 3 | 12 |" in section
     assert all(f"| {r.claim} | {r.check} | {r.words} |" in section for r in table.itertuples())
+    for claim in table["claim"].unique():  # the verdict table reads the sequential statuses, not fixed-n p-values
+        row = next(line for line in report.splitlines() if line.startswith(f"| {claim} |"))
+        assert "(sequential, decided by " in row or "undecided at the 5-seed cap" in row, row
 
     again = until.run_until_decided(grid, options, max_seeds=5, console=console)  # resumable: nothing to train
     assert again.exit_code == 0 and again.trained == 0
@@ -179,6 +183,29 @@ def test_kill_9_during_an_added_seed_then_the_same_command_finishes_without_trai
     got = decisions.read(results)
     assert got is not None
     assert list(got[0]["words"]) == [s.words() for s in last.statuses]  # the same decisions, recomputed from the store
+
+
+def _statuses(*rows: tuple[str, int, bool]) -> pd.DataFrame:
+    """decisions.csv rows of one claim: (side, n, more_seeds) per check, cap 30."""
+    return pd.DataFrame(
+        [{"claim": "C3", "check": f"k{i}", "side": side, "n": n, "more_seeds": more, "cap": 30} for i, (side, n, more) in enumerate(rows)]
+    )
+
+
+def test_the_verdict_after_until_decided_is_the_sequential_one() -> None:
+    """Decided checks give the claim's verdict by its rule; an undecided check at the cap says so, with the
+    seeds 80% power would need; one with looks to come says to rerun."""
+    noisy = Estimate(mean=0.3, sd=0.2, n=3, low=-0.2, high=0.8)
+    finding = Finding((Check("k0", noisy, low=0.2), Check("k1", noisy, low=0.05)), "runs")
+    assert until_section.verdict(finding, _statuses(("holds", 8, False), ("holds", 12, False))) == (
+        "supported (sequential, decided by 12 seeds)"
+    )
+    assert until_section.verdict(finding, _statuses(("fails", 5, False), ("", 30, False))).startswith("contradicted")
+    capped = until_section.verdict(finding, _statuses(("holds", 8, False), ("", 30, False)))
+    assert capped == f"undecided at the 30-seed cap; {finding.seeds_needed().words()} seeds per setting for 80% power"
+    assert until_section.verdict(finding, _statuses(("holds", 8, False), ("", 12, True))).startswith(
+        "undecided after 12 seeds, with looks still to come"
+    )
 
 
 def test_a_report_without_decisions_has_no_until_section(tmp_path: Path) -> None:

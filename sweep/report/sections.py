@@ -72,13 +72,14 @@ def document(
     doc.table(("recorded", "value"), header(results))
     doc.h(2, "Verdicts")
     mapped = {m.claim.id: m for m in where.maps}
+    sequential = until_section.by_claim(until)
     doc.table(
         ("claim", "the post", "verdict, and where it was tested", "deciding numbers"),
         [
             (
                 c.id,
                 c.quote,
-                verdict_where(c, f, mapped.get(c.id)),
+                verdict_where(c, f, mapped.get(c.id), sequential.get(c.id)),
                 "; ".join(f"{k.label}: {fmt_estimate(k.estimate)}" for k in f.checks) if f else "",
             )
             for c, f in findings
@@ -113,9 +114,14 @@ def document(
     return doc
 
 
-def verdict_where(claim: Claim, finding: Finding | None, found: ConditionMap | None) -> str:
-    """The verdict at the settings it read, then, where the claim was mapped, where it is supported and where not."""
+def verdict_where(
+    claim: Claim, finding: Finding | None, found: ConditionMap | None, sequential: pd.DataFrame | None = None
+) -> str:
+    """The verdict at the settings it read (the sequential one after `run --until-decided`), then, where
+    the claim was mapped, where it is supported and where not."""
     text = verdict_text(claim, finding)
+    if finding is not None and sequential is not None and len(sequential):
+        text = until_section.verdict(finding, sequential)
     if finding is not None and finding.tested_at:
         text += f" (at {finding.tested_at})"
     if found is not None:

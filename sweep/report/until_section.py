@@ -10,8 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from sweep import decisions
-from sweep.estimates import ALPHA
+from sweep.estimates import ALPHA, all_of, any_of
 from sweep.report.document import Doc
+from sweep.report.findings import ANY, Finding
 
 Found = tuple[Path, pd.DataFrame, pd.DataFrame]  # folder, decisions, looks
 
@@ -24,6 +25,31 @@ def read(folders: Sequence[Path]) -> list[Found]:
         if got is not None:
             found.append((Path(folder), *got))
     return found
+
+
+def by_claim(found: Sequence[Found]) -> dict[str, pd.DataFrame]:
+    """Each claim's rows of decisions.csv (the first folder that has the claim, as the report reads runs)."""
+    rows: dict[str, pd.DataFrame] = {}
+    for _, checks, _ in found:
+        for claim, group in checks.groupby("claim", sort=False):
+            rows.setdefault(str(claim), group)
+    return rows
+
+
+def verdict(finding: Finding, checks: pd.DataFrame) -> str:
+    """A claim's verdict from its checks' sequential statuses: decided ones by their side, and an undecided
+    one at the cap with the seeds per setting 80% power would still need (from the finding's own check)."""
+    sides = [{"holds": True, "fails": False}.get(str(side)) for side in checks["side"]]
+    outcome = (any_of if finding.rule == ANY else all_of)(sides)
+    seeds = int(checks["n"].max())
+    if outcome is not None:
+        return f"{'supported' if outcome else 'contradicted'} (sequential, decided by {seeds} seeds)"
+    capped = not checks["more_seeds"].astype(str).eq("True").any()
+    needed = finding.seeds_needed()
+    more = f"; {needed.words()} seeds per setting for 80% power" if needed else ""
+    if capped:
+        return f"undecided at the {int(checks['cap'].max())}-seed cap{more}"
+    return f"undecided after {seeds} seeds, with looks still to come (rerun the same command){more}"
 
 
 def section(doc: Doc, found: Sequence[Found]) -> None:

@@ -97,8 +97,8 @@ def train_counts(total: int, classes: int, imbalance: float, keeps: str = "total
     if imbalance == 0 or classes == 1:
         return [base + (1 if k < extra else 0) for k in range(classes)]
     if keeps == "minority":
-        rest = [base + (1 if k < extra else 0) for k in range(1, classes)]
-        return [max(1, round(imbalance / (1 - imbalance) * sum(rest)))] + rest
+        kept = [base + (1 if k < extra else 0) for k in range(1, classes)]
+        return [max(1, round(imbalance / (1 - imbalance) * sum(kept)))] + kept
     first = min(total - (classes - 1), max(1, round(imbalance * total)))
     rest, extra = divmod(total - first, classes - 1)
     return [first] + [rest + (1 if k < extra else 0) for k in range(classes - 1)]

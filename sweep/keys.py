@@ -211,7 +211,12 @@ class ModelConfig:
     )
     batchnorm: bool = key(True, boolean, "BatchNormalization after each convolution", slug="bn", role=CONTROL)
     bn_momentum: float = key(
-        0.99, number_in(0, 1, high_open=True), "BatchNormalization moving-statistics momentum", slug="bnm", role=CONTROL
+        0.99,
+        number_in(0, 1, high_open=True),
+        "BatchNormalization moving-statistics momentum",
+        slug="bnm",
+        only=Only("model.batchnorm", (True,)),
+        role=CONTROL,
     )
     ghost_batch_size: int | None = key(
         None,

@@ -27,7 +27,9 @@ TIGHT_HIGH, TIGHT_LOW, NOISY = [0.60, 0.61, 0.62], [0.10, 0.11, 0.12], [0.05, 0.
 FLAT = [0.00, 0.01, 0.02]
 
 
-def table(cells: dict[tuple[Any, ...], dict[Any, list[float]]], keys: tuple[str, ...], axis: str, **fixed: Any) -> pd.DataFrame:
+def table(
+    cells: dict[tuple[Any, ...], dict[Any, list[float]]], keys: tuple[str, ...], axis: str, **fixed: Any
+) -> pd.DataFrame:
     """One run per seed for every cell (values of `keys`) and value of `axis`, with its epoch-2 gap."""
     rows = []
     for cell, by_value in cells.items():
@@ -236,3 +238,23 @@ def test_c2_maps_every_degree_of_imbalance_against_its_own_balanced_runs() -> No
         "imbalance_keeps=total, imbalance=0.95": True,
     }
     assert found.summary() == "holds for imbalance=0.95; fails for imbalance=0.5"
+
+
+def test_a_setting_a_cell_does_not_use_is_shown_as_a_dash() -> None:
+    """bn_momentum means nothing without BatchNorm: that cell shows '-', and no words lean on it."""
+    rows = table(
+        {
+            (True, 0.99): {True: TIGHT_LOW, False: FLAT},
+            (True, 0.999): {True: TIGHT_LOW, False: FLAT},
+            (False, 0.99): {True: TIGHT_LOW, False: TIGHT_HIGH},
+        },
+        ("model.batchnorm", "model.bn_momentum"),
+        "data.shuffle",
+    )
+    (found,) = maps.maps(rows)
+    assert [c.label() for c in found.cells] == [
+        "batchnorm=False, bn_momentum=-",
+        "batchnorm=True, bn_momentum=0.99",
+        "batchnorm=True, bn_momentum=0.999",
+    ]
+    assert found.summary() == "holds for batchnorm=False; fails for batchnorm=True"

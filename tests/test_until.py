@@ -188,7 +188,10 @@ def test_kill_9_during_an_added_seed_then_the_same_command_finishes_without_trai
 def _statuses(*rows: tuple[str, int, bool]) -> pd.DataFrame:
     """decisions.csv rows of one claim: (side, n, more_seeds) per check, cap 30."""
     return pd.DataFrame(
-        [{"claim": "C3", "check": f"k{i}", "side": side, "n": n, "more_seeds": more, "cap": 30} for i, (side, n, more) in enumerate(rows)]
+        [
+            {"claim": "C3", "check": f"k{i}", "side": side, "n": n, "more_seeds": more, "cap": 30}
+            for i, (side, n, more) in enumerate(rows)
+        ]
     )
 
 

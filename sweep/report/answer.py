@@ -80,7 +80,11 @@ def _causes(found: dict[str, Finding], mapped: dict[str, ConditionMap]) -> str:
     parts = []
     for claim_id, name in CAUSES.items():
         if claim_id in found:
-            where = f"; over {len(mapped[claim_id].cells)} settings it {mapped[claim_id].summary()}" if claim_id in mapped else ""
+            where = (
+                f"; over {len(mapped[claim_id].cells)} settings it {mapped[claim_id].summary()}"
+                if claim_id in mapped
+                else ""
+            )
             parts.append(f"{name} ({claim_id}) {VERDICT_WORDS[found[claim_id].outcome]}{where}")
     return f"Of its other suspected causes of high train / low val accuracy: {', '.join(parts)}." if parts else ""
 

@@ -7,6 +7,7 @@ like the per-folder figures (`sweep.plots`), again only when what it shows chang
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -39,14 +40,18 @@ def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, p
             "(green holds, red fails, grey undecided); shaded: where the check holds."
         )
         name = f"map-{m.claim.id}"
-        drawn[m.claim.id] = plots.cached_or_drawn(lambda m=m: figure(m), folder, name, caption, key.hexdigest(), index, svg)
+        make = functools.partial(figure, m)
+        drawn[m.claim.id] = plots.cached_or_drawn(make, folder, name, caption, key.hexdigest(), index, svg)
     (folder / plots.INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return drawn
 
 
 def _numbers(m: ConditionMap) -> list:
     return [
-        (c.label(), [(k.label, k.estimate.mean, k.estimate.low, k.estimate.high, k.outcome()) for k in c.finding.checks])
+        (
+            c.label(),
+            [(k.label, k.estimate.mean, k.estimate.low, k.estimate.high, k.outcome()) for k in c.finding.checks],
+        )
         for c in m.cells
     ]
 

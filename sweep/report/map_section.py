@@ -23,7 +23,12 @@ from sweep.report.maps import MAPPED, OUTCOME_WORDS, Cell, ConditionMap, groups_
 from sweep.selection import where
 
 # The post's epoch-2 numbers: (batch size, metric) -> value.
-POST_NUMBERS = {(64, vocab.TRAIN_ACC): 0.80, (64, vocab.VAL_ACC): 0.06, (8, vocab.TRAIN_ACC): 0.60, (8, vocab.VAL_ACC): 0.60}
+POST_NUMBERS = {
+    (64, vocab.TRAIN_ACC): 0.80,
+    (64, vocab.VAL_ACC): 0.06,
+    (8, vocab.TRAIN_ACC): 0.60,
+    (8, vocab.VAL_ACC): 0.60,
+}
 NEAR = 0.10  # "comes within 0.1 of each number"
 SHOWN = 5  # settings listed, closest first
 

@@ -21,13 +21,21 @@ from typing import Any
 
 import pandas as pd
 
-from sweep import vocab
+from sweep import keys, vocab
 from sweep.analysis import BATCH_SIZE, SOURCE, SOURCE_RANK, column, setting_columns
 from sweep.report.checks import cause_raises_gap, gap_at_two_batch_sizes
 from sweep.report.claims import by_id
 from sweep.report.family import corrected
 from sweep.report.findings import Claim, Finding
-from sweep.selection import RECORDING_KEYS, Selection, fmt_value, matches, settings_key, sorted_values, toggle_values, with_defaults
+from sweep.selection import (
+    RECORDING_KEYS,
+    Selection,
+    fmt_value,
+    matches,
+    settings_key,
+    toggle_values,
+    with_defaults,
+)
 
 Judge = Callable[[Claim, Selection, Any], Finding]
 OUTCOME_WORDS = {True: "holds", False: "fails", None: "undecided"}
@@ -192,9 +200,20 @@ def _with_conditions(found: list[tuple[Any, Selection]], others: Sequence[str]) 
     out = []
     for value, sel in found:
         first = with_defaults(sel.rows, differing).iloc[0]
-        context = {c: first[c] for c in differing} | ({axis: value} if several else {})
+        context = {c: INERT if _inert(c, first) else first[c] for c in differing} | ({axis: value} if several else {})
         out.append((value, Selection(axis, sel.rows, context, 1)))
     return out
+
+
+INERT = "-"  # a setting the cell does not use (bn_momentum without BatchNorm)
+
+
+def _inert(key: str, row: pd.Series) -> bool:
+    """Whether the cell does not use `key`: its declaration names where it is used, and this is not there."""
+    only = keys.declarations()[key].only if key in keys.declarations() else None
+    if only is None or only.on not in row.index:
+        return False
+    return not any(matches(pd.Series([row[only.on]]), v).iloc[0] for v in only.values)
 
 
 def _distinct(keys: Sequence[str], found: list[tuple[Any, Selection]]) -> list[str]:
@@ -212,7 +231,7 @@ def _distinct(keys: Sequence[str], found: list[tuple[Any, Selection]]) -> list[s
 
 def _judged(claim: Claim, mapped: Mapped, found: list[tuple[Any, Selection]]) -> tuple[Cell, ...]:
     """Every cell's checks, Holm-corrected across the whole map."""
-    findings = [(claim, mapped.judge(claim, sel, value)) for value, sel in found]
+    findings: list[tuple[Claim, Finding | None]] = [(claim, mapped.judge(claim, sel, value)) for value, sel in found]
     fixed = corrected(findings)
     reference = _reference(claim)[0]
     cells = [
@@ -243,7 +262,9 @@ def where(cells: Sequence[Cell], chosen: Sequence[Cell]) -> str:
             patterns.append((pattern, matched))
     left, words = set(inside), []
     while left:
-        pattern, matched = max(patterns, key=lambda pm: (len(pm[1] & left), -sum(v != FREE for v in pm[0])))
+        pattern, matched = max(
+            patterns, key=lambda pm: (len(pm[1] & left), -sum(v != FREE for v in pm[0]), INERT not in pm[0])
+        )
         fixed = [f"{short(k)}={v}" for k, v in zip(keys, pattern, strict=True) if v != FREE]
         words.append(", ".join(fixed) if fixed else "every setting mapped")
         left -= matched
@@ -255,7 +276,7 @@ FREE = "*"  # a pattern's free key
 
 def _natural(names: tuple[str, ...]) -> list[tuple[int, Any]]:
     """Numbers in numeric order, then words."""
-    out = []
+    out: list[tuple[int, Any]] = []
     for name in names:
         try:
             out.append((0, float(name)))

@@ -17,13 +17,13 @@ from sweep import readings, scaling, tuning, vocab
 from sweep.analysis import IN_CLAIMS, Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
-from sweep.report import attribution as attr
 from sweep.report import answer, comparable, family, map_section, provenance, until_section
+from sweep.report import attribution as attr
 from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, thresholds
 from sweep.report.document import TITLE, Doc
-from sweep.report.maps import MAPPED, ConditionMap
 from sweep.report.findings import FAR_GAP, Claim, Finding, fmt_p, outcome_text, verdict_text
+from sweep.report.maps import MAPPED, ConditionMap
 
 TUNING_EXPERIMENTS = "experiments/lr_search.yaml"  # a grid with a search: block per batch size
 SMOKE_EXPERIMENTS = "experiments/smoke.yaml"  # the quick check; no claim reads it

@@ -60,7 +60,12 @@ MAPPED = (
         ("gap at the large batch, epoch 2", "gap at batch 8, epoch 2"),
         "experiments/map_c1.yaml",
     ),
-    Mapped("C2", cause_raises_gap, ("gap with the cause, epoch 2", "gap increase vs none (paired), epoch 2")),
+    Mapped(
+        "C2",
+        cause_raises_gap,
+        ("gap with the cause, epoch 2", "gap increase vs none (paired), epoch 2"),
+        "experiments/map_c2.yaml",
+    ),
     Mapped(
         "C3",
         cause_raises_gap,

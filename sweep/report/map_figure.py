@@ -62,7 +62,7 @@ def figure(m: ConditionMap) -> Figure:
     panels = len(m.mapped.panels)
     fig = Figure(figsize=(4.2 * panels + 3.0, 1.2 + 0.32 * len(m.cells)), layout="constrained")
     axes = fig.subplots(1, panels, sharey=True, squeeze=False)[0]
-    fig.suptitle(f"{m.claim.id} over {len(m.cells)} settings: {m.counts()}", fontsize="medium")
+    fig.suptitle(f"{m.claim.id} at every setting of {m.source}: {m.counts()}", fontsize="medium")
     ys = list(range(len(m.cells)))[::-1]
     for i, (ax, title) in enumerate(zip(axes, m.mapped.panels, strict=True)):
         checks = [c.finding.checks[i] for c in m.cells]
@@ -78,7 +78,7 @@ def figure(m: ConditionMap) -> Figure:
         ax.set_xlim(*_limits(checks))
     axes[0].set_yticks(ys, [c.label() for c in m.cells], fontsize="small")
     handles = [axes[0].scatter([], [], color=c, label=WORDS[o]) for o, c in COLOURS.items()]
-    axes[-1].legend(handles=handles, fontsize="small", loc="lower right")
+    fig.legend(handles=handles, fontsize="small", loc="outside lower center", ncols=3)
     return fig
 
 

@@ -242,8 +242,8 @@ def test_a_mean_a_hair_past_its_threshold_needs_more_than_1000_seeds() -> None:
     _, corrected = verdicts("C6", c6([7.99, 10.788, 10.989]))
     assert corrected.checks[0].estimate.mean == pytest.approx(-0.101)
     assert verdict_text(by_id("C6"), corrected) == (
-        "inconclusive: not decided after Holm correction; > 1000 (range > 1000 to > 1000) seeds per setting "
-        "for 80% power"
+        "undecided at 3 seeds, after Holm correction; > 1000 (range > 1000 to > 1000) seeds per setting "
+        "for 80% power (`run --until-decided` adds them)"
     )
 
 
@@ -259,7 +259,7 @@ def test_an_interval_touching_its_threshold_is_undecided() -> None:
     assert (level.estimate.low, level.estimate.mean, level.estimate.high, level.low) == (0.2, 0.2, 0.2, 0.2)
     assert level.p_value()[0] == 1.0 and level.outcome() is None
     assert increase.outcome() is True and finding.verdict == "inconclusive"
-    assert verdict_text(by_id("C3"), finding).startswith("inconclusive: not decided after Holm correction; > 1000")
+    assert verdict_text(by_id("C3"), finding).startswith("undecided at 2 seeds, after Holm correction; > 1000")
 
 
 @pytest.mark.parametrize("n", [2, 3, 10])

@@ -38,7 +38,7 @@ def combined(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("report")
     code, stdout, stderr = cli_report(*FOLDERS, "--out", out)
     assert code == 0, stderr
-    assert stdout.splitlines()[0].startswith("C1: inconclusive: not decided after Holm correction; ")
+    assert stdout.splitlines()[0].startswith("C1: undecided at 3 seeds, after Holm correction; ")
     return out
 
 
@@ -155,7 +155,7 @@ def test_claims_a_folder_cannot_test_name_the_experiments_file() -> None:
     texts = {claim.id: report.verdict_text(claim, finding) for claim, finding in findings}
     assert texts["C2"] == "not tested by this sweep (see experiments/causes.yaml)"
     assert texts["C9"] == "not tested by this sweep (see experiments/gpus.yaml)"
-    assert texts["C1"].startswith("inconclusive: not decided after Holm correction; ")  # tested, not named
+    assert texts["C1"].startswith("undecided at 3 seeds, after Holm correction; ")  # tested, not named
     empty = report.evaluate(pd.DataFrame())
     assert all(finding is None for _, finding in empty)
 
@@ -211,7 +211,7 @@ def test_report_files(combined: Path) -> None:
     ]
     assert not list((combined / "figures").glob("*.svg"))  # SVG on request only (--svg)
     md = (combined / "report.md").read_text()
-    assert "| C2 | imbalanced training classes" in md and "| inconclusive: not decided after Holm correction; " in md
+    assert "| C2 | imbalanced training classes" in md and "| undecided at 3 seeds, after Holm correction; " in md
     assert re.search(r"\| git commit \| ([0-9a-f]{40}|unknown) \|", md)
     # 31 rows, but fx_causes' s0-5b7c0a32 and s1-3934565c are fx_gpus' g1-s0-5b7c0a32 and g1-s1-3934565c
     assert "| runs | 29 (29 done) |" in md

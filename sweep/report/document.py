@@ -105,6 +105,7 @@ VERDICT_CLASSES = (
     (SUPPORTED, "supported"),
     (CONTRADICTED, "contradicted"),
     (INCONCLUSIVE, "inconclusive"),
+    ("undecided", "inconclusive"),  # an inconclusive verdict's words say at how many seeds
     (NOT_TESTED, "not-tested"),
 )
 

@@ -114,8 +114,9 @@ def verdict_text(claim: Claim, finding: Finding | None) -> str:
     if any(c.estimate.n < 2 for c in finding.undecided()):
         return f"{verdict(None)}{rule}: fewer than 2 seeds (or pairs) give no interval; run 3 or more seeds"
     needed = finding.seeds_needed()
-    more = f"; {needed.words()} seeds per setting for 80% power" if needed else ""
-    return f"{verdict(None)}{rule}: not decided after Holm correction{more}"
+    more = f"; {needed.words()} seeds per setting for 80% power (`run --until-decided` adds them)" if needed else ""
+    seeds = max(c.estimate.n for c in finding.undecided())
+    return f"undecided at {seeds} seeds{rule}, after Holm correction{more}"
 
 
 def _rule_words(finding: Finding) -> str:

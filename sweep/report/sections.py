@@ -219,7 +219,8 @@ def statistics_section(doc: Doc) -> None:
         "lies wholly inside (holds) or wholly outside (fails) the region. The verdicts use Holm-adjusted p-values "
         "(family below): a check holds or fails when its adjusted p < 0.05, and is undecided otherwise. A claim is "
         "supported when all its checks hold after correction, contradicted when one fails after correction, "
-        "inconclusive otherwise (C4: supported when one kind holds, contradicted when all fail)."
+        "undecided otherwise, at the seeds it has, with the seeds 80% power would need (C4: supported when one "
+        "kind holds, contradicted when all fail)."
     )
     doc.p(
         "Seeds to decide: for an undecided check, the smallest n with 80% power to decide it the way its mean "

@@ -273,7 +273,7 @@ def test_the_committed_results_report(tmp_path: Path) -> None:
     md = written.markdown.read_text()
     assert f"Holm's correction runs over a family of {len(checks)} checks" in md
     assert "| C4 | train and validation preprocessed differently give low val_acc | " in md
-    assert re.search(r"\| C4 \| [^|]+ \| \w+ \(any-of rule: supported when 1 of its \d checks holds", md)
+    assert re.search(r"\| C4 \| [^|]+ \| [\w ]+ \(any-of rule: supported when 1 of its \d checks holds", md)
     assert "leave one seed out" in checks[checks["claim"] == "C8"]["check"].item()
     # C6 names runs timed in two folders exactly when the committed folders share runs (they no longer do
     # since the batch_sizes rerun added records; the twice-timed test above covers the words)

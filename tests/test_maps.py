@@ -109,6 +109,16 @@ def test_the_map_reads_the_folder_with_the_most_settings() -> None:
     assert found.source == "results/b" and len(found.cells) == 4
 
 
+def test_cells_are_in_numeric_order_whatever_the_column_type() -> None:
+    """Images per class 40, 80, 400 (numpy integers from a CSV), not 40, 400, 80."""
+    rows = table(
+        {(n,): {True: TIGHT_LOW, False: TIGHT_HIGH} for n in (400, 40, 80)}, ("data.samples_per_class",), "data.shuffle"
+    )
+    rows["data.samples_per_class"] = rows["data.samples_per_class"].astype("int64")
+    (found,) = maps.maps(rows)
+    assert [c.label() for c in found.cells] == ["samples_per_class=40", "samples_per_class=80", "samples_per_class=400"]
+
+
 def test_one_setting_is_no_map() -> None:
     assert maps.maps(table({(8, True): {True: TIGHT_LOW, False: TIGHT_HIGH}}, C3_KEYS, "data.shuffle")) == []
 

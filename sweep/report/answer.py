@@ -80,13 +80,12 @@ def _causes(found: dict[str, Finding], mapped: dict[str, ConditionMap]) -> str:
     parts = []
     for claim_id, name in CAUSES.items():
         if claim_id in found:
-            where = (
-                f"; over {len(mapped[claim_id].cells)} settings it {mapped[claim_id].summary()}"
-                if claim_id in mapped
-                else ""
-            )
+            m = mapped.get(claim_id)
+            where = f" (over {len(m.cells)} settings of {m.source} it {m.summary()})" if m else ""
             parts.append(f"{name} ({claim_id}) {VERDICT_WORDS[found[claim_id].outcome]}{where}")
-    return f"Of its other suspected causes of high train / low val accuracy: {', '.join(parts)}." if parts else ""
+    return (
+        f"Of the post's other suspected causes of high train / low val accuracy: {'; '.join(parts)}." if parts else ""
+    )
 
 
 def _evidence(finding: Finding, prefix: str) -> Estimate | None:

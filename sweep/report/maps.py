@@ -15,10 +15,12 @@ that cover it exactly (`batchnorm=False` for all cells without BatchNorm).
 from __future__ import annotations
 
 import itertools
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from sweep import keys, vocab
@@ -248,7 +250,8 @@ def _judged(claim: Claim, mapped: Mapped, found: list[tuple[Any, Selection]]) ->
 
 
 def _order(value: Any) -> tuple[int, Any]:
-    return (0, value) if isinstance(value, (int, float)) else (1, str(value))
+    """Numbers (numpy's too) in numeric order, False before True, then words."""
+    return (0, float(value)) if isinstance(value, (numbers.Number, np.bool_)) else (1, str(value))
 
 
 def where(cells: Sequence[Cell], chosen: Sequence[Cell]) -> str:

@@ -141,7 +141,7 @@ def test_a_key_that_moves_with_another_is_not_named() -> None:
         ({(8, "a"), (8, "b"), (32, "a"), (32, "b")}, "every setting mapped"),
         ({(8, "a"), (8, "b")}, "x=8"),
         ({(8, "a"), (32, "a"), (32, "b")}, "y=a or x=32"),
-        ({(8, "b"), (32, "a")}, "x=8, y=b or x=32, y=a"),
+        ({(8, "b"), (32, "a")}, "(x=8, y=b) or (x=32, y=a)"),
     ],
 )
 def test_where_names_a_set_of_cells_by_the_fewest_settings(chosen: set, words: str) -> None:

@@ -251,7 +251,7 @@ def _judged(claim: Claim, mapped: Mapped, found: list[tuple[Any, Selection]]) ->
 
 def _order(value: Any) -> tuple[int, Any]:
     """Numbers (numpy's too) in numeric order, False before True, then words."""
-    return (0, float(value)) if isinstance(value, (numbers.Number, np.bool_)) else (1, str(value))
+    return (0, float(value)) if isinstance(value, (numbers.Real, np.bool_)) else (1, str(value))
 
 
 def where(cells: Sequence[Cell], chosen: Sequence[Cell]) -> str:
@@ -274,9 +274,11 @@ def where(cells: Sequence[Cell], chosen: Sequence[Cell]) -> str:
             patterns, key=lambda pm: (len(pm[1] & left), -sum(v != FREE for v in pm[0]), INERT not in pm[0])
         )
         fixed = [f"{short(k)}={v}" for k, v in zip(keys, pattern, strict=True) if v != FREE]
-        words.append(", ".join(fixed) if fixed else "every setting mapped")
+        words.append(fixed)
         left -= matched
-    return " or ".join(words)
+    if len(words) == 1:
+        return ", ".join(words[0]) or "every setting mapped"
+    return " or ".join(f"({', '.join(w)})" if len(w) > 1 else w[0] for w in words)  # "(a=1, b=2) or c=3"
 
 
 FREE = "*"  # a pattern's free key

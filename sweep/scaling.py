@@ -30,7 +30,7 @@ from scipy.stats import f as f_dist
 from sweep import analysis as an
 from sweep import timing, vocab
 from sweep.estimates import CONFIDENCE, Estimate, estimate
-from sweep.selection import CONTROL_DEFAULTS, POST_DEFAULTS, is_default, matches, settings_key
+from sweep.selection import CONTROL_DEFAULTS, POST_DEFAULTS, at_post, is_default, settings_key
 
 TARGET_LADDER = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # candidate val_acc levels
 MIN_REACHED = 2  # fewer seeds at a target give no interval (and no fit point)
@@ -74,9 +74,9 @@ def _rank(curve: Curve) -> int:
 def _comparable(epochs: pd.DataFrame) -> pd.DataFrame:
     """Runs at the post's protocol: controls at their defaults, toggles at the post's setting."""
     rows = epochs
-    for key, value in POST_DEFAULTS.items():
+    for key in POST_DEFAULTS:
         if key in rows:
-            rows = rows[matches(rows[key], value)]
+            rows = rows[at_post(rows[key], key)]
     for key, value in CONTROL_DEFAULTS.items():
         if key in rows:
             rows = rows[is_default(rows[key], value)]

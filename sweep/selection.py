@@ -93,6 +93,16 @@ def is_default(series: pd.Series, default: Any) -> pd.Series:
     return series.isna() | (matches(series, default) if default is not None else False)
 
 
+def at_post(series: pd.Series, key: str) -> pd.Series:
+    """Rows at the post's setting of a toggle; an empty cell of a key added later is its default
+    (results written before the key existed ran at it), and counts when that is the post's setting."""
+    post = POST_DEFAULTS[key]
+    at = matches(series, post)
+    if key in keys.added_later() and matches(pd.Series([keys.default(key)]), post).iloc[0]:
+        at = at | series.isna()
+    return at
+
+
 def matches(series: pd.Series, value: Any) -> pd.Series:
     if isinstance(value, (bool, str)):
         return series.astype(str) == str(value)
@@ -112,9 +122,9 @@ def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (), m
     if table.empty or axis not in table:
         return None
     rows = table
-    for key, value in POST_DEFAULTS.items():
+    for key in POST_DEFAULTS:
         if key != axis and key in rows:
-            rows = rows[matches(rows[key], value)]
+            rows = rows[at_post(rows[key], key)]
     for key, value in CONTROL_DEFAULTS.items():
         if key != axis and key in rows:
             rows = rows[is_default(rows[key], value)]

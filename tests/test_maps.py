@@ -102,7 +102,7 @@ def test_a_cell_decided_alone_can_be_undecided_in_the_map() -> None:
 
 
 def test_the_map_reads_the_folder_with_the_most_settings() -> None:
-    one = table({(8, True): {True: TIGHT_LOW, False: TIGHT_HIGH}}, C3_KEYS, "data.shuffle")
+    one = table({(16, True): {True: TIGHT_LOW, False: TIGHT_HIGH}}, C3_KEYS, "data.shuffle")
     two = c3_map_table()
     both = pd.concat([one.assign(source="results/a", source_rank=0), two.assign(source="results/b", source_rank=1)])
     (found,) = maps.maps(both)
@@ -117,6 +117,16 @@ def test_cells_are_in_numeric_order_whatever_the_column_type() -> None:
     rows["data.samples_per_class"] = rows["data.samples_per_class"].astype("int64")
     (found,) = maps.maps(rows)
     assert [c.label() for c in found.cells] == ["samples_per_class=40", "samples_per_class=80", "samples_per_class=400"]
+
+
+def test_a_cell_whose_reference_runs_were_kept_from_another_folder_stays_in_its_map() -> None:
+    """A run stored in two folders is read once, from the first: the map of the second keeps the cell
+    whose shuffled runs now come from the first folder, because its unshuffled runs are its own."""
+    two = c3_map_table().assign(source="results/map", source_rank=1)
+    shared = (two["train.batch_size"] == 8) & (two["model.batchnorm"]) & (two["data.shuffle"])
+    two.loc[shared, ["source", "source_rank"]] = ["results/other", 0]
+    (found,) = maps.maps(two)
+    assert found.source == "results/map" and len(found.cells) == 4
 
 
 def test_one_setting_is_no_map() -> None:
@@ -268,3 +278,21 @@ def test_a_setting_a_cell_does_not_use_is_shown_as_a_dash() -> None:
         "batchnorm=True, bn_momentum=0.999",
     ]
     assert found.summary() == "holds for batchnorm=False; fails for batchnorm=True"
+
+
+def test_runs_from_before_a_toggle_existed_count_at_its_default() -> None:
+    """Results written before data.imbalance_keeps existed have no such column; read beside results
+    that have it, their empty cells are the default (total, the post's), so their claims are still tested."""
+    old = table(
+        {(32,): {True: TIGHT_LOW, False: TIGHT_HIGH}}, ("train.batch_size",), "data.shuffle", **{"data.imbalance": 0.0}
+    )
+    new = table(
+        {("minority",): {0.0: TIGHT_LOW, 0.95: TIGHT_HIGH}},
+        ("data.imbalance_keeps",),
+        "data.imbalance",
+        **{"data.shuffle": True, "train.batch_size": 32},
+    )
+    both = pd.concat([old, new], ignore_index=True)
+    assert both["data.imbalance_keeps"].isna().sum() == len(old)
+    finding = by_id("C3").evaluate(both)
+    assert finding is not None and finding.checks[0].estimate.n == 3

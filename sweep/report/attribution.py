@@ -28,7 +28,7 @@ from sweep.analysis import (
     setting_columns,
 )
 from sweep.estimates import Estimate, estimate, fmt_estimate
-from sweep.selection import fmt_value, is_default, matches, where
+from sweep.selection import at_post, fmt_value, is_default, matches, where
 
 EXPERIMENTS = "experiments/controls.yaml"  # the sweep that runs every arm
 SMALL, LARGE = 8, 64  # C1's batch sizes
@@ -213,9 +213,9 @@ def _arm_runs(epochs: pd.DataFrame) -> pd.DataFrame:
     """One row per done run at the post's toggles: settings, seed, its mechanism and arm label, and a
     context key (every other setting) that groups runs comparable with each other."""
     runs = at_epoch(epochs, None)
-    for key, value in POST_DEFAULTS.items():
+    for key in POST_DEFAULTS:
         if key in runs:
-            runs = runs[matches(runs[key], value)]
+            runs = runs[at_post(runs[key], key)]
     if runs.empty:
         return runs
     changed = {k: ~is_default(runs[k], d) for k, d in CONTROL_DEFAULTS.items() if k in runs}

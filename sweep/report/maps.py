@@ -38,6 +38,7 @@ from sweep.selection import (
     toggle_values,
     with_defaults,
 )
+from sweep.selection import where as rows_at
 
 Judge = Callable[[Claim, Selection, Any], Finding]
 OUTCOME_WORDS = {True: "holds", False: "fails", None: "undecided"}
@@ -147,20 +148,29 @@ def maps(table: pd.DataFrame) -> list[ConditionMap]:
 
 
 def condition_map(claim: Claim, mapped: Mapped, table: pd.DataFrame) -> ConditionMap | None:
-    """The claim's map on the results folder with the most cells (ties: the earliest on the command line)."""
+    """The claim's map on the results folder with the most cells (ties: the earliest on the command line).
+
+    A cell belongs to the folder of its compared runs (C3: the unshuffled ones); its reference runs may
+    have been kept from another folder, where the same run was stored too (one copy per run is read).
+    """
     gap2 = column(vocab.GAP, "epoch2")
     if table.empty or gap2 not in table or claim.needs.axes[0] not in table:
         return None
-    rows = table.dropna(subset=[gap2])  # runs of one epoch cannot show epoch 2
-    best: list[tuple[Any, Selection]] = []
-    for _, folder in sorted(rows.groupby(SOURCE_RANK), key=lambda kv: kv[0]) if SOURCE_RANK in rows else [(0, rows)]:
-        found = _groups(claim, folder)
-        if len(found) > len(best):
-            best = found
+    found, others = _groups(claim, table.dropna(subset=[gap2]))  # runs of one epoch cannot show epoch 2
+    by_folder: dict[int, list[tuple[Any, Selection]]] = {}
+    for value, sel in found:
+        by_folder.setdefault(_folder_of(sel, value), []).append((value, sel))
+    best = min(by_folder.items(), key=lambda kv: (-len(kv[1]), kv[0]), default=(0, []))[1]
     if len(best) < MIN_CELLS:
         return None
-    cells = _judged(claim, mapped, best)
-    return ConditionMap(claim, mapped, str(best[0][1].rows[SOURCE].iloc[0]) if SOURCE in table else "", cells)
+    cells = _judged(claim, mapped, _with_conditions(best, others))
+    compared = rows_at(best[0][1].rows, best[0][1].axis, best[0][0])
+    return ConditionMap(claim, mapped, str(compared[SOURCE].iloc[0]) if SOURCE in compared else "", cells)
+
+
+def _folder_of(sel: Selection, value: Any) -> int:
+    compared = rows_at(sel.rows, sel.axis, value)
+    return int(compared[SOURCE_RANK].min()) if SOURCE_RANK in compared else 0
 
 
 def groups_everywhere(claim: Claim, table: pd.DataFrame) -> list[tuple[Any, Selection]]:
@@ -168,11 +178,12 @@ def groups_everywhere(claim: Claim, table: pd.DataFrame) -> list[tuple[Any, Sele
     gap2 = column(vocab.GAP, "epoch2")
     if table.empty or gap2 not in table or claim.needs.axes[0] not in table:
         return []
-    return _groups(claim, table.dropna(subset=[gap2]))
+    return _with_conditions(*_groups(claim, table.dropna(subset=[gap2])))
 
 
-def _groups(claim: Claim, rows: pd.DataFrame) -> list[tuple[Any, Selection]]:
-    """Every (compared value, group of runs) of one folder that has the claim's reference and that value."""
+def _groups(claim: Claim, rows: pd.DataFrame) -> tuple[list[tuple[Any, Selection]], list[str]]:
+    """Every (compared value, group of runs) that has the claim's reference and that value, and the settings
+    that may set groups apart."""
     axis = claim.needs.axes[0]
     reference, named = _reference(claim)
     others = [c for c in setting_columns(rows) if c != axis and c not in RECORDING_KEYS]
@@ -185,7 +196,7 @@ def _groups(claim: Claim, rows: pd.DataFrame) -> list[tuple[Any, Selection]]:
             if matches(group[axis], value).any():
                 part = group[matches(group[axis], reference) | matches(group[axis], value)].drop(columns="_cell")
                 found.append((value, Selection(axis, part.reset_index(drop=True), {}, 1)))
-    return _with_conditions(found, others)
+    return found, others
 
 
 def _reference(claim: Claim) -> tuple[Any, tuple[Any, ...]]:

@@ -254,8 +254,7 @@ class Run:
             )
 
     def _balanced(self, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-        """train_eval's balanced accuracy, only where the training set is imbalanced: there plain
-        accuracy rewards predicting class 0, and the mean recall over classes does not."""
+        """Mean recall over classes on train_eval, only for an imbalanced set (plain accuracy rewards class 0)."""
         if self.spec.point.data.imbalance == 0:
             return {}
         predicted = np.argmax(self.model.predict(x, batch_size=EVAL_BATCH, verbose=0), axis=1)

@@ -153,10 +153,10 @@ def condition_map(claim: Claim, mapped: Mapped, table: pd.DataFrame) -> Conditio
     A cell belongs to the folder of its compared runs (C3: the unshuffled ones); its reference runs may
     have been kept from another folder, where the same run was stored too (one copy per run is read).
     """
-    gap2 = column(vocab.GAP, "epoch2")
-    if table.empty or gap2 not in table or claim.needs.axes[0] not in table:
+    rows = _at_epoch_two(claim, table)
+    if rows is None:
         return None
-    found, others = _groups(claim, table.dropna(subset=[gap2]))  # runs of one epoch cannot show epoch 2
+    found, others = _groups(claim, rows)
     by_folder: dict[int, list[tuple[Any, Selection]]] = {}
     for value, sel in found:
         by_folder.setdefault(_folder_of(sel, value), []).append((value, sel))
@@ -175,10 +175,16 @@ def _folder_of(sel: Selection, value: Any) -> int:
 
 def groups_everywhere(claim: Claim, table: pd.DataFrame) -> list[tuple[Any, Selection]]:
     """Every (compared value, group of runs) at epoch 2 from every results folder, named by what sets it apart."""
+    rows = _at_epoch_two(claim, table)
+    return [] if rows is None else _with_conditions(*_groups(claim, rows))
+
+
+def _at_epoch_two(claim: Claim, table: pd.DataFrame) -> pd.DataFrame | None:
+    """The runs that reached epoch 2 (one epoch cannot show it), or None when the claim's axis is absent."""
     gap2 = column(vocab.GAP, "epoch2")
     if table.empty or gap2 not in table or claim.needs.axes[0] not in table:
-        return []
-    return _with_conditions(*_groups(claim, table.dropna(subset=[gap2])))
+        return None
+    return table.dropna(subset=[gap2])
 
 
 def _groups(claim: Claim, rows: pd.DataFrame) -> tuple[list[tuple[Any, Selection]], list[str]]:

@@ -131,7 +131,11 @@ def cached_or_drawn(
     fig = make()
     fig.savefig(png, dpi=100, metadata={"Software": None})
     if svg_path is not None:
-        fig.savefig(svg_path, metadata={"Date": None})  # no timestamp: same data, same file
+        # no timestamp and ids salted by name, not random: same data, same file (no churn in committed SVGs)
+        import matplotlib  # already loaded by make(); imported here to keep `sweep report --help` light
+
+        with matplotlib.rc_context({"svg.hashsalt": name}):
+            fig.savefig(svg_path, metadata={"Date": None})
     else:
         (folder / f"{name}.svg").unlink(missing_ok=True)  # an SVG of older data would mislead
     title = fig.get_suptitle() or name

@@ -23,8 +23,10 @@ from sweep.config import load_grid
 from sweep.estimates import Check, Estimate
 from sweep.plan import plan
 from sweep.report import until_section
+from sweep.report.claims import by_id
 from sweep.report.document import Doc
-from sweep.report.findings import Finding
+from sweep.report.findings import ANY, Finding
+from sweep.report.sections import verdict_where
 from sweep.sequential import Plan, decide
 from sweep.store import Store
 from sweep.store.queue import spec_of
@@ -203,12 +205,35 @@ def test_the_verdict_after_until_decided_is_the_sequential_one() -> None:
     assert until_section.verdict(finding, _statuses(("holds", 8, False), ("holds", 12, False))) == (
         "supported (sequential, decided by 12 seeds)"
     )
-    assert until_section.verdict(finding, _statuses(("fails", 5, False), ("", 30, False))).startswith("contradicted")
+    assert until_section.verdict(finding, _statuses(("fails", 5, False), ("", 30, False))) == (
+        "contradicted (sequential, decided by 5 seeds)"  # one failing check settles an all-of claim
+    )
+    either = Finding(finding.checks, "runs", rule=ANY)  # C4: one kind of mismatch is enough
+    rule = "(any-of rule: supported when 1 of its 2 checks holds, contradicted when all fail)"
+    assert until_section.verdict(either, _statuses(("holds", 5, False), ("", 12, False))) == (
+        f"supported {rule} (sequential, decided by 5 seeds)"
+    )
+    assert until_section.verdict(either, _statuses(("fails", 5, False), ("fails", 8, False))) == (
+        f"contradicted {rule} (sequential, decided by 8 seeds)"
+    )
     capped = until_section.verdict(finding, _statuses(("holds", 8, False), ("", 30, False)))
     assert capped == f"undecided at the 30-seed cap; {finding.seeds_needed().words()} seeds per setting for 80% power"
     assert until_section.verdict(finding, _statuses(("holds", 8, False), ("", 12, True))).startswith(
         "undecided after 12 seeds, with looks still to come"
     )
+
+
+def test_the_sequential_verdict_is_given_only_for_the_checks_it_decided() -> None:
+    """A combined report can answer a claim from another folder's runs (C5 from the map grids' data sizes):
+    then that folder's decisions are about other numbers, and the verdict is the fixed-n one of the checks
+    shown."""
+    noisy = Estimate(mean=0.3, sd=0.2, n=3, low=-0.2, high=0.8)
+    finding = Finding((Check("k0", noisy, low=0.2), Check("k1", noisy, low=0.05)), "runs")
+    claim = by_id("C3")
+    decided = _statuses(("holds", 8, False), ("holds", 12, False))
+    assert verdict_where(claim, finding, None, decided).startswith("supported (sequential, decided by 12 seeds)")
+    other = decided.assign(check=["k0", "spc 50 -> 25"])
+    assert verdict_where(claim, finding, None, other).startswith("undecided at 3 seeds, after Holm correction")
 
 
 def test_a_report_without_decisions_has_no_until_section(tmp_path: Path) -> None:

@@ -108,7 +108,7 @@ class Claim:
 def verdict_text(claim: Claim, finding: Finding | None) -> str:
     if finding is None:
         return f"{NOT_TESTED} (see {claim.experiments})"
-    rule = _rule_words(finding)
+    rule = rule_words(finding)
     if finding.outcome is not None:
         return finding.verdict + rule
     if any(c.estimate.n < 2 for c in finding.undecided()):
@@ -119,7 +119,7 @@ def verdict_text(claim: Claim, finding: Finding | None) -> str:
     return f"undecided at {seeds} seeds{rule}, after Holm correction{more}"
 
 
-def _rule_words(finding: Finding) -> str:
+def rule_words(finding: Finding) -> str:
     if finding.rule != ANY:
         return ""
     return f" (any-of rule: supported when 1 of its {len(finding.checks)} checks holds, contradicted when all fail)"

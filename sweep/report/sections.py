@@ -120,7 +120,7 @@ def verdict_where(
     """The verdict at the settings it read (the sequential one after `run --until-decided`), then, where
     the claim was mapped, where it is supported and where not."""
     text = verdict_text(claim, finding)
-    if finding is not None and sequential is not None and len(sequential):
+    if finding is not None and sequential is not None and until_section.applies(finding, sequential):
         text = until_section.verdict(finding, sequential)
     if finding is not None and finding.tested_at:
         text += f" (at {finding.tested_at})"

@@ -12,7 +12,7 @@ import pandas as pd
 from sweep import decisions
 from sweep.estimates import ALPHA, all_of, any_of
 from sweep.report.document import Doc
-from sweep.report.findings import ANY, Finding
+from sweep.report.findings import ANY, Finding, rule_words
 
 Found = tuple[Path, pd.DataFrame, pd.DataFrame]  # folder, decisions, looks
 
@@ -36,20 +36,38 @@ def by_claim(found: Sequence[Found]) -> dict[str, pd.DataFrame]:
     return rows
 
 
+def applies(finding: Finding, checks: pd.DataFrame) -> bool:
+    """Whether a folder's decisions are about this finding's checks. A combined report may answer a claim
+    from another folder's runs (C5 from the map grids' data sizes); then the sequential verdict is about
+    other numbers and the fixed-n verdict of the checks shown is the one to give."""
+    return len(checks) > 0 and set(checks["check"]) == {k.label for k in finding.checks}
+
+
 def verdict(finding: Finding, checks: pd.DataFrame) -> str:
     """A claim's verdict from its checks' sequential statuses: decided ones by their side, and an undecided
     one at the cap with the seeds per setting 80% power would still need (from the finding's own check)."""
+    combine = any_of if finding.rule == ANY else all_of
     sides = [{"holds": True, "fails": False}.get(str(side)) for side in checks["side"]]
-    outcome = (any_of if finding.rule == ANY else all_of)(sides)
-    seeds = int(checks["n"].max())
+    outcome = combine(sides)
+    seeds, rule = int(checks["n"].max()), rule_words(finding)
     if outcome is not None:
-        return f"{'supported' if outcome else 'contradicted'} (sequential, decided by {seeds} seeds)"
+        by = _decided_by(combine, sides, [int(n) for n in checks["n"]])
+        return f"{'supported' if outcome else 'contradicted'}{rule} (sequential, decided by {by} seeds)"
     capped = not checks["more_seeds"].astype(str).eq("True").any()
     needed = finding.seeds_needed()
     more = f"; {needed.words()} seeds per setting for 80% power" if needed else ""
     if capped:
-        return f"undecided at the {int(checks['cap'].max())}-seed cap{more}"
-    return f"undecided after {seeds} seeds, with looks still to come (rerun the same command){more}"
+        return f"undecided at the {int(checks['cap'].max())}-seed cap{rule}{more}"
+    return f"undecided after {seeds} seeds{rule}, with looks still to come (rerun the same command){more}"
+
+
+def _decided_by(combine, sides: Sequence[bool | None], seeds: Sequence[int]) -> int:
+    """The fewest seeds at which the checks decided so far already fix the claim's outcome: one check
+    holding at 5 seeds supports an any-of claim, whatever another check does at the 12-seed cap."""
+    for count in sorted(set(seeds)):
+        if combine(side if n <= count else None for side, n in zip(sides, seeds, strict=True)) is not None:
+            return count
+    return max(seeds)
 
 
 def section(doc: Doc, found: Sequence[Found]) -> None:

@@ -7,7 +7,7 @@ One process, one Python loop over the grid's runs (the same expansion as
 and for each run: seed, load the data, build and compile the model, then
 `model.fit(...)`. The model, data, seeds, optimiser and epochs are the
 harness's own (`sweep.model.build_model`, `sweep.data.load_split`,
-`sweep.plan.derive_seed`, `sweep.train.make_optimizer`), so the only
+`sweep.plan.derive_seed`, `sweep.optim.make_optimizer`), so the only
 difference from `python -m sweep run` is the machinery around training: no
 store, no worker processes, no inference-mode train subset, no CSV export and
 no report.
@@ -148,8 +148,9 @@ def train_run(
 
     from sweep import data
     from sweep import model as model_module
+    from sweep.optim import make_optimizer
     from sweep.plan import derive_seed
-    from sweep.train import make_optimizer, reset_compiled
+    from sweep.train import reset_compiled
 
     check_plain(spec)
     started = time.perf_counter()

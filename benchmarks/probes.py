@@ -81,8 +81,9 @@ def lever(settings: dict[str, Any]) -> dict[str, Any]:
     from sweep import data
     from sweep import model as model_module
     from sweep.config import DataConfig, ModelConfig
+    from sweep.optim import make_optimizer
     from sweep.plan import derive_seed
-    from sweep.train import make_optimizer, reset_compiled
+    from sweep.train import reset_compiled
 
     out: dict[str, Any] = {"import_tf": time.time() - born, "runs": []}
     cfg = DataConfig(**settings.get("data", LEVER_DATA))

@@ -5,6 +5,7 @@ ValueError("must ..., got ..."), which the grid-file parser prefixes with file a
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import reprlib
 from collections.abc import Callable
@@ -94,6 +95,54 @@ def optional_path(value: Any) -> str | None:
     if value is not None and (not isinstance(value, str) or not value):
         raise ValueError(f"must be a file or folder path or null, {got(value)}")
     return value
+
+
+def one_of_ints(*choices: int) -> Check:
+    def check(value: Any) -> int:
+        if not _is_int(value) or value not in choices:
+            raise ValueError(f"must be one of {' | '.join(map(str, choices))}, {got(value)}")
+        return int(value)
+
+    return check
+
+
+def optional_reference(value: Any) -> str | None:
+    """null, or user code as "package.module:name" or "path/to/file.py:name" (sweep/usercode.py)."""
+    if value is None:
+        return None
+    module, _, name = value.rpartition(":") if isinstance(value, str) else ("", "", "")
+    if not module or not name.isidentifier():
+        raise ValueError(f'must be "package.module:function" or "path/to/file.py:function", {got(value)}')
+    return value
+
+
+def references(value: Any) -> tuple[str, ...]:
+    """A list of user-code references ([] = none), kept as a tuple so settings stay hashable."""
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f'must be a list of "module:factory" strings, {got(value)}')
+    checked = tuple(optional_reference(v) for v in value)
+    if None in checked:
+        raise ValueError(f'must be a list of "module:factory" strings, {got(value)}')
+    return checked  # type: ignore[return-value]
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def options_mapping(value: Any) -> str | None:
+    """null, or a mapping of names to plain values (numbers, strings, booleans, null, lists of them),
+    kept as canonical JSON: hashable, and the same text whatever order the file wrote the keys in."""
+    if value is None:
+        return None
+    if isinstance(value, str):  # as stored: already canonical JSON
+        value = json.loads(value)
+    ok = isinstance(value, dict) and all(isinstance(k, str) and k.isidentifier() for k in value)
+    if not ok or not all(_plain(v) for v in value.values()):
+        raise ValueError(f"must be a mapping of argument names to plain values (numbers, strings, lists), {got(value)}")
+    return json.dumps(value, sort_keys=True)
 
 
 def optional_positive_int(value: Any) -> int | None:

@@ -17,13 +17,14 @@ from sweep import orchestrate, timing, vocab
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
 from sweep.orchestrate import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Options, UsageError
 from sweep.plan import RunSpec, plan
+from sweep.usercode import UserCodeError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ConfigError, UsageError) as err:
+    except (ConfigError, UsageError, UserCodeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

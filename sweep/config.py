@@ -266,10 +266,29 @@ def _split_dotted(dotted: str, where: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+REFERENCES = {("model", "builder"), ("data", "loader")}  # user code: "module:name" or "file.py:name"
+
+
 def _resolve(section: str, key: str, value: Any, folder: Path, where: str) -> Any:
-    """Make data.path absolute (relative to the grid file) and check it exists."""
+    """Make data.path and user-code file paths absolute (relative to the grid file) and check they exist."""
+    if (section, key) == ("train", "callbacks"):
+        return tuple(_resolve_reference(v, folder, f"{where}[{i}]") for i, v in enumerate(value))
+    if (section, key) in REFERENCES and value is not None:
+        return _resolve_reference(value, folder, where)
     if (section, key) != ("data", "path") or value is None:
         return value
+    return _existing(value, folder, where)
+
+
+def _resolve_reference(value: str, folder: Path, where: str) -> str:
+    """ "file.py:name" with the file made absolute; "package.module:name" as written (found on sys.path)."""
+    module, _, name = value.rpartition(":")
+    if not module.endswith(".py"):
+        return value
+    return f"{_existing(module, folder, where)}:{name}"
+
+
+def _existing(value: str, folder: Path, where: str) -> str:
     try:
         resolved = (folder / Path(value).expanduser()).resolve()
         found = resolved.exists()

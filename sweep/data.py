@@ -3,7 +3,8 @@
 Flow: a source gives images per class -> a balanced validation set and a
 training set (imbalanced on request) -> preprocessing (different for
 validation on request) -> a per-epoch order (shuffled or class-sorted) ->
-`tf.data` batches. Reading the user's files (folder, npz) is in sweep/datafiles.py.
+`tf.data` batches. Reading the user's files (folder, npz) and arrays (loader) is in
+sweep/datafiles.py; only those may be colour (`data.channels: 3`).
 
 Decisions:
 - The data has its own seed (`data.seed`), not the run's: every point of a
@@ -21,7 +22,7 @@ Decisions:
 - Validation is balanced, shuffled once with the data seed, and never resampled.
 
 Registry: `SOURCES` maps a dataset name to a function
-``(DataConfig) -> (images_per_class: list[np.ndarray uint8 (n, size, size)], class_names)``;
+``(DataConfig) -> (images_per_class: list[np.ndarray uint8 (n, size, size[, 3])], class_names)``;
 add a dataset by adding one entry here and its name to `DATASETS` in sweep/keys.py
 (README, "Adding a dataset").
 """
@@ -38,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from sweep.datafiles import DataError, folder_source, npz_source, resize, skipped_files
-from sweep.keys import DIGITS, FOLDER, GLYPHS120, NPZ, DataConfig
+from sweep.datafiles import DataError, folder_source, loader_source, npz_source, resize, skipped_files
+from sweep.keys import DIGITS, FOLDER, GLYPHS120, LOADER, NPZ, DataConfig
 from sweep.plan import derive_seed
 
 __all__ = [  # DataError and skipped_files are defined in sweep.datafiles; callers import them from here
@@ -129,6 +130,7 @@ SOURCES: dict[str, Callable[[DataConfig], tuple[list[np.ndarray], tuple[str, ...
     DIGITS: _digits,
     FOLDER: folder_source,
     NPZ: npz_source,
+    LOADER: loader_source,
 }
 
 
@@ -210,8 +212,10 @@ def _save_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def preprocess(x: np.ndarray, mismatch: str = "none") -> np.ndarray:
-    """uint8 (N,H,W) -> float32 (N,H,W,1). Training always uses mismatch="none" (x / 255)."""
-    x = x.astype(np.float32)[..., None]
+    """uint8 (N,H,W) -> float32 (N,H,W,1), or (N,H,W,3) -> (N,H,W,3). Training always uses
+    mismatch="none" (x / 255)."""
+    x = x.astype(np.float32)
+    x = x[..., None] if x.ndim == 3 else x
     if mismatch == "none":
         return x / 255.0
     if mismatch == "scale":  # validation left in 0..255: the "forgot to rescale" bug

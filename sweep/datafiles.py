@@ -1,7 +1,9 @@
-"""The user's dataset files: dataset `folder` (one sub-folder of images per class) and
-dataset `npz` (arrays x and y), read into images per class.
+"""The user's dataset files: dataset `folder` (one sub-folder of images per class),
+dataset `npz` (arrays x and y) and dataset `loader` (the user's function returning x
+and y, with npz's contract), read into images per class: grey (N,H,W), or colour
+(N,H,W,3) with `data.channels: 3`.
 
-Both refuse what they would have to guess about with a one-line `DataError` naming
+All refuse what they would have to guess about with a one-line `DataError` naming
 the file and the problem (docs/inputs.md); sweep/data.py splits and batches the result.
 """
 
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sweep import usercode
 from sweep.keys import FOLDER, DataConfig
 
 
@@ -132,12 +135,13 @@ def folder_source(cfg: DataConfig) -> tuple[list[np.ndarray], tuple[str, ...]]:
         )
     size = (cfg.image_size, cfg.image_size)
     used = scan.classes[: cfg.classes] if cfg.classes else scan.classes  # the rest would be dropped unread anyway
-    per_class = [np.stack([read_image(f, size) for f in files[: cfg.samples_per_class]]) for _, files in used]
+    mode = "RGB" if cfg.channels == 3 else "L"
+    per_class = [np.stack([read_image(f, size, mode) for f in files[: cfg.samples_per_class]]) for _, files in used]
     return per_class, names[: len(used)]
 
 
-def read_image(path: Path, size: tuple[int, int]) -> np.ndarray:
-    """One image as uint8 grey levels, resized; any reading problem is a DataError naming the file."""
+def read_image(path: Path, size: tuple[int, int], mode: str = "L") -> np.ndarray:
+    """One image as uint8 grey levels (mode L) or RGB, resized; any reading problem is a DataError naming the file."""
     from PIL import Image
 
     try:
@@ -149,8 +153,8 @@ def read_image(path: Path, size: tuple[int, int]) -> np.ndarray:
                         f"data.path {path}: integer image with values in [{wide.min():g}, {wide.max():g}]; "
                         f"expected 8 or 16 bits"
                     )
-                return np.asarray(Image.fromarray(np.rint(wide / 257).astype(np.uint8)).convert("L").resize(size))
-            return np.asarray(image.convert("L").resize(size))
+                return np.asarray(Image.fromarray(np.rint(wide / 257).astype(np.uint8)).convert(mode).resize(size))
+            return np.asarray(image.convert(mode).resize(size))
     except DataError:
         raise
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as err:
@@ -161,15 +165,28 @@ def read_image(path: Path, size: tuple[int, int]) -> np.ndarray:
 def npz_source(cfg: DataConfig) -> tuple[list[np.ndarray], tuple[str, ...]]:
     path = Path(cfg.path or "")
     x, y = _npz_arrays(path)
-    x = npz_images(x, path)
-    y = _npz_labels(y, len(x), path)
+    return _per_class(cfg, x, y, f"data.path {path}")
+
+
+def loader_source(cfg: DataConfig) -> tuple[list[np.ndarray], tuple[str, ...]]:
+    """The user's loader's (x, y), checked as an npz's arrays are."""
+    source = f"data.loader {cfg.loader}"
+    x, y = usercode.load_arrays(cfg.loader or "")
+    if not (isinstance(x, np.ndarray) and isinstance(y, np.ndarray)):
+        raise DataError(f"{source}: returned ({type(x).__name__}, {type(y).__name__}); x and y must be numpy arrays")
+    return _per_class(cfg, x, y, source)
+
+
+def _per_class(cfg: DataConfig, x: np.ndarray, y: np.ndarray, source: str) -> tuple[list[np.ndarray], tuple[str, ...]]:
+    x = npz_images(x, source, cfg.channels)
+    y = _npz_labels(y, len(x), source)
     labels = np.unique(y)
     if len(labels) < 2:
-        raise DataError(f"data.path {path}: y holds {len(labels)} distinct label(s); a classifier needs at least 2")
-    names = tuple(str(k) for k in labels)
-    _check_classes(cfg, path)
+        raise DataError(f"{source}: y holds {len(labels)} distinct label(s); a classifier needs at least 2")
+    if cfg.classes == 1:  # _split_fixed would keep only the first class
+        raise DataError(f"{source}: data.classes is 1; a classifier needs at least 2 classes")
     per_class = [resize(x[y == k], cfg.image_size) for k in labels]
-    return per_class, names
+    return per_class, tuple(str(k) for k in labels)
 
 
 def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -214,9 +231,10 @@ def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def npz_images(x: np.ndarray, path: Path) -> np.ndarray:
-    """x as uint8 (N,H,W) grey levels. Refuses what it would have to guess about (docs/inputs.md)."""
-    where = f"data.path {path}: array x"
+def npz_images(x: np.ndarray, source: str | Path, channels: int = 1) -> np.ndarray:
+    """x as uint8 (N,H,W) grey levels, or (N,H,W,3) colour with channels 3. Refuses what it would have
+    to guess about (docs/inputs.md). `source` names where x came from (a path: data.path)."""
+    where = f"{_source(source)}: array x"
     if x.dtype.kind not in "uif":
         raise DataError(
             f"{where} has dtype {x.dtype}; expected uint8 (0..255), another integer type with values "
@@ -239,17 +257,24 @@ def npz_images(x: np.ndarray, path: Path) -> np.ndarray:
             else "; 16-bit? scale to 0..255 first"
         )
         raise DataError(f"{where} holds values in [{low:g}, {high:g}]; expected 0..255, or 0..1 for floats{hint}")
-    if x.dtype == np.uint8 and x.ndim == 3:
+    if x.dtype == np.uint8 and x.ndim == 3 and channels == 1:
         return x
     values = x.astype(np.float32) * (255.0 if x.dtype.kind == "f" and high <= 1.0 else 1.0)
-    if values.ndim == 4:  # the grey levels of PIL's convert("L"), as for dataset folder (ITU-R 601-2)
+    if channels == 3:  # grey images repeated into three equal channels; colour kept
+        values = values if values.ndim == 4 else values[..., None]
+        values = np.repeat(values, 3, axis=-1) if values.shape[-1] == 1 else values
+    elif values.ndim == 4:  # the grey levels of PIL's convert("L"), as for dataset folder (ITU-R 601-2)
         values = values[..., 0] if values.shape[-1] == 1 else values @ np.array([0.299, 0.587, 0.114], np.float32)
     return np.clip(np.rint(values), 0, 255).astype(np.uint8)
 
 
-def _npz_labels(y: np.ndarray, n: int, path: Path) -> np.ndarray:
+def _source(source: str | Path) -> str:
+    return f"data.path {source}" if isinstance(source, Path) else source
+
+
+def _npz_labels(y: np.ndarray, n: int, source: str) -> np.ndarray:
     """y as int64 class labels (N,): whole numbers >= 0; any values, not necessarily 0..C-1."""
-    where = f"data.path {path}: array y"
+    where = f"{source}: array y"
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
@@ -272,7 +297,7 @@ def _npz_labels(y: np.ndarray, n: int, path: Path) -> np.ndarray:
 
 
 def resize(images: np.ndarray, size: int) -> np.ndarray:
-    if images.shape[1:] == (size, size):
+    if images.shape[1:3] == (size, size):
         return images
     from PIL import Image
 

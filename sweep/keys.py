@@ -25,13 +25,18 @@ from sweep.checks import (
     non_negative_int,
     number_in,
     one_of,
+    one_of_ints,
     optional_path,
     optional_positive_int,
+    optional_reference,
+    options_mapping,
     positive_int,
+    references,
 )
+from sweep.stopping import rule_check
 
 # Key versions: 1 the first release, 2 the control axes, 3 the gradient noise scale, 4 recalibrated
-# BatchNorm evaluation; a new key
+# BatchNorm evaluation, 5 imbalance_keeps, 6 the user's own model, data and callbacks; a new key
 # takes the next number. A key that appeared after the first release is left out of a run's
 # hashed spec while at its default, so adding it changed no existing run id (sweep/plan.py).
 FIRST_RELEASE = 1
@@ -48,9 +53,11 @@ class _NoPost:
 
 NO_POST: Any = _NoPost()  # the post did not fix this key
 
-GLYPHS120, DIGITS, FOLDER, NPZ = "glyphs120", "digits", "folder", "npz"
-DATASETS = (GLYPHS120, DIGITS, FOLDER, NPZ)
+GLYPHS120, DIGITS, FOLDER, NPZ, LOADER = "glyphs120", "digits", "folder", "npz", "loader"
+DATASETS = (GLYPHS120, DIGITS, FOLDER, NPZ, LOADER)
 FILE_DATASETS = (FOLDER, NPZ)  # read from data.path
+USER_DATASETS = (FOLDER, NPZ, LOADER)  # the user's images: grey or colour (data.channels)
+USER_CODE = 6  # the key version of model.builder, data.loader and their companions
 MISMATCHES = ("none", "scale", "standardize", "invert")
 IMBALANCE_KEEPS = ("total", "minority")
 OPTIMIZERS = ("adam", "sgd", "momentum")
@@ -71,6 +78,8 @@ def yaml_text(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, tuple):
+        return "[" + ", ".join(yaml_text(v) for v in value) + "]"
     return str(value)
 
 
@@ -144,15 +153,35 @@ class DataConfig:
         slug="path",
         only=Only("data.dataset", FILE_DATASETS, required=True),
     )
+    loader: str | None = key(
+        None,
+        optional_reference,
+        'for dataset loader: "module:function" or "file.py:function" (relative to the grid file) returning '
+        "(x, y) arrays with the npz contract (docs/inputs.md)",
+        slug="ld",
+        since=USER_CODE,
+        only=Only("data.dataset", (LOADER,), required=True),
+    )
+    channels: int = key(
+        1,
+        one_of_ints(1, 3),
+        "1 = grey (colour images converted) | 3 = colour kept, for dataset folder | npz | loader",
+        slug="ch",
+        since=USER_CODE,
+        only=Only("data.dataset", USER_DATASETS),
+    )
     classes: int | None = key(None, optional_positive_int, "use only the first N classes; null = all", slug="cls")
     samples_per_class: int = key(
-        100, positive_int, "images per class before the split (a cap for digits, folder, npz)", slug="spc", toggle=5
+        100,
+        positive_int,
+        "images per class before the split (a cap for digits, folder, npz, loader)",
+        slug="spc",
+        toggle=5,
     )
     image_size: int = key(
         32,
         image_size_check,
-        f"square, one channel; at least {MIN_IMAGE_SIZE}, so each of the "
-        f"model's {POOLING_STAGES} poolings has 2x2 pixels to pool",
+        f"square; at least {MIN_IMAGE_SIZE}, so each of the model's {POOLING_STAGES} poolings has 2x2 pixels to pool",
         slug="img",
     )
     val_fraction: float = key(
@@ -201,6 +230,22 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
+    builder: str | None = key(
+        None,
+        optional_reference,
+        'your own model: "module:function" or "file.py:function" (relative to the grid file), called as '
+        "function(input_shape, num_classes, **model.options), returning an uncompiled keras.Model; "
+        "null = the built-in CNN",
+        slug="mb",
+        since=USER_CODE,
+    )
+    options: str | None = key(
+        None,
+        options_mapping,
+        "keyword arguments for model.builder: a mapping of plain values (part of the run id)",
+        slug="mo",
+        since=USER_CODE,
+    )
     width: float = key(
         1.0,
         number_in(0, 16, low_open=True),
@@ -293,6 +338,22 @@ class TrainConfig:
         since=2,
         role=COMPANION,
     )
+    early_stopping: str | None = key(
+        None,
+        rule_check,
+        "{metric, patience, min_delta}: stop when metric (default val_acc) has not improved by more than "
+        "min_delta (0) for patience (2) epochs; runs.csv's stopped_early names the epoch; null = never",
+        slug="es",
+        since=USER_CODE,
+    )
+    callbacks: tuple[str, ...] = key(
+        (),
+        references,
+        'Keras callbacks: a list of "module:factory" (or "file.py:factory"), each called with no arguments '
+        "for a fresh callback per run; part of the run id",
+        slug="cb",
+        since=USER_CODE,
+    )
     noise_scale: bool = key(
         False,
         boolean,
@@ -348,7 +409,12 @@ class PointConfig:
                     f"settings unknown to this version of batchsweep: {names} "
                     f"(the run was queued by a newer version; upgrade this machine)"
                 )
-        return PointConfig(**{name: cls(**raw.get(name, {})) for name, cls in SECTIONS.items()})
+        return PointConfig(**{name: cls(**_tuples(raw.get(name, {}))) for name, cls in SECTIONS.items()})
+
+
+def _tuples(values: dict[str, Any]) -> dict[str, Any]:
+    """JSON gives lists back where the settings hold tuples (train.callbacks): hashable again."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
 
 
 # --- tables derived from the declarations

@@ -14,6 +14,11 @@ images is normalised with its own mean and variance, so the normalisation
 batch stays the same when the batch size changes. Inference uses the moving
 statistics as usual. Under MirroredStrategy each replica splits its own share
 of the batch.
+
+`model.builder` replaces the CNN with the user's own model (sweep/usercode.py);
+ghost batch norm then swaps the BatchNormalization layers of that model, when it
+is a functional or Sequential one, for `GhostBatchNormalization` with the same
+settings.
 """
 
 from __future__ import annotations
@@ -30,12 +35,21 @@ def channels(width: float) -> tuple[int, ...]:
     return tuple(max(4, round(c * width)) for c in BASE_CHANNELS)
 
 
-def build_model(cfg: ModelConfig, image_size: int, num_classes: int) -> Any:
-    """A fresh, uncompiled `keras.Model`."""
+def build_model(cfg: ModelConfig, image_size: int, num_classes: int, channels_in: int = 1) -> Any:
+    """A fresh, uncompiled `keras.Model`: the built-in CNN, or the user's (`model.builder`)."""
+    if cfg.builder:
+        from sweep import usercode
+
+        model = usercode.build_model(cfg.builder, cfg.options, (image_size, image_size, channels_in), num_classes)
+        return with_ghost_batch_norm(model, cfg.ghost_batch_size) if cfg.ghost_batch_size else model
+    return _built_in(cfg, image_size, num_classes, channels_in)
+
+
+def _built_in(cfg: ModelConfig, image_size: int, num_classes: int, channels_in: int) -> Any:
     import keras
     from keras import layers
 
-    inputs = keras.Input((image_size, image_size, 1), name="image")
+    inputs = keras.Input((image_size, image_size, channels_in), name="image")
     x = inputs
     for i, filters in enumerate(channels(cfg.width)):
         # No conv bias under BatchNorm: its beta makes the bias redundant.
@@ -49,6 +63,30 @@ def build_model(cfg: ModelConfig, image_size: int, num_classes: int) -> Any:
     x = layers.GlobalAveragePooling2D(name="gap")(x)
     outputs = layers.Dense(num_classes, activation="softmax", name="classes")(x)
     return keras.Model(inputs, outputs, name="glyphnet")
+
+
+def with_ghost_batch_norm(model: Any, ghost_batch_size: int) -> Any:
+    """The user's model with each BatchNormalization layer replaced by a ghost one of the same settings."""
+    import keras
+
+    from sweep.usercode import UserCodeError
+
+    def swap(layer: Any) -> Any:
+        if type(layer) is keras.layers.BatchNormalization:
+            return ghost_batch_norm_class()(ghost_batch_size, **layer.get_config())
+        return layer.__class__.from_config(layer.get_config())
+
+    if not any(type(layer) is keras.layers.BatchNormalization for layer in model.layers):
+        raise UserCodeError(
+            "model.ghost_batch_size: the model of model.builder has no BatchNormalization layer to swap"
+        )
+    try:
+        return keras.models.clone_model(model, clone_function=swap)
+    except (ValueError, TypeError) as err:  # a subclassed model cannot be cloned layer by layer
+        raise UserCodeError(
+            f"model.ghost_batch_size needs a functional or Sequential model from model.builder to swap "
+            f"its BatchNormalization layers ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+        ) from None
 
 
 def trainable_parameters(model: Any) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sweep import coordinator, events, vocab
+from sweep import coordinator, events, usercode, vocab
 from sweep.config import GridFile
 from sweep.plan import RunSpec, plan, search_groups
 from sweep.store import RetryPolicy, Store, epochs_of, status_of, storage
@@ -109,6 +109,10 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     """Train the grid's runs and the searches' trials; then each finished search's best lr at every seed."""
     runs, groups = plan(grid), search_groups(grid)
     results, target = locations(grid, options)
+    points = [point for point, _ in grid.points()]
+    if any(usercode.uses_code(p) for p in points):
+        console.say("checking model.builder, data.loader and train.callbacks (loads TensorFlow)")
+        usercode.preflight(points)  # a broken reference stops here, before anything is queued
     store = open_store(target, grid.name, create=True)
     revived = store.requeue_dead()
     if revived:

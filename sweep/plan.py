@@ -66,7 +66,7 @@ class RunSpec:
     def flat(self) -> dict[str, Any]:
         """Dotted key -> value for every setting, plus seed: the spec columns of runs.csv."""
         flat = {
-            f"{section}.{key}": value
+            f"{section}.{key}": json.dumps(list(value)) if isinstance(value, (tuple, list)) else value
             for section, values in self.point.to_dict().items()
             for key, value in values.items()
         }
@@ -104,7 +104,15 @@ def _slug_part(key: str, value: Any) -> str:
         text = str(value)
     if key == "data.path":
         text = text.rstrip("/").split("/")[-1]
+    if key in USER_CODE_KEYS:  # paths by their last part, JSON and lists shortened; the hash tells them apart
+        text = ",".join(v.split("/")[-1] for v in value) if isinstance(value, (tuple, list)) else text.split("/")[-1]
+        text = text.replace(".py:", ":")[:SLUG_TEXT]
     return name + "".join(c if c.isalnum() or c in "._" else "_" for c in text)
+
+
+# The keys of the user's own code and its settings (key version 6), and how long a slug part of theirs may be.
+USER_CODE_KEYS = ("model.builder", "model.options", "data.loader", "train.early_stopping", "train.callbacks")
+SLUG_TEXT = 24
 
 
 def plan(grid_file: GridFile) -> list[RunSpec]:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweep.keys import FOLDER, NPZ, Key, PointConfig, conditional, yaml_text
+from sweep import stopping
+from sweep.keys import FOLDER, NPZ, Key, PointConfig, conditional, default, yaml_text
+from sweep.vocab import RECAL
 
 
 def is_set(point: PointConfig, k: Key) -> bool:
@@ -31,7 +33,7 @@ def without_inert(point: PointConfig) -> PointConfig:
 
 def point_problem(point: PointConfig) -> str | None:
     """What is wrong with a combination of otherwise valid values, or None."""
-    for check in (_batch_problem, _declared_problem, _control_problem, _file_problem):
+    for check in (_batch_problem, _declared_problem, _control_problem, _file_problem, _user_code_problem):
         problem = check(point)
         if problem:
             return problem
@@ -81,4 +83,23 @@ def _control_problem(point: PointConfig) -> str | None:
         )
     if train.noise_scale and train.gpus > 1:
         return "train.noise_scale is measured on one device; use train.gpus: 1 for the runs that measure it"
+    return None
+
+
+BUILT_IN_MODEL = ("model.width", "model.batchnorm", "model.bn_momentum")  # the CNN's own settings
+
+
+def _user_code_problem(point: PointConfig) -> str | None:
+    """Settings of the built-in model under model.builder, options without a builder, a stopping metric
+    that is not recorded."""
+    model = point.model
+    if model.builder:
+        for name in BUILT_IN_MODEL:
+            if point.value(name) != default(name):
+                return f"{name} is a setting of the built-in model; pass your model's settings in model.options"
+    elif model.options is not None:
+        return "model.options are the keyword arguments of model.builder; set model.builder too, or remove them"
+    rule = stopping.parse(point.train.early_stopping)
+    if rule and rule.metric.endswith(RECAL) and not point.train.recalibrate_bn:
+        return f"train.early_stopping metric {rule.metric} is recorded only with train.recalibrate_bn: true"
     return None

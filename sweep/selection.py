@@ -11,6 +11,7 @@ Reads the per-run tables of `sweep.analysis`; returns rows and `sweep.estimates.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,6 +105,8 @@ def at_post(series: pd.Series, key: str) -> pd.Series:
 
 
 def matches(series: pd.Series, value: Any) -> pd.Series:
+    if isinstance(value, tuple):  # train.callbacks: runs.csv holds it as a JSON list
+        return series.astype(str) == json.dumps(list(value))
     if isinstance(value, (bool, str)):
         return series.astype(str) == str(value)
     return pd.to_numeric(series, errors="coerce").sub(value).abs() < 1e-9

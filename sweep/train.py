@@ -10,7 +10,7 @@ inference mode). With `train.recalibrate_bn` both evaluations are repeated with
 BatchNorm statistics recomputed for the current weights (`*_recal`, sweep/recal.py).
 
 Controls (docs/design.md, "Controls"): the learning rate used is
-`effective_lr` (scaled by batch size on request) with an optional linear
+`optim.effective_lr` (scaled by batch size on request) with an optional linear
 warm-up per step; `budget: steps` stops after exactly `train.steps` optimizer
 steps; `eval_every_steps` adds records inside an epoch. A record's `epoch` is
 then fractional, epochs completed (1.25 = a quarter into epoch 2); at the end
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from sweep import data as data_module
-from sweep import devices, noise, recal, vocab
+from sweep import devices, noise, optim, recal, stopping, usercode, vocab
 from sweep import model as model_module
 from sweep.config import TrainConfig
 from sweep.plan import RunSpec, derive_seed
@@ -142,12 +142,23 @@ class Run:
             steps_per_execution=int(self.model.steps_per_execution),
             reused_model=reused,
         )
+        self.callbacks = usercode.callbacks(spec.point.train.callbacks)  # fresh ones per run
+        self.stopped_early: int | None = None  # the epoch after which train.early_stopping (or a callback) stopped it
 
     def epochs(self) -> Iterator[EpochRecord]:
         cfg, steps_per_epoch = self.spec.point.train, self.info.steps_per_epoch
         stops = record_stops(steps_per_epoch, total_steps(cfg, steps_per_epoch), cfg.eval_every_steps)
+        rule = stopping.parse(cfg.early_stopping)
+        watch = stopping.Watch(rule) if rule else None
         for epoch, epoch_stops in enumerate(stops, start=1):
-            yield from self._one_epoch(epoch, epoch_stops)
+            for record in self._one_epoch(epoch, epoch_stops):
+                yield record
+            asked = bool(self.model.stop_training) or (watch is not None and watch.stop(record.to_dict()))
+            if asked and epoch < len(stops):
+                self.stopped_early = epoch
+                break
+        for callback in self.callbacks:
+            callback.end_run()
 
     def _one_epoch(self, epoch: int, stops: list[int]) -> Iterator[EpochRecord]:
         """Train one epoch up to each stop (steps into the epoch) in turn; a record at every stop."""
@@ -180,7 +191,7 @@ class Run:
             epochs=epoch,
             verbose=0,
             shuffle=False,
-            callbacks=[keras.callbacks.TerminateOnNaN()],
+            callbacks=[keras.callbacks.TerminateOnNaN(), *self.callbacks],
         )
         return history.history, time.perf_counter() - started
 
@@ -208,7 +219,7 @@ class Run:
             eval_gap=train_eval["accuracy"] - val["accuracy"],
             epoch_seconds=seconds,
             samples_per_second=images / seconds,
-            lr=_current_lr(self.model),
+            lr=optim.current_lr(self.model),
             **(
                 {
                     vocab.NOISE_SCALE: measured.b_simple,
@@ -230,7 +241,8 @@ class Run:
             if _CACHE.twin is None:  # built and traced once per compiled model, like its training function
                 point, classes = self.spec.point, self.split.num_classes
                 _CACHE.twin = recal.Twin(
-                    lambda: model_module.build_model(point.model, point.data.image_size, classes), EVAL_BATCH
+                    lambda: model_module.build_model(point.model, point.data.image_size, classes, point.data.channels),
+                    EVAL_BATCH,
                 )
             numbers = _CACHE.twin.evaluate(self.model.get_weights(), self.split)
         return {
@@ -307,14 +319,6 @@ def running_means(stretches: list[tuple[float, float, int]]) -> tuple[float, flo
     return (sum(a * n for a, _, n in stretches) / images, sum(loss * n for _, loss, n in stretches) / images, images)
 
 
-def effective_lr(cfg: TrainConfig) -> float:
-    """train.lr scaled by global batch / reference batch (linear) or its square root (sqrt)."""
-    if cfg.lr_scaling == "none":
-        return cfg.lr
-    ratio = cfg.batch_size / float(cfg.reference_batch_size or cfg.batch_size)
-    return cfg.lr * (ratio if cfg.lr_scaling == "linear" else math.sqrt(ratio))
-
-
 def _seed_everything(seed: int) -> None:
     import keras
     import tensorflow as tf
@@ -337,6 +341,7 @@ def graph_key(spec: RunSpec, num_classes: int, lr: Any, replicas: devices.Replic
     return (
         spec.point.model,
         spec.point.data.image_size,
+        spec.point.data.channels,
         num_classes,
         cfg.optimizer,
         schedule,
@@ -362,7 +367,7 @@ class _CompiledCache:
 
         Seeding comes right before the weights are drawn, as in a fresh process; a new
         graph first clears Keras's global state, as a fresh process would have it."""
-        lr = _learning_rate(spec.point.train, steps_per_epoch)
+        lr = optim.learning_rate(spec.point.train, steps_per_epoch)
         key = graph_key(spec, split.num_classes, lr, replicas)
         reuse = key == self.key
         if not reuse:
@@ -370,12 +375,13 @@ class _CompiledCache:
         _seed_everything(spec.seed)
         strategy = self.strategy if reuse else devices.strategy_for(replicas)
         with strategy.scope():
-            fresh = model_module.build_model(spec.point.model, spec.point.data.image_size, split.num_classes)
+            data = spec.point.data
+            fresh = model_module.build_model(spec.point.model, data.image_size, split.num_classes, data.channels)
             if reuse:
                 reset_compiled(self.model, fresh, lr)
                 return strategy, self.model, True
             fresh.compile(
-                optimizer=make_optimizer(spec.point.train.optimizer, lr),
+                optimizer=optim.make_optimizer(spec.point.train.optimizer, lr),
                 loss="sparse_categorical_crossentropy",
                 metrics=["accuracy"],
                 jit_compile=False,
@@ -408,43 +414,3 @@ def reset_compiled(model: Any, fresh: Any, lr: Any) -> None:
     if isinstance(lr, float):
         model.optimizer.learning_rate = lr
     model.stop_training = False
-
-
-def _learning_rate(cfg: TrainConfig, steps_per_epoch: int) -> Any:
-    """A float (the defaults: train.lr itself, as before), or a warm-up schedule."""
-    lr = effective_lr(cfg)
-    warmup_steps = round(cfg.warmup_epochs * steps_per_epoch)
-    return _warmup_schedule(lr, warmup_steps) if warmup_steps > 0 else lr
-
-
-def _warmup_schedule(lr: float, warmup_steps: int) -> Any:
-    import keras
-
-    class Warmup(keras.optimizers.schedules.LearningRateSchedule):
-        """lr x min(1, (step + 1) / warmup_steps): step 0 uses lr / warmup_steps, then linear up to lr."""
-
-        def __call__(self, step: Any) -> Any:
-            ramp = keras.ops.minimum(1.0, (keras.ops.cast(step, "float32") + 1.0) / warmup_steps)
-            return lr * ramp
-
-        def get_config(self) -> dict[str, Any]:
-            return {"lr": lr, "warmup_steps": warmup_steps}
-
-    return Warmup()
-
-
-def make_optimizer(name: str, lr: Any) -> Any:
-    """The Keras optimizer `train.optimizer` names, at learning rate `lr` (a float or a schedule)."""
-    import keras
-
-    if name == "adam":
-        return keras.optimizers.Adam(learning_rate=lr)
-    if name == "momentum":
-        return keras.optimizers.SGD(learning_rate=lr, momentum=0.9)
-    return keras.optimizers.SGD(learning_rate=lr)
-
-
-def _current_lr(model: Any) -> float:
-    import keras
-
-    return float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))

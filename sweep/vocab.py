@@ -71,6 +71,9 @@ TRAIN_EVAL_BALANCED_ACC = "train_eval_balanced_acc"
 BALANCED_METRICS: tuple[str, ...] = (TRAIN_EVAL_BALANCED_ACC,)
 OPTIONAL_METRICS: tuple[str, ...] = NOISE_METRICS + RECAL_METRICS + BALANCED_METRICS  # columns only where measured
 
+# A run-level fact (runs.csv): the epoch after which train.early_stopping, or a callback, ended the run.
+STOPPED_EARLY = "stopped_early"
+
 # Run statuses as users see them (status command, runs.csv).
 DONE = "done"
 RUNNING = "running"

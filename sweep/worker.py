@@ -139,6 +139,7 @@ def run_one(store: Store, claim: Claim, emit: events.Emit) -> tuple[str, bool]:
     """
     from sweep.data import DataError
     from sweep.train import Diverged, Run, forget_compiled, total_steps
+    from sweep.usercode import UserCodeError
 
     spec, trial, metric = claim.spec, claim.trial, claim.metric
     emit(events.RunStarted(spec.run_id, spec.point.train.epochs))
@@ -164,8 +165,10 @@ def run_one(store: Store, claim: Claim, emit: events.Emit) -> tuple[str, bool]:
                     status = vocab.PRUNED
                     error = f"pruned after epoch {record.epoch}: {metric} below the search's median"
                     break
-            else:  # every epoch trained; an exception above leaves the status failed
+            else:  # every epoch trained, or stopped early by its rule; an exception above leaves it failed
                 status = vocab.DONE
+                if run.stopped_early is not None:
+                    store.record_fact(claim, vocab.STOPPED_EARLY, run.stopped_early)
     except Diverged as err:
         status, error = vocab.DIVERGED, str(err)
     except KeyboardInterrupt:
@@ -174,7 +177,7 @@ def run_one(store: Store, claim: Claim, emit: events.Emit) -> tuple[str, bool]:
         if is_disk_full(err):
             raise  # not this run's fault, and nothing more can be recorded: the worker stops
         error = traceback.format_exc()
-    except DataError:
+    except (DataError, UserCodeError):  # fails the same way again
         error, retryable = traceback.format_exc(), False
     except optuna.exceptions.UpdateFinishedTrialError:
         return _taken_back(spec.run_id, emit)

@@ -84,7 +84,7 @@ def test_grid_values_are_parsed_in_file_order(tmp_path: Path) -> None:
         ),
         (
             "name: x\nbase: {data: {dataset: glyphs}}\n",
-            "grid.yaml: base.data.dataset: must be one of glyphs120 | digits | folder | npz, got 'glyphs'; "
+            "grid.yaml: base.data.dataset: must be one of glyphs120 | digits | folder | npz | loader, got 'glyphs'; "
             "did you mean "
             "'glyphs120'?",
         ),

@@ -13,8 +13,9 @@ from conftest import REPO, write_grid
 from sweep import keys, vocab
 from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
 from sweep.estimates import fmt_estimate
+from sweep.optim import effective_lr
 from sweep.plan import RunSpec, plan
-from sweep.train import Run, effective_lr, epoch_number, record_stops, running_means
+from sweep.train import Run, epoch_number, record_stops, running_means
 
 FIXTURES = REPO / "tests" / "fixtures"
 LEGACY = FIXTURES / "legacy"  # records of an older harness, kept unchanged (its README)

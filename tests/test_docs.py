@@ -20,8 +20,11 @@ def test_readme_lists_every_grid_key_with_its_default_and_doc() -> None:
     reference = grid_file_reference()
     assert keys.readme_keys() in reference, "README's keys differ from sweep/keys.py: paste keys.readme_keys()"
     base = yaml.safe_load(reference)["base"]
-    listed = {f"{section}.{key}": value for section, values in base.items() for key, value in values.items()}
-    assert listed == {name: k.default for name, k in keys.declarations().items()}
+    declared = keys.declarations()
+    listed = {f"{s}.{key}": value for s, values in base.items() for key, value in values.items()}
+    assert {name: declared[name].check(value) for name, value in listed.items()} == {  # [] read as ()
+        name: k.default for name, k in declared.items()
+    }
 
 
 def test_quick_start_test_command_is_what_ci_runs() -> None:

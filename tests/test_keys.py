@@ -19,7 +19,9 @@ def spec_with(dotted: str, value: object) -> RunSpec:
 
 def non_default(k: keys.Key) -> object:
     """A valid value other than the default, for any declared key."""
-    for candidate in (2, 17, 0.5, False, True, "sqrt", "steps", "digits", "scale", "sgd", "minority", "/tmp"):
+    candidates = (2, 3, 17, 0.5, False, True, "sqrt", "steps", "digits", "scale", "sgd", "minority", "/tmp", "m:f")
+    canonical = ('{"depth": 2}', '{"metric": "val_loss", "min_delta": 0.0, "patience": 3}', ("m:f",))
+    for candidate in candidates + canonical:
         try:
             if k.check(candidate) == candidate and candidate != k.default:
                 return candidate

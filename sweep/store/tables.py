@@ -46,6 +46,11 @@ def _run_row(trial: FrozenTrial) -> dict[str, Any]:
         vocab.ERROR: trial.user_attrs.get(vocab.ERROR),
         "trial_number": trial.number,
         **{k: trial.user_attrs.get(k) for k in WORKER_FACTS},
+        **(
+            {vocab.STOPPED_EARLY: trial.user_attrs[vocab.STOPPED_EARLY]}
+            if vocab.STOPPED_EARLY in trial.user_attrs
+            else {}
+        ),
     }
 
 

@@ -1,0 +1,57 @@
+"""The optimizer a run trains with: `train.optimizer` at the effective learning rate (scaled by batch
+size on request, `train.lr_scaling`), with an optional linear warm-up per step (`train.warmup_epochs`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sweep.config import TrainConfig
+
+
+def effective_lr(cfg: TrainConfig) -> float:
+    """train.lr scaled by global batch / reference batch (linear) or its square root (sqrt)."""
+    if cfg.lr_scaling == "none":
+        return cfg.lr
+    ratio = cfg.batch_size / float(cfg.reference_batch_size or cfg.batch_size)
+    return cfg.lr * (ratio if cfg.lr_scaling == "linear" else math.sqrt(ratio))
+
+
+def learning_rate(cfg: TrainConfig, steps_per_epoch: int) -> Any:
+    """A float (the defaults: train.lr itself, as before), or a warm-up schedule."""
+    lr = effective_lr(cfg)
+    warmup_steps = round(cfg.warmup_epochs * steps_per_epoch)
+    return warmup_schedule(lr, warmup_steps) if warmup_steps > 0 else lr
+
+
+def warmup_schedule(lr: float, warmup_steps: int) -> Any:
+    import keras
+
+    class Warmup(keras.optimizers.schedules.LearningRateSchedule):
+        """lr x min(1, (step + 1) / warmup_steps): step 0 uses lr / warmup_steps, then linear up to lr."""
+
+        def __call__(self, step: Any) -> Any:
+            ramp = keras.ops.minimum(1.0, (keras.ops.cast(step, "float32") + 1.0) / warmup_steps)
+            return lr * ramp
+
+        def get_config(self) -> dict[str, Any]:
+            return {"lr": lr, "warmup_steps": warmup_steps}
+
+    return Warmup()
+
+
+def make_optimizer(name: str, lr: Any) -> Any:
+    """The Keras optimizer `train.optimizer` names, at learning rate `lr` (a float or a schedule)."""
+    import keras
+
+    if name == "adam":
+        return keras.optimizers.Adam(learning_rate=lr)
+    if name == "momentum":
+        return keras.optimizers.SGD(learning_rate=lr, momentum=0.9)
+    return keras.optimizers.SGD(learning_rate=lr)
+
+
+def current_lr(model: Any) -> float:
+    import keras
+
+    return float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))

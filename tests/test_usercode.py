@@ -187,3 +187,20 @@ def test_a_readme_example_builder_trains(tmp_path: Path) -> None:
     runs = pd.read_csv(tmp_path / "results" / "my_model" / "runs.csv")
     assert (runs["status"] == "done").all() and len(runs) == len(plan(load_grid(grid))) == 4
     assert (runs["num_classes"] == 10).all() and (tmp_path / "results" / "my_model" / "report.md").is_file()
+
+
+def test_a_loader_is_held_to_the_npz_contract_before_anything_is_queued(tmp_path: Path) -> None:
+    from sweep import usercode
+
+    (tmp_path / "bad_data.py").write_text(
+        "import numpy as np\n\ndef short():\n    return np.zeros((6, 12, 12), 'uint8'), np.arange(5)\n\n"
+        "def lists():\n    return [[0]], [0]\n"
+    )
+    base = "name: bad\nbase:\n  data: {dataset: loader, loader: 'bad_data.py:%s'}\n"
+    for name, expected in (
+        ("short", f"data.loader {tmp_path}/bad_data.py:short: array y has 5 labels but x has 6 images"),
+        ("lists", "x and y must be numpy arrays"),
+    ):
+        grid = load_grid(write_grid(tmp_path, base % name))
+        with pytest.raises(usercode.UserCodeError, match=expected):
+            usercode.preflight(point for point, _ in grid.points())

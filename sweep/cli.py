@@ -167,11 +167,11 @@ def _parser() -> argparse.ArgumentParser:
     p = commands.add_parser(
         "export",
         help="write a results folder's runs for TensorBoard or MLflow (optional extras; no TensorFlow)",
-        description="Read runs.csv and epochs.csv of DIR and write every run to each target given "
-        "(at least one): TensorBoard event files (one run per run id: a scalar per metric per epoch, and the "
-        "HParams view's settings and metrics), or MLflow runs (params, per-epoch metrics, report.md and "
-        "report.html as artifacts) in an experiment named after the sweep. Each target needs its extra: "
-        "pip install 'batchsweep[tensorboard]' or 'batchsweep[mlflow]'.",
+        description="Read runs.csv and epochs.csv of DIR and write every run to each target given (at least one):\n"
+        "  TensorBoard event files: one run per run id, a scalar per metric per epoch, the HParams view's data;\n"
+        "  MLflow runs: params, per-epoch metrics, report.md and report.html as artifacts, in an experiment\n"
+        "  named after the sweep.\n"
+        "Each target needs its extra: pip install 'batchsweep[tensorboard]' or 'batchsweep[mlflow]'.",
         epilog="examples:\n  python -m sweep export results/article --tensorboard runs/article\n"
         "  tensorboard --logdir runs/article\n"
         "  python -m sweep export results/article --mlflow sqlite:///mlflow.db\n"

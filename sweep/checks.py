@@ -63,32 +63,44 @@ def boolean(value: Any) -> bool:
     return value
 
 
-def number_in(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Check:
-    """A float in [low, high], with either end optionally open."""
-    left, right = ("(" if low_open else "["), (")" if high_open else "]")
-    interval = f"{left}{low:g}, {high:g}{right}"
+class NumberIn:
+    """A float in [low, high], with either end optionally open; the bounds are kept for the store's params."""
 
-    def check(value: Any) -> float:
+    def __init__(self, low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> None:
+        self.low, self.high, self.low_open, self.high_open = low, high, low_open, high_open
+
+    def __call__(self, value: Any) -> float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         # math.isfinite(10**400) raises OverflowError; Python compares such an int with a float exactly
         ok = ok and (abs(value) < 1e308 if isinstance(value, int) else math.isfinite(value))
-        ok = ok and (value > low if low_open else value >= low)
-        ok = ok and (value < high if high_open else value <= high)
+        ok = ok and (value > self.low if self.low_open else value >= self.low)
+        ok = ok and (value < self.high if self.high_open else value <= self.high)
         if not ok:
-            raise ValueError(f"must be a number in {interval}, {got(value)}")
+            left, right = ("(" if self.low_open else "["), (")" if self.high_open else "]")
+            raise ValueError(f"must be a number in {left}{self.low:g}, {self.high:g}{right}, {got(value)}")
         return float(value)
 
-    return check
+
+def number_in(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Check:
+    """A float in [low, high], with either end optionally open."""
+    return NumberIn(low, high, low_open=low_open, high_open=high_open)
+
+
+class OneOf:
+    """One of a fixed set of words; `choices` is the set (the sweep study's categorical params use it)."""
+
+    def __init__(self, *choices: str) -> None:
+        self.choices = choices
+
+    def __call__(self, value: Any) -> str:
+        if value not in self.choices:
+            hint = did_you_mean(value, self.choices) if isinstance(value, str) else ""  # a huge list's str never ends
+            raise ValueError(f"must be one of {' | '.join(self.choices)}, {got(value)}{hint}")
+        return value
 
 
 def one_of(*choices: str) -> Check:
-    def check(value: Any) -> str:
-        if value not in choices:
-            hint = did_you_mean(value, choices) if isinstance(value, str) else ""  # str() of a huge list would not end
-            raise ValueError(f"must be one of {' | '.join(choices)}, {got(value)}{hint}")
-        return value
-
-    return check
+    return OneOf(*choices)
 
 
 def optional_path(value: Any) -> str | None:

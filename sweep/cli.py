@@ -1,5 +1,5 @@
-"""Command line: `python -m sweep {plan,run,status,worker,time,report}`. It parses arguments, calls
-`sweep.orchestrate` (run, status, worker) or `sweep.report`, prints, and maps errors to exit codes.
+"""Command line: `python -m sweep {plan,run,status,worker,time,report,export}`. It parses arguments, calls
+`sweep.orchestrate` (run, status, worker), `sweep.report` or `sweep.export`, prints, and maps errors to exit codes.
 
 Exit codes: 0 success; 1 some runs failed; 2 bad input (one line on stderr,
 nothing written); 130 interrupted (the next `run` picks up where it stopped).
@@ -164,6 +164,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None, help="where to write (default: DIR; required with several DIRs)")
     p.add_argument("--svg", action="store_true", help="also write every figure as SVG (for papers; PNG always)")
     p.set_defaults(handler=cmd_report)
+
+    p = commands.add_parser(
+        "export",
+        help="write a results folder's runs for TensorBoard or MLflow (optional extras; no TensorFlow)",
+        description="Read runs.csv and epochs.csv of DIR and write every run to each target given (at least one):\n"
+        "  TensorBoard event files: one run per run id, a scalar per metric per epoch, the HParams view's data;\n"
+        "  MLflow runs: params, per-epoch metrics, report.md and report.html as artifacts, in an experiment\n"
+        "  named after the sweep.\n"
+        "Each target needs its extra: pip install 'batchsweep[tensorboard]' or 'batchsweep[mlflow]'.",
+        epilog="examples:\n  python -m sweep export results/article --tensorboard runs/article\n"
+        "  tensorboard --logdir runs/article\n"
+        "  python -m sweep export results/article --mlflow sqlite:///mlflow.db\n"
+        "  mlflow ui --backend-store-uri sqlite:///mlflow.db",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("folder", metavar="DIR", type=Path, help="a results folder, e.g. results/article")
+    p.add_argument("--tensorboard", metavar="OUT", help="folder for the event files (tensorboard --logdir OUT)")
+    p.add_argument(
+        "--mlflow", metavar="URI", help="MLflow tracking URI: sqlite:///mlflow.db (a local file) or a server's URL"
+    )
+    p.set_defaults(handler=cmd_export)
     return parser
 
 
@@ -353,4 +374,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     for claim, finding in written.findings:
         print(f"{claim.id}: {report.verdict_text(claim, finding)}")
     print(f"report: {written.markdown} and {written.html}")
+    return EXIT_OK
+
+
+# --- export
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from sweep import export
+
+    destinations = {name: getattr(args, name) for name in export.TARGETS if getattr(args, name, None)}
+    if not destinations:
+        raise UsageError(f"export needs at least one of {', '.join(f'--{n}' for n in export.TARGETS)} (see --help)")
+    try:
+        lines = export.export(args.folder, destinations)
+    except export.ExportError as err:
+        raise UsageError(str(err)) from None
+    for line in lines:
+        print(line)
     return EXIT_OK

@@ -8,6 +8,7 @@ search lifecycle and the tables. The modules behind it, one job each:
 - `queue`: statuses, attempts, atomic claims, records, the retry policy;
 - `crash`: attempts whose worker died, found and queued again;
 - `search`: learning-rate searches, their slots and best learning rates;
+- `params`: the settings that vary in the sweep, as Optuna params of its trials;
 - `tables`: runs.csv, epochs.csv and counts;
 - `secrets`: passwords masked in anything that may show a storage URL;
 - `internals`: the only code that touches Optuna's private API.
@@ -27,7 +28,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweep import vocab
 from sweep.plan import RunSpec, SearchGroup
-from sweep.store import crash, internals, queue, search, storage, tables
+from sweep.store import crash, internals, params, queue, search, storage, tables
 from sweep.store.queue import Claim, RetryPolicy, epochs_of, latest_by_run, status_of
 from sweep.store.search import Search
 from sweep.store.secrets import redact
@@ -99,6 +100,7 @@ class Store:
 
     def enqueue(self, runs: list[RunSpec], role: str = vocab.GRID, **attrs: Any) -> int:
         """A WAITING attempt for every run that has none pending, running or final; returns how many."""
+        params.list_varying(self.sweep, runs)
         return queue.enqueue_items(self.sweep, [(s.run_id, s.to_json()) for s in runs], {vocab.ROLE: role, **attrs})
 
     def register_searches(self, groups: list[SearchGroup]) -> list[Search]:
@@ -140,7 +142,11 @@ class Store:
         return None
 
     def start(self, claim: Claim) -> Claim:
-        return claim.search.start(claim) if claim.search else claim
+        """A search slot: its lr is drawn now. A run of the sweep: its varying settings become Optuna params."""
+        if claim.search:
+            return claim.search.start(claim)
+        params.record(claim.trial, claim.spec)
+        return claim
 
     def heartbeat(self, claim: Claim) -> AbstractContextManager[None]:
         """Optuna's heartbeat for the claim while it trains (database stores; nothing on a journal)."""

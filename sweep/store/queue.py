@@ -6,7 +6,8 @@ One trial per attempt at a run:
 - a run is enqueued as a WAITING trial with params ``{run_id, attempt}`` (what
   ``enqueue_trial(skip_if_exists=True)`` compares) and its spec in the user attributes. They
   are not suggested as Optuna params: Optuna forbids a categorical parameter whose choices
-  differ between trials; ``trials_dataframe()`` shows them as ``user_attrs_run_id``;
+  differ between trials; ``trials_dataframe()`` shows them as ``user_attrs_run_id``. The
+  run's varying settings are (`params`, when the run is claimed);
 - a worker claims the next WAITING trial with the atomic WAITING -> RUNNING step that
   ``study.ask()`` uses (`internals.take`; ``ask()`` itself would create an unplanned trial);
 - every evaluation record becomes a user attribute ``epoch_000E`` and ``trial.report``;

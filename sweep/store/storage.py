@@ -19,6 +19,7 @@ import optuna
 from optuna.storages.journal import BaseJournalBackend, JournalFileSymlinkLock
 
 from sweep.store import internals
+from sweep.store.params import SpecSampler
 
 STORAGE_ENV = "BATCHSWEEP_STORAGE"  # how a password-bearing URL reaches workers: never on a command line
 DISK_FULL_ADVICE = (
@@ -143,11 +144,13 @@ def open_study(storage: optuna.storages.BaseStorage, name: str, create: bool = T
     """Load the sweep study (KeyError if missing and not `create`); refuse one a newer version wrote."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:  # load first: opening an existing sweep writes nothing (a newer one is refused untouched)
-        study = optuna.load_study(study_name=name, storage=storage)
+        study = optuna.load_study(study_name=name, storage=storage, sampler=SpecSampler())
     except KeyError:
         if not create:
             raise
-        study = optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)
+        study = optuna.create_study(
+            study_name=name, storage=storage, sampler=SpecSampler(), direction="maximize", load_if_exists=True
+        )
     attrs = study.user_attrs
     found = int(attrs.get(FORMAT_ATTR, 1))
     if found > STORE_FORMAT:

@@ -170,6 +170,7 @@ def test_settings_that_do_not_fit_together_are_refused(tmp_path: Path, settings:
         load_grid(write_grid(tmp_path, f"name: bad\nbase:\n  {settings}\n"))
 
 
+@pytest.mark.slow  # four runs of six epochs: a minute
 def test_a_readme_example_builder_trains(tmp_path: Path) -> None:
     """The README's "Your own model and data" example, copied out of the README and run as written."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()

@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from sweep import devices, vocab
+from sweep import devices, keys, vocab
 from sweep.plan import RunSpec
 
 TIMING_CSV = vocab.TIMING_CSV
@@ -63,8 +63,9 @@ def _normal(value: Any) -> str:
         return str(value)
 
 
-def config_key(values: Mapping[str, Any], keys: Iterable[str]) -> str:
-    return " ".join(f"{k}={_normal(values.get(k))}" for k in keys)
+def config_key(values: Mapping[str, Any], names: Iterable[str]) -> str:
+    """A setting missing from `values` (a column written before the key existed) is at its default."""
+    return " ".join(f"{k}={_normal(values.get(k, keys.default(k)))}" for k in names)
 
 
 def configurations(specs: Iterable[RunSpec]) -> dict[str, RunSpec]:
@@ -166,12 +167,11 @@ def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
     timing = read(folder / TIMING_CSV)
     if timing is None or epochs.empty:
         return epochs
-    keys = timing_keys(timing.columns)
-    if any(k not in epochs for k in keys):  # results from before a key existed: nothing to match on
-        return epochs
-    per_config = dict(zip(timing.apply(lambda row: config_key(row, keys), axis=1), timing[STEP_SECONDS], strict=True))
+    names = timing_keys(timing.columns)
+    names += [k for k in timing_keys(epochs.columns) if k not in names]  # either file may predate a key
+    per_config = dict(zip(timing.apply(lambda row: config_key(row, names), axis=1), timing[STEP_SECONDS], strict=True))
     runs = epochs.drop_duplicates(vocab.RUN_ID)  # settings are per run: one key each, not one per record
-    per_run = dict(zip(runs[vocab.RUN_ID], runs.apply(lambda row: config_key(row, keys), axis=1), strict=True))
+    per_run = dict(zip(runs[vocab.RUN_ID], runs.apply(lambda row: config_key(row, names), axis=1), strict=True))
     configs = epochs[vocab.RUN_ID].map(per_run)
     return epochs.assign(**{QUIET_STEP_SECONDS: configs.map(per_config).astype(float)})
 

@@ -22,7 +22,7 @@ from sweep import analysis, cli, decisions, orchestrate, until
 from sweep.config import load_grid
 from sweep.estimates import Check, Estimate
 from sweep.plan import plan
-from sweep.report import until_section
+from sweep.report import claims, until_section
 from sweep.report.claims import by_id
 from sweep.report.document import Doc
 from sweep.report.findings import ANY, Finding
@@ -30,6 +30,8 @@ from sweep.report.sections import verdict_where
 from sweep.sequential import Plan, decide
 from sweep.store import Store
 from sweep.store.queue import spec_of
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 GRID = """\
     name: until
@@ -234,6 +236,24 @@ def test_the_sequential_verdict_is_given_only_for_the_checks_it_decided() -> Non
     assert verdict_where(claim, finding, None, decided).startswith("supported (sequential, decided by 12 seeds)")
     other = decided.assign(check=["k0", "spc 50 -> 25"])
     assert verdict_where(claim, finding, None, other).startswith("undecided at 3 seeds, after Holm correction")
+
+
+def test_a_claim_continued_in_one_folder_is_read_from_that_folders_runs() -> None:
+    """A combined report reads a claim from the folder that ran it --until-decided, even where another folder's
+    group would win the usual choice (here by command-line order), so the sequential verdict is about the
+    numbers shown."""
+    first = analysis.run_summary(analysis.load([FIXTURES / "fx_bs"]).epochs)
+    continued = first.assign(
+        run_id=first["run_id"] + "-b", source="b", source_rank=1, **{"train.lr": 0.003, "val_acc_last": 0.5}
+    )
+    table = pd.concat([first, continued], ignore_index=True)
+    by_default = dict(claims.evaluate(table))[by_id("C7")]
+    assert by_default is not None and not any(r.endswith("-b") for r in by_default.run_ids)
+    read_there = dict(claims.evaluate(table, {"C7": "b"}))[by_id("C7")]
+    assert read_there is not None and read_there.run_ids and all(r.endswith("-b") for r in read_there.run_ids)
+    assert "lr=0.003" in read_there.tested_at
+    # a folder that cannot answer the claim leaves it to every folder's runs
+    assert dict(claims.evaluate(table, {"C7": "elsewhere"}))[by_id("C7")].run_ids == by_default.run_ids
 
 
 def test_a_report_without_decisions_has_no_until_section(tmp_path: Path) -> None:

@@ -52,9 +52,11 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     healthy = analysis.without(results.epochs, health)  # stuck runs stay in: none is left out for its outcome
     summary = analysis.run_summary(healthy)
     claims_summary = analysis.claims_summary(results, health)  # a run timed in two folders: C6 names both
-    findings = evaluate(claims_summary)
+    until = until_section.read(results.folders)
+    decided_in = until_section.folders_by_claim(until)
+    findings = evaluate(claims_summary, decided_in)
     condition_maps = maps.maps(claims_summary)
-    sensitivity = stuck_sensitivity(findings, results, health)
+    sensitivity = stuck_sensitivity(findings, results, health, decided_in)
     claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
     maps.table(condition_maps).to_csv(target / "tables" / "maps.csv", index=False)
     reads = comparable.comparable(summary, healthy)
@@ -74,7 +76,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         reads,
         curves,
         scaling_plots.draw(curves, target, svg=svg),
-        until_section.read(results.folders),
+        until,
         sections.Where(
             condition_maps, map_figure.draw(condition_maps, target, svg=svg), map_section.candidates(claims_summary)
         ),
@@ -86,13 +88,16 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
 
 
 def stuck_sensitivity(
-    findings: list[tuple[Claim, Finding | None]], results: analysis.Results, health: pd.DataFrame
+    findings: list[tuple[Claim, Finding | None]],
+    results: analysis.Results,
+    health: pd.DataFrame,
+    decided_in: dict[str, str] | None = None,
 ) -> str:
     """Whether any verdict changes when the stuck runs (kept in every verdict) are left out; "" without any."""
     stuck = health[health[analysis.IN_CLAIMS].astype(bool)] if len(health) else health
     if stuck.empty:
         return ""
-    others = evaluate(analysis.run_summary(analysis.without(results.epochs, health, everything=True)))
+    others = evaluate(analysis.run_summary(analysis.without(results.epochs, health, everything=True)), decided_in)
     changed = [
         f"{claim.id} would be {_word(alt)} instead of {_word(f)}"
         for (claim, f), (_, alt) in zip(findings, others, strict=True)

@@ -7,9 +7,11 @@ answer it. docs/report.md explains every threshold to readers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
-from sweep.analysis import BATCH_SIZE, GPUS
+from sweep.analysis import BATCH_SIZE, GPUS, SOURCE
 from sweep.report.checks import (
     check_capacity_overfits,
     check_cause_raises_gap,
@@ -133,8 +135,24 @@ def thresholds() -> tuple[Threshold, ...]:
     return tuple(dict.fromkeys(t for claim in CLAIMS for t in claim.thresholds))
 
 
-def evaluate(table: pd.DataFrame) -> list[tuple[Claim, Finding | None]]:
-    """Every claim against a run summary table (`analysis.run_summary`), Holm-corrected across all their checks."""
+def evaluate(table: pd.DataFrame, decided_in: Mapping[str, str] | None = None) -> list[tuple[Claim, Finding | None]]:
+    """Every claim against a run summary table (`analysis.run_summary`), Holm-corrected across all their checks.
+
+    `decided_in` maps a claim to the results folder that continued it with `run --until-decided`: the claim is
+    read from that folder's runs alone, so its sequential verdict and the numbers shown are about the same
+    runs (a combined report would otherwise answer C5 from a map grid's broader but thinner data sizes).
+    """
     if table.empty:
         return [(claim, None) for claim in CLAIMS]
-    return corrected([(claim, claim.evaluate(table)) for claim in CLAIMS])
+    where = decided_in or {}
+    return corrected([(claim, _evaluate_in(claim, table, where.get(claim.id))) for claim in CLAIMS])
+
+
+def _evaluate_in(claim: Claim, table: pd.DataFrame, folder: str | None) -> Finding | None:
+    """The claim on one folder's runs when it was decided there (all runs if that folder cannot answer it)."""
+    if folder is not None and SOURCE in table:
+        own = table[table[SOURCE] == folder]
+        finding = claim.evaluate(own) if len(own) else None
+        if finding is not None:
+            return finding
+    return claim.evaluate(table)

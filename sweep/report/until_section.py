@@ -36,10 +36,20 @@ def by_claim(found: Sequence[Found]) -> dict[str, pd.DataFrame]:
     return rows
 
 
+def folders_by_claim(found: Sequence[Found]) -> dict[str, str]:
+    """The results folder each claim was continued in (the first that has it, as `by_claim` reads them)."""
+    folders: dict[str, str] = {}
+    for folder, checks, _ in found:
+        for claim in checks["claim"].astype(str).unique():
+            folders.setdefault(claim, str(folder))
+    return folders
+
+
 def applies(finding: Finding, checks: pd.DataFrame) -> bool:
     """Whether a folder's decisions are about this finding's checks. A combined report may answer a claim
     from another folder's runs (C5 from the map grids' data sizes); then the sequential verdict is about
-    other numbers and the fixed-n verdict of the checks shown is the one to give."""
+    other numbers and the fixed-n verdict of the checks shown is the one to give (`claims.evaluate` reads a
+    decided claim from its own folder, so this happens only when that folder could not answer it)."""
     return len(checks) > 0 and set(checks["check"]) == {k.label for k in finding.checks}
 
 

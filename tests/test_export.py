@@ -110,7 +110,7 @@ def test_mlflow_has_one_run_per_run_with_params_metrics_and_the_report(tmp_path:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["export", str(ARTICLE)], "export needs at least one of --tensorboard, --mlflow"),
+        (["export", "{tmp}", "--tensorboard", "{tmp}/tb", "--study", "x"], "--study read a store"),
         (["export", "{tmp}", "--tensorboard", "{tmp}/tb"], "no runs.csv"),
         (["export", "{tmp}/missing", "--mlflow", "sqlite:///{tmp}/m.db"], "no such folder"),
     ],

@@ -388,8 +388,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from sweep import report
 
     written = report.build(args.folders, args.out, svg=args.svg)
-    for claim, finding in written.findings:
-        print(f"{claim.id}: {report.verdict_text(claim, finding)}")
+    for claim_id, verdict in written.verdicts:
+        print(f"{claim_id}: {verdict}")
     print(f"report: {written.markdown} and {written.html}")
     return EXIT_OK
 

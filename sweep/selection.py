@@ -164,11 +164,16 @@ def with_defaults(rows: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     the key's default: results written before a key existed lack it, and their runs ran at its default."""
     implied = {**{k: keys.default(k) for k in keys.added_later()}, **CONTROL_DEFAULTS}
     filled = {
-        c: rows[c].fillna(implied[c])
+        c: rows[c].fillna(_as_written(implied[c]))
         for c in columns
         if c in implied and implied[c] is not None and rows[c].isna().any()
     }
     return rows.assign(**filled) if filled else rows
+
+
+def _as_written(default: Any) -> Any:
+    """A default as runs.csv holds it: a tuple (train.callbacks) as its JSON list."""
+    return json.dumps(list(default)) if isinstance(default, tuple) else default
 
 
 def _first_present(values: pd.Series) -> Any:

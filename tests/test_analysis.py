@@ -192,3 +192,13 @@ def test_analysis_plots_and_report_do_not_import_tensorflow(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert "HEAVY []" in done.stdout
     assert (tmp_path / "report.html").is_file()
+
+
+def test_a_list_setting_missing_from_older_results_groups_with_its_default() -> None:
+    """train.callbacks (a list, runs.csv holds it as JSON) is empty in results written before it existed:
+    those runs ran without callbacks and group with runs that say so."""
+    rows = pd.DataFrame({"train.callbacks": [None, None, "[]", '["m:f"]'], "train.batch_size": [8, 8, 8, 8]})
+    keyed = selection.settings_key(rows, ["train.callbacks", "train.batch_size"])
+    assert keyed.iloc[0] == keyed.iloc[1] == keyed.iloc[2] != keyed.iloc[3]
+    older = rows.iloc[:2]  # a folder of older runs only: every cell empty
+    assert selection.settings_key(older, ["train.callbacks"]).nunique() == 1

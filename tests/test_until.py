@@ -300,3 +300,15 @@ def test_a_sweep_started_with_another_cap_is_refused_untouched(
     err = capsys.readouterr().err
     assert "rerun with --max-seeds 5" in err and err.count("\n") == 1
     assert journal.read_bytes() == before and sorted(p.name for p in journal.parent.iterdir()) == ["journal.log"]
+
+
+def test_report_prints_the_verdicts_its_table_gives(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`sweep report` on a folder continued with --until-decided says on the terminal what the report says:
+    the committed gpus reference reached its 12-seed cap with C9 undecided."""
+    gpus = FIXTURES.parent.parent / "results" / "gpus"
+    for name in ("runs.csv", "epochs.csv", "decisions.csv", "looks.csv"):
+        (tmp_path / name).write_bytes((gpus / name).read_bytes())
+    assert cli.main(["report", str(tmp_path)]) == 0
+    printed = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines() if line[:1] == "C")
+    assert printed["C9"].startswith("undecided at the 12-seed cap; ")
+    assert f"| C9 | {by_id('C9').quote} | {printed['C9']} (at " in (tmp_path / "report.md").read_text()

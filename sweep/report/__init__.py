@@ -40,6 +40,7 @@ class Written:
     markdown: Path
     html: Path
     findings: list[tuple[Claim, Finding | None]]
+    verdicts: list[tuple[str, str]]  # (claim id, its verdict as the report's table words it)
 
 
 def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: bool = False) -> Written:
@@ -84,7 +85,9 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")
     page.write_text(to_html(doc), encoding="utf-8")
-    return Written(md, page, findings)
+    sequential = until_section.by_claim(until)
+    verdicts = [(c.id, sections.verdict(c, f, sequential.get(c.id))) for c, f in findings]
+    return Written(md, page, findings, verdicts)
 
 
 def stuck_sensitivity(

@@ -119,14 +119,19 @@ def verdict_where(
 ) -> str:
     """The verdict at the settings it read (the sequential one after `run --until-decided`), then, where
     the claim was mapped, where it is supported and where not."""
-    text = verdict_text(claim, finding)
-    if finding is not None and sequential is not None and until_section.applies(finding, sequential):
-        text = until_section.verdict(finding, sequential)
+    text = verdict(claim, finding, sequential)
     if finding is not None and finding.tested_at:
         text += f" (at {finding.tested_at})"
     if found is not None:
         text += f". Over {len(found.cells)} settings of {found.source}: {found.summary(CLAIM_WORDS)}"
     return text
+
+
+def verdict(claim: Claim, finding: Finding | None, sequential: pd.DataFrame | None = None) -> str:
+    """The claim's verdict: the sequential one where `run --until-decided` decided its checks, else fixed-n."""
+    if finding is not None and sequential is not None and until_section.applies(finding, sequential):
+        return until_section.verdict(finding, sequential)
+    return verdict_text(claim, finding)
 
 
 CLAIM_WORDS = {True: "supported at", False: "contradicted at", None: "undecided at"}

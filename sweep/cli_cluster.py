@@ -170,7 +170,10 @@ def _slurm(args: argparse.Namespace, target_arg: str | None) -> int:
         return EXIT_OK
     path = slurm.write_script(job)
     env = dict(os.environ) | ({STORAGE_ENV: target} if job.storage is None else {})
-    job_id = slurm.submit(path, env)
+    try:
+        job_id = slurm.submit(path, env)
+    except slurm.SlurmError as err:
+        raise slurm.SlurmError(f"{err}; the runs stay queued: fix it, then sbatch {path}") from None
     print(f"submitted job array {job_id}: {tasks} worker task(s); script {path}")
     flag = f" --storage {job.storage}" if job.storage else ""
     print(f"logs: {job.folder}/worker-{job_id}_<task>.out")

@@ -30,7 +30,9 @@ def missing() -> str | None:
     if os.geteuid() != 0:
         return "needs root (slurmd runs jobs as their user)"
     absent = [name for name in DAEMONS + CLIENTS if shutil.which(name, path="/usr/sbin:/usr/bin") is None]
-    return f"not installed: {', '.join(absent)} (apt-get install slurmctld slurmd slurm-client munge)" if absent else None
+    return (
+        f"not installed: {', '.join(absent)} (apt-get install slurmctld slurmd slurm-client munge)" if absent else None
+    )
 
 
 @dataclass(frozen=True)

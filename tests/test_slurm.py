@@ -50,12 +50,13 @@ def slurm() -> Iterator[slurm_cluster.Cluster]:
         yield found
 
 
-def _submit(cluster: slurm_cluster.Cluster, folder: Path, *args: str) -> str:
-    """`sweep slurm grid.yaml ARGS` as a user on the login node; the array's job id."""
+def _submit(cluster: slurm_cluster.Cluster, folder: Path, *args: str, **env: str) -> str:
+    """`sweep slurm grid.yaml ARGS` as a user on the login node (environment `env` added); the array's job id."""
     import subprocess
     import sys
 
-    env = cluster.env(cli_env(drop=("BATCHSWEEP_STORAGE",), BATCHSWEEP_THREADS="1", BATCHSWEEP_HEARTBEAT="1"))
+    drop = ("BATCHSWEEP_STORAGE", "CUDA_VISIBLE_DEVICES")
+    env = cluster.env(cli_env(drop=drop, BATCHSWEEP_THREADS="1", BATCHSWEEP_HEARTBEAT="1", **env))
     done = subprocess.run(
         [sys.executable, "-m", "sweep", "slurm", "grid.yaml", *args],
         cwd=folder,
@@ -85,7 +86,9 @@ def test_a_job_array_trains_every_run_exactly_once(
     postgres_url: str,  # noqa: F811 - the fixture imported above
 ) -> None:
     write_grid(tmp_path, ARRAY_GRID)
-    job_id = _submit(slurm, tmp_path, "--array", "2", "--storage", postgres_url)
+    # Slurm passes CUDA_VISIBLE_DEVICES to a task (its allocated GPUs; here, with no GPUs configured,
+    # the value sbatch exported): the worker must train with it as it is.
+    job_id = _submit(slurm, tmp_path, "--array", "2", "--storage", postgres_url, CUDA_VISIBLE_DEVICES="0")
     slurm.wait_gone(job_id, ARRAY_SECONDS)
 
     logs = _logs(tmp_path, "array", job_id)
@@ -95,8 +98,9 @@ def test_a_job_array_trains_every_run_exactly_once(
     trials = store.sweep.get_trials(deepcopy=False)
     assert len(trials) == 4 and {t.user_attrs[vocab.ATTEMPT] for t in trials} == {1}, logs  # each trained once
     runs_csv, _ = store.export_csv(tmp_path / "out")
-    runs = pd.read_csv(runs_csv)
+    runs = pd.read_csv(runs_csv, dtype={"visible_devices": str})
     assert len(runs) == 4 and set(runs[vocab.STATUS]) == {vocab.DONE} and runs.run_id.is_unique
+    assert set(runs.visible_devices) == {"0"}, logs
     script = (tmp_path / "results" / "array" / "slurm" / "worker.sbatch").read_text()
     assert "#SBATCH --array=0-1" in script and f"--storage {postgres_url}" in script
 

@@ -26,7 +26,7 @@ examples:
   python -m sweep slurm grid.yaml --array 8 --storage @store.url --dry-run     # print the script only
   squeue --me                        # the array's tasks
   python -m sweep status grid.yaml --storage @store.url
-  python -m sweep report results/NAME   # after `python -m sweep run grid.yaml --no-train` exports the tables
+  python -m sweep run grid.yaml --storage @store.url   # after the array: trains nothing, writes runs.csv and the report
 Across nodes the store must be a postgresql:// URL; a journal file is safe only when every task runs
 on one node. Cluster set-up, preemption and Kubernetes: docs/cluster.md."""
 

@@ -139,3 +139,22 @@ def _fake_sbatch(folder: Path, body: str) -> None:
     path = folder / "sbatch"
     path.write_text(f"#!/bin/sh\n{body}\n")
     path.chmod(0o755)
+
+
+def test_slurm_queues_the_runs_then_submits_the_script_and_warns_about_a_journal_across_tasks(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BATCHSWEEP_STORAGE", raising=False)
+    _fake_sbatch(tmp_path, f'echo "$@" > {tmp_path}/sbatch.args; echo 42')  # what sbatch --parsable prints
+    monkeypatch.setenv("PATH", str(tmp_path))
+    write_grid(tmp_path, GRID)
+    code, out, err = _slurm(tmp_path, capsys, "--array", "2")
+    folder = tmp_path / "results" / "queued"
+    assert code == 0, out + err
+    assert out.startswith("warning: a journal file is safe only when every task runs on one node")
+    assert "submitted job array 42: 2 worker task(s)" in out
+    assert f"logs: {folder}/slurm/worker-42_<task>.out" in out
+    assert (tmp_path / "sbatch.args").read_text().split() == ["--parsable", str(folder / "slurm" / "worker.sbatch")]
+    assert f"--storage {folder / vocab.JOURNAL_FILE}\n" in (folder / "slurm" / "worker.sbatch").read_text()
+    assert Store.open(folder / vocab.JOURNAL_FILE, "queued", create=False).counts()[vocab.PENDING] == 4

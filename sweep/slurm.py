@@ -18,6 +18,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweep.coordinator import MAX_WORKER_RESTARTS
+from sweep.worker import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
+
 SCRIPT_NAME = "worker.sbatch"
 LOG_PATTERN = "worker-%A_%a.out"  # %A the array's job id, %a the task index (Slurm's filename patterns)
 SBATCH_SECONDS = 60  # sbatch only talks to slurmctld; longer means the controller is down
@@ -109,10 +112,31 @@ def script(job: ArrayJob) -> str:
             "export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}",
             'echo "task ${SLURM_ARRAY_TASK_ID} of job ${SLURM_ARRAY_JOB_ID} on $(hostname);'
             ' CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-none}" >&2',
-            "exec " + shlex.join(command),
+            *_worker_loop(shlex.join(command)),
             "",
         ]
     )
+
+
+def _worker_loop(command: str) -> list[str]:
+    """The worker, started again when it asks for a fresh process, as `sweep run`'s coordinator does.
+    Not `exec`: Slurm signals every process of the task (scancel, preemption, --time), the worker too."""
+    return [
+        f"# A worker exits {EXIT_RECYCLE} for a fresh process to take over (its memory passed",
+        "# $BATCHSWEEP_WORKER_MAX_MB, or a run needs another replica count) and "
+        f"{EXIT_NEEDS_MORE_DEVICES} when a run needs",
+        f"# more devices than it set up: start it again (the second at most {MAX_WORKER_RESTARTS} times).",
+        "more_devices=0",
+        "while true; do",
+        f"  {command}",
+        "  code=$?",
+        f"  if [ $code -eq {EXIT_RECYCLE} ]; then continue; fi",
+        f"  if [ $code -eq {EXIT_NEEDS_MORE_DEVICES} ] && [ $((more_devices += 1)) -le {MAX_WORKER_RESTARTS} ]; then",
+        "    continue",
+        "  fi",
+        "  exit $code",
+        "done",
+    ]
 
 
 def write_script(job: ArrayJob) -> Path:

@@ -127,6 +127,8 @@ def test_a_requeued_task_puts_its_run_back_and_the_run_finishes_once_with_every_
     trials = study.get_trials(deepcopy=False)
     assert [status_of(t) for t in trials] == [vocab.INTERRUPTED, vocab.DONE], logs
     cut = trials[0]
+    # Slurm's SIGTERM reached the worker, which queued its run again at once (not a heartbeat gone stale)
+    assert cut.user_attrs[vocab.ERROR] == "interrupted before the run finished", logs
     assert len(epochs_of(cut)) >= 2  # the records made before the requeue are kept
     assert Counter(t.user_attrs[vocab.RUN_ID] for t in _complete(study)) == {cut.user_attrs[vocab.RUN_ID]: 1}
     runs_csv, epochs_csv = Store.open(postgres_url, "requeued", create=False).export_csv(tmp_path / "out")

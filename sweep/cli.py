@@ -1,5 +1,6 @@
-"""Command line: `python -m sweep {plan,run,status,worker,time,report,export}`. It parses arguments, calls
-`sweep.orchestrate` (run, status, worker), `sweep.report` or `sweep.export`, prints, and maps errors to exit codes.
+"""Command line: `python -m sweep {plan,run,status,worker,slurm,time,report,export}`. It parses arguments, calls
+`sweep.orchestrate` (run, status, worker), `sweep.report` or `sweep.export`, prints, and maps errors to exit codes;
+`run --no-train` and `slurm` are in `sweep.cli_cluster`.
 
 Exit codes: 0 success; 1 some runs failed; 2 bad input (one line on stderr,
 nothing written); 130 interrupted (the next `run` picks up where it stopped).
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sweep import orchestrate, timing, vocab
+from sweep import cli_cluster, orchestrate, timing, vocab
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
 from sweep.orchestrate import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Options, UsageError
 from sweep.plan import RunSpec, plan
@@ -96,6 +97,12 @@ def _parser() -> argparse.ArgumentParser:
         "'Seeds until decided'); writes decisions.csv and looks.csv; rerun the same command to resume",
     )
     p.add_argument(
+        "--no-train",
+        action="store_true",
+        help="queue the runs and exit without training (no TensorFlow, no check of model.builder and the other "
+        "code references); then start `sweep worker` anywhere that reaches the store, or see `sweep slurm`",
+    )
+    p.add_argument(
         "--max-seeds",
         type=_positive,
         default=None,
@@ -131,6 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     _worker_args(p)
     p.set_defaults(handler=cmd_worker)
+
+    cli_cluster.add_slurm_parser(commands, _results_args, _storage_arg)
 
     p = commands.add_parser(
         "time",
@@ -222,14 +231,14 @@ def _worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trials-per-gpu",
         type=_positive,
-        default=1,
+        default=None,
         metavar="K",
         help="let K runs share each GPU, for models too small to fill one (default 1)",
     )
     p.add_argument(
         "--retries",
         type=_non_negative,
-        default=1,
+        default=None,
         help="times a run that raised is tried again before it is left failed (default 1)",
     )
 
@@ -265,10 +274,16 @@ def _options(args: argparse.Namespace) -> Options:
         storage=_storage_arg(args.storage),
         workers=getattr(args, "workers", None),
         devices=getattr(args, "devices", None),
-        trials_per_gpu=getattr(args, "trials_per_gpu", 1),
-        retries=getattr(args, "retries", 1),
+        trials_per_gpu=_given(args, "trials_per_gpu", 1),
+        retries=_given(args, "retries", 1),
         in_process=getattr(args, "in_process", False),
     )
+
+
+def _given(args: argparse.Namespace, name: str, default: int) -> int:
+    """A flag's value, its default when not given (None marks "not given" for `run --no-train`)."""
+    value = getattr(args, name, None)
+    return default if value is None else value
 
 
 def _storage_arg(value: str | None) -> str | None:
@@ -325,6 +340,8 @@ def _budget_text(runs: list[RunSpec]) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.no_train:
+        return cli_cluster.queue_only(args, _storage_arg)
     if args.max_seeds is not None and not args.until_decided:
         raise UsageError("--max-seeds is the cap of --until-decided; add --until-decided, or drop --max-seeds")
     grid = load_grid(args.grid)

@@ -140,6 +140,35 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     return outcome
 
 
+@dataclass(frozen=True)
+class Queued:
+    """What `queue_sweep` left in the store for workers started elsewhere."""
+
+    store: Store
+    planned: int  # runs of the grid (and tuned runs of finished searches)
+    added: int  # newly queued by this call
+    todo: int  # queued or running now, search trials included
+    searching: bool  # the grid has a learning-rate search: its tuned runs are queued by a later call
+
+
+def queue_sweep(grid: GridFile, options: Options = Options(), console: Console = Console()) -> Queued:
+    """`run --no-train`: queue what `run_sweep` would train, for workers started elsewhere (`sweep worker`,
+    a Slurm array), and train nothing. No preflight of the user's code: it loads TensorFlow, and the
+    workers find a broken reference as a failed run. Each finished search's best lr is queued by the
+    next call, as `run_sweep` does between its phases."""
+    runs, groups = plan(grid), search_groups(grid)
+    _, target = locations(grid, options)
+    store = open_store(target, grid.name, create=True)
+    revived = store.requeue_dead()
+    if revived:
+        console.say(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")
+    added = store.enqueue(runs)
+    store.register_searches(groups)
+    planned = runs + store.enqueue_tuned(groups, grid.seeds)
+    _warn_foreign(store, planned, console)
+    return Queued(store, len(planned), added, len(store.pending(planned)), bool(groups))
+
+
 def train_runs(store: Store, runs: list[RunSpec], options: Options, results: Path, console: Console) -> tuple[int, int]:
     """Queue `runs` (a finished run is never queued again) and train the pending ones the way `run_sweep`
     does (workers or this process, retries, progress), then export the tables; return the workers' exit

@@ -181,10 +181,13 @@ def save_model(folder: Path, run_id: str, model: Any) -> Path:
     return path
 
 
-def load_model(path: Path | str) -> Any:
-    """A saved final model, with the classes a built-in model may hold (GhostBatchNormalization)."""
+def load_model(path: Path | str, compile: bool = True) -> Any:
+    """A saved final model, with the classes a built-in model may hold (GhostBatchNormalization).
+    A run with a warm-up schedule (train.warmup_epochs) loads with compile=False: the schedule's
+    class is made per run and cannot be rebuilt from its config."""
     import keras
 
     from sweep.model import ghost_batch_norm_class
 
-    return keras.saving.load_model(path, custom_objects={"GhostBatchNormalization": ghost_batch_norm_class()})
+    custom = {"GhostBatchNormalization": ghost_batch_norm_class()}
+    return keras.saving.load_model(path, custom_objects=custom, compile=compile)

@@ -30,6 +30,9 @@ last compiled model is kept (`_CompiledCache`) and reused by the next run whose
 graph is the same (`graph_key`): it gets that run's freshly initialised weights
 and a zeroed optimizer, and trains bit for bit like a fresh model
 (tests/test_train.py). `forget_compiled` drops it after a failed run.
+
+`Run.position` says where the run stands after each record, for its checkpoint
+(sweep/checkpoint.py); `epochs(position)` goes on from a restored one.
 """
 
 from __future__ import annotations

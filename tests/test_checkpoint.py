@@ -49,6 +49,7 @@ def _interrupted(spec: RunSpec, after: int, path: Path, fresh: bool) -> tuple[li
     [
         ({"epochs": 3}, 1, True),  # a fresh process: the optimizer is built before it is restored
         ({"epochs": 3, "optimizer": "momentum"}, 2, False),  # the worker's cached compiled model
+        ({"epochs": 2, "gpus": 2}, 1, True),  # MirroredStrategy: mirrored variables and optimizer slots
         # records inside epochs (a checkpoint mid-epoch: its running train_acc goes on), warm-up,
         # the recalibrated BatchNorm evaluation and the noise scale
         (

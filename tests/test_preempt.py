@@ -77,6 +77,37 @@ def test_kill_9_after_epoch_3_resumes_at_epoch_4_with_identical_records(
     coordinator.kill()
     coordinator.wait()
     run_id = victim.user_attrs["run_id"]
+    _resumes_at_epoch_4_with_identical_records(tmp_path, journal, run_id)
+
+
+@pytest.mark.slow
+def test_sigterm_after_epoch_3_requeues_at_once_and_resumes_at_epoch_4(
+    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slurm's preemption (or scancel) sends SIGTERM: the worker re-queues its run at once (it is
+    paused 3 s at epoch 4's start), with epoch 3's checkpoint on disk; the next `run` resumes it."""
+    monkeypatch.setenv("BATCHSWEEP_THREADS", "1")
+    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    write_grid(tmp_path, GRID)
+    (tmp_path / "pause.py").write_text(PAUSE)
+    journal = tmp_path / "results" / "preempt" / "journal.log"
+    coordinator = start_cli(started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path)
+    victim = _wait_for_checkpoint_of_epoch(journal, 3)
+    sent = time.monotonic()
+    os.kill(victim.user_attrs["worker_pid"], signal.SIGTERM)
+    while Store.open(journal, "preempt", create=False).sweep.get_trials(deepcopy=False)[victim.number].state == (
+        optuna.trial.TrialState.RUNNING
+    ):
+        assert time.monotonic() - sent < 2.5, "the run was not re-queued before the pause ended"
+        time.sleep(0.05)
+    output = coordinator.communicate(timeout=120)[0]
+    assert coordinator.returncode != 0 and "interrupted; it is queued again" in output, output
+    saved = checkpoint.load(journal.parent / "checkpoints" / f"{victim.user_attrs['run_id']}.npz")
+    assert saved is not None and saved.epoch == 3
+    _resumes_at_epoch_4_with_identical_records(tmp_path, journal, victim.user_attrs["run_id"])
+
+
+def _resumes_at_epoch_4_with_identical_records(tmp_path: Path, journal: Path, run_id: str) -> None:
 
     again = run_cli("run", "grid.yaml", "--workers", "1", cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -83,6 +83,7 @@ class Saved:
     record: dict[str, Any]  # the record it was written after, as the store holds it
     model: list[np.ndarray]
     optimizer: list[np.ndarray]
+    replicas: dict[str, np.ndarray] = field(default_factory=dict)  # "m3r1": replica 1's own copy of m3
 
     @property
     def epoch(self) -> float:
@@ -92,8 +93,7 @@ class Saved:
 def save(path: Path, run_id: str, spec: str, position: Position, record: dict[str, Any], model: Any) -> None:
     """Write the checkpoint atomically: a temporary file in the same folder, fsync, rename over the old."""
     meta = {"format": FORMAT, "run_id": run_id, "spec": spec, "position": asdict(position), "record": record}
-    arrays = {f"m{i}": _value(v) for i, v in enumerate(model.variables)}
-    arrays |= {f"o{i}": _value(v) for i, v in enumerate(model.optimizer.variables)}
+    arrays = _arrays_of(model.variables, "m") | _arrays_of(model.optimizer.variables, "o")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as out:
@@ -104,10 +104,25 @@ def save(path: Path, run_id: str, spec: str, position: Position, record: dict[st
     _sync_folder(path.parent)  # the rename itself survives a power loss
 
 
-def _value(variable: Any) -> np.ndarray:
+def _arrays_of(variables: list[Any], prefix: str) -> dict[str, np.ndarray]:
+    """Each variable's value as `<prefix><i>`. Under MirroredStrategy each replica keeps its own
+    BatchNorm moving statistics (updated from its share of the batch, never synchronised), and
+    each replica evaluates with its own: a replica whose copy differs is saved too, `<prefix><i>r<k>`."""
     import keras
 
-    return np.asarray(keras.ops.convert_to_numpy(variable))
+    arrays = {}
+    for i, variable in enumerate(variables):
+        arrays[f"{prefix}{i}"] = first = np.asarray(keras.ops.convert_to_numpy(variable))
+        for k, copy in enumerate(_replicas(variable)[1:], start=1):
+            value = np.asarray(copy.numpy())
+            if not np.array_equal(value, first):
+                arrays[f"{prefix}{i}r{k}"] = value
+    return arrays
+
+
+def _replicas(variable: Any) -> tuple[Any, ...]:
+    """The per-replica copies of a mirrored variable; one copy (itself) otherwise."""
+    return tuple(getattr(getattr(variable, "value", None), "values", None) or (variable,))
 
 
 def _sync_folder(folder: Path) -> None:
@@ -126,11 +141,13 @@ def load(path: Path) -> Saved | None:
             meta = json.loads(str(data["meta"]))
             model = _arrays(data, "m")
             optimizer = _arrays(data, "o")
+            replicas = {name: data[name] for name in data.files if name[:1] in ("m", "o") and "r" in name}
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
         return None
     if meta.get("format") != FORMAT:
         return None
-    return Saved(meta["run_id"], meta["spec"], Position(**meta["position"]), meta["record"], model, optimizer)
+    position = Position(**meta["position"])
+    return Saved(meta["run_id"], meta["spec"], position, meta["record"], model, optimizer, replicas)
 
 
 def _arrays(data: Any, prefix: str) -> list[np.ndarray]:
@@ -157,8 +174,20 @@ def restore(model: Any, strategy: Any, saved: Saved) -> None:
     pairs = [*zip(model.variables, saved.model, strict=True), *optimizer]
     if any(tuple(v.shape) != a.shape for v, a in pairs):
         raise Mismatch("the checkpoint's variables do not match the run's model and optimizer")
+    own = [(_replica_copy(model, name), value) for name, value in saved.replicas.items()]
     for variable, value in pairs:
         variable.assign(value)
+    for copy, value in own:  # a replica's own BatchNorm statistics, after the assignment above set every copy
+        copy.assign(value)
+
+
+def _replica_copy(model: Any, name: str) -> Any:
+    """The replica copy that `m3r1` (replica 1 of model variable 3) or `o5r1` names."""
+    index, _, k = name[1:].partition("r")
+    copies = _replicas((model.variables if name[0] == "m" else model.optimizer.variables)[int(index)])
+    if int(k) >= len(copies):
+        raise Mismatch("the checkpoint was written with more replicas than the run has")
+    return copies[int(k)]
 
 
 def remove(path: Path) -> None:

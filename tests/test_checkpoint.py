@@ -58,6 +58,7 @@ def _interrupted(spec: RunSpec, after: int, path: Path, fresh: bool) -> tuple[li
             True,
         ),
     ],
+    ids=["fresh-session", "cached-model", "mirrored", "mid-epoch"],
 )
 def test_restored_run_writes_the_records_of_an_uninterrupted_one(
     tf_replicas: None, tmp_path: Path, train: dict, after: int, fresh: bool

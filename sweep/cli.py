@@ -134,7 +134,8 @@ def _parser() -> argparse.ArgumentParser:
         "--results",
         type=Path,
         default=None,
-        help="with --workers or --devices: where the workers' logs go (default results/<study>)",
+        help="the results folder: the workers' logs with --workers or --devices, --keep-models' models/, and "
+        "a database store's checkpoints/ (default: the journal file's folder, else results/<study>)",
     )
     _worker_args(p)
     p.set_defaults(handler=cmd_worker)
@@ -236,6 +237,13 @@ def _worker_args(p: argparse.ArgumentParser) -> None:
         help="let K runs share each GPU, for models too small to fill one (default 1)",
     )
     p.add_argument(
+        "--keep-models",
+        action="store_true",
+        help="keep each run's checkpoint after it ends (normally removed once it is done, failed or diverged), "
+        "and save each done run's final model as <results>/models/<run_id>.keras "
+        "(sweep.checkpoint.load_model, or keras.saving.load_model with the custom objects in docs/design.md)",
+    )
+    p.add_argument(
         "--retries",
         type=_non_negative,
         default=None,
@@ -277,6 +285,7 @@ def _options(args: argparse.Namespace) -> Options:
         trials_per_gpu=_given(args, "trials_per_gpu", 1),
         retries=_given(args, "retries", 1),
         in_process=getattr(args, "in_process", False),
+        keep_models=getattr(args, "keep_models", False),
     )
 
 

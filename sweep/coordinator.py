@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -103,10 +103,10 @@ def threads_per_worker(workers: int) -> int:
     return int(override) if override else max(1, devices.cpu_count() // workers)
 
 
-def worker_command(study: str, retries: int) -> list[str]:
+def worker_command(study: str, retries: int, flags: Sequence[str] = ()) -> list[str]:
     """The worker's argv. The store is passed in its environment ($BATCHSWEEP_STORAGE), not
     here: a command line is visible to every user of the machine (ps), a password with it."""
-    return [sys.executable, "-m", "sweep", "worker", "--study", study, "--retries", str(retries)]
+    return [sys.executable, "-m", "sweep", "worker", "--study", study, "--retries", str(retries), *flags]
 
 
 def run_workers(
@@ -117,13 +117,14 @@ def run_workers(
     slots: list[str | None],
     retries: int = 1,
     say: Say = print,
+    flags: Sequence[str] = (),
 ) -> int:
     """One worker process per slot (its CUDA_VISIBLE_DEVICES; None = leave as is) until the
     queue is empty; return the first non-zero exit code. The CPU cores are shared evenly."""
     log_dir.mkdir(parents=True, exist_ok=True)
     threads_each = threads_per_worker(len(slots))
     inbox: queue.Queue = queue.Queue()
-    command = worker_command(study, retries)
+    command = worker_command(study, retries, flags)
     procs = [
         _start(command, storage, log_dir / f"worker-{i}.log", threads_each, inbox, slot) for i, slot in enumerate(slots)
     ]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sweep import coordinator, events, usercode, vocab
+from sweep import checkpoint, coordinator, events, usercode, vocab
 from sweep.config import GridFile
 from sweep.plan import RunSpec, plan, search_groups
 from sweep.store import RetryPolicy, Store, epochs_of, status_of, storage
@@ -58,6 +58,7 @@ class Options:
     retries: int = 1
     in_process: bool = False  # train in this process (no worker processes; one TensorFlow)
     report: bool = True  # end `run_sweep` with the report
+    keep_models: bool = False  # keep run checkpoints, and each done run's model in <results>/models
 
     @property
     def policy(self) -> RetryPolicy:
@@ -209,7 +210,8 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
     started = time.monotonic()
     log_dir = results / vocab.LOG_DIR
     if options.in_process:
-        code = train_here(store, progress, options.policy, console)
+        places = checkpoint.places(store.target, store.name, results, options.keep_models)
+        code = train_here(store, progress, options.policy, console, places)
     else:
         slots = worker_slots(options, todo)
         console.say(
@@ -217,7 +219,14 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
             f"load. Logs: {log_dir}/"
         )
         code = coordinator.run_workers(
-            store.target, store.name, progress, log_dir, slots=slots, retries=options.retries, say=console.say
+            store.target,
+            store.name,
+            progress,
+            log_dir,
+            slots=slots,
+            retries=options.retries,
+            say=console.say,
+            flags=worker_flags(results, options.keep_models),
         )
     console.say(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
     lost = store.requeue_dead()  # a worker that crashed left its run RUNNING
@@ -228,7 +237,19 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
     return code, progress.runs_done
 
 
-def train_here(store: Store, progress: coordinator.Progress, policy: RetryPolicy, console: Console) -> int:
+def worker_flags(results: Path, keep_models: bool) -> list[str]:
+    """What a worker process needs to know of the results folder: where a database store's
+    checkpoints and --keep-models' final models go (sweep/checkpoint.py)."""
+    return ["--results", str(results), *(["--keep-models"] if keep_models else [])]
+
+
+def train_here(
+    store: Store,
+    progress: coordinator.Progress,
+    policy: RetryPolicy,
+    console: Console,
+    places: checkpoint.Places | None = None,
+) -> int:
     """The worker loop in this process, its events shown as progress lines. A worker that would
     be replaced (memory, another replica count) runs again here, up to MAX_WORKER_RESTARTS times."""
     from sweep import worker
@@ -239,7 +260,7 @@ def train_here(store: Store, progress: coordinator.Progress, policy: RetryPolicy
             console.say(line)
 
     for _ in range(coordinator.MAX_WORKER_RESTARTS + 1):
-        code = worker.work(store, show, policy, own_process=False)
+        code = worker.work(store, show, policy, own_process=False, places=places)
         if code == worker.EXIT_INTERRUPTED:  # Ctrl-C: the run is queued again; the caller stops as on any
             raise KeyboardInterrupt
         if code not in coordinator.RESTART_CODES:
@@ -370,7 +391,8 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
         )
     store = open_store(target, name, create=False)
     if options.workers is None and options.devices is None:
-        return worker.work(store, policy=options.policy)
+        places = checkpoint.places(target, name, options.results, options.keep_models)
+        return worker.work(store, policy=options.policy, places=places)
     queued = store.queued()
     if not queued:
         console.say(f"{name}: no queued runs; nothing to do")
@@ -378,7 +400,14 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
     slots = worker_slots(options, queued)
     console.say(f"{name}: {len(queued)} queued run(s); starting {len(slots)} worker(s){_devices_note(slots)}")
     progress = coordinator.Progress(runs_total=len(queued), epochs_total=_epochs(queued))
-    log_dir = (options.results or Path("results") / name) / vocab.LOG_DIR
+    results = options.results or Path("results") / name
     return coordinator.run_workers(
-        target, name, progress, log_dir, slots=slots, retries=options.retries, say=console.say
+        target,
+        name,
+        progress,
+        results / vocab.LOG_DIR,
+        slots=slots,
+        retries=options.retries,
+        say=console.say,
+        flags=worker_flags(results, options.keep_models),
     )

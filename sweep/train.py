@@ -30,6 +30,9 @@ last compiled model is kept (`_CompiledCache`) and reused by the next run whose
 graph is the same (`graph_key`): it gets that run's freshly initialised weights
 and a zeroed optimizer, and trains bit for bit like a fresh model
 (tests/test_train.py). `forget_compiled` drops it after a failed run.
+
+`Run.position` says where the run stands after each record, for its checkpoint
+(sweep/checkpoint.py); `epochs(position)` goes on from a restored one.
 """
 
 from __future__ import annotations
@@ -37,13 +40,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from sweep import checkpoint, devices, noise, optim, recal, stopping, usercode, vocab
 from sweep import data as data_module
-from sweep import devices, noise, optim, recal, stopping, usercode, vocab
 from sweep import model as model_module
 from sweep.config import TrainConfig
 from sweep.plan import RunSpec, derive_seed
@@ -144,35 +147,57 @@ class Run:
         )
         self.callbacks = usercode.callbacks(spec.point.train.callbacks)  # fresh ones per run
         self.stopped_early: int | None = None  # the epoch after which train.early_stopping (or a callback) stopped it
+        self.position = checkpoint.Position(0, 0)  # where the run stands after its latest record
 
-    def epochs(self) -> Iterator[EpochRecord]:
+    def epochs(self, resume: checkpoint.Position | None = None) -> Iterator[EpochRecord]:
+        """The run's records in order; from `resume` on, those after it (a restored checkpoint's).
+
+        Before each record is yielded, `position` says where the run then stands, early stopping's
+        verdict at the end of an epoch included, so a checkpoint written at the record is complete."""
         cfg, steps_per_epoch = self.spec.point.train, self.info.steps_per_epoch
         stops = record_stops(steps_per_epoch, total_steps(cfg, steps_per_epoch), cfg.eval_every_steps)
         rule = stopping.parse(cfg.early_stopping)
         watch = stopping.Watch(rule) if rule else None
+        if watch is not None and resume is not None and resume.watch is not None:
+            watch.best, watch.waited = resume.watch[0], int(resume.watch[1])
+        if resume is not None and resume.stopped:  # stopped at its last record: nothing left to train
+            self.stopped_early = resume.epoch
         for epoch, epoch_stops in enumerate(stops, start=1):
-            for record in self._one_epoch(epoch, epoch_stops):
+            if resume is not None and (resume.stopped or resume.covers(epoch, len(epoch_stops))):
+                continue
+            for record in self._one_epoch(epoch, epoch_stops, resume):
+                stop = self.position.index == len(epoch_stops) - 1 and (
+                    bool(self.model.stop_training) or (watch is not None and watch.stop(record.to_dict()))
+                )
+                stop = stop and epoch < len(stops)
+                state = [watch.best, watch.waited] if watch is not None else None
+                self.position = replace(self.position, watch=state, stopped=stop)
                 yield record
-            asked = bool(self.model.stop_training) or (watch is not None and watch.stop(record.to_dict()))
-            if asked and epoch < len(stops):
+            if self.position.stopped:
                 self.stopped_early = epoch
                 break
         for callback in self.callbacks:
             callback.end_run()
 
-    def _one_epoch(self, epoch: int, stops: list[int]) -> Iterator[EpochRecord]:
-        """Train one epoch up to each stop (steps into the epoch) in turn; a record at every stop."""
+    def _one_epoch(self, epoch: int, stops: list[int], resume: checkpoint.Position | None) -> Iterator[EpochRecord]:
+        """Train one epoch up to each stop (steps into the epoch) in turn; a record at every stop.
+        An epoch a checkpoint stopped inside goes on from there, its running means included."""
         split, batch = self.split, self.spec.point.train.batch_size
         order = data_module.epoch_order(split.y_train, self.spec.point.data.shuffle, self.spec.seed, epoch)
         x, y = split.x_train[order], split.y_train[order]
+        first = resume.index + 1 if resume is not None and resume.epoch == epoch else 0
         done, seconds, stretches = 0, 0.0, []
-        for stop in stops:
-            rows = slice(done * batch, stop * batch)  # at the defaults: one stop, every row
+        if first and resume is not None:
+            done, seconds, stretches = stops[first - 1], resume.seconds, [tuple(s) for s in resume.stretches]
+        for index in range(first, len(stops)):
+            rows = slice(done * batch, stops[index] * batch)  # at the defaults: one stop, every row
             history, took = self._fit(x[rows], y[rows], epoch)
             seconds += took
             stretches.append((float(history["accuracy"][-1]), float(history["loss"][-1]), len(y[rows])))
-            done = stop
-            yield self._record(epoch_number(epoch, stop, self.info.steps_per_epoch), stretches, seconds)
+            done = stops[index]
+            record = self._record(epoch_number(epoch, done, self.info.steps_per_epoch), stretches, seconds)
+            self.position = checkpoint.Position(epoch, index, [list(s) for s in stretches], seconds)
+            yield record
 
     def timed_epoch(self, epoch: int) -> float:
         """Train one whole epoch with no records and return its seconds (sweep/timing.py)."""

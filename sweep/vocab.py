@@ -73,6 +73,8 @@ OPTIONAL_METRICS: tuple[str, ...] = NOISE_METRICS + RECAL_METRICS + BALANCED_MET
 
 # A run-level fact (runs.csv): the epoch after which train.early_stopping, or a callback, ended the run.
 STOPPED_EARLY = "stopped_early"
+# A run-level fact (runs.csv): the epoch of the checkpoint the run last resumed from (sweep/resume.py).
+RESUMED_FROM_EPOCH = "resumed_from_epoch"
 
 # Run statuses as users see them (status command, runs.csv).
 DONE = "done"

@@ -20,7 +20,7 @@ from typing import Any
 
 import optuna
 
-from sweep import events, vocab
+from sweep import checkpoint, events, resume, vocab
 from sweep.config import UnknownSettings
 from sweep.store import Claim, RetryPolicy, Store, is_disk_full
 
@@ -43,18 +43,23 @@ def emit_stdout(event: events.Event) -> None:
 
 
 def work(
-    store: Store, emit: events.Emit = emit_stdout, policy: RetryPolicy = DEFAULT_POLICY, own_process: bool = True
+    store: Store,
+    emit: events.Emit = emit_stdout,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    own_process: bool = True,
+    places: checkpoint.Places | None = None,
 ) -> int:
     """Train queued runs until the queue is empty. Returns the worker's exit code.
 
     The process is reused across runs while its memory stays under `max_rss_mb()`; past
     that it exits with EXIT_RECYCLE and the coordinator starts a fresh one. In its own
-    process, SIGTERM stops it like Ctrl-C: the running run is queued again.
+    process, SIGTERM stops it like Ctrl-C: the running run is queued again, and goes on from
+    its checkpoint (`places`, default `checkpoint.places` of the store) when claimed again.
     """
     if own_process:
         signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return _work(store, emit, policy)
+        return _work(store, emit, policy, places or checkpoint.places(store.target, store.name))
     except UnknownSettings as err:  # a queued run this version cannot read: say so, touch nothing
         emit(events.WorkerStopped(str(err)))
         print(f"error: {err}", file=sys.stderr)
@@ -68,7 +73,7 @@ def work(
         return EXIT_DISK_FULL
 
 
-def _work(store: Store, emit: events.Emit, policy: RetryPolicy) -> int:
+def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoint.Places) -> int:
     from sweep import devices
 
     replicas = max((s.point.train.gpus for s in store.queued()), default=1)
@@ -95,7 +100,7 @@ def _work(store: Store, emit: events.Emit, policy: RetryPolicy) -> int:
         mirrored = needed if needed > 1 else mirrored
         claim = store.start(claim)  # a search slot: its lr is drawn now
         try:
-            status, retryable = run_one(store, claim, emit)
+            status, retryable = run_one(store, claim, emit, places)
         except KeyboardInterrupt:
             store.requeue(claim, "interrupted before the run finished")
             emit(events.RunInterrupted(claim.spec.run_id))
@@ -128,8 +133,9 @@ def _taken_back(run_id: str, emit: events.Emit) -> tuple[str, bool]:
     return vocab.INTERRUPTED, False
 
 
-def run_one(store: Store, claim: Claim, emit: events.Emit) -> tuple[str, bool]:
-    """Train one claimed run to its end; record every epoch as it finishes.
+def run_one(store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Places | None = None) -> tuple[str, bool]:
+    """Train one claimed run to its end; record every epoch as it finishes, and checkpoint it there.
+    A run with a checkpoint the store agrees with goes on from it (sweep/resume.py).
 
     Returns its status and whether another attempt could end differently: a run that
     failed on its data (sweep.datafiles.DataError) fails the same way again.
@@ -143,7 +149,10 @@ def run_one(store: Store, claim: Claim, emit: events.Emit) -> tuple[str, bool]:
 
     spec, trial, metric = claim.spec, claim.trial, claim.metric
     emit(events.RunStarted(spec.run_id, spec.point.train.epochs))
-    status, error, last, epochs, retryable = vocab.FAILED, None, None, spec.point.train.epochs, True
+    places = places or checkpoint.places(store.target, store.name)
+    status, error, epochs, retryable = vocab.FAILED, None, spec.point.train.epochs, True
+    last: dict[str, Any] | None = None
+    run = None
     try:
         with store.heartbeat(claim):
             run = Run(spec)
@@ -151,10 +160,14 @@ def run_one(store: Store, claim: Claim, emit: events.Emit) -> tuple[str, bool]:
             epochs = math.ceil(total_steps(spec.point.train, run.info.steps_per_epoch) / run.info.steps_per_epoch)
             if epochs != spec.point.train.epochs:  # a steps budget: known once the data is loaded
                 emit(events.EpochsKnown(spec.run_id, spec.point.train.epochs, epochs))
-            for record in run.epochs():
-                store.record_epoch(claim, record.to_dict())
-                emit(events.EpochDone(spec.run_id, epochs, record.to_dict()))
-                last = record
+            resumed = resume.resume(store, claim, run, places)
+            last = resumed[1] if resumed else None
+            for record in run.epochs(resumed[0] if resumed else None):
+                last = record.to_dict()
+                with resume.uninterrupted():  # the store's record and its checkpoint, both or neither
+                    store.record_epoch(claim, last)
+                    resume.after_record(places, claim, run, last)
+                emit(events.EpochDone(spec.run_id, epochs, last))
                 # Pruning at the last epoch would save nothing and hide a finished trial from the sampler.
                 if (
                     claim.search is not None
@@ -186,17 +199,19 @@ def run_one(store: Store, claim: Claim, emit: events.Emit) -> tuple[str, bool]:
     finally:
         if status not in (vocab.DONE, vocab.PRUNED):  # its model may be broken: the next run builds its own
             forget_compiled()  # also on Ctrl-C, which leaves the status failed until the run is re-queued
-    value = getattr(last, metric) if last and status == vocab.DONE else None
+    value = last[metric] if last and status == vocab.DONE else None
     try:
+        resume.keep_model(places, spec.run_id, status, run.model if run else None)  # before the run ends
         store.record_fact(claim, RSS_FACT, round(rss_mb(), 1))  # memory growth across runs, measured
         store.finish(claim, status, value=value, error=error)
     except optuna.exceptions.UpdateFinishedTrialError:
         return _taken_back(spec.run_id, emit)
+    resume.drop_checkpoint(places, spec.run_id, status)
     emit(
         events.RunEnded(
             spec.run_id,
             status,
-            max(0, epochs - math.ceil(last.epoch if last else 0)),
+            max(0, epochs - math.ceil(last[vocab.EPOCH] if last else 0)),
             error.strip().splitlines()[-1] if error else None,
         )
     )

@@ -156,6 +156,18 @@ class Store:
     record_epoch = staticmethod(queue.record_epoch)
     record_fact = staticmethod(queue.record_fact)
 
+    @staticmethod
+    def earlier_records(claim: Claim) -> list[list[dict[str, Any]]]:
+        """The records of each earlier attempt at the claim's run (its checkpoint may continue one),
+        the latest attempt first."""
+        run_id, number = claim.trial.user_attrs.get(vocab.RUN_ID), claim.trial.number
+        earlier = [
+            t
+            for t in claim.study.get_trials(deepcopy=False)
+            if t.user_attrs.get(vocab.RUN_ID) == run_id and t.number < number
+        ]
+        return [epochs_of(t) for t in sorted(earlier, key=lambda t: -t.number)]
+
     def finish(self, claim: Claim, status: str, value: float | None = None, error: str | None = None) -> None:
         """End the attempt: done (with the metric's value), pruned, or failed/diverged with its error,
         any password in it masked (a driver's error text may echo the store's URL)."""

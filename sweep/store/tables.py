@@ -17,6 +17,8 @@ from sweep.store.queue import INFO, epochs_of, latest_by_run, spec_of, status_of
 from sweep.store.search import LR_PARAM
 
 WORKER_FACTS = ("worker_host", "worker_pid", "visible_devices", "worker_rss_mb")
+# Facts recorded only when they happen: a column once any run has one, empty for the others.
+RUN_FACTS = (vocab.STOPPED_EARLY, vocab.RESUMED_FROM_EPOCH)
 
 
 def runs_table(trials: Iterable[FrozenTrial]) -> pd.DataFrame:
@@ -46,11 +48,7 @@ def _run_row(trial: FrozenTrial) -> dict[str, Any]:
         vocab.ERROR: trial.user_attrs.get(vocab.ERROR),
         "trial_number": trial.number,
         **{k: trial.user_attrs.get(k) for k in WORKER_FACTS},
-        **(
-            {vocab.STOPPED_EARLY: trial.user_attrs[vocab.STOPPED_EARLY]}
-            if vocab.STOPPED_EARLY in trial.user_attrs
-            else {}
-        ),
+        **{k: trial.user_attrs[k] for k in RUN_FACTS if k in trial.user_attrs},
     }
 
 

@@ -1,0 +1,181 @@
+"""Run checkpoints with real TensorFlow on tiny data: a run stopped after any record and restored
+from its checkpoint writes the same records, bit for bit (timings aside), as one never stopped;
+the file is written atomically; the worker resumes a re-queued run and cleans up after it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import write_grid
+from test_train import TIMINGS, tiny_spec
+
+from sweep import checkpoint, vocab
+from sweep.plan import RunSpec
+from sweep.train import Run, forget_compiled
+
+
+def _rows(records: list[dict]) -> list[str]:
+    """Records without their timings, as exact text (a NaN noise scale equals a NaN noise scale)."""
+    return [json.dumps({k: v for k, v in r.items() if k not in TIMINGS}, sort_keys=True) for r in records]
+
+
+def _interrupted(spec: RunSpec, after: int, path: Path, fresh: bool) -> tuple[list[dict], Run]:
+    """Train `spec` for `after` records, checkpointing at each; then restore a new Run from the
+    checkpoint (in a fresh Keras session if `fresh`, else in the cached compiled model) and finish it."""
+    run = Run(spec)
+    records = []
+    for record in run.epochs():
+        records.append(record.to_dict())
+        checkpoint.save(path, spec.run_id, spec.to_json(), run.position, records[-1], run.model)
+        if len(records) == after:
+            break
+    if fresh:
+        forget_compiled()  # as a new worker process would start
+    saved = checkpoint.load(path)
+    assert saved is not None and saved.record == records[-1]
+    again = Run(spec)
+    assert again.info.reused_model is not fresh
+    checkpoint.restore(again.model, again.strategy, saved)
+    return records + [r.to_dict() for r in again.epochs(saved.position)], again
+
+
+@pytest.mark.parametrize(
+    ("train", "after", "fresh"),
+    [
+        ({"epochs": 3}, 1, True),  # a fresh process: the optimizer is built before it is restored
+        ({"epochs": 3, "optimizer": "momentum"}, 2, False),  # the worker's cached compiled model
+        ({"epochs": 2, "gpus": 2}, 1, True),  # MirroredStrategy: mirrored variables and optimizer slots
+        # records inside epochs (a checkpoint mid-epoch: its running train_acc goes on), warm-up,
+        # the recalibrated BatchNorm evaluation and the noise scale
+        (
+            {"epochs": 2, "eval_every_steps": 3, "warmup_epochs": 0.5, "recalibrate_bn": True, "noise_scale": True},
+            3,
+            True,
+        ),
+    ],
+    ids=["fresh-session", "cached-model", "mirrored", "mid-epoch"],
+)
+def test_restored_run_writes_the_records_of_an_uninterrupted_one(
+    tf_replicas: None, tmp_path: Path, train: dict, after: int, fresh: bool
+) -> None:
+    spec = tiny_spec(**train)
+    whole = [r.to_dict() for r in Run(spec).epochs()]
+    resumed, _ = _interrupted(spec, after, tmp_path / "run.npz", fresh)
+    assert [r[vocab.EPOCH] for r in resumed] == [r[vocab.EPOCH] for r in whole]
+    assert _rows(resumed) == _rows(whole)
+    if train.get("eval_every_steps"):
+        assert not float(resumed[after - 1][vocab.EPOCH]).is_integer()  # it did stop mid-epoch
+
+
+def test_early_stopping_state_survives_a_restore(tf_replicas: None, tmp_path: Path) -> None:
+    rule = {"metric": "train_loss", "patience": 1, "min_delta": 10.0}  # stops after epoch 2 of 4
+    spec = tiny_spec(epochs=4, early_stopping=json.dumps(rule, sort_keys=True))
+    uninterrupted = Run(spec)
+    whole = [r.to_dict() for r in uninterrupted.epochs()]
+    resumed, again = _interrupted(spec, 1, tmp_path / "run.npz", fresh=True)
+    assert uninterrupted.stopped_early == again.stopped_early == 2
+    assert _rows(resumed) == _rows(whole)
+
+
+def test_checkpoint_holds_the_optimizer_step_and_batchnorm_statistics(tf_replicas: None, tmp_path: Path) -> None:
+    run = Run(tiny_spec(epochs=1))
+    record = next(iter(run.epochs())).to_dict()
+    path = tmp_path / "r.npz"
+    checkpoint.save(path, "r", "{}", run.position, record, run.model)
+    saved = checkpoint.load(path)
+    assert saved is not None and saved.position.epoch == 1
+    paths = [v.path for v in run.model.optimizer.variables]
+    assert int(saved.optimizer[next(i for i, p in enumerate(paths) if p.endswith("iteration"))]) == 4
+    moving = [i for i, v in enumerate(run.model.variables) if "moving_mean" in v.path]
+    assert moving and any(np.any(saved.model[i] != 0) for i in moving)
+
+
+def test_a_write_cut_short_leaves_the_previous_checkpoint(tf_replicas: None, tmp_path: Path) -> None:
+    run = Run(tiny_spec(epochs=2))
+    path = tmp_path / "r.npz"
+    records = []
+    for record in run.epochs():
+        records.append(record.to_dict())
+        if len(records) == 1:
+            checkpoint.save(path, "r", "{}", run.position, records[-1], run.model)
+    before = path.read_bytes()
+    # A second write killed mid-way: its temporary file is there, half written; the checkpoint is not touched.
+    (tmp_path / f".r.npz.tmp-{os.getpid() + 1}").write_bytes(before[: len(before) // 2])
+    saved = checkpoint.load(path)
+    assert path.read_bytes() == before and saved is not None and saved.record == records[0]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [f".r.npz.tmp-{os.getpid() + 1}"]
+    checkpoint.remove(path)
+    assert list(tmp_path.iterdir()) == []
+    path.write_bytes(b"not a checkpoint")
+    assert checkpoint.load(path) is None
+
+
+def test_places_follow_the_env_the_journal_and_the_results_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    journal = str(tmp_path / "res" / "journal.log")
+    assert checkpoint.places(journal, "s") == checkpoint.Places(tmp_path / "res" / "checkpoints")
+    db = "postgresql://u@h/d"
+    assert checkpoint.places(db, "s", tmp_path / "out", keep_models=True) == checkpoint.Places(
+        tmp_path / "out" / "checkpoints", tmp_path / "out" / "models"
+    )
+    assert checkpoint.places(db, "s").checkpoints == Path("results") / "s" / "checkpoints"
+    monkeypatch.setenv(checkpoint.CHECKPOINTS_ENV, str(tmp_path / "ck"))
+    assert checkpoint.places(journal, "s").checkpoint("abc") == tmp_path / "ck" / "abc.npz"
+
+
+GRID = """\
+    name: ck
+    seeds: [0]
+    base:
+      data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 12}
+      train: {epochs: 3, batch_size: 8, eval_every_steps: 3}
+"""
+
+
+def test_worker_resumes_a_requeued_run_from_its_checkpoint(tf_replicas: None, tmp_path: Path) -> None:
+    """In process: a run interrupted after its 3rd record (epoch 1.5) is claimed again, resumes there,
+    and its records equal an uninterrupted run's; its checkpoint is gone once it is done."""
+    from sweep import events
+    from sweep.config import load_grid
+    from sweep.orchestrate import Options, run_sweep
+    from sweep.plan import plan
+    from sweep.store import Store, epochs_of
+    from sweep.worker import run_one
+
+    grid = load_grid(write_grid(tmp_path, GRID))
+    reference = run_sweep(grid, Options(in_process=True, report=False, results=tmp_path / "whole"))
+    spec = plan(grid)[0]
+    store = Store.open(tmp_path / "cut" / "journal.log", "ck")
+    store.enqueue([spec])
+    places = checkpoint.places(store.target, store.name)
+    seen: list[events.Event] = []
+
+    def interrupt_after_three(event: events.Event) -> None:
+        seen.append(event)
+        if sum(isinstance(e, events.EpochDone) for e in seen) == 3:
+            raise KeyboardInterrupt
+
+    claim = store.claim_next()
+    assert claim is not None
+    with pytest.raises(KeyboardInterrupt):
+        run_one(store, claim, interrupt_after_three, places)
+    store.requeue(claim, "interrupted")
+    assert places.checkpoint(spec.run_id).exists()
+    outcome = run_sweep(grid, Options(in_process=True, report=False, results=tmp_path / "cut"))
+    assert outcome.exit_code == 0
+    runs = store.runs_table()
+    assert runs[vocab.RESUMED_FROM_EPOCH].iloc[0] == pytest.approx(1.5)
+    done = store.current()[spec.run_id]
+    assert [r[vocab.EPOCH] for r in epochs_of(done)] == [0.75, 1, 1.5, 2, 2.25, 3]  # each record once
+    whole = pd.read_csv(reference.epochs_csv).drop(columns=list(TIMINGS))
+    cut = pd.read_csv(outcome.epochs_csv).drop(columns=list(TIMINGS))
+    pd.testing.assert_frame_equal(whole, cut, check_exact=True)
+    assert not places.checkpoint(spec.run_id).exists()
+    assert vocab.RESUMED_FROM_EPOCH not in pd.read_csv(reference.runs_csv)  # no run resumed there

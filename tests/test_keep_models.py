@@ -1,0 +1,58 @@
+"""--keep-models: each done run's final model reloads with keras.saving.load_model and gives the run's
+final val_acc on its validation split; without it, a finished run leaves no checkpoint behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from conftest import sweep_here, write_grid
+
+from sweep import checkpoint, vocab
+from sweep.data import load_split
+from sweep.plan import plan
+from sweep.train import EVAL_BATCH
+
+GRID = """\
+    name: keep
+    seeds: [0]
+    base:
+      data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 12}
+      train: {epochs: 2, batch_size: 8}
+    grid:
+      model.ghost_batch_size: [null, 4]
+"""
+
+
+def test_kept_models_reload_and_reproduce_final_val_acc(tf_replicas: None, tmp_path: Path) -> None:
+    import keras
+
+    from sweep.config import load_grid
+    from sweep.model import ghost_batch_norm_class
+
+    grid = write_grid(tmp_path, GRID)
+    results = tmp_path / "results" / "keep"
+    outcome, _ = sweep_here(grid, keep_models=True)
+    assert outcome.exit_code == 0
+    runs = pd.read_csv(outcome.runs_csv).set_index(vocab.RUN_ID)
+    for spec in plan(load_grid(grid)):
+        path = results / checkpoint.MODELS_DIR / f"{spec.run_id}.keras"
+        ghost = spec.point.model.ghost_batch_size is not None
+        # The built-in model loads as it is; ghost batch norm is a class of this package, named to Keras.
+        custom = {"GhostBatchNormalization": ghost_batch_norm_class()} if ghost else None
+        model = keras.saving.load_model(path, custom_objects=custom)
+        split = load_split(spec.point.data)
+        got = model.evaluate(split.x_val, split.y_val, batch_size=EVAL_BATCH, verbose=0, return_dict=True)
+        assert float(got["accuracy"]) == runs.loc[spec.run_id, "final_val_acc"]
+        assert float(checkpoint.load_model(path).evaluate(split.x_val, split.y_val, verbose=0)[1]) == float(
+            got["accuracy"]
+        )
+        assert (results / checkpoint.CHECKPOINTS_DIR / f"{spec.run_id}.npz").exists()  # kept with the flag
+
+
+def test_without_the_flag_finished_runs_leave_no_checkpoint(tf_replicas: None, tmp_path: Path) -> None:
+    outcome, _ = sweep_here(write_grid(tmp_path, GRID))
+    assert outcome.exit_code == 0
+    results = tmp_path / "results" / "keep"
+    assert list((results / checkpoint.CHECKPOINTS_DIR).iterdir()) == []
+    assert not (results / checkpoint.MODELS_DIR).exists()

@@ -1,0 +1,128 @@
+"""Preemption with real processes: a worker killed with kill -9 right after a run's epoch 3 of 6 is
+recorded (and checkpointed); the same `run` command again resumes the run at epoch 4, and its six
+records equal, bit for bit (timings aside), those of the same run trained uninterrupted elsewhere."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+from conftest import run_cli, start_cli, write_grid
+
+from sweep import checkpoint, vocab
+from sweep.store import Store, epochs_of
+
+GRID = """\
+    name: preempt
+    seeds: [0]
+    base:
+      data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 12}
+      train: {epochs: 6, batch_size: 8, callbacks: ["pause.py:make"]}
+"""
+# A pause at the start of epoch 4, so the kill lands between epoch 3's checkpoint and epoch 4's record.
+PAUSE = """\
+import time
+
+import keras
+
+
+class Pause(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 3:
+            time.sleep(3)
+
+
+def make():
+    return Pause()
+"""
+TIMINGS = ["epoch_seconds", "samples_per_second"]
+
+
+def _wait_for_checkpoint_of_epoch(journal: Path, epoch: int, timeout: float = 240) -> optuna.trial.FrozenTrial:
+    """The running trial once its record and its checkpoint of `epoch` are both written."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            running = Store.open(journal, "preempt", create=False).sweep.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
+            )
+        except KeyError:
+            running = []
+        for trial in running:
+            saved = checkpoint.load(journal.parent / "checkpoints" / f"{trial.user_attrs['run_id']}.npz")
+            if len(epochs_of(trial)) == epoch and saved is not None and saved.epoch == epoch:
+                return trial
+        time.sleep(0.1)
+    raise AssertionError(f"no run reached epoch {epoch} in time")
+
+
+@pytest.mark.slow
+def test_kill_9_after_epoch_3_resumes_at_epoch_4_with_identical_records(
+    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BATCHSWEEP_THREADS", "1")  # every process of the test: the same numbers need the same threads
+    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    write_grid(tmp_path, GRID)
+    (tmp_path / "pause.py").write_text(PAUSE)
+    journal = tmp_path / "results" / "preempt" / "journal.log"
+    coordinator = start_cli(started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path)
+    victim = _wait_for_checkpoint_of_epoch(journal, 3)
+    os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
+    coordinator.kill()
+    coordinator.wait()
+    run_id = victim.user_attrs["run_id"]
+    _resumes_at_epoch_4_with_identical_records(tmp_path, journal, run_id)
+
+
+@pytest.mark.slow
+def test_sigterm_after_epoch_3_requeues_at_once_and_resumes_at_epoch_4(
+    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slurm's preemption (or scancel) sends SIGTERM: the worker re-queues its run at once (it is
+    paused 3 s at epoch 4's start), with epoch 3's checkpoint on disk; the next `run` resumes it."""
+    monkeypatch.setenv("BATCHSWEEP_THREADS", "1")
+    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    write_grid(tmp_path, GRID)
+    (tmp_path / "pause.py").write_text(PAUSE)
+    journal = tmp_path / "results" / "preempt" / "journal.log"
+    coordinator = start_cli(started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path)
+    victim = _wait_for_checkpoint_of_epoch(journal, 3)
+    sent = time.monotonic()
+    os.kill(victim.user_attrs["worker_pid"], signal.SIGTERM)
+    while Store.open(journal, "preempt", create=False).sweep.get_trials(deepcopy=False)[victim.number].state == (
+        optuna.trial.TrialState.RUNNING
+    ):
+        assert time.monotonic() - sent < 2.5, "the run was not re-queued before the pause ended"
+        time.sleep(0.05)
+    output = coordinator.communicate(timeout=120)[0]
+    assert coordinator.returncode != 0 and "interrupted; it is queued again" in output, output
+    saved = checkpoint.load(journal.parent / "checkpoints" / f"{victim.user_attrs['run_id']}.npz")
+    assert saved is not None and saved.epoch == 3
+    _resumes_at_epoch_4_with_identical_records(tmp_path, journal, victim.user_attrs["run_id"])
+
+
+def _resumes_at_epoch_4_with_identical_records(tmp_path: Path, journal: Path, run_id: str) -> None:
+
+    again = run_cli("run", "grid.yaml", "--workers", "1", cwd=tmp_path, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    logs = "".join(p.read_text() for p in (journal.parent / "logs").glob("*.log"))
+    assert f"resuming {run_id} from its checkpoint after epoch 3" in logs
+    runs = pd.read_csv(journal.parent / vocab.RUNS_CSV)
+    assert runs[vocab.RESUMED_FROM_EPOCH].tolist() == [3.0]
+    assert runs["epochs_done"].tolist() == [6]
+    resumed = pd.read_csv(journal.parent / vocab.EPOCHS_CSV)
+    steps = Store.open(journal, "preempt", create=False).current()[run_id]
+    assert [r[vocab.EPOCH] for r in epochs_of(steps)] == [1, 2, 3, 4, 5, 6]  # each once, on the last attempt
+    assert not (journal.parent / "checkpoints" / f"{run_id}.npz").exists()  # done: its checkpoint is gone
+
+    whole = run_cli("run", "grid.yaml", "--workers", "1", "--results", "whole", cwd=tmp_path, timeout=600)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    reference = pd.read_csv(tmp_path / "whole" / vocab.EPOCHS_CSV)
+    assert reference[vocab.RUN_ID].tolist() == [run_id] * 6
+    pd.testing.assert_frame_equal(resumed.drop(columns=TIMINGS), reference.drop(columns=TIMINGS), check_exact=True)

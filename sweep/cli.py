@@ -1,6 +1,6 @@
 """Command line: `python -m sweep {plan,run,status,worker,slurm,time,report,export}`. It parses arguments, calls
 `sweep.orchestrate` (run, status, worker), `sweep.report` or `sweep.export`, prints, and maps errors to exit codes;
-`run --no-train` and `slurm` are in `sweep.cli_cluster`.
+`run --no-train` and `slurm` are in `sweep.cli_cluster`, `export` in `sweep.cli_export`.
 
 Exit codes: 0 success; 1 some runs failed; 2 bad input (one line on stderr,
 nothing written); 130 interrupted (the next `run` picks up where it stopped).
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sweep import cli_cluster, orchestrate, timing, vocab
+from sweep import cli_cluster, cli_export, orchestrate, timing, vocab
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
 from sweep.orchestrate import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Options, UsageError
 from sweep.plan import RunSpec, plan
@@ -175,43 +175,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--svg", action="store_true", help="also write every figure as SVG (for papers; PNG always)")
     p.set_defaults(handler=cmd_report)
 
-    p = commands.add_parser(
-        "export",
-        help="write a sweep's CSVs and report from its store, however far it got; or its runs for TensorBoard "
-        "or MLflow (no TensorFlow)",
-        description="Without a target: read the sweep's store (GRID's, or DIR's journal.log; --storage for a "
-        "database) and write runs.csv, epochs.csv and the report into the results folder, whatever is still "
-        "pending or running, and say how many runs are missing. The store is only read: nothing is queued or "
-        "trained. The report reads the finished runs.\n\n"
-        "With --tensorboard or --mlflow: write every run of the results folder's CSVs to each target given\n"
-        "(a GRID's CSVs are written from the store first):\n"
-        "  TensorBoard event files: one run per run id, a scalar per metric per epoch, the HParams view's data;\n"
-        "  MLflow runs: params, per-epoch metrics, report.md and report.html as artifacts, in an experiment\n"
-        "  named after the sweep.\n"
-        "Each target needs its extra: pip install 'batchsweep[tensorboard]' or 'batchsweep[mlflow]'.",
-        epilog="examples:\n  python -m sweep export grid.yaml --storage postgresql://user@db/sweeps\n"
-        "  python -m sweep export results/article\n"
-        "  python -m sweep export results/article --tensorboard runs/article\n"
-        "  tensorboard --logdir runs/article\n"
-        "  python -m sweep export results/article --mlflow sqlite:///mlflow.db\n"
-        "  mlflow ui --backend-store-uri sqlite:///mlflow.db",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "source", metavar="GRID|DIR", type=Path, help="a grid file (YAML) or a results folder, e.g. results/article"
-    )
-    _results_args(p)
-    p.add_argument(
-        "--study",
-        default=None,
-        help="with a results folder: the sweep's name in the store (default: the one in its runs.csv, "
-        "else the folder's name)",
-    )
-    p.add_argument("--tensorboard", metavar="OUT", help="folder for the event files (tensorboard --logdir OUT)")
-    p.add_argument(
-        "--mlflow", metavar="URI", help="MLflow tracking URI: sqlite:///mlflow.db (a local file) or a server's URL"
-    )
-    p.set_defaults(handler=cmd_export)
+    cli_export.add_export_parser(commands, _results_args, _options)
     return parser
 
 
@@ -417,44 +381,4 @@ def cmd_report(args: argparse.Namespace) -> int:
     for claim_id, verdict in written.verdicts:
         print(f"{claim_id}: {verdict}")
     print(f"report: {written.markdown} and {written.html}")
-    return EXIT_OK
-
-
-# --- export
-
-
-GRID_SUFFIXES = (".yaml", ".yml")
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    """No target: CSVs and report from the store. A target: the folder's CSVs (a grid's refreshed first)."""
-    from sweep import export, snapshot
-
-    destinations = {name: getattr(args, name) for name in export.TARGETS if getattr(args, name, None)}
-    source: Path = args.source
-    if source.suffix in GRID_SUFFIXES or source.is_file():
-        if args.study:
-            raise UsageError("--study is for a results folder; a grid file names its sweep (drop --study)")
-        grid = load_grid(str(source))
-        folder, _ = orchestrate.locations(grid, _options(args))
-        snapshot.from_grid(grid, _options(args))
-    elif not destinations:
-        if args.results:
-            raise UsageError("--results is for a grid file; a results folder is written in place (drop --results)")
-        return snapshot.from_folder(source, _options(args), args.study)
-    elif args.results or args.storage or args.study:
-        raise UsageError(
-            "--results, --storage and --study read a store; --tensorboard and --mlflow of a results folder read "
-            "its CSVs (drop them, or give the grid file to refresh the CSVs from the store first)"
-        )
-    else:
-        folder = source
-    if not destinations:
-        return EXIT_OK
-    try:
-        lines = export.export(folder, destinations)
-    except export.ExportError as err:
-        raise UsageError(str(err)) from None
-    for line in lines:
-        print(line)
     return EXIT_OK

@@ -132,5 +132,10 @@ def test_a_requeued_task_puts_its_run_back_and_the_run_finishes_once_with_every_
     assert len(epochs_of(cut)) >= 2  # the records made before the requeue are kept
     assert Counter(t.user_attrs[vocab.RUN_ID] for t in _complete(study)) == {cut.user_attrs[vocab.RUN_ID]: 1}
     runs_csv, epochs_csv = Store.open(postgres_url, "requeued", create=False).export_csv(tmp_path / "out")
-    assert pd.read_csv(runs_csv)[vocab.STATUS].tolist() == [vocab.DONE]
+    runs = pd.read_csv(runs_csv)
+    assert runs[vocab.STATUS].tolist() == [vocab.DONE]
     assert pd.read_csv(epochs_csv)[vocab.EPOCH].tolist() == [1, 2, 3, 4, 5, 6]  # every epoch, none twice
+    # the requeued task's run went on from its last checkpoint, not from epoch 0
+    assert runs[vocab.RESUMED_FROM_EPOCH].tolist() == [len(epochs_of(cut))], logs
+    full = "".join(p.read_text() for p in (tmp_path / "results" / "requeued" / "slurm").glob(f"worker-{job_id}_*"))
+    assert f"from its checkpoint after epoch {len(epochs_of(cut))}" in full, logs

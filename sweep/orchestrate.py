@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sweep import checkpoint, coordinator, events, usercode, vocab
 from sweep.config import GridFile
-from sweep.plan import RunSpec, plan, search_groups
+from sweep.plan import RunSpec, SearchGroup, plan, search_groups
 from sweep.store import RetryPolicy, Store, epochs_of, status_of, storage
 from sweep.store.crash import WORKER_HOST, WORKER_PID
 from sweep.store.secrets import redact, secrets_of
@@ -114,12 +114,7 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     if any(usercode.uses_code(p) for p in points):
         console.say("checking model.builder, data.loader and train.callbacks (loads TensorFlow)")
         usercode.preflight(points)  # a broken reference stops here, before anything is queued
-    store = open_store(target, grid.name, create=True)
-    revived = store.requeue_dead()
-    if revived:
-        console.say(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")
-    added = store.enqueue(runs)
-    store.register_searches(groups)
+    store, added = _queue(grid, target, runs, groups, console)
     code, planned, trained, rounds = EXIT_OK, list(runs), 0, 0
     for phase in range(PHASES):
         planned = runs + store.enqueue_tuned(groups, grid.seeds)
@@ -159,15 +154,24 @@ def queue_sweep(grid: GridFile, options: Options = Options(), console: Console =
     next call, as `run_sweep` does between its phases."""
     runs, groups = plan(grid), search_groups(grid)
     _, target = locations(grid, options)
+    store, added = _queue(grid, target, runs, groups, console)
+    planned = runs + store.enqueue_tuned(groups, grid.seeds)
+    _warn_foreign(store, planned, console)
+    return Queued(store, len(planned), added, len(store.pending(planned)), bool(groups))
+
+
+def _queue(
+    grid: GridFile, target: str, runs: list[RunSpec], groups: list[SearchGroup], console: Console
+) -> tuple[Store, int]:
+    """Open (or start) the sweep's store, put dead workers' runs back, queue the grid's runs and searches;
+    return the store and how many runs were newly queued."""
     store = open_store(target, grid.name, create=True)
     revived = store.requeue_dead()
     if revived:
         console.say(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")
     added = store.enqueue(runs)
     store.register_searches(groups)
-    planned = runs + store.enqueue_tuned(groups, grid.seeds)
-    _warn_foreign(store, planned, console)
-    return Queued(store, len(planned), added, len(store.pending(planned)), bool(groups))
+    return store, added
 
 
 def train_runs(store: Store, runs: list[RunSpec], options: Options, results: Path, console: Console) -> tuple[int, int]:

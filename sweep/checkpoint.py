@@ -98,10 +98,7 @@ def save(path: Path, run_id: str, spec: str, position: Position, record: dict[st
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as out:
         np.savez(out, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]  # numpy's stub
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-    _sync_folder(path.parent)  # the rename itself survives a power loss
+    _put_in_place(tmp, path)
 
 
 def _arrays_of(variables: list[Any], prefix: str) -> dict[str, np.ndarray]:
@@ -123,6 +120,15 @@ def _arrays_of(variables: list[Any], prefix: str) -> dict[str, np.ndarray]:
 def _replicas(variable: Any) -> tuple[Any, ...]:
     """The per-replica copies of a mirrored variable; one copy (itself) otherwise."""
     return tuple(getattr(getattr(variable, "value", None), "values", None) or (variable,))
+
+
+def _put_in_place(tmp: Path, path: Path) -> None:
+    """Make a fully written temporary file `path`: fsync it, rename it over the old one, and sync the
+    folder so the rename itself survives a power loss."""
+    with open(tmp, "rb") as written:
+        os.fsync(written.fileno())
+    os.replace(tmp, path)
+    _sync_folder(path.parent)
 
 
 def _sync_folder(folder: Path) -> None:
@@ -203,10 +209,7 @@ def save_model(folder: Path, run_id: str, model: Any) -> Path:
     path = folder / f"{run_id}.keras"
     tmp = folder / f".{run_id}.tmp-{os.getpid()}.keras"  # Keras wants the .keras suffix
     model.save(tmp)
-    with open(tmp, "rb") as written:
-        os.fsync(written.fileno())
-    os.replace(tmp, path)
-    _sync_folder(folder)
+    _put_in_place(tmp, path)
     return path
 
 

@@ -7,7 +7,6 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from sweep import orchestrate
 from sweep.config import load_grid
 from sweep.orchestrate import EXIT_OK, Options, UsageError
 
@@ -68,13 +67,12 @@ def cmd_export(args: argparse.Namespace, options: Options) -> int:
     if source.suffix in GRID_SUFFIXES or source.is_file():
         if args.study:
             raise UsageError("--study is for a results folder; a grid file names its sweep (drop --study)")
-        grid = load_grid(str(source))
-        folder, _ = orchestrate.locations(grid, options)
-        snapshot.from_grid(grid, options)
+        folder = snapshot.from_grid(load_grid(str(source)), options)
     elif not destinations:
         if args.results:
             raise UsageError("--results is for a grid file; a results folder is written in place (drop --results)")
-        return snapshot.from_folder(source, options, args.study)
+        snapshot.from_folder(source, options, args.study)
+        return EXIT_OK
     elif args.results or args.storage or args.study:
         raise UsageError(
             "--results, --storage and --study read a store; --tensorboard and --mlflow of a results folder read "

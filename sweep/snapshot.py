@@ -15,17 +15,17 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.config import GridFile
-from sweep.orchestrate import EXIT_OK, Console, Options, UsageError, counts_text, locations, open_store, write_report
+from sweep.orchestrate import Console, Options, UsageError, counts_text, locations, open_store, write_report
 from sweep.plan import plan, search_groups
 from sweep.store import Store, storage
 from sweep.store.secrets import redact
 
 CONSOLE = Console()
-FINISHED = (vocab.DONE, vocab.DIVERGED, vocab.PRUNED)  # runs whose records are complete
 
 
-def from_grid(grid: GridFile, options: Options, console: Console = CONSOLE) -> int:
-    """The grid's sweep, from its store (--storage, else <results>/journal.log) into its results folder."""
+def from_grid(grid: GridFile, options: Options, console: Console = CONSOLE) -> Path:
+    """The grid's sweep, from its store (--storage, else <results>/journal.log) into its results folder;
+    returns that folder."""
     results, target = locations(grid, options)
     store = _open(target, grid.name)
     runs = plan(grid) + [s for specs in store.tuned_runs(search_groups(grid), grid.seeds).values() for s in specs]
@@ -35,7 +35,7 @@ def from_grid(grid: GridFile, options: Options, console: Console = CONSOLE) -> i
     return _write(store, list(dict.fromkeys([*planned, *store.current()])), results, console)
 
 
-def from_folder(folder: Path, options: Options, study: str | None, console: Console = CONSOLE) -> int:
+def from_folder(folder: Path, options: Options, study: str | None, console: Console = CONSOLE) -> Path:
     """A results folder's sweep, from its store (--storage, else the folder's journal.log) into the folder.
     The sweep is --study, else the one named in the folder's runs.csv, else the folder's name."""
     if not folder.is_dir():
@@ -69,11 +69,11 @@ def _sweep_name(folder: Path) -> str:
     return folder.resolve().name
 
 
-def _write(store: Store, planned: list[str], results: Path, console: Console) -> int:
+def _write(store: Store, planned: list[str], results: Path, console: Console) -> Path:
     """The CSVs of every run in the store, the report of the finished ones, and a line on what is missing."""
     runs_csv, epochs_csv = store.export_csv(results)
     counts = store.counts(planned)
-    finished = sum(counts.get(s, 0) for s in FINISHED)
+    finished = sum(counts.get(s, 0) for s in vocab.FINAL_STATUSES)  # runs whose records are complete
     console.say(f"{store.name}: {len(planned)} runs: {counts_text(counts)}")
     console.say(f"results: {runs_csv} and {epochs_csv} (every run, with its status and its records so far)")
     missing = len(planned) - finished
@@ -83,7 +83,7 @@ def _write(store: Store, planned: list[str], results: Path, console: Console) ->
         write_report(results, console)
     else:
         console.say("no run has finished yet: no report (run `sweep export` again later)")
-    return EXIT_OK
+    return results
 
 
 def missing_line(counts: dict[str, int], missing: int, planned: int) -> str:

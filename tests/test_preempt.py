@@ -66,13 +66,7 @@ def _wait_for_checkpoint_of_epoch(journal: Path, epoch: int, timeout: float = 24
 def test_kill_9_after_epoch_3_resumes_at_epoch_4_with_identical_records(
     tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("BATCHSWEEP_THREADS", "1")  # every process of the test: the same numbers need the same threads
-    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
-    write_grid(tmp_path, GRID)
-    (tmp_path / "pause.py").write_text(PAUSE)
-    journal = tmp_path / "results" / "preempt" / "journal.log"
-    coordinator = start_cli(started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path)
-    victim = _wait_for_checkpoint_of_epoch(journal, 3)
+    journal, coordinator, victim = _run_until_epoch_3_is_checkpointed(tmp_path, started, monkeypatch)
     os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
     coordinator.kill()
     coordinator.wait()
@@ -86,13 +80,7 @@ def test_sigterm_after_epoch_3_requeues_at_once_and_resumes_at_epoch_4(
 ) -> None:
     """Slurm's preemption (or scancel) sends SIGTERM: the worker re-queues its run at once (it is
     paused 3 s at epoch 4's start), with epoch 3's checkpoint on disk; the next `run` resumes it."""
-    monkeypatch.setenv("BATCHSWEEP_THREADS", "1")
-    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
-    write_grid(tmp_path, GRID)
-    (tmp_path / "pause.py").write_text(PAUSE)
-    journal = tmp_path / "results" / "preempt" / "journal.log"
-    coordinator = start_cli(started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path)
-    victim = _wait_for_checkpoint_of_epoch(journal, 3)
+    journal, coordinator, victim = _run_until_epoch_3_is_checkpointed(tmp_path, started, monkeypatch)
     sent = time.monotonic()
     os.kill(victim.user_attrs["worker_pid"], signal.SIGTERM)
     while Store.open(journal, "preempt", create=False).sweep.get_trials(deepcopy=False)[victim.number].state == (
@@ -105,6 +93,19 @@ def test_sigterm_after_epoch_3_requeues_at_once_and_resumes_at_epoch_4(
     saved = checkpoint.load(journal.parent / "checkpoints" / f"{victim.user_attrs['run_id']}.npz")
     assert saved is not None and saved.epoch == 3
     _resumes_at_epoch_4_with_identical_records(tmp_path, journal, victim.user_attrs["run_id"])
+
+
+def _run_until_epoch_3_is_checkpointed(
+    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, subprocess.Popen, optuna.trial.FrozenTrial]:
+    """`run` of the 6-epoch grid with one worker, until its run has epoch 3's checkpoint on disk."""
+    monkeypatch.setenv("BATCHSWEEP_THREADS", "1")  # every process of the test: the same numbers need the same threads
+    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    write_grid(tmp_path, GRID)
+    (tmp_path / "pause.py").write_text(PAUSE)
+    journal = tmp_path / "results" / "preempt" / "journal.log"
+    coordinator = start_cli(started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path)
+    return journal, coordinator, _wait_for_checkpoint_of_epoch(journal, 3)
 
 
 def _resumes_at_epoch_4_with_identical_records(tmp_path: Path, journal: Path, run_id: str) -> None:

@@ -208,6 +208,14 @@ def _worker_args(p: argparse.ArgumentParser) -> None:
         "(sweep.checkpoint.load_model, or keras.saving.load_model with the custom objects in docs/design.md)",
     )
     p.add_argument(
+        "--pack",
+        type=_positive,
+        default=None,
+        metavar="K",
+        help="train up to K runs that share a compiled graph as towers of one model, same records as alone "
+        "(default: the measured size per batch size, docs/levers.md; 1 trains every run alone)",
+    )
+    p.add_argument(
         "--retries",
         type=_non_negative,
         default=None,
@@ -250,6 +258,7 @@ def _options(args: argparse.Namespace) -> Options:
         retries=_given(args, "retries", 1),
         in_process=getattr(args, "in_process", False),
         keep_models=getattr(args, "keep_models", False),
+        pack=getattr(args, "pack", None),
     )
 
 

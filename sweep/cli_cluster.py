@@ -19,7 +19,7 @@ from sweep.store import STORAGE_ENV, redact, storage
 
 StorageArg = Callable[[str | None], str | None]  # --storage, @FILE or $BATCHSWEEP_STORAGE -> the target
 # Flags of `run` that train or steer training: with --no-train they would silently do nothing.
-TRAINING_FLAGS = ("workers", "devices", "trials_per_gpu", "retries", "in_process", "until_decided", "max_seeds")
+TRAINING_FLAGS = ("workers", "devices", "trials_per_gpu", "retries", "in_process", "until_decided", "max_seeds", "pack")
 SLURM_EPILOG = """\
 examples:
   python -m sweep slurm grid.yaml --array 8 --storage @store.url --partition gpu --gpus-per-task 1 --time 4:00:00

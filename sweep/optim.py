@@ -42,13 +42,19 @@ def warmup_schedule(lr: float, warmup_steps: int) -> Any:
 
 def make_optimizer(name: str, lr: Any) -> Any:
     """The Keras optimizer `train.optimizer` names, at learning rate `lr` (a float or a schedule)."""
+    cls, options = optimizer_class(name)
+    return cls(learning_rate=lr, **options)
+
+
+def optimizer_class(name: str) -> tuple[type, dict[str, Any]]:
+    """The Keras optimizer class `train.optimizer` names and its options besides the learning rate."""
     import keras
 
     if name == "adam":
-        return keras.optimizers.Adam(learning_rate=lr)
+        return keras.optimizers.Adam, {}
     if name == "momentum":
-        return keras.optimizers.SGD(learning_rate=lr, momentum=0.9)
-    return keras.optimizers.SGD(learning_rate=lr)
+        return keras.optimizers.SGD, {"momentum": 0.9}
+    return keras.optimizers.SGD, {}
 
 
 def current_lr(model: Any) -> float:

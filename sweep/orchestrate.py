@@ -59,6 +59,7 @@ class Options:
     in_process: bool = False  # train in this process (no worker processes; one TensorFlow)
     report: bool = True  # end `run_sweep` with the report
     keep_models: bool = False  # keep run checkpoints, and each done run's model in <results>/models
+    pack: int | None = None  # runs per packed model (sweep/pack.py); None: the measured size per batch size
 
     @property
     def policy(self) -> RetryPolicy:
@@ -215,7 +216,7 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
     log_dir = results / vocab.LOG_DIR
     if options.in_process:
         places = checkpoint.places(store.target, store.name, results, options.keep_models)
-        code = train_here(store, progress, options.policy, console, places)
+        code = train_here(store, progress, options.policy, console, places, options.pack)
     else:
         slots = worker_slots(options, todo)
         console.say(
@@ -230,7 +231,7 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
             slots=slots,
             retries=options.retries,
             say=console.say,
-            flags=worker_flags(results, options.keep_models),
+            flags=worker_flags(results, options),
         )
     console.say(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
     lost = store.requeue_dead()  # a worker that crashed left its run RUNNING
@@ -241,10 +242,11 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
     return code, progress.runs_done
 
 
-def worker_flags(results: Path, keep_models: bool) -> list[str]:
-    """What a worker process needs to know of the results folder: where a database store's
-    checkpoints and --keep-models' final models go (sweep/checkpoint.py)."""
-    return ["--results", str(results), *(["--keep-models"] if keep_models else [])]
+def worker_flags(results: Path, options: Options) -> list[str]:
+    """What a worker process needs to know: the results folder (where a database store's
+    checkpoints and --keep-models' final models go, sweep/checkpoint.py) and --pack."""
+    keep = ["--keep-models"] if options.keep_models else []
+    return ["--results", str(results), *keep, *(["--pack", str(options.pack)] if options.pack else [])]
 
 
 def train_here(
@@ -253,6 +255,7 @@ def train_here(
     policy: RetryPolicy,
     console: Console,
     places: checkpoint.Places | None = None,
+    pack: int | None = None,
 ) -> int:
     """The worker loop in this process, its events shown as progress lines. A worker that would
     be replaced (memory, another replica count) runs again here, up to MAX_WORKER_RESTARTS times."""
@@ -264,7 +267,7 @@ def train_here(
             console.say(line)
 
     for _ in range(coordinator.MAX_WORKER_RESTARTS + 1):
-        code = worker.work(store, show, policy, own_process=False, places=places)
+        code = worker.work(store, show, policy, own_process=False, places=places, pack=pack)
         if code == worker.EXIT_INTERRUPTED:  # Ctrl-C: the run is queued again; the caller stops as on any
             raise KeyboardInterrupt
         if code not in coordinator.RESTART_CODES:
@@ -396,7 +399,7 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
     store = open_store(target, name, create=False)
     if options.workers is None and options.devices is None:
         places = checkpoint.places(target, name, options.results, options.keep_models)
-        return worker.work(store, policy=options.policy, places=places)
+        return worker.work(store, policy=options.policy, places=places, pack=options.pack)
     queued = store.queued()
     if not queued:
         console.say(f"{name}: no queued runs; nothing to do")
@@ -413,5 +416,5 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
         slots=slots,
         retries=options.retries,
         say=console.say,
-        flags=worker_flags(results, options.keep_models),
+        flags=worker_flags(results, options),
     )

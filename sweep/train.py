@@ -108,6 +108,7 @@ class RunInfo:
     jit_compile: bool = False  # XLA as Keras applied it (it turns it off under op determinism)
     steps_per_execution: int = 1
     reused_model: bool = False  # trained in the previous run's compiled model (fresh weights): no tracing
+    pack_size: int = 1  # runs trained together as towers of one model (sweep/pack.py); its epoch_seconds are the pack's
 
 
 class Diverged(Exception):
@@ -222,63 +223,20 @@ class Run:
 
     def _record(self, epoch: float, stretches: list[tuple[float, float, int]], seconds: float) -> EpochRecord:
         """Evaluate now; train_acc and train_loss are the running means over the epoch's stretches so far."""
-        split = self.split
+        split, cfg = self.split, self.spec.point.train
         step = int(self.model.optimizer.iterations.numpy())
-        train_acc, loss, images = running_means(stretches)
-        if not math.isfinite(loss) or not math.isfinite(stretches[-1][1]):
-            raise Diverged(math.ceil(epoch), step, loss)
+        check_finite(epoch, step, stretches)
         train_eval = self._evaluate(split.x_train_eval, split.y_train_eval)
         val = self._evaluate(split.x_val, split.y_val)
-        measured = self._noise_scale(step) if self.spec.point.train.noise_scale else None
-        recalibrated = self._recalibrated(train_eval, val) if self.spec.point.train.recalibrate_bn else {}
-        return EpochRecord(
-            epoch=epoch,
-            step=step,
-            train_acc=train_acc,
-            train_eval_acc=train_eval["accuracy"],
-            val_acc=val["accuracy"],
-            train_loss=loss,
-            train_eval_loss=train_eval["loss"],
-            val_loss=val["loss"],
-            gap=train_acc - val["accuracy"],
-            eval_gap=train_eval["accuracy"] - val["accuracy"],
-            epoch_seconds=seconds,
-            samples_per_second=images / seconds,
-            lr=optim.current_lr(self.model),
-            **(
-                {
-                    vocab.NOISE_SCALE: measured.b_simple,
-                    vocab.GRAD_NORM_SQ: measured.grad_norm_sq,
-                    vocab.GRAD_NOISE_TRACE: measured.grad_noise_trace,
-                }
-                if measured
-                else {}
-            ),
-            **recalibrated,
-            **self._balanced(split.x_train_eval, split.y_train_eval),
-        )
+        extra = self._noise_scale(step) if cfg.noise_scale else {}
+        if cfg.recalibrate_bn:
+            extra |= recalibrated(self.spec, split, self.model.get_weights(), train_eval, val)
+        if self.spec.point.data.imbalance:
+            predicted = self.model.predict(split.x_train_eval, batch_size=EVAL_BATCH, verbose=0)
+            extra |= balanced(predicted, split.y_train_eval)
+        return assemble(epoch, step, stretches, seconds, train_eval, val, optim.current_lr(self.model), extra)
 
-    def _recalibrated(self, train_eval: dict[str, float], val: dict[str, float]) -> dict[str, float]:
-        """The *_recal fields: the evaluations again, BatchNorm statistics recomputed for these weights."""
-        if not self.spec.point.model.batchnorm:  # nothing to recalibrate: the raw numbers
-            numbers = recal.Recalibrated(train_eval["accuracy"], train_eval["loss"], val["accuracy"], val["loss"])
-        else:
-            if _CACHE.twin is None:  # built and traced once per compiled model, like its training function
-                point, classes = self.spec.point, self.split.num_classes
-                _CACHE.twin = recal.Twin(
-                    lambda: model_module.build_model(point.model, point.data.image_size, classes, point.data.channels),
-                    EVAL_BATCH,
-                )
-            numbers = _CACHE.twin.evaluate(self.model.get_weights(), self.split)
-        return {
-            vocab.TRAIN_EVAL_ACC_RECAL: numbers.train_eval_acc,
-            vocab.VAL_ACC_RECAL: numbers.val_acc,
-            vocab.TRAIN_EVAL_LOSS_RECAL: numbers.train_eval_loss,
-            vocab.VAL_LOSS_RECAL: numbers.val_loss,
-            vocab.EVAL_GAP_RECAL: numbers.train_eval_acc - numbers.val_acc,
-        }
-
-    def _noise_scale(self, step: int) -> noise.NoiseScale:
+    def _noise_scale(self, step: int) -> dict[str, float]:
         """B_simple at the current weights, from training batches drawn by a sub-seed of the run seed."""
         import keras
 
@@ -286,21 +244,85 @@ class Run:
             _CACHE.gradient = noise.keras_gradient(self.model, keras.losses.SparseCategoricalCrossentropy())
         rng = np.random.default_rng(derive_seed(self.spec.seed, "noise-scale", step))
         with noise.preserved(self.model):
-            return noise.measure(
+            measured = noise.measure(
                 _CACHE.gradient, self.split.x_train, self.split.y_train, self.spec.point.train.batch_size, rng
             )
-
-    def _balanced(self, x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-        """Mean recall over classes on train_eval, only for an imbalanced set (plain accuracy rewards class 0)."""
-        if self.spec.point.data.imbalance == 0:
-            return {}
-        predicted = np.argmax(self.model.predict(x, batch_size=EVAL_BATCH, verbose=0), axis=1)
-        recalls = [float(np.mean(predicted[y == k] == k)) for k in np.unique(y)]
-        return {vocab.TRAIN_EVAL_BALANCED_ACC: float(np.mean(recalls))}
+        return {
+            vocab.NOISE_SCALE: measured.b_simple,
+            vocab.GRAD_NORM_SQ: measured.grad_norm_sq,
+            vocab.GRAD_NOISE_TRACE: measured.grad_noise_trace,
+        }
 
     def _evaluate(self, x: Any, y: Any) -> dict[str, float]:
         result = self.model.evaluate(x, y, batch_size=EVAL_BATCH, verbose=0, return_dict=True)
         return {"accuracy": float(result["accuracy"]), "loss": float(result["loss"])}
+
+
+def check_finite(epoch: float, step: int, stretches: list[tuple[float, float, int]]) -> None:
+    """Raise Diverged if the epoch's running loss, or its latest stretch's, is NaN or infinite."""
+    loss = running_means(stretches)[1]
+    if not math.isfinite(loss) or not math.isfinite(stretches[-1][1]):
+        raise Diverged(math.ceil(epoch), step, loss)
+
+
+def assemble(
+    epoch: float,
+    step: int,
+    stretches: list[tuple[float, float, int]],
+    seconds: float,
+    train_eval: dict[str, float],
+    val: dict[str, float],
+    lr: float,
+    extra: dict[str, float],
+) -> EpochRecord:
+    """A record from its evaluations; train_acc and train_loss are the running means of `stretches`."""
+    train_acc, loss, images = running_means(stretches)
+    return EpochRecord(
+        epoch=epoch,
+        step=step,
+        train_acc=train_acc,
+        train_eval_acc=train_eval["accuracy"],
+        val_acc=val["accuracy"],
+        train_loss=loss,
+        train_eval_loss=train_eval["loss"],
+        val_loss=val["loss"],
+        gap=train_acc - val["accuracy"],
+        eval_gap=train_eval["accuracy"] - val["accuracy"],
+        epoch_seconds=seconds,
+        samples_per_second=images / seconds,
+        lr=lr,
+        **extra,
+    )
+
+
+def recalibrated(
+    spec: RunSpec, split: data_module.Split, weights: list[Any], train_eval: dict[str, float], val: dict[str, float]
+) -> dict[str, float]:
+    """The *_recal fields: the evaluations again, BatchNorm statistics recomputed for these weights."""
+    if not spec.point.model.batchnorm:  # nothing to recalibrate: the raw numbers
+        numbers = recal.Recalibrated(train_eval["accuracy"], train_eval["loss"], val["accuracy"], val["loss"])
+    else:
+        if _CACHE.twin is None:  # built and traced once per compiled model, like its training function
+            point, classes = spec.point, split.num_classes
+            _CACHE.twin = recal.Twin(
+                lambda: model_module.build_model(point.model, point.data.image_size, classes, point.data.channels),
+                EVAL_BATCH,
+            )
+        numbers = _CACHE.twin.evaluate(weights, split)
+    return {
+        vocab.TRAIN_EVAL_ACC_RECAL: numbers.train_eval_acc,
+        vocab.VAL_ACC_RECAL: numbers.val_acc,
+        vocab.TRAIN_EVAL_LOSS_RECAL: numbers.train_eval_loss,
+        vocab.VAL_LOSS_RECAL: numbers.val_loss,
+        vocab.EVAL_GAP_RECAL: numbers.train_eval_acc - numbers.val_acc,
+    }
+
+
+def balanced(predicted: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """Mean recall over classes on train_eval, for an imbalanced set (plain accuracy rewards class 0)."""
+    labels = np.argmax(predicted, axis=1)
+    recalls = [float(np.mean(labels[y == k] == k)) for k in np.unique(y)]
+    return {vocab.TRAIN_EVAL_BALANCED_ACC: float(np.mean(recalls))}
 
 
 def total_steps(cfg: TrainConfig, steps_per_epoch: int) -> int:

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import optuna
@@ -48,8 +48,12 @@ def work(
     policy: RetryPolicy = DEFAULT_POLICY,
     own_process: bool = True,
     places: checkpoint.Places | None = None,
+    pack: int | None = None,
 ) -> int:
     """Train queued runs until the queue is empty. Returns the worker's exit code.
+
+    Runs that share a compiled graph train together, up to `pack` at a time (default: the measured
+    size for their batch size, sweep/pack.py; 1 trains every run alone).
 
     The process is reused across runs while its memory stays under `max_rss_mb()`; past
     that it exits with EXIT_RECYCLE and the coordinator starts a fresh one. In its own
@@ -59,7 +63,7 @@ def work(
     if own_process:
         signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return _work(store, emit, policy, places or checkpoint.places(store.target, store.name))
+        return _work(store, emit, policy, places or checkpoint.places(store.target, store.name), pack)
     except UnknownSettings as err:  # a queued run this version cannot read: say so, touch nothing
         emit(events.WorkerStopped(str(err)))
         print(f"error: {err}", file=sys.stderr)
@@ -73,8 +77,8 @@ def work(
         return EXIT_DISK_FULL
 
 
-def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoint.Places) -> int:
-    from sweep import devices
+def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoint.Places, pack: int | None) -> int:
+    from sweep import devices, pack_worker
 
     replicas = max((s.point.train.gpus for s in store.queued()), default=1)
     devices.configure_replicas(replicas)  # logical devices are fixed once TensorFlow starts
@@ -98,15 +102,23 @@ def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoi
             store.requeue(claim, "needs a fresh worker for another replica count")
             return EXIT_RECYCLE
         mirrored = needed if needed > 1 else mirrored
-        claim = store.start(claim)  # a search slot: its lr is drawn now
+        claims = [store.start(claim)]  # a search slot: its lr is drawn now
+        size = pack_worker.size_for(claim, pack, places)
+        if size > 1:
+            claims += [store.start(mate) for mate in pack_worker.claim_mates(store, claim, size, places)[1:]]
         try:
-            status, retryable = run_one(store, claim, emit, places)
+            if len(claims) > 1:
+                ended = [(status, True) for status in pack_worker.run_pack(store, claims, emit, places)]
+            else:
+                ended = [run_one(store, claims[0], emit, places)]
         except KeyboardInterrupt:
-            store.requeue(claim, "interrupted before the run finished")
-            emit(events.RunInterrupted(claim.spec.run_id))
+            for taken in claims:
+                store.requeue(taken, "interrupted before the run finished")
+                emit(events.RunInterrupted(taken.spec.run_id))
             return EXIT_INTERRUPTED
-        if status == vocab.FAILED and store.retry(claim, policy, retryable):
-            emit(events.RunRetried(claim.spec.run_id, claim.spec.point.train.epochs))
+        for taken, (status, retryable) in zip(claims, ended, strict=True):
+            if status == vocab.FAILED and store.retry(taken, policy, retryable):
+                emit(events.RunRetried(taken.spec.run_id, taken.spec.point.train.epochs))
         if rss_mb() > max_rss_mb():
             return EXIT_RECYCLE
 
@@ -147,7 +159,7 @@ def run_one(store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Pl
     from sweep.train import Diverged, Run, forget_compiled, total_steps
     from sweep.usercode import UserCodeError
 
-    spec, trial, metric = claim.spec, claim.trial, claim.metric
+    spec = claim.spec
     emit(events.RunStarted(spec.run_id, spec.point.train.epochs))
     places = places or checkpoint.places(store.target, store.name)
     status, error, epochs, retryable = vocab.FAILED, None, spec.point.train.epochs, True
@@ -168,15 +180,9 @@ def run_one(store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Pl
                     store.record_epoch(claim, last)
                     resume.after_record(places, claim, run, last)
                 emit(events.EpochDone(spec.run_id, epochs, last))
-                # Pruning at the last epoch would save nothing and hide a finished trial from the sampler.
-                if (
-                    claim.search is not None
-                    and float(record.epoch).is_integer()
-                    and record.epoch < epochs
-                    and trial.should_prune()
-                ):
+                if should_prune(claim, record.epoch, epochs):
                     status = vocab.PRUNED
-                    error = f"pruned after epoch {record.epoch}: {metric} below the search's median"
+                    error = f"pruned after epoch {record.epoch}: {claim.metric} below the search's median"
                     break
             else:  # every epoch trained, or stopped early by its rule; an exception above leaves it failed
                 status = vocab.DONE
@@ -199,20 +205,45 @@ def run_one(store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Pl
     finally:
         if status not in (vocab.DONE, vocab.PRUNED):  # its model may be broken: the next run builds its own
             forget_compiled()  # also on Ctrl-C, which leaves the status failed until the run is re-queued
-    value = last[metric] if last and status == vocab.DONE else None
+    ending = Ending(status, error, epochs, last)
+    return end_run(store, claim, emit, places, ending, run.model if run else None), retryable
+
+
+def should_prune(claim: Claim, epoch: float, epochs: int) -> bool:
+    """A search trial whose curve is below the pruner's median, at a whole epoch before its last:
+    pruning at the last epoch would save nothing and hide a finished trial from the sampler."""
+    return claim.search is not None and float(epoch).is_integer() and epoch < epochs and claim.trial.should_prune()
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a run ended: its status, error text, epochs it was to train and its last record."""
+
+    status: str
+    error: str | None
+    epochs: int
+    last: dict[str, Any] | None
+
+
+def end_run(
+    store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Places, ending: Ending, model: Any
+) -> str:
+    """Store how the run ended, keep or drop its model and checkpoint, say so; returns its status."""
+    status, last, error = ending.status, ending.last, ending.error
+    value = last[claim.metric] if last and status == vocab.DONE else None
     try:
-        resume.keep_model(places, spec.run_id, status, run.model if run else None)  # before the run ends
+        resume.keep_model(places, claim.spec.run_id, status, model)  # before the run ends
         store.record_fact(claim, RSS_FACT, round(rss_mb(), 1))  # memory growth across runs, measured
         store.finish(claim, status, value=value, error=error)
     except optuna.exceptions.UpdateFinishedTrialError:
-        return _taken_back(spec.run_id, emit)
-    resume.drop_checkpoint(places, spec.run_id, status)
+        return _taken_back(claim.spec.run_id, emit)[0]
+    resume.drop_checkpoint(places, claim.spec.run_id, status)
     emit(
         events.RunEnded(
-            spec.run_id,
+            claim.spec.run_id,
             status,
-            max(0, epochs - math.ceil(last[vocab.EPOCH] if last else 0)),
+            max(0, ending.epochs - math.ceil(last[vocab.EPOCH] if last else 0)),
             error.strip().splitlines()[-1] if error else None,
         )
     )
-    return status, retryable
+    return status

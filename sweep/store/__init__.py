@@ -17,7 +17,7 @@ search lifecycle and the tables. The modules behind it, one job each:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -131,12 +131,13 @@ class Store:
 
     # --- claiming and recording (the worker's side)
 
-    def claim_next(self) -> Claim | None:
-        """Atomically take the next queued run: the sweep's own first, then the searches' trials in order.
-        A search slot's lr is drawn by `start`, once the worker knows it can train it."""
+    def claim_next(self, accept: Callable[[RunSpec], bool] | None = None) -> Claim | None:
+        """Atomically take the next queued run (the next that `accept`s, if given): the sweep's own
+        first, then the searches' trials in order. A search slot's lr is drawn by `start`, once the
+        worker knows it can train it."""
         identity = crash.worker_identity()
         for study, found in [(self.sweep, None), *((s.study, s) for s in self._searches.values())]:
-            claim = queue.claim_next(study, identity, found)
+            claim = queue.claim_next(study, identity, found, accept)
             if claim is not None:
                 return claim
         return None

@@ -17,7 +17,7 @@ One trial per attempt at a run:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -168,14 +168,22 @@ def enqueue_next(study: optuna.Study, attrs: dict[str, Any]) -> None:
 # --- claiming
 
 
-def claim_next(study: optuna.Study, identity: dict[str, Any], search: Search | None = None) -> Claim | None:
-    """Atomically take the next WAITING trial of `study`, or None if its queue is empty.
+def claim_next(
+    study: optuna.Study,
+    identity: dict[str, Any],
+    search: Search | None = None,
+    accept: Callable[[RunSpec], bool] | None = None,
+) -> Claim | None:
+    """Atomically take the next WAITING trial of `study` (the next whose spec `accept`s, if given),
+    or None if there is none.
 
     `identity` is written on the claimed trial in order, before anything else, so
     crash detection can tell later whether its worker died.
     """
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         spec = spec_of(frozen)  # unreadable (a newer version queued it): raises before claiming
+        if accept is not None and not accept(spec):
+            continue
         if not internals.take(study, frozen):
             continue  # another worker took it first
         trial = internals.handle(study, frozen)

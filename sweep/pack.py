@@ -1,0 +1,354 @@
+"""Packed training: K runs that share a compiled graph, trained together as the K towers of one model.
+
+A small model leaves the processor mostly idle (results/bench/bench.md), and a sweep is many small
+runs that differ only in seed, data order, data toggles or learning rate. A pack builds each run's
+own model (seeded exactly as alone) as one tower of a Keras model with K inputs and K outputs, and
+trains them in one `fit`: one traced function, one call into TensorFlow per step for all K.
+
+Why each tower's records equal the run's trained alone, bit for bit at the same thread count:
+- the pack's loss is the towers' losses summed, and the sum's derivative with respect to each term
+  is exactly 1, so a tower's gradient is its own loss's gradient; nothing else joins the towers;
+- every op of a tower is an op of the same shapes and inputs as alone (its own data order, its own
+  BatchNorm statistics and optimizer slots, which are per variable);
+- the optimizer applies each tower's own learning rate to that tower's variables (`_tower_optimizer`).
+tests/test_pack.py trains runs packed and alone and compares every record.
+
+What packs (`pack_key`): the same model, data shapes, optimizer, batch size, budget and record
+schedule; the seed, `data.shuffle`, `data.preprocess_mismatch`, `data.seed`, the learning rate and
+its scaling, and early stopping may differ. Packed only on one replica, without `train.noise_scale`
+(a gradient function per model) and without user callbacks (their state is per model). A tower
+whose run ended (diverged, stopped early, pruned) goes on being computed until the pack ends, its
+numbers unrecorded: towers cannot reach each other.
+
+A packed run's `epoch_seconds` are the pack's wall seconds (all K towers), and `pack_size` says K.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from sweep import checkpoint, devices, optim, stopping
+from sweep import data as data_module
+from sweep import model as model_module
+from sweep.plan import RunSpec
+from sweep.train import (
+    _CACHE,
+    EVAL_BATCH,
+    Diverged,
+    EpochRecord,
+    RunInfo,
+    _seed_everything,
+    assemble,
+    balanced,
+    check_finite,
+    epoch_number,
+    forget_compiled,
+    graph_key,
+    recalibrated,
+    record_stops,
+    steps_per_execution,
+    total_steps,
+)
+
+# Towers per pack for each batch size, from `python -m benchmarks.pack` on the 2-core machine
+# (results/bench/pack.md); a batch size between two rows takes the smaller one's.
+PACK_SIZES = {8: 4, 16: 4, 32: 6, 64: 6, 128: 4, 256: 2}
+
+
+def default_size(batch_size: int) -> int:
+    """Towers per pack at this batch size (PACK_SIZES)."""
+    fitting = [b for b in PACK_SIZES if b <= batch_size]
+    return PACK_SIZES[max(fitting)] if fitting else PACK_SIZES[min(PACK_SIZES)]
+
+
+def pack_key(spec: RunSpec) -> tuple | None:
+    """What runs must share to train in one pack; None for a run that trains alone."""
+    point, cfg = spec.point, spec.point.train
+    if cfg.gpus > 1 or cfg.noise_scale or cfg.callbacks:
+        return None
+    train = replace(cfg, early_stopping=None, lr=0.0, lr_scaling="none", reference_batch_size=None)
+    data = replace(point.data, shuffle=True, preprocess_mismatch="none", seed=0)
+    return (point.model, data, train)
+
+
+@dataclass
+class Tower:
+    """One run of a pack: its data, its place in the model, where it stands."""
+
+    spec: RunSpec
+    split: data_module.Split
+    model: Any  # the run's own model, a layer of the pack
+    position: checkpoint.Position
+    watch: stopping.Watch | None
+    stopped_early: int | None = None
+    ended: bool = False  # diverged, stopped early or pruned: trained on, not recorded
+
+
+class PackedRun:
+    """K prepared runs trained together. Iterate `records()`."""
+
+    def __init__(self, specs: list[RunSpec]) -> None:
+        splits = [data_module.load_split(spec.point.data) for spec in specs]
+        first, split = specs[0], splits[0]
+        steps = math.ceil(len(split.y_train) / first.point.train.batch_size)
+        self.steps_per_epoch = steps
+        self.model, models, reused = _model_for(specs, split, steps)
+        start = checkpoint.Position(0, 0)
+        self.towers = [Tower(sp, s, m, start, _watch(sp)) for sp, s, m in zip(specs, splits, models, strict=True)]
+        replicas = devices.replicas_for(1)
+        self.info = RunInfo(
+            parameters=model_module.trainable_parameters(models[0]),
+            train_samples=len(split.y_train),
+            val_samples=len(split.y_val),
+            num_classes=split.num_classes,
+            replicas=1,
+            per_replica_batch=first.point.train.batch_size,
+            virtual_devices=replicas.virtual,
+            devices=",".join(replicas.devices),
+            steps_per_epoch=steps,
+            skipped_files=len(data_module.skipped_files(first.point.data)),
+            threads=devices.intra_op_threads(),
+            cpu=devices.cpu_model(),
+            jit_compile=bool(self.model.jit_compile),
+            steps_per_execution=int(self.model.steps_per_execution),
+            reused_model=reused,
+            pack_size=len(specs),
+        )
+
+    def records(self) -> Iterator[dict[int, EpochRecord | Diverged]]:
+        """At every record stop, each live tower's record (or its Diverged), by tower index.
+        Before a record is yielded, its tower's `position` says where it stands, for its checkpoint."""
+        cfg = self.towers[0].spec.point.train
+        stops = record_stops(self.steps_per_epoch, total_steps(cfg, self.steps_per_epoch), cfg.eval_every_steps)
+        for epoch, epoch_stops in enumerate(stops, start=1):
+            for index, found in self._one_epoch(epoch, epoch_stops):
+                last = index == len(epoch_stops) - 1 and epoch < len(stops)
+                for k, record in found.items():
+                    self._advance(self.towers[k], epoch, index, record, last)
+                yield found
+                for k, record in found.items():
+                    tower = self.towers[k]
+                    tower.ended = tower.ended or isinstance(record, Diverged) or tower.position.stopped
+            if all(t.ended for t in self.towers):
+                return
+
+    def end(self, k: int) -> None:
+        """Stop recording tower `k` (a pruned search trial)."""
+        self.towers[k].ended = True
+
+    def _advance(self, tower: Tower, epoch: int, index: int, record: EpochRecord | Diverged, last: bool) -> None:
+        if isinstance(record, Diverged):
+            return
+        stop = last and tower.watch is not None and tower.watch.stop(record.to_dict())
+        state = [tower.watch.best, tower.watch.waited] if tower.watch is not None else None
+        tower.position = replace(tower.position, watch=state, stopped=stop)
+        if stop:
+            tower.stopped_early = epoch
+
+    def _one_epoch(self, epoch: int, stops: list[int]) -> Iterator[tuple[int, dict[int, EpochRecord | Diverged]]]:
+        """Train the pack up to each stop of the epoch; the live towers' records at each."""
+        batch = self.towers[0].spec.point.train.batch_size
+        orders = [
+            data_module.epoch_order(t.split.y_train, t.spec.point.data.shuffle, t.spec.seed, epoch) for t in self.towers
+        ]
+        xs = [t.split.x_train[o] for t, o in zip(self.towers, orders, strict=True)]
+        ys = [t.split.y_train[o] for t, o in zip(self.towers, orders, strict=True)]
+        done, seconds = 0, 0.0
+        stretches: list[list[tuple[float, float, int]]] = [[] for _ in self.towers]
+        for index, stop in enumerate(stops):
+            rows = slice(done * batch, stop * batch)
+            history, took = self._fit([x[rows] for x in xs], [y[rows] for y in ys], epoch)
+            seconds += took
+            images = len(ys[0][rows])
+            for k, kept in enumerate(stretches):
+                kept.append((float(history[f"tower{k}_accuracy"][-1]), float(history[f"tower{k}_loss"][-1]), images))
+            done = stop
+            number = epoch_number(epoch, done, self.steps_per_epoch)
+            found = self._records(number, stretches, seconds)
+            for k in found:
+                self.towers[k].position = checkpoint.Position(epoch, index, [list(s) for s in stretches[k]], seconds)
+            yield index, found
+
+    def _fit(self, xs: list[np.ndarray], ys: list[np.ndarray], epoch: int) -> tuple[dict[str, list[float]], float]:
+        import tensorflow as tf
+
+        batch = self.towers[0].spec.point.train.batch_size
+        dataset = tf.data.Dataset.from_tensor_slices((tuple(xs), tuple(ys))).batch(batch).prefetch(tf.data.AUTOTUNE)
+        started = time.perf_counter()
+        # No TerminateOnNaN: one tower's NaN must not stop the others (each is checked at its record).
+        history = self.model.fit(dataset, initial_epoch=epoch - 1, epochs=epoch, verbose=0, shuffle=False)
+        return history.history, time.perf_counter() - started
+
+    def _records(
+        self, epoch: float, stretches: list[list[tuple[float, float, int]]], seconds: float
+    ) -> dict[int, EpochRecord | Diverged]:
+        live = [k for k, t in enumerate(self.towers) if not t.ended]
+        step = int(self.model.optimizer.iterations.numpy())
+        found: dict[int, EpochRecord | Diverged] = {}
+        for k in live:
+            try:
+                check_finite(epoch, step, stretches[k])
+            except Diverged as err:
+                found[k] = err
+        healthy = [k for k in live if k not in found]
+        if not healthy:
+            return found
+        train_eval = self._evaluate([(t.split.x_train_eval, t.split.y_train_eval) for t in self.towers])
+        val = self._evaluate([(t.split.x_val, t.split.y_val) for t in self.towers])
+        predicted = self._predicted()
+        rates = self.model.optimizer.tower_rates  # None under warm-up schedules
+        for k in healthy:
+            tower = self.towers[k]
+            extra: dict[str, float] = {}
+            if tower.spec.point.train.recalibrate_bn:
+                extra |= recalibrated(tower.spec, tower.split, tower.model.get_weights(), train_eval[k], val[k])
+            if predicted is not None:
+                extra |= balanced(predicted[k], tower.split.y_train_eval)
+            lr = float(rates[k].numpy()) if rates else _scheduled(self.model.optimizer, k)
+            found[k] = assemble(epoch, step, stretches[k], seconds, train_eval[k], val[k], lr, extra)
+        return found
+
+    def _evaluate(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
+        xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
+        result = self.model.evaluate(xs, ys, batch_size=EVAL_BATCH, verbose=0, return_dict=True)
+        return [
+            {"accuracy": float(result[f"tower{k}_accuracy"]), "loss": float(result[f"tower{k}_loss"])}
+            for k in range(len(pairs))
+        ]
+
+    def _predicted(self) -> list[np.ndarray] | None:
+        """Each tower's class probabilities on its train_eval set, for the balanced accuracy (imbalanced data)."""
+        if not self.towers[0].spec.point.data.imbalance:
+            return None
+        outputs = self.model.predict([t.split.x_train_eval for t in self.towers], batch_size=EVAL_BATCH, verbose=0)
+        return list(outputs)
+
+
+@dataclass(frozen=True)
+class _Variables:
+    variables: list[Any]
+
+
+@dataclass(frozen=True)
+class TowerView:
+    """A tower as a checkpoint reads it: the variables of its run's model and optimizer alone, in
+    their order there, so a re-queued run restores from it into an unpacked model (sweep/resume.py)."""
+
+    variables: list[Any]
+    optimizer: _Variables
+
+
+def tower_view(model: Any, k: int) -> TowerView:
+    """Tower `k` of a pack model as its run's own model would hold it."""
+    optimizer = model.optimizer
+    tower = model.get_layer(f"tower{k}")
+    owned = [id(v) for v in tower.trainable_variables]
+    trainable = [id(v) for v in model.trainable_variables]
+    head, slots = optimizer.variables[:2], optimizer.variables[2:]  # the step count and the learning rate first
+    per = len(slots) // len(trainable)  # Adam: momentum and velocity per variable, in variable order
+    mine = [v for i, key in enumerate(trainable) if key in owned for v in slots[i * per : (i + 1) * per]]
+    rate = optimizer.tower_rates[k] if optimizer.tower_rates else head[1]
+    return TowerView(list(tower.variables), _Variables([head[0], rate, *mine]))
+
+
+def _scheduled(optimizer: Any, k: int) -> float:
+    """Tower k's warm-up learning rate now, as `optim.current_lr` reads a run's own."""
+    import keras
+
+    return float(keras.ops.convert_to_numpy(optimizer.tower_schedules[k](optimizer.iterations)))
+
+
+def _watch(spec: RunSpec) -> stopping.Watch | None:
+    rule = stopping.parse(spec.point.train.early_stopping)
+    return stopping.Watch(rule) if rule else None
+
+
+def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: int) -> tuple[Any, list[Any], bool]:
+    """(compiled pack model, each run's tower, whether the compiled model was reused). Each tower is
+    seeded and built as its run would be alone; a cached pack of the same graph takes their weights."""
+    import keras
+
+    first = specs[0]
+    schedules = [optim.learning_rate(spec.point.train, steps_per_epoch) for spec in specs]
+    replicas = devices.replicas_for(1)
+    traced = [s.get_config() for s in schedules if not isinstance(s, float)]  # warm-up numbers are in the graph
+    key = ("pack", len(specs), graph_key(first, split.num_classes, schedules[0], replicas), str(traced))
+    reuse = key == _CACHE.key
+    if not reuse:
+        forget_compiled()
+    data = first.point.data
+    fresh = []
+    for k, spec in enumerate(specs):
+        _seed_everything(spec.seed)  # right before the weights are drawn, as alone
+        tower = model_module.build_model(spec.point.model, data.image_size, split.num_classes, data.channels)
+        tower.name = f"tower{k}"
+        fresh.append(tower)
+    rates = [optim.effective_lr(spec.point.train) for spec in specs]
+    if reuse:
+        model = _CACHE.model
+        towers = [model.get_layer(f"tower{k}") for k in range(len(specs))]
+        for old, new in zip(towers, fresh, strict=True):
+            old.set_weights(new.get_weights())
+        _reset_optimizer(model.optimizer, rates)
+        model.stop_training = False
+        return model, towers, True
+    inputs = [keras.Input(tower.inputs[0].shape[1:], name=f"image{k}") for k, tower in enumerate(fresh)]
+    model = keras.Model(inputs, [tower(x) for tower, x in zip(fresh, inputs, strict=True)], name="pack")
+    model.compile(
+        optimizer=_tower_optimizer(first.point.train.optimizer, schedules, fresh),
+        loss=["sparse_categorical_crossentropy"] * len(specs),
+        metrics=[["accuracy"]] * len(specs),
+        jit_compile=False,
+        steps_per_execution=steps_per_execution(first.point.train.batch_size, 1),
+    )
+    _CACHE.key, _CACHE.model, _CACHE.strategy = key, model, devices.strategy_for(replicas)
+    return model, fresh, False
+
+
+def _reset_optimizer(optimizer: Any, rates: list[float]) -> None:
+    """A zeroed optimizer (step count, slots) with these runs' constant learning rates (the
+    cache key holds any warm-up schedule: those are the same as the compiled model's)."""
+    for variable in optimizer.variables:
+        if "learning_rate" not in variable.path:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
+    for rate, value in zip(optimizer.tower_rates or (), rates, strict=False):
+        rate.assign(value)
+
+
+def _tower_optimizer(name: str, schedules: list[Any], towers: list[Any]) -> Any:
+    """`train.optimizer` applying tower k's own learning rate to tower k's variables.
+
+    Constant rates are a variable per tower, used in place of the optimizer's one; warm-up schedules
+    are each tower's own, evaluated at the step as the optimizer evaluates its own. Everything else
+    is the optimizer's update, so a tower's step is the step it takes alone."""
+    import keras
+
+    cls, options = optim.optimizer_class(name)
+    constant = all(isinstance(s, float) for s in schedules)
+    rates = None
+    if constant:
+        rates = [keras.Variable(s, dtype="float32", trainable=False, name=f"lr{k}") for k, s in enumerate(schedules)]
+    owner_of = {id(v): k for k, tower in enumerate(towers) for v in tower.trainable_variables}
+    owners: list[int] = []  # tower of each trainable variable, in the optimizer's order
+
+    class TowerOptimizer(cls):  # type: ignore[misc, valid-type]
+        def build(self, var_list: list[Any]) -> None:
+            owners[:] = [owner_of[id(v)] for v in var_list]
+            super().build(var_list)
+
+        def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> Any:
+            tower = owners[self._get_variable_index(variable)]
+            learning_rate = rates[tower] if rates else schedules[tower](self.iterations)
+            return super().update_step(gradient, variable, learning_rate)
+
+    optimizer = TowerOptimizer(learning_rate=schedules[0], **options)
+    # Not tracked by Keras: not among the optimizer's variables, which checkpoints count.
+    object.__setattr__(optimizer, "tower_rates", tuple(rates) if rates else None)
+    object.__setattr__(optimizer, "tower_schedules", tuple(schedules))
+    return optimizer

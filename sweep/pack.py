@@ -20,7 +20,9 @@ its scaling, and early stopping may differ. Packed only on one replica, without 
 whose run ended (diverged, stopped early, pruned) goes on being computed until the pack ends, its
 numbers unrecorded: towers cannot reach each other.
 
-A packed run's `epoch_seconds` are the pack's wall seconds (all K towers), and `pack_size` says K.
+A packed run's `epoch_seconds` are its share of the pack's wall seconds (the pack's / K; its
+`samples_per_second` follow), the machine time it cost, so runs per hour add up; `pack_size` (runs.csv)
+says K. The time a run takes alone is `--pack 1`'s, or `sweep time`'s quiet measurement.
 """
 
 from __future__ import annotations
@@ -170,9 +172,10 @@ class PackedRun:
                 kept.append((float(history[f"tower{k}_accuracy"][-1]), float(history[f"tower{k}_loss"][-1]), images))
             done = stop
             number = epoch_number(epoch, done, self.steps_per_epoch)
-            found = self._records(number, stretches, seconds)
+            share = seconds / len(self.towers)  # each run's share of the pack's time
+            found = self._records(number, stretches, share)
             for k in found:
-                self.towers[k].position = checkpoint.Position(epoch, index, [list(s) for s in stretches[k]], seconds)
+                self.towers[k].position = checkpoint.Position(epoch, index, [list(s) for s in stretches[k]], share)
             yield index, found
 
     def _fit(self, xs: list[np.ndarray], ys: list[np.ndarray], epoch: int) -> tuple[dict[str, list[float]], float]:

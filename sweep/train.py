@@ -108,7 +108,7 @@ class RunInfo:
     jit_compile: bool = False  # XLA as Keras applied it (it turns it off under op determinism)
     steps_per_execution: int = 1
     reused_model: bool = False  # trained in the previous run's compiled model (fresh weights): no tracing
-    pack_size: int = 1  # runs trained together as towers of one model (sweep/pack.py); its epoch_seconds are the pack's
+    pack_size: int = 1  # runs trained as towers of one model (sweep/pack.py); epoch_seconds are each one's share
 
 
 class Diverged(Exception):

@@ -127,3 +127,68 @@ def _resumes_at_epoch_4_with_identical_records(tmp_path: Path, journal: Path, ru
     reference = pd.read_csv(tmp_path / "whole" / vocab.EPOCHS_CSV)
     assert reference[vocab.RUN_ID].tolist() == [run_id] * 6
     pd.testing.assert_frame_equal(resumed.drop(columns=TIMINGS), reference.drop(columns=TIMINGS), check_exact=True)
+
+
+PACK_GRID = """\
+    name: packkill
+    seeds: [0, 1, 2]
+    base:
+      data: {dataset: glyphs120, classes: 30, samples_per_class: 20, image_size: 16}
+      train: {epochs: 6, batch_size: 8}
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_packed_worker_finishes_every_run_of_its_pack_exactly_once(
+    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three runs train as one pack; its worker is killed with kill -9 once each has a checkpoint of
+    epoch 2. The same `run` again finishes each run once (resumed alone from its checkpoint), with
+    epochs 1-6 once each and records equal to the runs trained alone, uninterrupted."""
+    monkeypatch.setenv("BATCHSWEEP_THREADS", "1")
+    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    write_grid(tmp_path, PACK_GRID)
+    journal = tmp_path / "results" / "packkill" / "journal.log"
+    coordinator = start_cli(started, "run", "grid.yaml", "--workers", "1", "--pack", "3", cwd=tmp_path)
+    pids = _pack_checkpointed_at(journal, epoch=2)
+    assert len(pids) == 1  # one worker trains all three
+    os.kill(pids.pop(), signal.SIGKILL)
+    coordinator.kill()
+    coordinator.wait()
+
+    again = run_cli("run", "grid.yaml", "--workers", "1", cwd=tmp_path, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    folder = journal.parent
+    runs = pd.read_csv(folder / vocab.RUNS_CSV)
+    assert len(runs) == 3 and (runs[vocab.STATUS] == vocab.DONE).all() and (runs["epochs_done"] == 6).all()
+    assert (runs[vocab.RESUMED_FROM_EPOCH] >= 2).all()  # each went on from its own checkpoint
+    for trial in Store.open(journal, "packkill", create=False).current().values():
+        assert [r[vocab.EPOCH] for r in epochs_of(trial)] == [1, 2, 3, 4, 5, 6]
+    assert not list((folder / "checkpoints").glob("*.npz"))
+
+    whole = run_cli(
+        "run", "grid.yaml", "--workers", "1", "--pack", "1", "--results", "whole", cwd=tmp_path, timeout=900
+    )
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    order = [vocab.RUN_ID, vocab.EPOCH]
+    resumed = pd.read_csv(folder / vocab.EPOCHS_CSV).drop(columns=TIMINGS).sort_values(order).reset_index(drop=True)
+    reference = pd.read_csv(tmp_path / "whole" / vocab.EPOCHS_CSV).drop(columns=TIMINGS).sort_values(order)
+    pd.testing.assert_frame_equal(resumed, reference.reset_index(drop=True), check_exact=True)
+
+
+def _pack_checkpointed_at(journal: Path, epoch: int, timeout: float = 300) -> set[int]:
+    """The worker pids of the running trials, once three are running and each has a checkpoint of
+    `epoch` or later."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            running = Store.open(journal, "packkill", create=False).sweep.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
+            )
+        except KeyError:
+            running = []
+        saved = [checkpoint.load(journal.parent / "checkpoints" / f"{t.user_attrs['run_id']}.npz") for t in running]
+        if len(running) == 3 and all(s is not None and s.epoch >= epoch for s in saved):
+            return {t.user_attrs["worker_pid"] for t in running}
+        time.sleep(0.1)
+    raise AssertionError(f"the pack did not reach epoch {epoch} in time")

@@ -53,7 +53,7 @@ def test_no_train_queues_every_run_without_tensorflow_and_the_printed_worker_tra
 @pytest.mark.parametrize(
     "flag",
     [["--workers", "2"], ["--devices", "0"], ["--in-process"], ["--until-decided"], ["--retries", "0"]]
-    + [["--trials-per-gpu", "2"]],
+    + [["--trials-per-gpu", "2"], ["--pack", "2"]],
 )
 def test_no_train_refuses_flags_that_steer_training(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, flag: list[str]

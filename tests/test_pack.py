@@ -1,0 +1,171 @@
+"""Packed training with real TensorFlow on tiny data: every record of a run trained as one tower of a
+pack equals, bit for bit, the record of the same run trained alone (sweep/pack.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import sweep_here, write_grid
+
+from sweep import checkpoint, vocab
+from sweep.config import DataConfig, ModelConfig, PointConfig, TrainConfig
+from sweep.pack import PackedRun, default_size, pack_key, tower_view
+from sweep.plan import RunSpec
+from sweep.train import Diverged, Run, forget_compiled
+
+TIMINGS = ("epoch_seconds", "samples_per_second")
+NEVER_BETTER = '{"metric": "val_loss", "min_delta": 10.0, "patience": 1}'  # stops after its second epoch
+
+
+def spec(seed: int = 0, data: dict | None = None, model: dict | None = None, **train: object) -> RunSpec:
+    base = DataConfig(dataset="glyphs120", classes=6, samples_per_class=10, image_size=12)
+    point = PointConfig(
+        data=dataclasses.replace(base, **(data or {})),
+        model=dataclasses.replace(ModelConfig(), **(model or {})),
+        train=dataclasses.replace(TrainConfig(epochs=3, batch_size=8), **train),
+    )
+    return RunSpec(sweep="t", seed=seed, point=point, varying=(("seed", seed),))
+
+
+def without_timings(records: list) -> list[dict]:
+    return [{k: v for k, v in r.to_dict().items() if k not in TIMINGS} for r in records]
+
+
+def alone(specs: list[RunSpec]) -> list[list[dict]]:
+    """Each run trained alone in a fresh model; a diverged run's records up to its divergence."""
+    out = []
+    for s in specs:
+        forget_compiled()
+        records: list = []
+        try:
+            for record in Run(s).epochs():
+                records.append(record)
+        except Diverged:
+            pass
+        out.append(without_timings(records))
+    forget_compiled()
+    return out
+
+
+def packed(specs: list[RunSpec]) -> tuple[PackedRun, list[list[dict]], dict[int, Diverged]]:
+    run = PackedRun(specs)
+    records: list[list] = [[] for _ in specs]
+    diverged: dict[int, Diverged] = {}
+    for found in run.records():
+        for k, record in found.items():
+            if isinstance(record, Diverged):
+                diverged[k] = record
+            else:
+                records[k].append(record)
+    return run, [without_timings(r) for r in records], diverged
+
+
+def test_packed_runs_record_what_they_record_alone() -> None:
+    """Seeds, data order, preprocessing mismatch, data seed and learning rate differ; records inside
+    epochs, recalibrated BatchNorm and early stopping are on."""
+    common = {"recalibrate_bn": True, "eval_every_steps": 4}  # 6 steps per epoch: records at steps 4, 6, 8, ...
+    specs = [
+        spec(0, **common),
+        spec(1, data={"shuffle": False}, lr=0.003, **common),
+        spec(2, data={"preprocess_mismatch": "scale", "seed": 7}, **common),
+        spec(3, early_stopping=NEVER_BETTER, **common),  # stops after epoch 2
+    ]
+    assert len({pack_key(s) for s in specs}) == 1
+    run, records, diverged = packed(specs)
+    assert not diverged and run.info.pack_size == 4
+    expected = alone(specs)
+    for got, want in zip(records, expected, strict=True):
+        assert repr(got) == repr(want)  # exact, every field (repr: a NaN equals a NaN)
+    assert [r[vocab.EPOCH] for r in records[3]] == [0.666667, 1, 1.333333, 2]  # early stopping ended it at epoch 2
+    assert run.towers[3].stopped_early == 2 and run.towers[0].stopped_early is None
+    assert records[1][-1][vocab.LR] == pytest.approx(0.003) and records[0][-1][vocab.LR] == pytest.approx(0.001)
+
+
+def test_warm_up_schedules_and_a_reused_pack_model() -> None:
+    """Each tower's own warm-up ramp; a second pack of the same graph reuses the compiled model."""
+    ramp = {"warmup_epochs": 1.0, "eval_every_steps": 2}  # 6 steps per epoch: records at steps 2, 4, 6, ...
+    first = [spec(0, lr=0.002, **ramp), spec(1, lr=0.0005, **ramp)]
+    second = [spec(4, lr=0.002, **ramp), spec(5, lr=0.0005, **ramp)]
+    forget_compiled()
+    packed(first)
+    run, records, _ = packed(second)
+    assert run.info.reused_model
+    assert [repr(r) for r in records] == [repr(r) for r in alone(second)]
+    assert records[0][0][vocab.LR] == pytest.approx(0.002 * 3 / 6)  # step 2 of a 6-step ramp: lr x (2 + 1) / 6
+    assert records[1][0][vocab.LR] == pytest.approx(0.0005 * 3 / 6)
+    assert records[1][-1][vocab.LR] == pytest.approx(0.0005)
+
+
+def test_a_diverging_tower_leaves_the_others_untouched() -> None:
+    specs = [spec(0, optimizer="sgd", lr=0.05), spec(1, optimizer="sgd", lr=1e12), spec(2, optimizer="sgd", lr=0.01)]
+    run, records, diverged = packed(specs)
+    assert list(diverged) == [1] and diverged[1].epoch == 1
+    assert records[1] == []
+    expected = alone(specs)
+    assert repr(records[0]) == repr(expected[0]) and repr(records[2]) == repr(expected[2])
+    assert run.towers[1].ended
+
+
+def test_what_packs() -> None:
+    base = pack_key(spec(0))
+    assert base is not None
+    assert pack_key(spec(1, data={"shuffle": False}, lr=0.1, early_stopping=NEVER_BETTER)) == base
+    assert pack_key(spec(0, batch_size=4)) != base
+    assert pack_key(spec(0, data={"imbalance": 0.5})) != base
+    assert pack_key(spec(0, model={"width": 2.0})) != base
+    assert pack_key(spec(0, eval_every_steps=2)) != base
+    assert pack_key(spec(0, noise_scale=True)) is None
+    assert pack_key(spec(0, gpus=2)) is None
+    assert all(default_size(b) >= 1 for b in (1, 8, 100, 4096))
+
+
+def test_a_run_resumes_alone_from_its_packed_checkpoint(tmp_path) -> None:
+    """A packed run's checkpoint holds what its run alone would: restored into an unpacked model
+    after epoch 1, the run's remaining records are those of the run trained alone throughout."""
+    specs = [spec(0, lr=0.002), spec(1)]
+    run = PackedRun(specs)
+    path = tmp_path / "r.npz"
+    for found in run.records():
+        record = found[1].to_dict()
+        checkpoint.save(path, "r", specs[1].to_json(), run.towers[1].position, record, tower_view(run.model, 1))
+        break
+    forget_compiled()
+    saved = checkpoint.load(path)
+    assert saved is not None and saved.epoch == 1
+    resumed = Run(specs[1])
+    checkpoint.restore(resumed.model, resumed.strategy, saved)
+    rest = without_timings(list(resumed.epochs(saved.position)))
+    assert repr(rest) == repr(alone([specs[1]])[0][1:])
+    np.testing.assert_array_equal(saved.optimizer[1], np.float32(0.001))  # its own learning rate
+
+
+GRID = """\
+    name: packs
+    seeds: [0, 1, 2]
+    base:
+      data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 12}
+      train: {epochs: 2, batch_size: 8, recalibrate_bn: true}
+    grid:
+      data.shuffle: [true, false]
+"""
+
+
+def test_a_packed_sweep_writes_the_csvs_of_an_unpacked_one(tmp_path) -> None:
+    grid = write_grid(tmp_path, GRID)
+    outcome, _ = sweep_here(grid, results=tmp_path / "packed", pack=4)
+    assert outcome.exit_code == 0
+    plain, _ = sweep_here(grid, results=tmp_path / "alone", pack=1)
+    runs = pd.read_csv(tmp_path / "packed" / vocab.RUNS_CSV).set_index(vocab.RUN_ID)
+    assert sorted(runs["pack_size"].value_counts().items()) == [(2, 2), (4, 4)]  # 6 runs: a pack of 4, one of 2
+    assert (pd.read_csv(tmp_path / "alone" / vocab.RUNS_CSV)["pack_size"] == 1).all()
+    assert (runs[vocab.STATUS] == vocab.DONE).all()
+    order = [vocab.RUN_ID, vocab.EPOCH]
+    got, want = (
+        pd.read_csv(tmp_path / folder / vocab.EPOCHS_CSV).drop(columns=list(TIMINGS)).sort_values(order)
+        for folder in ("packed", "alone")
+    )
+    assert len(got) == 12
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)

@@ -39,23 +39,25 @@ from sweep import checkpoint, devices, optim, stopping
 from sweep import data as data_module
 from sweep import model as model_module
 from sweep.plan import RunSpec
-from sweep.train import (
-    _CACHE,
-    EVAL_BATCH,
+from sweep.records import (
     Diverged,
     EpochRecord,
-    RunInfo,
-    _seed_everything,
     assemble,
     balanced,
     check_finite,
     epoch_number,
+    record_stops,
+    total_steps,
+)
+from sweep.train import (
+    COMPILED,
+    EVAL_BATCH,
+    RunInfo,
     forget_compiled,
     graph_key,
     recalibrated,
-    record_stops,
+    seed_everything,
     steps_per_execution,
-    total_steps,
 )
 
 # Towers per pack for each batch size, from `python -m benchmarks.pack` on the 2-core machine
@@ -137,8 +139,8 @@ class PackedRun:
                 for k, record in found.items():
                     tower = self.towers[k]
                     tower.ended = tower.ended or isinstance(record, Diverged) or tower.position.stopped
-            if all(t.ended for t in self.towers):
-                return
+                if all(t.ended for t in self.towers):  # nothing left to record
+                    return
 
     def end(self, k: int) -> None:
         """Stop recording tower `k` (a pruned search trial)."""
@@ -282,19 +284,19 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
     replicas = devices.replicas_for(1)
     traced = [s.get_config() for s in schedules if not isinstance(s, float)]  # warm-up numbers are in the graph
     key = ("pack", len(specs), graph_key(first, split.num_classes, schedules[0], replicas), str(traced))
-    reuse = key == _CACHE.key
+    reuse = key == COMPILED.key
     if not reuse:
         forget_compiled()
     data = first.point.data
     fresh = []
     for k, spec in enumerate(specs):
-        _seed_everything(spec.seed)  # right before the weights are drawn, as alone
+        seed_everything(spec.seed)  # right before the weights are drawn, as alone
         tower = model_module.build_model(spec.point.model, data.image_size, split.num_classes, data.channels)
         tower.name = f"tower{k}"
         fresh.append(tower)
     rates = [optim.effective_lr(spec.point.train) for spec in specs]
     if reuse:
-        model = _CACHE.model
+        model = COMPILED.model
         towers = [model.get_layer(f"tower{k}") for k in range(len(specs))]
         for old, new in zip(towers, fresh, strict=True):
             old.set_weights(new.get_weights())
@@ -310,7 +312,7 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
         jit_compile=False,
         steps_per_execution=steps_per_execution(first.point.train.batch_size, 1),
     )
-    _CACHE.key, _CACHE.model, _CACHE.strategy = key, model, devices.strategy_for(replicas)
+    COMPILED.key, COMPILED.model, COMPILED.strategy = key, model, devices.strategy_for(replicas)
     return model, fresh, False
 
 

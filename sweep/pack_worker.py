@@ -16,24 +16,32 @@ from dataclasses import asdict
 from typing import Any
 
 from sweep import checkpoint, events, pack, resume, vocab
+from sweep.plan import RunSpec
 from sweep.store import Claim, Store
 from sweep.worker import Ending, end_run, should_prune
 
 
-def size_for(claim: Claim, limit: int | None, places: checkpoint.Places) -> int:
-    """How many runs the claimed run may pack with itself: 1 when it must train alone."""
+def size_for(claim: Claim, limit: int | None, places: checkpoint.Places, alone: set[str]) -> int:
+    """How many runs the claimed run may pack with itself: 1 when it must train alone (`alone`: runs
+    whose pack failed in this worker)."""
     spec = claim.spec
-    if pack.pack_key(spec) is None or places.models is not None or places.checkpoint(spec.run_id).exists():
-        return 1  # --keep-models saves each run's compiled model; a checkpoint resumes alone
+    if pack.pack_key(spec) is None or places.models is not None or spec.run_id in alone:
+        return 1  # --keep-models saves each run's compiled model
+    if places.checkpoint(spec.run_id).exists():
+        return 1  # it resumes alone from its checkpoint
     return limit if limit is not None else pack.default_size(spec.point.train.batch_size)
 
 
-def claim_mates(store: Store, claim: Claim, size: int, places: checkpoint.Places) -> list[Claim]:
+def claim_mates(store: Store, claim: Claim, size: int, places: checkpoint.Places, alone: set[str]) -> list[Claim]:
     """The claimed run and up to size - 1 more queued runs that pack with it, each claimed."""
     key = pack.pack_key(claim.spec)
+
+    def mate_of(spec: RunSpec) -> bool:
+        return pack.pack_key(spec) == key and spec.run_id not in alone and not places.checkpoint(spec.run_id).exists()
+
     claims = [claim]
     while len(claims) < size:
-        mate = store.claim_next(accept=lambda s: pack.pack_key(s) == key and not places.checkpoint(s.run_id).exists())
+        mate = store.claim_next(accept=mate_of)
         if mate is None:
             break
         claims.append(mate)
@@ -42,8 +50,12 @@ def claim_mates(store: Store, claim: Claim, size: int, places: checkpoint.Places
 
 def run_pack(store: Store, claims: list[Claim], emit: events.Emit, places: checkpoint.Places) -> list[str]:
     """Train the claimed (and started) runs as one pack; returns each run's status, in order.
-    Runs still training when an error is raised fail with it; Ctrl-C propagates (the caller re-queues)."""
-    from sweep.train import Diverged, forget_compiled, total_steps
+
+    An error (one run's data or model, say) does not fail the pack's runs: those still training are
+    queued again (status interrupted) for the caller to train alone, where the run at fault fails on
+    its own and the others go on from their checkpoints. Ctrl-C propagates (the caller re-queues)."""
+    from sweep.records import Diverged, total_steps
+    from sweep.train import forget_compiled
 
     for claim in claims:
         emit(events.RunStarted(claim.spec.run_id, claim.spec.point.train.epochs))
@@ -81,12 +93,22 @@ def run_pack(store: Store, claims: list[Claim], emit: events.Emit, places: check
     except KeyboardInterrupt:
         forget_compiled()
         raise
-    except Exception:  # noqa: BLE001 - any error fails the runs still training, and the sweep goes on
-        error = traceback.format_exc()
-        for k in range(len(claims)):
-            endings.setdefault(k, Ending(vocab.FAILED, error, epochs, last.get(k)))
+    except Exception:  # noqa: BLE001 - one run's error must not fail its mates: each trains alone next
         forget_compiled()
+        reason = f"its pack failed ({traceback.format_exc().strip().splitlines()[-1]}); it trains alone next"
+        ended = [endings.get(k) for k in range(len(claims))]
+        return [
+            end_run(store, claim, emit, places, e, None) if e else _requeue(store, claim, reason, emit)
+            for claim, e in zip(claims, ended, strict=True)
+        ]
     return [end_run(store, claim, emit, places, endings[k], None) for k, claim in enumerate(claims)]
+
+
+def _requeue(store: Store, claim: Claim, reason: str, emit: events.Emit) -> str:
+    """End the attempt unfinished and queue the run again (its checkpoint, if any, is kept)."""
+    store.requeue(claim, reason)
+    emit(events.RunInterrupted(claim.spec.run_id, reason))
+    return vocab.INTERRUPTED
 
 
 def _store_record(

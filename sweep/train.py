@@ -20,7 +20,7 @@ and `train_loss` are Keras's running means since the start of the epoch
 (stretch means weighted by images). With every control at its default an epoch
 is one `fit` call, exactly as before the controls existed.
 
-Seeding is in one place (`_seed_everything`): weights from a sub-seed of the
+Seeding is in one place (`seed_everything`): weights from a sub-seed of the
 run seed, data order from another, and TensorFlow op determinism on, so the
 same spec gives identical records (timings aside).
 
@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -48,45 +48,21 @@ import numpy as np
 from sweep import checkpoint, devices, noise, optim, recal, stopping, usercode, vocab
 from sweep import data as data_module
 from sweep import model as model_module
-from sweep.config import TrainConfig
 from sweep.plan import RunSpec, derive_seed
+from sweep.records import (
+    EpochRecord,
+    assemble,
+    balanced,
+    check_finite,
+    epoch_number,
+    record_stops,
+    total_steps,
+)
 
 EVAL_BATCH = 512  # fixed, so evaluation numbers do not depend on the training batch size
 # Small batches run this many images per call into TensorFlow (steps_per_execution), so the
 # Python side of a step is paid once per 128 images: 1.20x less CPU at batch 8, same numbers.
 IMAGES_PER_EXECUTION = 128
-
-
-@dataclass(frozen=True)
-class EpochRecord:
-    """One row of epochs.csv (without the spec columns); names from sweep.vocab."""
-
-    epoch: float  # 1-based, an int at the end of an epoch (epoch 2 is the post's); fractional inside one
-    step: int  # optimizer steps so far
-    train_acc: float
-    train_eval_acc: float
-    val_acc: float
-    train_loss: float
-    train_eval_loss: float
-    val_loss: float
-    gap: float
-    eval_gap: float
-    epoch_seconds: float  # the fit call only, not evaluation; epoch 1 includes graph tracing
-    samples_per_second: float
-    lr: float
-    noise_scale: float | None = None  # B_simple, with train.noise_scale only (sweep/noise.py)
-    grad_norm_sq: float | None = None
-    grad_noise_trace: float | None = None
-    train_eval_acc_recal: float | None = None  # with train.recalibrate_bn only (sweep/recal.py)
-    val_acc_recal: float | None = None
-    train_eval_loss_recal: float | None = None
-    val_loss_recal: float | None = None
-    eval_gap_recal: float | None = None
-    train_eval_balanced_acc: float | None = None  # with data.imbalance > 0 only: mean recall over classes
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record as stored; the noise-scale and recalibrated fields only where measured."""
-        return {k: v for k, v in asdict(self).items() if v is not None or k not in vocab.OPTIONAL_METRICS}
 
 
 @dataclass(frozen=True)
@@ -111,14 +87,6 @@ class RunInfo:
     pack_size: int = 1  # runs trained as towers of one model (sweep/pack.py); epoch_seconds are each one's share
 
 
-class Diverged(Exception):
-    """The training loss became NaN or infinite."""
-
-    def __init__(self, epoch: int, step: int, loss: float) -> None:
-        super().__init__(f"training loss became {loss} in epoch {epoch} (step {step})")
-        self.epoch, self.step, self.loss = epoch, step, loss
-
-
 class Run:
     """A prepared run: data loaded, model built under its strategy. Iterate `epochs()`."""
 
@@ -128,7 +96,7 @@ class Run:
         replicas = devices.replicas_for(spec.point.train.gpus)
         batch = spec.point.train.batch_size
         steps_per_epoch = math.ceil(len(self.split.y_train) / batch)
-        self.strategy, self.model, reused = _CACHE.model_for(spec, self.split, steps_per_epoch, replicas)
+        self.strategy, self.model, reused = COMPILED.model_for(spec, self.split, steps_per_epoch, replicas)
         self.info = RunInfo(
             parameters=model_module.trainable_parameters(self.model),
             train_samples=len(self.split.y_train),
@@ -240,12 +208,12 @@ class Run:
         """B_simple at the current weights, from training batches drawn by a sub-seed of the run seed."""
         import keras
 
-        if _CACHE.gradient is None:  # traced once per compiled model, like its training function
-            _CACHE.gradient = noise.keras_gradient(self.model, keras.losses.SparseCategoricalCrossentropy())
+        if COMPILED.gradient is None:  # traced once per compiled model, like its training function
+            COMPILED.gradient = noise.keras_gradient(self.model, keras.losses.SparseCategoricalCrossentropy())
         rng = np.random.default_rng(derive_seed(self.spec.seed, "noise-scale", step))
         with noise.preserved(self.model):
             measured = noise.measure(
-                _CACHE.gradient, self.split.x_train, self.split.y_train, self.spec.point.train.batch_size, rng
+                COMPILED.gradient, self.split.x_train, self.split.y_train, self.spec.point.train.batch_size, rng
             )
         return {
             vocab.NOISE_SCALE: measured.b_simple,
@@ -258,43 +226,6 @@ class Run:
         return {"accuracy": float(result["accuracy"]), "loss": float(result["loss"])}
 
 
-def check_finite(epoch: float, step: int, stretches: list[tuple[float, float, int]]) -> None:
-    """Raise Diverged if the epoch's running loss, or its latest stretch's, is NaN or infinite."""
-    loss = running_means(stretches)[1]
-    if not math.isfinite(loss) or not math.isfinite(stretches[-1][1]):
-        raise Diverged(math.ceil(epoch), step, loss)
-
-
-def assemble(
-    epoch: float,
-    step: int,
-    stretches: list[tuple[float, float, int]],
-    seconds: float,
-    train_eval: dict[str, float],
-    val: dict[str, float],
-    lr: float,
-    extra: dict[str, float],
-) -> EpochRecord:
-    """A record from its evaluations; train_acc and train_loss are the running means of `stretches`."""
-    train_acc, loss, images = running_means(stretches)
-    return EpochRecord(
-        epoch=epoch,
-        step=step,
-        train_acc=train_acc,
-        train_eval_acc=train_eval["accuracy"],
-        val_acc=val["accuracy"],
-        train_loss=loss,
-        train_eval_loss=train_eval["loss"],
-        val_loss=val["loss"],
-        gap=train_acc - val["accuracy"],
-        eval_gap=train_eval["accuracy"] - val["accuracy"],
-        epoch_seconds=seconds,
-        samples_per_second=images / seconds,
-        lr=lr,
-        **extra,
-    )
-
-
 def recalibrated(
     spec: RunSpec, split: data_module.Split, weights: list[Any], train_eval: dict[str, float], val: dict[str, float]
 ) -> dict[str, float]:
@@ -302,13 +233,13 @@ def recalibrated(
     if not spec.point.model.batchnorm:  # nothing to recalibrate: the raw numbers
         numbers = recal.Recalibrated(train_eval["accuracy"], train_eval["loss"], val["accuracy"], val["loss"])
     else:
-        if _CACHE.twin is None:  # built and traced once per compiled model, like its training function
+        if COMPILED.twin is None:  # built and traced once per compiled model, like its training function
             point, classes = spec.point, split.num_classes
-            _CACHE.twin = recal.Twin(
+            COMPILED.twin = recal.Twin(
                 lambda: model_module.build_model(point.model, point.data.image_size, classes, point.data.channels),
                 EVAL_BATCH,
             )
-        numbers = _CACHE.twin.evaluate(weights, split)
+        numbers = COMPILED.twin.evaluate(weights, split)
     return {
         vocab.TRAIN_EVAL_ACC_RECAL: numbers.train_eval_acc,
         vocab.VAL_ACC_RECAL: numbers.val_acc,
@@ -318,55 +249,7 @@ def recalibrated(
     }
 
 
-def balanced(predicted: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    """Mean recall over classes on train_eval, for an imbalanced set (plain accuracy rewards class 0)."""
-    labels = np.argmax(predicted, axis=1)
-    recalls = [float(np.mean(labels[y == k] == k)) for k in np.unique(y)]
-    return {vocab.TRAIN_EVAL_BALANCED_ACC: float(np.mean(recalls))}
-
-
-def total_steps(cfg: TrainConfig, steps_per_epoch: int) -> int:
-    """Optimizer steps the run takes: train.epochs passes, or exactly train.steps."""
-    if cfg.budget == "steps":
-        return int(cfg.steps or 0)
-    return cfg.epochs * steps_per_epoch
-
-
-def record_stops(steps_per_epoch: int, total: int, every: int | None) -> list[list[int]]:
-    """Per epoch, the steps into that epoch after which a record is written.
-
-    The last stop of an epoch is where it ends: steps_per_epoch, or fewer in a
-    last partial epoch under budget: steps. `every` adds a stop at every multiple
-    of it, counted in optimizer steps since the start of the run.
-    """
-    stops = []
-    for start in range(0, total, steps_per_epoch):
-        end = min(start + steps_per_epoch, total)
-        inside = [s - start for s in range(start + 1, end) if every and s % every == 0]
-        stops.append(inside + [end - start])
-    return stops
-
-
-def epoch_number(epoch: int, stop: int, steps_per_epoch: int) -> float:
-    """The record's `epoch`: the integer epoch at its end, else epochs completed (fractional)."""
-    if stop == steps_per_epoch:
-        return epoch
-    return round(epoch - 1 + stop / steps_per_epoch, 6)
-
-
-def running_means(stretches: list[tuple[float, float, int]]) -> tuple[float, float, int]:
-    """(accuracy, loss, images) over an epoch's stretches, each (mean accuracy, mean loss, images).
-
-    One stretch (every record at the end of a whole epoch) returns Keras's own
-    numbers untouched, so the defaults reproduce the records of a single fit call.
-    """
-    images = sum(n for _, _, n in stretches)
-    if len(stretches) == 1:
-        return stretches[0][0], stretches[0][1], images
-    return (sum(a * n for a, _, n in stretches) / images, sum(loss * n for _, loss, n in stretches) / images, images)
-
-
-def _seed_everything(seed: int) -> None:
+def seed_everything(seed: int) -> None:
     import keras
     import tensorflow as tf
 
@@ -419,7 +302,7 @@ class _CompiledCache:
         reuse = key == self.key
         if not reuse:
             forget_compiled()
-        _seed_everything(spec.seed)
+        seed_everything(spec.seed)
         strategy = self.strategy if reuse else devices.strategy_for(replicas)
         with strategy.scope():
             data = spec.point.data
@@ -438,14 +321,14 @@ class _CompiledCache:
         return strategy, fresh, False
 
 
-_CACHE = _CompiledCache()
+COMPILED = _CompiledCache()
 
 
 def forget_compiled() -> None:
     """Drop the cached model and Keras's global state (after a failed run, or before another graph)."""
     import keras
 
-    _CACHE.key = _CACHE.model = _CACHE.strategy = _CACHE.gradient = _CACHE.twin = None
+    COMPILED.key = COMPILED.model = COMPILED.strategy = COMPILED.gradient = COMPILED.twin = None
     keras.backend.clear_session()
 
 

@@ -83,6 +83,7 @@ def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoi
     replicas = max((s.point.train.gpus for s in store.queued()), default=1)
     devices.configure_replicas(replicas)  # logical devices are fixed once TensorFlow starts
     mirrored: int | None = None  # replica count of the MirroredStrategy this process has used
+    alone: set[str] = set()  # runs whose pack failed here: each trains alone
     while True:
         store.requeue_dead()  # a dead worker's run goes back in the queue for us
         claim = store.claim_next()
@@ -103,12 +104,14 @@ def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoi
             return EXIT_RECYCLE
         mirrored = needed if needed > 1 else mirrored
         claims = [store.start(claim)]  # a search slot: its lr is drawn now
-        size = pack_worker.size_for(claim, pack, places)
+        size = pack_worker.size_for(claim, pack, places, alone)
         if size > 1:
-            claims += [store.start(mate) for mate in pack_worker.claim_mates(store, claim, size, places)[1:]]
+            claims += [store.start(m) for m in pack_worker.claim_mates(store, claim, size, places, alone)[1:]]
         try:
             if len(claims) > 1:
-                ended = [(status, True) for status in pack_worker.run_pack(store, claims, emit, places)]
+                statuses = pack_worker.run_pack(store, claims, emit, places)
+                ended = [(status, True) for status in statuses]
+                alone |= {c.spec.run_id for c, s in zip(claims, statuses, strict=True) if s == vocab.INTERRUPTED}
             else:
                 ended = [run_one(store, claims[0], emit, places)]
         except KeyboardInterrupt:
@@ -156,7 +159,8 @@ def run_one(store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Pl
     early (status pruned) when the search's pruner says its curve is below the median.
     """
     from sweep.data import DataError
-    from sweep.train import Diverged, Run, forget_compiled, total_steps
+    from sweep.records import Diverged, total_steps
+    from sweep.train import Run, forget_compiled
     from sweep.usercode import UserCodeError
 
     spec = claim.spec

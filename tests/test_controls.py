@@ -15,7 +15,8 @@ from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, Trai
 from sweep.estimates import fmt_estimate
 from sweep.optim import effective_lr
 from sweep.plan import RunSpec, plan
-from sweep.train import Run, epoch_number, record_stops, running_means
+from sweep.records import epoch_number, record_stops, running_means
+from sweep.train import Run
 
 FIXTURES = REPO / "tests" / "fixtures"
 LEGACY = FIXTURES / "legacy"  # records of an older harness, kept unchanged (its README)

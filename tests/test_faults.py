@@ -162,7 +162,7 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
     assert "injected: evaluation broke in epoch 2" in failed.user_attrs[vocab.ERROR]
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1]
     assert isinstance(said[-1], events.RunEnded) and said[-1].status == vocab.FAILED
-    assert train._CACHE.key is None  # its compiled model is dropped, not handed to the next run
+    assert train.COMPILED.key is None  # its compiled model is dropped, not handed to the next run
     monkeypatch.setattr(train.Run, "_evaluate", evaluate)
     said.clear()
     assert worker.run_one(store, store.claim_next(), said.append) == (vocab.DONE, True)

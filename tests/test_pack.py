@@ -14,7 +14,8 @@ from sweep import checkpoint, vocab
 from sweep.config import DataConfig, ModelConfig, PointConfig, TrainConfig
 from sweep.pack import PackedRun, default_size, pack_key, tower_view
 from sweep.plan import RunSpec
-from sweep.train import Diverged, Run, forget_compiled
+from sweep.records import Diverged
+from sweep.train import Run, forget_compiled
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 NEVER_BETTER = '{"metric": "val_loss", "min_delta": 10.0, "patience": 1}'  # stops after its second epoch

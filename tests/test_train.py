@@ -11,7 +11,8 @@ import pytest
 from sweep import devices
 from sweep.config import DataConfig, PointConfig, TrainConfig
 from sweep.plan import RunSpec
-from sweep.train import Diverged, Run, forget_compiled
+from sweep.records import Diverged
+from sweep.train import Run, forget_compiled
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 

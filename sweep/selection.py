@@ -11,6 +11,7 @@ Reads the per-run tables of `sweep.analysis`; returns rows and `sweep.estimates.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -156,19 +157,24 @@ def settings_key(rows: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     The same run written before and after a key existed must group and pair with its own
     settings, whichever folder's copy of it was kept.
     """
-    return row_key(with_defaults(rows, columns), columns)
+    return row_key(with_defaults(rows[list(columns)], columns), columns)  # only the key's columns: no wide copy
 
 
 def with_defaults(rows: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     """`rows` with the empty cells of controls and of keys added after the first release filled with
     the key's default: results written before a key existed lack it, and their runs ran at its default."""
-    implied = {**{k: keys.default(k) for k in keys.added_later()}, **CONTROL_DEFAULTS}
+    implied = _implied_defaults()
     filled = {
         c: rows[c].fillna(_as_written(implied[c]))
         for c in columns
         if c in implied and implied[c] is not None and rows[c].isna().any()
     }
     return rows.assign(**filled) if filled else rows
+
+
+@functools.cache  # with_defaults runs hundreds of times per report; the keys' defaults never change
+def _implied_defaults() -> dict[str, Any]:
+    return {**{k: keys.default(k) for k in keys.added_later()}, **CONTROL_DEFAULTS}
 
 
 def _as_written(default: Any) -> Any:
@@ -205,8 +211,8 @@ def where(rows: pd.DataFrame, axis: str, value: Any) -> pd.DataFrame:
 def _per_pair(rows: pd.DataFrame, axis: str, value: Any, metric: str) -> pd.Series:
     """metric at `value` per pair key: the run's seed and every setting but the axis."""
     others = [c for c in setting_columns(rows) if c != axis] + [vocab.SEED]
-    keyed = rows.assign(_pair=settings_key(rows, others))
-    return where(keyed, axis, value).groupby("_pair")[metric].mean()
+    at = matches(rows[axis], value)  # the metric's column alone: filtering every column is most of the cost
+    return rows.loc[at, metric].groupby(settings_key(rows, others)[at].rename("_pair")).mean()
 
 
 def paired_values(rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str) -> pd.Series:

@@ -188,7 +188,7 @@ def _records(run: pd.DataFrame) -> _Records:
     seconds = elapsed_seconds(run).to_numpy() if has_seconds else np.full(len(run), math.nan)
     val = run[vocab.VAL_ACC].to_numpy(dtype=float)
     # the run before its first record: step 0, epoch 0, 0 s (and chance accuracy, added per target)
-    steps = np.concatenate([[0.0], run[vocab.STEP].to_numpy(dtype=float)])
+    steps, epochs = (np.concatenate([[0.0], run[c].to_numpy(dtype=float)]) for c in (vocab.STEP, vocab.EPOCH))
     missed = Reach(
         run_id=str(head[vocab.RUN_ID]),
         seed=int(head[vocab.SEED]),
@@ -202,7 +202,6 @@ def _records(run: pd.DataFrame) -> _Records:
         best_val=float(np.nanmax(val)),
         at_first_record=False,
     )
-    epochs = np.concatenate([[0.0], run[vocab.EPOCH].to_numpy(dtype=float)])
     quiet = float(run[timing.QUIET_STEP_SECONDS].iloc[0]) if timing.QUIET_STEP_SECONDS in run else math.nan
     return _Records(missed, steps, epochs, np.concatenate([[0.0], seconds]), val, quiet)
 
@@ -220,11 +219,9 @@ def _reach(records: _Records, target: float, chance: float) -> Reach:
     def at(xs: np.ndarray) -> float:
         return float(xs[i - 1] + frac * (xs[i] - xs[i - 1]))
 
-    step = at(records.steps)
+    step, epoch, seconds = at(records.steps), at(records.epochs), at(records.secs)
     quiet = records.quiet_per_step * step
-    return replace(
-        missed, step=step, epoch=at(records.epochs), seconds=at(records.secs), quiet_seconds=quiet, at_first_record=i == 1
-    )
+    return replace(missed, step=step, epoch=epoch, seconds=seconds, quiet_seconds=quiet, at_first_record=i == 1)
 
 
 def reaches(curve: Curve, targets: tuple[float, ...]) -> pd.DataFrame:

@@ -3,14 +3,16 @@
 Drawing the figures (matplotlib, single-threaded) and re-checking the claims (pandas) take
 seconds each and share nothing: the report draws in a child while it checks. A fork copies
 the loaded tables, so nothing is sent to the child and nothing is imported twice. Where
-there is no fork (Windows), or threads other than the main one run (a fork would copy
-their locks held), the function runs in the caller instead, with the same result.
+there is no fork (Windows), or other threads may hold locks a fork would copy held (Python
+threads; TensorFlow's, when `run` writes the report in the process that trained), the
+function runs in the caller instead, with the same result.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,7 +51,7 @@ class Pending(Generic[T]):
 @contextmanager
 def background(work: Callable[[], T]) -> Iterator[Pending[T]]:
     """`work()` in a forked child; the block's `pending.result()` waits for it. Leaving the block reaps the child."""
-    if not hasattr(os, "fork") or threading.active_count() > 1:
+    if not hasattr(os, "fork") or threading.active_count() > 1 or "tensorflow" in sys.modules:
         yield Pending(None, None, _outcome(work))
         return
     read_fd, write_fd = os.pipe()

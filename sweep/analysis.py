@@ -180,10 +180,10 @@ def row_key(table: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     """One string per row from the given columns; NaN-safe, for grouping and pairing."""
     if not columns or table.empty:  # agg over no rows returns a frame, not a series
         return pd.Series("", index=table.index, dtype=object)
-    key = table[columns[0]].map(str)
-    for name in columns[1:]:  # column by column: a row-wise join is 10x slower on a 100-run sweep
-        key = key + "|" + table[name].map(str)
-    return key
+    # Python strings of the cells, joined per row: str() of each cell is what Series.map(str) gives, and
+    # joining lists is ~50x faster than concatenating string Series column by column on a 100-run sweep.
+    cells = [map(str, table[name].tolist()) for name in columns]
+    return pd.Series(["|".join(row) for row in zip(*cells, strict=True)], index=table.index, dtype="str")
 
 
 # --- curves over seeds
@@ -326,7 +326,9 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
         values = snap.set_index(vocab.RUN_ID)[present].add_suffix(f"_{when}")
         table = table.join(values, on=vocab.RUN_ID)
     best = epochs.groupby(vocab.RUN_ID)[vocab.VAL_ACC].max().rename("best_val_acc")
-    return table.join(best, on=vocab.RUN_ID).join(_speed(epochs), on=vocab.RUN_ID)
+    # copy(): one block per dtype instead of one per joined column; the claims filter this table's rows
+    # thousands of times, and each filter takes every block
+    return table.join(best, on=vocab.RUN_ID).join(_speed(epochs), on=vocab.RUN_ID).copy()
 
 
 def _timed_epochs(epochs: pd.DataFrame) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sweep import cli_cluster, cli_export, orchestrate, timing, vocab
+from sweep import cli_cluster, cli_export, orchestrate, stamp, timing, vocab
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
 from sweep.orchestrate import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Options, UsageError
 from sweep.plan import RunSpec, plan
@@ -384,10 +384,16 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"{folder}: no {' or '.join(missing)} here; make it with `python -m sweep run GRID --results {folder}`"
             )
-    from sweep import report
+    out = args.out if args.out is not None else args.folders[0]
+    key = stamp.key(args.folders, out, args.svg)
+    verdicts = stamp.unchanged(out, key)  # nothing changed since the last report: keep it
+    if verdicts is None:
+        from sweep import report
 
-    written = report.build(args.folders, args.out, svg=args.svg)
-    for claim_id, verdict in written.verdicts:
+        stamp.forget(out)
+        verdicts = report.build(args.folders, out, svg=args.svg).verdicts
+        stamp.write(out, key, verdicts)
+    for claim_id, verdict in verdicts:
         print(f"{claim_id}: {verdict}")
-    print(f"report: {written.markdown} and {written.html}")
+    print(f"report: {out / 'report.md'} and {out / 'report.html'}")
     return EXIT_OK

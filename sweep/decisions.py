@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from sweep import vocab
 from sweep.sequential import Plan, Status
 
-DECISIONS_CSV, LOOKS_CSV = "decisions.csv", "looks.csv"
+DECISIONS_CSV, LOOKS_CSV = vocab.DECISIONS_CSV, vocab.LOOKS_CSV
 SIDES = {True: "holds", False: "fails", None: ""}
 
 

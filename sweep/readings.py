@@ -40,7 +40,7 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import column, setting_columns
-from sweep.scaling import elapsed_seconds
+from sweep.scaling import elapsed, step_order
 from sweep.selection import matches, settings_key
 
 WHENS = ("epoch2", "last")  # the run summary's snapshots
@@ -119,60 +119,95 @@ def reread(
     return pd.concat(parts).loc[rows.index]
 
 
+@dataclass(frozen=True)
+class _Curve:
+    """One run's records, ordered by step, as arrays: the axis a point is found on, the epoch, and the
+    numeric columns read there (as floats, as a row of the numeric columns reads)."""
+
+    axis: np.ndarray
+    epoch: np.ndarray
+    names: list[str]
+    values: np.ndarray  # records x names
+
+
 def _read_group(group: pd.DataFrame, all_curves: pd.DataFrame, reading: Reading) -> pd.DataFrame:
     curves = all_curves[all_curves[vocab.RUN_ID].isin(group[vocab.RUN_ID])]
     axis = fit_metric(curves) if reading == FIT else reading.axis  # per group: recalibrated where it has them
     snapshot_metrics = [m for m in curves.columns if column(m, "last") in group] + [vocab.EPOCH]
-    by_run = {run_id: rows.sort_values(vocab.STEP) for run_id, rows in curves.groupby(vocab.RUN_ID)}
+    by_run = _curves(curves, axis, snapshot_metrics)
     updates: dict[str, list[float]] = {}
     for when in WHENS:
-        at_snapshot = [_value_at_snapshot(by_run.get(r), when, axis) for r in group[vocab.RUN_ID]]
+        at_snapshot = [_value_at_snapshot(by_run.get(r), when) for r in group[vocab.RUN_ID]]
         point = np.nanmax(at_snapshot) if reading == FIT else np.nanmin(at_snapshot)
-        read = [_read(by_run.get(r), axis, point, first_below=reading == FIT) for r in group[vocab.RUN_ID]]
+        read = [_read(by_run.get(r), point, first_below=reading == FIT) for r in group[vocab.RUN_ID]]
         for metric in snapshot_metrics:
             updates[column(metric, when)] = [values.get(metric, np.nan) for values in read]
         updates[f"point_{when}"] = [point] * len(group)
     return group.assign(**updates)
 
 
-def _value_at_snapshot(curve: pd.DataFrame | None, when: str, axis: str) -> float:
-    """The run's value of `axis` at the snapshot: its epoch-2 record, or its last."""
-    if curve is None or curve.empty:
+def _curves(curves: pd.DataFrame, axis: str, metrics: list[str]) -> dict[Any, _Curve]:
+    """Each run's records as arrays; pandas row selection per record is what made re-reading slow."""
+    numeric = set(curves.select_dtypes("number").columns)
+    names = [m for m in dict.fromkeys(metrics) if m in numeric]
+    step, epoch = curves[vocab.STEP].to_numpy(), curves[vocab.EPOCH].to_numpy()
+    position = curves[axis].to_numpy(float)
+    values = curves[names].to_numpy(float) if names else np.empty((len(curves), 0))
+    by_run = {}
+    for run_id, at in curves.groupby(vocab.RUN_ID).indices.items():
+        at = at[step_order(step[at])]
+        by_run[run_id] = _Curve(position[at], epoch[at], names, values[at])
+    return by_run
+
+
+def _value_at_snapshot(curve: _Curve | None, when: str) -> float:
+    """The run's value of the axis at the snapshot: its epoch-2 record, or its last."""
+    if curve is None or not len(curve.axis):
         return np.nan
-    at = curve[curve[vocab.EPOCH] == 2] if when == "epoch2" else curve.iloc[[-1]]
-    return float(at[axis].iloc[0]) if len(at) else np.nan
+    if when != "epoch2":
+        return float(curve.axis[-1])
+    at = np.flatnonzero(curve.epoch == 2)
+    return float(curve.axis[at[0]]) if len(at) else np.nan
 
 
-def _read(curve: pd.DataFrame | None, axis: str, point: float, first_below: bool) -> dict[str, float]:
-    """Every column of the run's curve where `axis` reaches `point`, interpolated between two records."""
-    if curve is None or curve.empty or not np.isfinite(point):
+def _read(curve: _Curve | None, point: float, first_below: bool) -> dict[str, float]:
+    """Every numeric column of the run's curve where the axis reaches `point`, interpolated between two records."""
+    if curve is None or not len(curve.axis) or not np.isfinite(point):
         return {}
-    position = curve[axis].to_numpy(float)
-    numeric = curve.select_dtypes("number")
+    position = curve.axis
     if first_below:
         reached = np.flatnonzero(position <= point)
         if not len(reached):
             return {}
         k = int(reached[0])
         if k == 0:  # reached by its first record: read there (it has no record before)
-            return numeric.iloc[0].to_dict()
+            return _row(curve, curve.values[0])
         fraction = (position[k - 1] - point) / (position[k - 1] - position[k])
     else:
         if point < position[0] or point > position[-1]:
             return {}
         if len(position) == 1:  # the point is its only record
-            return numeric.iloc[0].to_dict()
+            return _row(curve, curve.values[0])
         k = max(1, int(np.searchsorted(position, point)))
         if position[k] == position[k - 1]:
-            return numeric.iloc[k].to_dict()
+            return _row(curve, curve.values[k])
         fraction = (point - position[k - 1]) / (position[k] - position[k - 1])
-    before, after = numeric.iloc[k - 1], numeric.iloc[k]
-    return (before + fraction * (after - before)).to_dict()
+    before, after = curve.values[k - 1], curve.values[k]
+    return _row(curve, before + fraction * (after - before))
+
+
+def _row(curve: _Curve, values: np.ndarray) -> dict[str, float]:
+    return dict(zip(curve.names, values.tolist(), strict=True))
 
 
 def _with_elapsed(curves: pd.DataFrame) -> pd.DataFrame:
     """Add each record's training wall time since its run started (`scaling.elapsed_seconds`)."""
     if curves.empty:
         return curves.assign(**{ELAPSED: pd.Series(dtype=float)})
-    elapsed = pd.concat([elapsed_seconds(run) for _, run in curves.groupby(vocab.RUN_ID)])
-    return curves.assign(**{ELAPSED: elapsed})
+    step = curves[vocab.STEP].to_numpy()
+    epoch, seconds = (curves[c].to_numpy(dtype=float) for c in (vocab.EPOCH, vocab.EPOCH_SECONDS))
+    times = np.empty(len(curves))
+    for at in curves.groupby(vocab.RUN_ID).indices.values():  # per run, on arrays: no frame per run
+        at = at[step_order(step[at])]
+        times[at] = elapsed(epoch[at], seconds[at])
+    return curves.assign(**{ELAPSED: times})

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
-from scipy.stats import f as f_dist
+from scipy.special import fdtri  # the F distribution's quantile; scipy.stats would add a second of import time
 
 from sweep import analysis as an
 from sweep import timing, vocab
@@ -145,32 +145,55 @@ def elapsed_seconds(run: pd.DataFrame) -> pd.Series:
     record is its own value plus the full times of the epochs completed before it (the
     records at integer epochs).
     """
-    run = run.sort_values(vocab.STEP)
-    epoch = run[vocab.EPOCH].to_numpy(dtype=float)
-    seconds = run[vocab.EPOCH_SECONDS].to_numpy(dtype=float)
+    order = step_order(run[vocab.STEP].to_numpy())
+    epoch = run[vocab.EPOCH].to_numpy(dtype=float)[order]
+    seconds = run[vocab.EPOCH_SECONDS].to_numpy(dtype=float)[order]
+    return pd.Series(elapsed(epoch, seconds), index=run.index[order])
+
+
+def elapsed(epoch: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """`elapsed_seconds` on one run's records already in step order, as arrays."""
     whole = np.isclose(epoch, np.round(epoch))
     before = [seconds[whole & (epoch < e - 1e-9)].sum() for e in epoch]
-    return pd.Series(np.asarray(before) + seconds, index=run.index)
+    return np.asarray(before, dtype=float) + seconds
+
+
+def step_order(steps: np.ndarray) -> np.ndarray:
+    """Positions of a run's records in step order, as `DataFrame.sort_values(step)` puts them (the same
+    quicksort, so equal steps come out alike); without pandas' cost per call, paid for every run."""
+    return np.argsort(steps, kind="quicksort")
+
+
+@dataclass(frozen=True)
+class _Records:
+    """One run's records ordered by step, as arrays: read once per run, then at every target."""
+
+    missed: Reach  # the run's reading at a target it does not reach (target set per reading)
+    steps: np.ndarray  # step 0 first: the run before its first record
+    epochs: np.ndarray
+    secs: np.ndarray
+    val: np.ndarray  # without the step-0 value: that is chance, which depends on the target
+    quiet_per_step: float  # NaN without a timing.csv
 
 
 def first_reach(run: pd.DataFrame, target: float, chance: float = 0.0) -> Reach:
     """The step, epoch and seconds at which one run's val_acc first reaches `target`, interpolated."""
+    return _reach(_records(run), target, chance)
+
+
+def _records(run: pd.DataFrame) -> _Records:
     run = run.sort_values(vocab.STEP)
     head = run.iloc[0]
     has_seconds = vocab.EPOCH_SECONDS in run and run[vocab.EPOCH_SECONDS].notna().all()
     seconds = elapsed_seconds(run).to_numpy() if has_seconds else np.full(len(run), math.nan)
     val = run[vocab.VAL_ACC].to_numpy(dtype=float)
-    # the run before its first record: step 0, epoch 0, 0 s, chance accuracy
-    steps = np.concatenate([[0.0], run[vocab.STEP].to_numpy(dtype=float)])
-    epochs = np.concatenate([[0.0], run[vocab.EPOCH].to_numpy(dtype=float)])
-    secs = np.concatenate([[0.0], seconds])
-    vals = np.concatenate([[min(chance, target)], val])
-    hits = np.flatnonzero(vals[1:] >= target)
+    # the run before its first record: step 0, epoch 0, 0 s (and chance accuracy, added per target)
+    steps, epochs = (np.concatenate([[0.0], run[c].to_numpy(dtype=float)]) for c in (vocab.STEP, vocab.EPOCH))
     missed = Reach(
         run_id=str(head[vocab.RUN_ID]),
         seed=int(head[vocab.SEED]),
         batch_size=int(head[an.BATCH_SIZE]),
-        target=target,
+        target=math.nan,
         step=math.nan,
         epoch=math.nan,
         seconds=math.nan,
@@ -179,6 +202,14 @@ def first_reach(run: pd.DataFrame, target: float, chance: float = 0.0) -> Reach:
         best_val=float(np.nanmax(val)),
         at_first_record=False,
     )
+    quiet = float(run[timing.QUIET_STEP_SECONDS].iloc[0]) if timing.QUIET_STEP_SECONDS in run else math.nan
+    return _Records(missed, steps, epochs, np.concatenate([[0.0], seconds]), val, quiet)
+
+
+def _reach(records: _Records, target: float, chance: float) -> Reach:
+    vals = np.concatenate([[min(chance, target)], records.val])
+    hits = np.flatnonzero(vals[1:] >= target)
+    missed = replace(records.missed, target=target)
     if not hits.size:
         return missed
     i = int(hits[0]) + 1
@@ -188,17 +219,18 @@ def first_reach(run: pd.DataFrame, target: float, chance: float = 0.0) -> Reach:
     def at(xs: np.ndarray) -> float:
         return float(xs[i - 1] + frac * (xs[i] - xs[i - 1]))
 
-    step = at(steps)
-    quiet = float(run[timing.QUIET_STEP_SECONDS].iloc[0]) * step if timing.QUIET_STEP_SECONDS in run else math.nan
-    return replace(missed, step=step, epoch=at(epochs), seconds=at(secs), quiet_seconds=quiet, at_first_record=i == 1)
+    step, epoch, seconds = at(records.steps), at(records.epochs), at(records.secs)
+    quiet = records.quiet_per_step * step
+    return replace(missed, step=step, epoch=epoch, seconds=seconds, quiet_seconds=quiet, at_first_record=i == 1)
 
 
 def reaches(curve: Curve, targets: tuple[float, ...]) -> pd.DataFrame:
     """One row per (run, target): the `Reach` fields and `reached`."""
     rows = []
     for run_id, run in curve.epochs.groupby(vocab.RUN_ID, sort=True):
+        records = _records(run)
         for target in targets:
-            r = first_reach(run, target, curve.chance.get(str(run_id), 0.0))
+            r = _reach(records, target, curve.chance.get(str(run_id), 0.0))
             rows.append({**r.__dict__, "reached": r.reached})
     return pd.DataFrame(rows)
 
@@ -340,7 +372,7 @@ def fit_scaling(table: pd.DataFrame, target: float) -> Fit:
     grid = np.logspace(math.log10(batch.min()) - GRID_DECADES, math.log10(batch.max()) + GRID_DECADES, GRID_POINTS)
     best, rss = _profile(batch, log_steps, grid)
     n = len(batch)
-    limit = rss.min() * (1.0 + f_dist.ppf(CONFIDENCE, 1, n - 2) / (n - 2))
+    limit = rss.min() * (1.0 + fdtri(1, n - 2, CONFIDENCE) / (n - 2))
     inside = np.flatnonzero(rss <= limit)
     k = int(np.argmin(rss))
     # the joint region's S_min: each B_crit inside allows log S_min within +- sqrt((limit - rss) / n)

@@ -11,6 +11,7 @@ Reads the per-run tables of `sweep.analysis`; returns rows and `sweep.estimates.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -68,6 +69,7 @@ RECORDING_KEYS = ("train.eval_every_steps", "train.noise_scale", "train.recalibr
 NAMED = ("train.batch_size", "data.samples_per_class", "train.lr", "train.epochs")
 
 
+@functools.lru_cache(maxsize=None, typed=True)  # typed: True and 1 are different cells; asked per column per check
 def _is_key_default(key: str, value: Any) -> bool:
     try:
         default = keys.default(key)
@@ -124,13 +126,14 @@ def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (), m
     """
     if table.empty or axis not in table:
         return None
-    rows = table
+    keep = pd.Series(True, index=table.index)  # one mask, one filter: each filter copies every column
     for key in POST_DEFAULTS:
-        if key != axis and key in rows:
-            rows = rows[at_post(rows[key], key)]
+        if key != axis and key in table:
+            keep &= at_post(table[key], key)
     for key, value in CONTROL_DEFAULTS.items():
-        if key != axis and key in rows:
-            rows = rows[is_default(rows[key], value)]
+        if key != axis and key in table:
+            keep &= is_default(table[key], value)
+    rows = table[keep]
     others = [c for c in setting_columns(rows) if c != axis]
     keyed = rows.assign(_ctx=settings_key(rows, others))
     groups = [g for _, g in keyed.groupby("_ctx", sort=True) if _qualifies(g, axis, values, min_values)]
@@ -156,19 +159,24 @@ def settings_key(rows: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     The same run written before and after a key existed must group and pair with its own
     settings, whichever folder's copy of it was kept.
     """
-    return row_key(with_defaults(rows, columns), columns)
+    return row_key(with_defaults(rows[list(columns)], columns), columns)  # only the key's columns: no wide copy
 
 
 def with_defaults(rows: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     """`rows` with the empty cells of controls and of keys added after the first release filled with
     the key's default: results written before a key existed lack it, and their runs ran at its default."""
-    implied = {**{k: keys.default(k) for k in keys.added_later()}, **CONTROL_DEFAULTS}
+    implied = _implied_defaults()
     filled = {
         c: rows[c].fillna(_as_written(implied[c]))
         for c in columns
         if c in implied and implied[c] is not None and rows[c].isna().any()
     }
     return rows.assign(**filled) if filled else rows
+
+
+@functools.cache  # with_defaults runs hundreds of times per report; the keys' defaults never change
+def _implied_defaults() -> dict[str, Any]:
+    return {**{k: keys.default(k) for k in keys.added_later()}, **CONTROL_DEFAULTS}
 
 
 def _as_written(default: Any) -> Any:
@@ -202,24 +210,41 @@ def where(rows: pd.DataFrame, axis: str, value: Any) -> pd.DataFrame:
     return rows[matches(rows[axis], value)]
 
 
-def _per_pair(rows: pd.DataFrame, axis: str, value: Any, metric: str) -> pd.Series:
-    """metric at `value` per pair key: the run's seed and every setting but the axis."""
+def pair_keys(rows: pd.DataFrame, axis: str) -> pd.Series:
+    """Each row's pair key (`settings_key` of its seed and every setting but the axis), named "_pair".
+
+    A check that compares several metrics on the same rows computes it once and passes it on:
+    building keys is most of a paired comparison's cost."""
     others = [c for c in setting_columns(rows) if c != axis] + [vocab.SEED]
-    keyed = rows.assign(_pair=settings_key(rows, others))
-    return where(keyed, axis, value).groupby("_pair")[metric].mean()
+    return settings_key(rows, others).rename("_pair")
 
 
-def paired_values(rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str) -> pd.Series:
-    """Per pair (same seed and other settings): metric at `value` minus metric at `reference`."""
-    return (_per_pair(rows, axis, value, metric) - _per_pair(rows, axis, reference, metric)).dropna()
+def _per_pair(rows: pd.DataFrame, axis: str, value: Any, metric: str, keys: pd.Series | None = None) -> pd.Series:
+    """metric at `value` per pair key (`pair_keys`, of the same rows)."""
+    keys = pair_keys(rows, axis) if keys is None else keys
+    at = matches(rows[axis], value)  # the metric's column alone: filtering every column is most of the cost
+    return rows.loc[at, metric].groupby(keys[at]).mean()
 
 
-def paired(rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str) -> Estimate:
+def paired_values(
+    rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str, keys: pd.Series | None = None
+) -> pd.Series:
+    """Per pair (same seed and other settings): metric at `value` minus metric at `reference`.
+
+    `keys`: `pair_keys(rows, axis)`, when already computed."""
+    keys = pair_keys(rows, axis) if keys is None else keys
+    return (_per_pair(rows, axis, value, metric, keys) - _per_pair(rows, axis, reference, metric, keys)).dropna()
+
+
+def paired(
+    rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str, keys: pd.Series | None = None
+) -> Estimate:
     """Mean paired difference (value - reference) with its t-interval; n = number of pairs."""
-    return estimate(paired_values(rows, axis, reference, value, metric))
+    return estimate(paired_values(rows, axis, reference, value, metric, keys))
 
 
 def paired_relative(rows: pd.DataFrame, axis: str, reference: Any, value: Any, metric: str) -> Estimate:
     """Mean paired relative change (value / reference - 1), e.g. -0.4 = 40% less."""
-    diff = paired_values(rows, axis, reference, value, metric)
-    return estimate(diff / _per_pair(rows, axis, reference, metric).reindex(diff.index))
+    keys = pair_keys(rows, axis)
+    diff = paired_values(rows, axis, reference, value, metric, keys)
+    return estimate(diff / _per_pair(rows, axis, reference, metric, keys).reindex(diff.index))

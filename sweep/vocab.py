@@ -97,4 +97,5 @@ JOURNAL_FILE = "journal.log"
 RUNS_CSV = "runs.csv"
 EPOCHS_CSV = "epochs.csv"
 TIMING_CSV = "timing.csv"  # quiet per-configuration training times (sweep/timing.py)
+DECISIONS_CSV, LOOKS_CSV = "decisions.csv", "looks.csv"  # a `run --until-decided`'s verdicts (sweep/decisions.py)
 LOG_DIR = "logs"

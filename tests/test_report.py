@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, TINY_GRID, run_cli, write_grid
 
 from sweep import analysis as an
-from sweep import report, selection, vocab
+from sweep import report, selection, stamp, vocab
 from sweep.cli import main
 from sweep.report.claims import by_id
 
@@ -186,6 +186,30 @@ def test_figures_are_redrawn_only_when_their_data_changes(tmp_path: Path) -> Non
     code, _, stderr = cli_report(*folders, "--out", out, "--svg")
     assert code == 0, stderr
     assert sorted(p.stem for p in (out / "figures").glob("*.svg")) == sorted(p.stem for p in pngs)
+
+
+def test_report_again_on_unchanged_data_writes_nothing_and_any_change_rebuilds(tmp_path: Path) -> None:
+    """`sweep report` keeps the report on disk while its inputs, code and written files are unchanged (sweep.stamp)."""
+    folder = tmp_path / "fx_bs"
+    shutil.copytree(FIXTURES / "fx_bs", folder)
+    out = tmp_path / "out"
+    first = cli_report(folder, "--out", out)
+    assert first[0] == 0
+    written = sorted(p for p in out.rglob("*") if p.is_file() and p.name != stamp.STAMP)
+    assert {"report.md", "report.html", "claims.csv"} <= {p.name for p in written}
+    times = {p: p.stat().st_mtime_ns for p in written}
+    assert cli_report(folder, "--out", out) == first  # same verdicts printed
+    assert {p: p.stat().st_mtime_ns for p in written} == times  # nothing rewritten
+    md = out / "report.md"
+    md.write_text("edited by hand\n")  # a changed output is rebuilt
+    assert cli_report(folder, "--out", out) == first
+    assert md.read_text().startswith("# ")
+    times = {p: p.stat().st_mtime_ns for p in written}
+    epochs = pd.read_csv(folder / "epochs.csv")
+    epochs["val_acc"] += 0.01  # a changed input is rebuilt
+    epochs.to_csv(folder / "epochs.csv", index=False)
+    assert cli_report(folder, "--out", out)[0] == 0
+    assert md.stat().st_mtime_ns != times[md]
 
 
 def test_report_files(combined: Path) -> None:

@@ -13,6 +13,7 @@ from conftest import REPO
 from sweep import analysis as an
 from sweep import vocab
 from sweep.report import attribution, sections
+from sweep.report.background import background
 from sweep.report.claims import CLAIMS, by_id, thresholds
 from sweep.report.document import Doc, to_html, to_markdown
 
@@ -114,3 +115,16 @@ def test_a_run_kept_from_an_older_folder_pairs_with_newer_runs(tmp_path: Path) -
     assert set(ones[an.SOURCE]) == {str(tmp_path / "old")}
     finding = by_id("C9").evaluate(an.run_summary(results.epochs))
     assert finding is not None and [c.estimate.n for c in finding.checks] == [2]
+
+
+def test_background_work_returns_its_value_and_raises_its_error_in_the_caller() -> None:
+    """The report draws its figures in a forked child (sweep.report.background): what the child returns or
+    raises reaches the parent unchanged."""
+    with background(lambda: {"figures": [Path("a.png")], "title": "Does it fork?"}) as pending:
+        assert pending.result() == {"figures": [Path("a.png")], "title": "Does it fork?"}
+    with pytest.raises(ValueError, match="no such batch size: 3"), background(_fails) as pending:
+        pending.result()
+
+
+def _fails() -> None:
+    raise ValueError("no such batch size: 3")

@@ -10,7 +10,7 @@ One job per module, data flowing one way:
 - `claims`: the claims as data (words, runs needed, checks, thresholds) -> findings;
 - `attribution`: the attribution arms as data -> C1's gap per mechanism;
 - `comparable`: the batch-size claims re-read at equal steps, fit and time, raw and recalibrated;
-- `provenance`: git commit, package versions, machine;
+- `sweep.provenance`: git commit, package versions, machine (outside this package: `sweep.stamp` reads it too);
 - `until_section`: the "Seeds until decided" section, from decisions.csv of a `run --until-decided`;
 - `sections`: findings, attribution, tuning -> the blocks of a `document.Doc`;
 - `document`: the blocks and their Markdown and HTML renderers.
@@ -26,8 +26,10 @@ import pandas as pd
 
 from sweep import analysis, plots, scaling, scaling_plots
 from sweep.estimates import NOT_TESTED
+from sweep.plots import FigureFile
 from sweep.report import attribution, comparable, map_figure, map_section, maps, sections, seeds_figure, until_section
 from sweep.report import steps as scaling_report
+from sweep.report.background import background
 from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
 from sweep.report.findings import Claim, Finding, claims_table, verdict_text
@@ -57,30 +59,29 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     decided_in = until_section.folders_by_claim(until)
     findings = evaluate(claims_summary, decided_in)
     condition_maps = maps.maps(claims_summary)
-    sensitivity = stuck_sensitivity(findings, results, health, decided_in)
-    claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
-    maps.table(condition_maps).to_csv(target / "tables" / "maps.csv", index=False)
-    reads = comparable.comparable(summary, healthy)
-    comparable.table(reads).to_csv(target / "tables" / "readings.csv", index=False)
-    figures = plots.draw_all(results, target, svg=svg)
-    seeds = seeds_figure.draw(findings, target, svg=svg)
-    figures += [seeds] if seeds else []
     curves = scaling.read(results)
-    scaling_report.write_tables(curves, target)
+    # the figures are drawn in a child process while this one re-checks the claims: neither needs the other
+    with background(lambda: _draw(results, findings, curves, condition_maps, target, svg)) as drawing:
+        sensitivity = stuck_sensitivity(findings, results, health, decided_in)
+        claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
+        maps.table(condition_maps).to_csv(target / "tables" / "maps.csv", index=False)
+        reads = comparable.comparable(summary, healthy)
+        comparable.table(reads).to_csv(target / "tables" / "readings.csv", index=False)
+        scaling_report.write_tables(curves, target)
+        attributed, candidates = attribution.attribution(healthy), map_section.candidates(claims_summary)
+        figures, steps_figures, map_figures = drawing.result()
     doc = sections.document(
         results,
         findings,
         figures,
-        attribution.attribution(healthy),
+        attributed,
         health,
         sensitivity,
         reads,
         curves,
-        scaling_plots.draw(curves, target, svg=svg),
+        steps_figures,
         until,
-        sections.Where(
-            condition_maps, map_figure.draw(condition_maps, target, svg=svg), map_section.candidates(claims_summary)
-        ),
+        sections.Where(condition_maps, map_figures, candidates),
     )
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")
@@ -88,6 +89,21 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     sequential = until_section.by_claim(until)
     verdicts = [(c.id, sections.verdict(c, f, sequential.get(c.id))) for c, f in findings]
     return Written(md, page, findings, verdicts)
+
+
+def _draw(
+    results: analysis.Results,
+    findings: list[tuple[Claim, Finding | None]],
+    curves: list[scaling.CurveReading],
+    condition_maps: list[maps.ConditionMap],
+    target: Path,
+    svg: bool,
+) -> tuple[list[FigureFile], list[FigureFile], dict[str, FigureFile]]:
+    """Every figure: the per-folder ones and seeds to decide, steps to target, the condition maps."""
+    figures = plots.draw_all(results, target, svg=svg)
+    seeds = seeds_figure.draw(findings, target, svg=svg)
+    figures += [seeds] if seeds else []
+    return figures, scaling_plots.draw(curves, target, svg=svg), map_figure.draw(condition_maps, target, svg=svg)
 
 
 def stuck_sensitivity(

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from sweep import readings, scaling, tuning, vocab
+from sweep import provenance, readings, scaling, tuning, vocab
 from sweep.analysis import IN_CLAIMS, Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
-from sweep.report import answer, comparable, family, map_section, provenance, until_section
+from sweep.report import answer, comparable, family, map_section, until_section
 from sweep.report import attribution as attr
 from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, thresholds

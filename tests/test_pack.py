@@ -4,6 +4,7 @@ pack equals, bit for bit, the record of the same run trained alone (sweep/pack.p
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pandas as pd
@@ -170,3 +171,54 @@ def test_a_packed_sweep_writes_the_csvs_of_an_unpacked_one(tmp_path) -> None:
     )
     assert len(got) == 12
     pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
+
+
+FLAKY = """\
+import keras
+import numpy as np
+from keras import layers
+
+
+def build(input_shape, num_classes, below=0.0):
+    if np.random.random() < below:  # numpy's global generator, seeded from the run's seed
+        raise RuntimeError("unlucky draw")
+    inputs = keras.Input(input_shape)
+    x = layers.GlobalAveragePooling2D()(layers.Conv2D(4, 3)(inputs))
+    return keras.Model(inputs, layers.Dense(num_classes, activation="softmax")(x))
+"""
+
+
+def test_a_pack_with_a_failing_run_trains_its_mates_alone(tmp_path) -> None:
+    """The builder raises for one seed of three: the pack fails, its runs are queued again and
+    trained alone; the one at fault fails alone, the other two finish with their own records."""
+    import keras
+
+    from sweep import worker
+    from sweep.plan import derive_seed
+    from sweep.store import Store
+
+    (tmp_path / "flaky.py").write_text(FLAKY)
+    draws = {}
+    for seed in range(3):
+        keras.utils.set_random_seed(derive_seed(seed, "init"))
+        draws[seed] = float(np.random.random())
+    lowest, second = sorted(draws.values())[:2]
+    model = {"builder": f"{tmp_path / 'flaky.py'}:build", "options": json.dumps({"below": (lowest + second) / 2})}
+    specs = [spec(seed, model=model, epochs=2) for seed in range(3)]
+    unlucky = specs[min(draws, key=draws.__getitem__)].run_id
+    store = Store.open(tmp_path / "journal.log", "t")
+    store.enqueue(specs)
+    events: list = []
+    places = checkpoint.places(str(tmp_path / "journal.log"), "t")
+    assert worker.work(store, events.append, own_process=False, places=places, pack=3) == 0
+    store.export_csv(tmp_path)
+    runs = pd.read_csv(tmp_path / vocab.RUNS_CSV).set_index(vocab.RUN_ID)
+    assert runs.loc[unlucky, vocab.STATUS] == vocab.FAILED and "unlucky draw" in runs.loc[unlucky, "error"]
+    lucky = [s for s in specs if s.run_id != unlucky]
+    assert (runs.loc[[s.run_id for s in lucky], vocab.STATUS] == vocab.DONE).all()
+    assert (runs.loc[[s.run_id for s in lucky], "pack_size"] == 1).all()  # trained alone after the pack failed
+    epochs = pd.read_csv(tmp_path / vocab.EPOCHS_CSV)
+    for s, want in zip(lucky, alone(lucky), strict=True):
+        got = epochs[epochs[vocab.RUN_ID] == s.run_id].drop(columns=list(TIMINGS))
+        assert got[vocab.TRAIN_LOSS].tolist() == [r[vocab.TRAIN_LOSS] for r in want]
+        assert got[vocab.VAL_ACC].tolist() == [r[vocab.VAL_ACC] for r in want]

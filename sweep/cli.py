@@ -13,12 +13,16 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sweep import cli_cluster, cli_export, orchestrate, stamp, timing, vocab
+from sweep import cli_cluster, cli_export, stamp, timing, vocab
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
-from sweep.orchestrate import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Options, UsageError
+from sweep.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
 from sweep.plan import RunSpec, plan
 from sweep.usercode import UserCodeError
+
+if TYPE_CHECKING:
+    from sweep.orchestrate import Options
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -249,6 +253,8 @@ def _positive(text: str) -> int:
 
 def _options(args: argparse.Namespace) -> Options:
     """The flags, as the orchestrator's options; the store from --storage, @FILE or $BATCHSWEEP_STORAGE."""
+    from sweep.orchestrate import Options
+
     return Options(
         results=args.results,
         storage=_storage_arg(args.storage),
@@ -332,15 +338,21 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         max_seeds = until.DEFAULT_MAX_SEEDS if args.max_seeds is None else args.max_seeds
         return until.run_until_decided(grid, _options(args), max_seeds).exit_code
+    from sweep import orchestrate
+
     return orchestrate.run_sweep(grid, _options(args)).exit_code
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from sweep import orchestrate
+
     orchestrate.status(load_grid(args.grid), _options(args))
     return EXIT_OK
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from sweep import orchestrate
+
     options = _options(args)
     if options.storage is None:
         raise UsageError("--storage is required (or set $BATCHSWEEP_STORAGE): the sweep's journal file or database URL")
@@ -351,9 +363,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_time(args: argparse.Namespace) -> int:
+    from sweep import orchestrate
+
     grid = load_grid(args.grid)
     specs = plan(grid)  # search trials and tuned runs share their grid point's configuration
-    results, _ = orchestrate.locations(grid, Options(results=args.results))
+    results, _ = orchestrate.locations(grid, orchestrate.Options(results=args.results))
     if args.gpus is None:
         results.mkdir(parents=True, exist_ok=True)
         return timing.time_each_replica_count(Path(args.grid), specs, results, args.repeats, print)

@@ -11,11 +11,14 @@ import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sweep import orchestrate, slurm
+from sweep import slurm, vocab
 from sweep.config import GridFile, load_grid
-from sweep.orchestrate import EXIT_OK, Options, Queued, UsageError
-from sweep.store import STORAGE_ENV, redact, storage
+from sweep.exits import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from sweep.orchestrate import Queued
 
 StorageArg = Callable[[str | None], str | None]  # --storage, @FILE or $BATCHSWEEP_STORAGE -> the target
 # Flags of `run` that train or steer training: with --no-train they would silently do nothing.
@@ -100,15 +103,18 @@ def _given(value: object) -> bool:
 
 def queue_only(args: argparse.Namespace, storage_arg: StorageArg) -> int:
     """`run GRID --no-train`: queue the runs, say how many and how to start workers."""
+    from sweep import orchestrate
+
     refuse_training_flags(args)
     grid = load_grid(args.grid)
-    queued = orchestrate.queue_sweep(grid, Options(results=args.results, storage=storage_arg(args.storage)))
+    options = orchestrate.Options(results=args.results, storage=storage_arg(args.storage))
+    queued = orchestrate.queue_sweep(grid, options)
     print(_queued_text(grid, queued))
     shown = _worker_storage(args.storage, queued.store.target)
     command = "python -m sweep worker --study " + grid.name + (f" --storage {shown}" if shown else "")
     print(f"start workers, on this machine or others that reach the store: {command}")
     if shown is None:
-        print(f"  (with ${STORAGE_ENV} set to the store: its password is not printed)")
+        print(f"  (with ${vocab.STORAGE_ENV} set to the store: its password is not printed)")
     print(f"results, any time: python -m sweep export {args.grid}" + (f" --storage {shown}" if shown else ""))
     return EXIT_OK
 
@@ -129,7 +135,9 @@ def _queued_text(grid: GridFile, queued: Queued) -> str:
 def _worker_storage(raw: str | None, target: str) -> str | None:
     """The store as a worker's --storage anywhere: @FILE and a journal as absolute paths, a database URL
     as given; None when the URL holds a password (the worker then reads $BATCHSWEEP_STORAGE)."""
-    raw = raw if raw is not None else os.environ.get(STORAGE_ENV)
+    from sweep.store import redact, storage
+
+    raw = raw if raw is not None else os.environ.get(vocab.STORAGE_ENV)
     if raw and raw.startswith("@"):
         return "@" + str(Path(raw[1:]).expanduser().resolve())
     if storage.is_database(target):
@@ -141,6 +149,8 @@ def _worker_storage(raw: str | None, target: str) -> str | None:
 
 
 def cmd_slurm(args: argparse.Namespace, storage_arg: StorageArg) -> int:
+    from sweep.store import redact
+
     target_arg = storage_arg(args.storage)
     try:
         return _slurm(args, target_arg)
@@ -149,11 +159,14 @@ def cmd_slurm(args: argparse.Namespace, storage_arg: StorageArg) -> int:
 
 
 def _slurm(args: argparse.Namespace, target_arg: str | None) -> int:
+    from sweep import orchestrate
+    from sweep.store import storage
+
     tasks = slurm.parse_tasks(args.array)
     if not args.dry_run:
         slurm.sbatch_path()  # before anything is queued
     grid = load_grid(args.grid)
-    options = Options(results=args.results, storage=target_arg)
+    options = orchestrate.Options(results=args.results, storage=target_arg)
     results, target = orchestrate.locations(grid, options)
     job = _array_job(args, grid, tasks, results, target)
     if args.dry_run:
@@ -170,7 +183,7 @@ def _slurm(args: argparse.Namespace, target_arg: str | None) -> int:
         print(f"every run of {grid.name} is finished; nothing to submit")
         return EXIT_OK
     path = slurm.write_script(job)
-    env = dict(os.environ) | ({STORAGE_ENV: target} if job.storage is None else {})
+    env = dict(os.environ) | ({vocab.STORAGE_ENV: target} if job.storage is None else {})
     try:
         job_id = slurm.submit(path, env)
     except slurm.SlurmError as err:

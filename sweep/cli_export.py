@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sweep.config import load_grid
-from sweep.orchestrate import EXIT_OK, Options, UsageError
+from sweep.exits import EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from sweep.orchestrate import Options
 
 GRID_SUFFIXES = (".yaml", ".yml")
 

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sweep import devices, events, vocab
-from sweep.store import STORAGE_ENV
-from sweep.worker import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
+from sweep.exits import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
 
 Say = Callable[[str], None]  # where progress lines go
 MAX_WORKER_RESTARTS = 3  # a worker that exits for more devices is replaced this many times
@@ -176,7 +175,7 @@ def _start(
     command: list[str], storage: str, log_path: Path, threads: int, inbox: queue.Queue, visible: str | None
 ) -> subprocess.Popen:
     env = devices.worker_environment(dict(os.environ), threads=threads, visible=visible)
-    env[STORAGE_ENV] = storage
+    env[vocab.STORAGE_ENV] = storage
     log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by _relay when the worker ends
     # A session of its own: Ctrl-C reaches only the coordinator, which then
     # stops each worker exactly once (SIGTERM), so no worker is cut short twice.

@@ -17,17 +17,13 @@ from pathlib import Path
 
 from sweep import checkpoint, coordinator, events, usercode, vocab
 from sweep.config import GridFile
+from sweep.exits import EXIT_FAILED, EXIT_OK, UsageError
 from sweep.plan import RunSpec, SearchGroup, plan, search_groups
 from sweep.store import RetryPolicy, Store, epochs_of, status_of, storage
 from sweep.store.crash import WORKER_HOST, WORKER_PID
 from sweep.store.secrets import redact, secrets_of
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 PHASES = 3  # grid and searches; then the tuned runs; a third pass only if a search finished late
-
-
-class UsageError(Exception):
-    """Bad input that is not in the grid file (flags, store). One line for stderr."""
 
 
 def _out(text: str) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.coordinator import MAX_WORKER_RESTARTS
-from sweep.worker import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
+from sweep.exits import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
 
 SCRIPT_NAME = "worker.sbatch"
 LOG_PATTERN = "worker-%A_%a.out"  # %A the array's job id, %a the task index (Slurm's filename patterns)

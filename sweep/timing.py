@@ -29,12 +29,13 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from sweep import devices, keys, vocab
 from sweep.plan import RunSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TIMING_CSV = vocab.TIMING_CSV
 MODEL_PREFIX = "model."
@@ -129,6 +130,8 @@ def _row(key: str, spec: RunSpec, run: Any, seconds: list[float], load: tuple[fl
 
 def merge(path: Path, rows: list[dict[str, Any]]) -> pd.DataFrame:
     """timing.csv with these rows replacing any earlier rows of the same configurations; written atomically."""
+    import pandas as pd
+
     new = pd.DataFrame(rows)
     old = read(path)
     if old is not None:
@@ -159,6 +162,8 @@ def time_each_replica_count(
 
 
 def read(path: Path) -> pd.DataFrame | None:
+    import pandas as pd
+
     return pd.read_csv(path) if path.is_file() else None
 
 
@@ -178,6 +183,8 @@ def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
 
 def describe(folder: Path) -> str:
     """One sentence on where a folder's quiet times come from, for the report; empty without timing.csv."""
+    import pandas as pd
+
     timing = read(folder / TIMING_CSV)
     if timing is None or timing.empty:
         return ""

@@ -99,3 +99,4 @@ EPOCHS_CSV = "epochs.csv"
 TIMING_CSV = "timing.csv"  # quiet per-configuration training times (sweep/timing.py)
 DECISIONS_CSV, LOOKS_CSV = "decisions.csv", "looks.csv"  # a `run --until-decided`'s verdicts (sweep/decisions.py)
 LOG_DIR = "logs"
+STORAGE_ENV = "BATCHSWEEP_STORAGE"  # how a password-bearing URL reaches workers: never on a command line

@@ -22,13 +22,9 @@ import optuna
 
 from sweep import checkpoint, events, resume, vocab
 from sweep.config import UnknownSettings
+from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
 from sweep.store import Claim, RetryPolicy, Store, is_disk_full
 
-EXIT_NEEDS_MORE_DEVICES = 3  # a queued run needs more replicas than this process set up
-EXIT_UNREADABLE = 2  # the queue holds runs written by a newer version
-EXIT_RECYCLE = 4  # memory grew past the bound, or another replica count: start a fresh worker
-EXIT_DISK_FULL = 5  # the store cannot be written: stop, the coordinator says what to do
-EXIT_INTERRUPTED = 130
 IDLE_POLL_SECONDS = 2.0
 RSS_FACT = "worker_rss_mb"
 DEFAULT_POLICY = RetryPolicy()

@@ -18,10 +18,11 @@ from typing import Any
 import optuna
 from optuna.storages.journal import BaseJournalBackend, JournalFileSymlinkLock
 
+from sweep import vocab
 from sweep.store import internals
 from sweep.store.params import SpecSampler
 
-STORAGE_ENV = "BATCHSWEEP_STORAGE"  # how a password-bearing URL reaches workers: never on a command line
+STORAGE_ENV = vocab.STORAGE_ENV
 DISK_FULL_ADVICE = (
     "free some space, then run the same command again: the store reopens "
     "(a record cut off mid-line is dropped) and keeps every finished epoch"

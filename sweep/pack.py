@@ -81,6 +81,10 @@ def pack_key(spec: RunSpec) -> tuple | None:
     return (point.model, data, train)
 
 
+class Unpackable(Exception):
+    """Runs that cannot train as one pack after all; the worker trains each alone (sweep/pack_worker.py)."""
+
+
 @dataclass
 class Tower:
     """One run of a pack: its data, its place in the model, where it stands."""
@@ -171,7 +175,8 @@ class PackedRun:
             seconds += took
             images = len(ys[0][rows])
             for k, kept in enumerate(stretches):
-                kept.append((float(history[f"tower{k}_accuracy"][-1]), float(history[f"tower{k}_loss"][-1]), images))
+                accuracy, loss = history[f"tower{k}_accuracy"][-1], history[f"tower{k}_{RUN_LOSS}"][-1]
+                kept.append((float(accuracy), float(loss), images))
             done = stop
             number = epoch_number(epoch, done, self.steps_per_epoch)
             share = seconds / len(self.towers)  # each run's share of the pack's time
@@ -223,7 +228,7 @@ class PackedRun:
         xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
         result = self.model.evaluate(xs, ys, batch_size=EVAL_BATCH, verbose=0, return_dict=True)
         return [
-            {"accuracy": float(result[f"tower{k}_accuracy"]), "loss": float(result[f"tower{k}_loss"])}
+            {"accuracy": float(result[f"tower{k}_accuracy"]), "loss": float(result[f"tower{k}_{RUN_LOSS}"])}
             for k in range(len(pairs))
         ]
 
@@ -294,6 +299,8 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
         tower = model_module.build_model(spec.point.model, data.image_size, split.num_classes, data.channels)
         tower.name = f"tower{k}"
         fresh.append(tower)
+    if any(tower.losses for tower in fresh):
+        raise Unpackable("the model adds losses of its own (regularizers): its runs train alone")
     rates = [optim.effective_lr(spec.point.train) for spec in specs]
     if reuse:
         model = COMPILED.model
@@ -308,12 +315,33 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
     model.compile(
         optimizer=_tower_optimizer(first.point.train.optimizer, schedules, fresh),
         loss=["sparse_categorical_crossentropy"] * len(specs),
-        metrics=[["accuracy"]] * len(specs),
+        metrics=[["accuracy", _run_loss()] for _ in specs],
         jit_compile=False,
         steps_per_execution=steps_per_execution(first.point.train.batch_size, 1),
     )
     COMPILED.key, COMPILED.model, COMPILED.strategy = key, model, devices.strategy_for(replicas)
     return model, fresh, False
+
+
+RUN_LOSS = "run_loss"
+
+
+def _run_loss() -> Any:
+    """A tower's loss as Keras tracks a one-output model's `loss`: the batch's mean loss weighted by
+    the batch's size read at run time. Keras's own per-output loss weighs each batch by its static
+    size, unknown for a short last batch, so its running mean differs from the run's alone there."""
+    import keras
+    import tensorflow as tf
+
+    class RunLoss(keras.metrics.Mean):
+        def __init__(self) -> None:
+            super().__init__(name=RUN_LOSS)
+            self.loss = keras.losses.SparseCategoricalCrossentropy()
+
+        def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
+            return super().update_state(self.loss(y_true, y_pred), sample_weight=tf.shape(y_pred)[0])
+
+    return RunLoss()
 
 
 def _reset_optimizer(optimizer: Any, rates: list[float]) -> None:

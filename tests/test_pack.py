@@ -86,6 +86,15 @@ def test_packed_runs_record_what_they_record_alone() -> None:
     assert records[1][-1][vocab.LR] == pytest.approx(0.003) and records[0][-1][vocab.LR] == pytest.approx(0.001)
 
 
+def test_short_batches_in_training_and_evaluation() -> None:
+    """A short last batch in training (2,400 images at batch 256) and in evaluation (600 at 512): the
+    loss is averaged over images as alone, not over batches."""
+    data = {"classes": 120, "samples_per_class": 25}
+    specs = [spec(0, data=data, batch_size=256, epochs=2), spec(1, data=data, batch_size=256, epochs=2)]
+    _, records, _ = packed(specs)
+    assert [repr(r) for r in records] == [repr(r) for r in alone(specs)]
+
+
 def test_warm_up_schedules_and_a_reused_pack_model() -> None:
     """Each tower's own warm-up ramp; a second pack of the same graph reuses the compiled model."""
     ramp = {"warmup_epochs": 1.0, "eval_every_steps": 2}  # 6 steps per epoch: records at steps 2, 4, 6, ...
@@ -222,3 +231,32 @@ def test_a_pack_with_a_failing_run_trains_its_mates_alone(tmp_path) -> None:
         got = epochs[epochs[vocab.RUN_ID] == s.run_id].drop(columns=list(TIMINGS))
         assert got[vocab.TRAIN_LOSS].tolist() == [r[vocab.TRAIN_LOSS] for r in want]
         assert got[vocab.VAL_ACC].tolist() == [r[vocab.VAL_ACC] for r in want]
+
+
+REGULARIZED = """\
+import keras
+from keras import layers
+
+
+def build(input_shape, num_classes):
+    inputs = keras.Input(input_shape)
+    x = layers.GlobalAveragePooling2D()(layers.Conv2D(4, 3, kernel_regularizer="l2")(inputs))
+    return keras.Model(inputs, layers.Dense(num_classes, activation="softmax")(x))
+"""
+
+
+def test_a_model_with_losses_of_its_own_trains_alone(tmp_path) -> None:
+    """A regularizer's loss is part of a run's `loss` alone but not of a tower's: such runs are not
+    packed (the pack is given up before training) and each trains alone, done."""
+    from sweep import worker
+    from sweep.store import Store
+
+    (tmp_path / "reg.py").write_text(REGULARIZED)
+    specs = [spec(seed, model={"builder": f"{tmp_path / 'reg.py'}:build"}, epochs=1) for seed in range(2)]
+    store = Store.open(tmp_path / "journal.log", "t")
+    store.enqueue(specs)
+    places = checkpoint.places(str(tmp_path / "journal.log"), "t")
+    assert worker.work(store, [].append, own_process=False, places=places, pack=2) == 0
+    store.export_csv(tmp_path)
+    runs = pd.read_csv(tmp_path / vocab.RUNS_CSV)
+    assert (runs[vocab.STATUS] == vocab.DONE).all() and (runs["pack_size"] == 1).all() and len(runs) == 2

@@ -52,10 +52,10 @@ from sweep.records import (
 from sweep.train import (
     COMPILED,
     EVAL_BATCH,
-    RunInfo,
     forget_compiled,
     graph_key,
     recalibrated,
+    run_info,
     seed_everything,
     steps_per_execution,
 )
@@ -109,25 +109,7 @@ class PackedRun:
         self.model, models, reused = _model_for(specs, split, steps)
         start = checkpoint.Position(0, 0)
         self.towers = [Tower(sp, s, m, start, _watch(sp)) for sp, s, m in zip(specs, splits, models, strict=True)]
-        replicas = devices.replicas_for(1)
-        self.info = RunInfo(
-            parameters=model_module.trainable_parameters(models[0]),
-            train_samples=len(split.y_train),
-            val_samples=len(split.y_val),
-            num_classes=split.num_classes,
-            replicas=1,
-            per_replica_batch=first.point.train.batch_size,
-            virtual_devices=replicas.virtual,
-            devices=",".join(replicas.devices),
-            steps_per_epoch=steps,
-            skipped_files=len(data_module.skipped_files(first.point.data)),
-            threads=devices.intra_op_threads(),
-            cpu=devices.cpu_model(),
-            jit_compile=bool(self.model.jit_compile),
-            steps_per_execution=int(self.model.steps_per_execution),
-            reused_model=reused,
-            pack_size=len(specs),
-        )
+        self.info = run_info(first, split, self.model, devices.replicas_for(1), reused, tower=models[0])
 
     def records(self) -> Iterator[dict[int, EpochRecord | Diverged]]:
         """At every record stop, each live tower's record (or its Diverged), by tower index.

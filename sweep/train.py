@@ -97,23 +97,7 @@ class Run:
         batch = spec.point.train.batch_size
         steps_per_epoch = math.ceil(len(self.split.y_train) / batch)
         self.strategy, self.model, reused = COMPILED.model_for(spec, self.split, steps_per_epoch, replicas)
-        self.info = RunInfo(
-            parameters=model_module.trainable_parameters(self.model),
-            train_samples=len(self.split.y_train),
-            val_samples=len(self.split.y_val),
-            num_classes=self.split.num_classes,
-            replicas=len(replicas.devices),
-            per_replica_batch=batch // len(replicas.devices),
-            virtual_devices=replicas.virtual,
-            devices=",".join(replicas.devices),
-            steps_per_epoch=steps_per_epoch,
-            skipped_files=len(data_module.skipped_files(spec.point.data)),
-            threads=devices.intra_op_threads(),
-            cpu=devices.cpu_model(),
-            jit_compile=bool(self.model.jit_compile),
-            steps_per_execution=int(self.model.steps_per_execution),
-            reused_model=reused,
-        )
+        self.info = run_info(spec, self.split, self.model, replicas, reused)
         self.callbacks = usercode.callbacks(spec.point.train.callbacks)  # fresh ones per run
         self.stopped_early: int | None = None  # the epoch after which train.early_stopping (or a callback) stopped it
         self.position = checkpoint.Position(0, 0)  # where the run stands after its latest record
@@ -247,6 +231,32 @@ def recalibrated(
         vocab.VAL_LOSS_RECAL: numbers.val_loss,
         vocab.EVAL_GAP_RECAL: numbers.train_eval_acc - numbers.val_acc,
     }
+
+
+def run_info(
+    spec: RunSpec, split: data_module.Split, model: Any, replicas: devices.Replicas, reused: bool, tower: Any = None
+) -> RunInfo:
+    """The facts of a prepared run: `model` is the compiled model it trains in (a pack's, with
+    `tower` its own model among the pack's; sweep/pack.py)."""
+    batch = spec.point.train.batch_size
+    return RunInfo(
+        parameters=model_module.trainable_parameters(tower if tower is not None else model),
+        train_samples=len(split.y_train),
+        val_samples=len(split.y_val),
+        num_classes=split.num_classes,
+        replicas=len(replicas.devices),
+        per_replica_batch=batch // len(replicas.devices),
+        virtual_devices=replicas.virtual,
+        devices=",".join(replicas.devices),
+        steps_per_epoch=math.ceil(len(split.y_train) / batch),
+        skipped_files=len(data_module.skipped_files(spec.point.data)),
+        threads=devices.intra_op_threads(),
+        cpu=devices.cpu_model(),
+        jit_compile=bool(model.jit_compile),
+        steps_per_execution=int(model.steps_per_execution),
+        reused_model=reused,
+        pack_size=len(model.outputs) if tower is not None else 1,
+    )
 
 
 def seed_everything(seed: int) -> None:

@@ -44,17 +44,20 @@ def make():
 TIMINGS = ["epoch_seconds", "samples_per_second"]
 
 
+def _running(journal: Path, name: str) -> list[optuna.trial.FrozenTrial]:
+    """The sweep's running trials (none while its study does not exist yet)."""
+    try:
+        study = Store.open(journal, name, create=False).sweep
+    except KeyError:
+        return []
+    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+
+
 def _wait_for_checkpoint_of_epoch(journal: Path, epoch: int, timeout: float = 240) -> optuna.trial.FrozenTrial:
     """The running trial once its record and its checkpoint of `epoch` are both written."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            running = Store.open(journal, "preempt", create=False).sweep.get_trials(
-                deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
-            )
-        except KeyError:
-            running = []
-        for trial in running:
+        for trial in _running(journal, "preempt"):
             saved = checkpoint.load(journal.parent / "checkpoints" / f"{trial.user_attrs['run_id']}.npz")
             if len(epochs_of(trial)) == epoch and saved is not None and saved.epoch == epoch:
                 return trial
@@ -181,12 +184,7 @@ def _pack_checkpointed_at(journal: Path, epoch: int, timeout: float = 300) -> se
     `epoch` or later."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            running = Store.open(journal, "packkill", create=False).sweep.get_trials(
-                deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)
-            )
-        except KeyError:
-            running = []
+        running = _running(journal, "packkill")
         saved = [checkpoint.load(journal.parent / "checkpoints" / f"{t.user_attrs['run_id']}.npz") for t in running]
         if len(running) == 3 and all(s is not None and s.epoch >= epoch for s in saved):
             return {t.user_attrs["worker_pid"] for t in running}

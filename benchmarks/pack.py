@@ -63,7 +63,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=None, help="default results/bench (quick: results/bench/quick)")
     parser.add_argument("--repeats", type=int, default=None, help="alternating repeats (default 2; quick 1)")
     parser.add_argument("--grid-repeats", type=int, default=None, help="repeats of the grids (default --repeats)")
-    parser.add_argument("--grids", nargs="+", choices=GRIDS, default=None, help=f"default {' '.join(GRIDS)}")
+    parser.add_argument(
+        "--grids", nargs="*", choices=GRIDS, default=None, help=f"default {' '.join(GRIDS)}; none: skip"
+    )
+    parser.add_argument("--ks", type=int, nargs="*", default=None, help=f"default {pack_k.KS}; none: skip the K table")
     return parser.parse_args(argv)
 
 
@@ -75,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     grid_repeats = args.grid_repeats or repeats
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"{machine.describe()}; load average {machine.load_average():.2f} at start", flush=True)
-    grids = args.grids or (QUICK["grids"] if args.quick else GRIDS)
+    grids = args.grids if args.grids is not None else (QUICK["grids"] if args.quick else GRIDS)
     batch_sizes = QUICK["batch_sizes"] if args.quick else pack_k.BATCH_SIZES
-    ks = QUICK["ks"] if args.quick else pack_k.KS
+    ks = args.ks if args.ks is not None else (QUICK["ks"] if args.quick else pack_k.KS)
     with tempfile.TemporaryDirectory(prefix="bench-pack-") as tmp:
         folder = Path(tmp)
         env = machine.clean_env(folder / "cache")
@@ -86,9 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(meta("load_average_start", round(machine.load_average(), 2)))
         rows += [meta(f"scale.{name}.{key}", v) for name in grids for key, v in SCALE[mode][name].items()]
         scaled = {name: scale_grid(EXPERIMENTS / f"{name}.yaml", folder / name, SCALE[mode][name]) for name in grids}
-        rows += time_grids(scaled, grid_repeats, env)
-        write_outputs(rows, out)  # the grids' part, in case the K table fails
-        rows += measure_ks(list(batch_sizes), list(ks), repeats, env, folder, {})
+        if scaled:
+            rows += time_grids(scaled, grid_repeats, env)
+            write_outputs(rows, out)  # the grids' part, in case the K table fails
+        if ks:
+            rows += measure_ks(list(batch_sizes), list(ks), repeats, env, folder, {})
         rows.append(meta("load_average_end", round(machine.load_average(), 2)))
     paths = write_outputs(rows, out)
     print()
@@ -196,16 +201,20 @@ def compare_records(folder: Path) -> dict[str, Any]:
     keys = ["run_id", "epoch"]
     both = packed.merge(alone, on=keys, how="outer", suffixes=("_p", "_u"), indicator=True)
     equal = both["_merge"] == "both"
+    differing: dict[str, int] = {}
     for column in (c for c in packed.columns if c not in keys):
         if column not in alone.columns:
             equal &= False
             continue
         p, u = both[f"{column}_p"], both[f"{column}_u"]
-        equal &= (p == u) | (p.isna() & u.isna())
+        same = (p == u) | (p.isna() & u.isna())
+        equal &= same
+        differing |= {column: int((~same).sum())} if not same.all() else {}
     sizes = pd.read_csv(training.results_folder(folder, "p") / "runs.csv")["pack_size"].value_counts().sort_index()
     return {
         "records_equal": int(equal.sum()),
         "records_total": len(both),
+        "differing_columns": ", ".join(f"{c} ({n})" for c, n in differing.items()) or "none",
         "pack_sizes": ", ".join(f"K={int(size)}: {int(n)} runs" for size, n in sizes.items()),
     }
 

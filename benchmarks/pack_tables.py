@@ -114,6 +114,21 @@ def write_outputs(rows: list[Row], out: Path) -> dict[str, Path]:
     return paths
 
 
+def read_rows(path: Path) -> list[Row]:
+    """pack.csv's rows back, numbers as numbers (to write pack.md again: `python -m benchmarks.pack_tables`)."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [{k: _typed(v) for k, v in row.items() if v != ""} for row in csv.DictReader(handle)]
+
+
+def _typed(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
 def _find(rows: list[Row], **match: Any) -> list[Row]:
     return [r for r in rows if all(r.get(k) == v for k, v in match.items())]
 
@@ -135,9 +150,8 @@ def markdown(rows: list[Row]) -> str:
         f"Repeats: {meta.get('repeats')} of the K table and {meta.get('grid_repeats')} of the grids, in alternating "
         "order; best of them shown.",
         "",
-        *_k_section(rows, meta),
-        "",
-        *_grid_section(rows, scale),
+        *(_k_section(rows, meta) + [""] if _find(rows, section="k_table") else []),
+        *(_grid_section(rows, scale) if _find(rows, section="grids") else []),
     ]
     return "\n".join(lines) + "\n"
 
@@ -179,7 +193,7 @@ def _grid_section(rows: list[Row], scale: str) -> list[str]:
     lines = [
         "## 2. Runs per hour on the grids",
         "",
-        f"experiments/<grid>.yaml scaled down so the benchmark fits in about 30 minutes, in `base` ({scale}); "
+        f"experiments/<grid>.yaml scaled down so that the benchmark fits its time, in `base` ({scale}); "
         "seeds, batch sizes, variants, records inside epochs (`eval_every_steps`) and BatchNorm recalibration "
         "kept. Each configuration timed as a whole process (TensorFlow import included) from an empty results "
         "folder. (a) trains the same runs (model, data, seeds, epochs, data order) but without the harness's "
@@ -205,6 +219,10 @@ def _grid_section(rows: list[Row], scale: str) -> list[str]:
         sizes = _one(rows, section="records", grid=grid, metric="pack_sizes")
         cells = [grid, _one(rows, section="grids", grid=grid, metric="runs"), *seconds, *per_hour, *ratios]
         lines.append("| " + " | ".join(map(_cell, cells)) + f" | {equal}/{total} | {sizes} |")
+    for grid in grids:
+        differing = _one(rows, section="records", grid=grid, metric="differing_columns")
+        if differing is not None:
+            lines.append(f"- {grid}: columns where p's records differ from u's (records): {differing}")
     lines += ["", "Each repeat (wall seconds, load average before):", ""]
     for grid in grids:
         for config in "pua":
@@ -230,3 +248,10 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.1f}" if value >= 10 else f"{value:.2f}"
     return str(value)
+
+
+if __name__ == "__main__":  # pack.md again from a pack.csv: python -m benchmarks.pack_tables results/bench/pack.csv
+    import sys
+
+    source = Path(sys.argv[1])
+    write_outputs(read_rows(source), source.parent)

@@ -20,7 +20,7 @@ TINY_DATA = {"classes": 4, "samples_per_class": 10, "image_size": 12}
 
 def measured(rates: dict[tuple[int, int], float], repeat: int = 1) -> list[dict]:
     return [
-        {"batch_size": b, "k": k, "model_images_per_second": r, "repeat": repeat, "load_average": 1.0}
+        {"batch_size": b, "k": k, "images": 1536, "model_images_per_second": r, "repeat": repeat, "load_average": 1.0}
         for (b, k), r in rates.items()
     ]
 
@@ -109,7 +109,12 @@ def test_pack_k_and_grid_timings_write_what_the_tables_read(tmp_path: Path) -> N
     scaled = {"tiny": pack.scale_grid(grid, tmp_path / "tiny", {"train.epochs": 2})}
     rows = pack.time_grids(scaled, 1, machine.clean_env(tmp_path / "cache"))
     records = {r["metric"]: r["value"] for r in rows if r["section"] == "records"}
-    assert records == {"records_equal": 8, "records_total": 8, "pack_sizes": "K=2: 4 runs"}  # 4 runs x 2 epochs
+    assert records == {  # 4 runs x 2 epochs; 32 images: whole batches of 4 and 8
+        "records_equal": 8,
+        "records_total": 8,
+        "differing_columns": "none",
+        "pack_sizes": "K=2: 4 runs",
+    }
     seconds = [r for r in rows if r["metric"] == "wall_seconds" and r["repeat"] == "best"]
     assert sorted(r["config"] for r in seconds) == ["a", "p", "u"]
     assert {r["config"] for r in rows if r["section"] == "ratios"} == {"p/u", "p/a"}

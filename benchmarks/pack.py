@@ -66,6 +66,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--grids", nargs="*", choices=GRIDS, default=None, help=f"default {' '.join(GRIDS)}; none: skip"
     )
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=None, help=f"default {pack_k.BATCH_SIZES}")
     parser.add_argument("--ks", type=int, nargs="*", default=None, help=f"default {pack_k.KS}; none: skip the K table")
     return parser.parse_args(argv)
 
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"{machine.describe()}; load average {machine.load_average():.2f} at start", flush=True)
     grids = args.grids if args.grids is not None else (QUICK["grids"] if args.quick else GRIDS)
-    batch_sizes = QUICK["batch_sizes"] if args.quick else pack_k.BATCH_SIZES
+    batch_sizes = args.batch_sizes or (QUICK["batch_sizes"] if args.quick else pack_k.BATCH_SIZES)
     ks = args.ks if args.ks is not None else (QUICK["ks"] if args.quick else pack_k.KS)
     with tempfile.TemporaryDirectory(prefix="bench-pack-") as tmp:
         folder = Path(tmp)

@@ -56,12 +56,12 @@ from sweep.train import (
     total_steps,
 )
 
-# Towers per pack for each batch size: the Ks chosen by `python -m benchmarks.pack --repeats 1 --grids
-# --batch-sizes 8 32 128 --ks 1 2 3 4 6 --out results/bench/pack_k` on the 2-core machine, 2026-12-04
-# (results/bench/pack_k/pack.md: the smallest K within 5% of the best throughput); a batch size between
-# two rows takes the smaller one's. Provisional: one repeat under load, and K=3 measured about 225
-# model-images/s at every batch size, as if a per-tower cost, not training, filled the timed epoch.
-PACK_SIZES = {8: 1, 32: 2, 128: 4}
+# Towers per pack for each batch size: still a guess; a batch size between two rows takes the smaller
+# one's. The K table measured on 2026-12-04 (results/bench/pack_k/pack.md, `python -m benchmarks.pack
+# --repeats 1 --grids --batch-sizes 8 32 128 --ks 1 2 3 4 6 --out results/bench/pack_k`) is not used:
+# its timed epochs took whole multiples of about 5.13 s (5.12, 10.97, 20.5, 41.0 s), a periodic stall,
+# not training, so its rule's choice ({8: 1, 32: 2, 128: 4}) says nothing about K.
+PACK_SIZES = {8: 4, 16: 4, 32: 6, 64: 6, 128: 4, 256: 2}
 
 
 def default_size(batch_size: int) -> int:

@@ -60,8 +60,11 @@ from sweep.train import (
     steps_per_execution,
 )
 
-# Towers per pack for each batch size, from `python -m benchmarks.pack` on the 2-core machine
-# (results/bench/pack.md); a batch size between two rows takes the smaller one's.
+# Towers per pack for each batch size: still a guess; a batch size between two rows takes the smaller
+# one's. The K table measured on 2026-12-04 (results/bench/pack_k/pack.md, `python -m benchmarks.pack
+# --repeats 1 --grids --batch-sizes 8 32 128 --ks 1 2 3 4 6 --out results/bench/pack_k`) is not used:
+# its timed epochs took whole multiples of about 5.13 s (5.12, 10.97, 20.5, 41.0 s), a periodic stall,
+# not training, so its rule's choice ({8: 1, 32: 2, 128: 4}) says nothing about K.
 PACK_SIZES = {8: 4, 16: 4, 32: 6, 64: 6, 128: 4, 256: 2}
 
 

@@ -1,0 +1,257 @@
+"""The packed-training benchmark's rows (pack.csv, tidy) and its Markdown (pack.md), from what
+benchmarks/pack.py measured. Reads only the rows: no TensorFlow, no training."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+Row = dict[str, Any]
+CSV_COLUMNS = ("section", "grid", "batch_size", "k", "config", "repeat", "metric", "value", "unit")
+CHOSEN_WITHIN = 0.05  # K per batch size: the smallest K within 5% of the best K's throughput
+TARGETS = {"p/u": 1.5, "p/a": 1.8}  # issue 17, on the batch_sizes grid
+TARGET_GRID = "batch_sizes"
+LABELS = {
+    "p": "(p) `sweep run GRID --workers 1` (packed, default K)",
+    "u": "(u) `sweep run GRID --workers 1 --pack 1` (every run alone)",
+    "a": "(a) plain Keras loop `python -m benchmarks.keras_baseline GRID`",
+}
+
+
+def summarize_ks(measured: list[dict[str, Any]], peak_gflops: float, flops_per_sample: float) -> list[Row]:
+    """Every measurement, the best per (batch size, K) with its FLOP share, and the K chosen per batch size."""
+    rows: list[Row] = [
+        {"section": "meta", "metric": "matmul_peak", "value": round(peak_gflops, 1), "unit": "GFLOP/s"},
+        {"section": "meta", "metric": "train_flops_per_sample", "value": round(flops_per_sample), "unit": "FLOP"},
+        {"section": "meta", "metric": "timed_images", "value": measured[0]["images"] if measured else None},
+    ]
+    best: dict[tuple[int, int], float] = {}
+    for m in measured:
+        where = {"section": "k_table", "batch_size": m["batch_size"], "k": m["k"], "repeat": m["repeat"]}
+        rows.append({**where, "metric": "model_images_per_second", "value": m["model_images_per_second"]})
+        rows.append({**where, "metric": "load_average", "value": m["load_average"]})
+        key = (m["batch_size"], m["k"])
+        best[key] = max(best.get(key, 0.0), m["model_images_per_second"])
+    for (batch, k), rate in sorted(best.items()):
+        where = {"section": "k_table", "batch_size": batch, "k": k, "repeat": "best"}
+        rows.append({**where, "metric": "model_images_per_second", "value": round(rate, 1), "unit": "images/s"})
+        share = rate * flops_per_sample / (peak_gflops * 1e9)
+        rows.append({**where, "metric": "flop_share", "value": round(share, 4), "unit": "of matmul peak"})
+    for batch in sorted({b for b, _ in best}):
+        rates = {k: r for (b, k), r in best.items() if b == batch}
+        top = max(rates.values())
+        chosen = min(k for k, r in rates.items() if r >= (1 - CHOSEN_WITHIN) * top)
+        rows.append(
+            {"section": "k_chosen", "batch_size": batch, "metric": "best_k", "value": max(rates, key=rates.get)}
+        )
+        rows.append({"section": "k_chosen", "batch_size": batch, "metric": "chosen_k", "value": chosen})
+        rows.append(
+            {"section": "k_chosen", "batch_size": batch, "metric": "speedup_over_k1", "value": _ratio(rates, chosen)}
+        )
+    return rows
+
+
+def _ratio(rates: dict[int, float], k: int) -> float | None:
+    return round(rates[k] / rates[1], 3) if 1 in rates else None
+
+
+def summarize_grids(timed: list[dict[str, Any]], planned: dict[str, int], checks: dict[str, dict]) -> list[Row]:
+    """Every timing, the best per (grid, config) with runs per hour, the ratios, records and targets."""
+    rows: list[Row] = []
+    best: dict[tuple[str, str], float] = {}
+    for t in timed:
+        where = {"section": "grids", "grid": t["grid"], "config": t["config"], "repeat": t["repeat"]}
+        rows.append({**where, "metric": "wall_seconds", "value": round(t["seconds"], 2), "unit": "s"})
+        rows.append({**where, "metric": "load_average", "value": round(t["load_average"], 2)})
+        rows.append({**where, "metric": "runs_trained", "value": t["runs"]})
+        key = (t["grid"], t["config"])
+        best[key] = min(best.get(key, float("inf")), t["seconds"])
+    for (grid, config), seconds in sorted(best.items()):
+        where = {"section": "grids", "grid": grid, "config": config, "repeat": "best"}
+        rows.append({**where, "metric": "wall_seconds", "value": round(seconds, 2), "unit": "s"})
+        rows.append({**where, "metric": "runs_per_hour", "value": round(planned[grid] * 3600 / seconds, 1)})
+    for grid in planned:
+        rows.append({"section": "grids", "grid": grid, "metric": "runs", "value": planned[grid]})
+        for ratio in TARGETS:
+            top, bottom = ratio.split("/")
+            if (grid, top) in best and (grid, bottom) in best:
+                value = round(best[(grid, bottom)] / best[(grid, top)], 3)
+                rows.append(
+                    {
+                        "section": "ratios",
+                        "grid": grid,
+                        "config": ratio,
+                        "metric": "runs_per_hour_ratio",
+                        "value": value,
+                    }
+                )
+                if grid == TARGET_GRID:
+                    met = value >= TARGETS[ratio]
+                    rows.append(
+                        {
+                            "section": "targets",
+                            "grid": grid,
+                            "config": ratio,
+                            "metric": f">= {TARGETS[ratio]}x",
+                            "value": "met" if met else "not met",
+                        }
+                    )
+        for metric, value in checks.get(grid, {}).items():
+            rows.append({"section": "records", "grid": grid, "config": "p vs u", "metric": metric, "value": value})
+    return rows
+
+
+def write_outputs(rows: list[Row], out: Path) -> dict[str, Path]:
+    """pack.csv and pack.md into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"csv": out / "pack.csv", "md": out / "pack.md"}
+    with open(paths["csv"], "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows({c: row.get(c, "") for c in CSV_COLUMNS} for row in rows)
+    paths["md"].write_text(markdown(rows), encoding="utf-8")
+    return paths
+
+
+def read_rows(path: Path) -> list[Row]:
+    """pack.csv's rows back, numbers as numbers (to write pack.md again: `python -m benchmarks.pack_tables`)."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [{k: _typed(v) for k, v in row.items() if v != ""} for row in csv.DictReader(handle)]
+
+
+def _typed(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def _find(rows: list[Row], **match: Any) -> list[Row]:
+    return [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+
+
+def _one(rows: list[Row], **match: Any) -> Any:
+    found = _find(rows, **match)
+    return found[0]["value"] if found else None
+
+
+def markdown(rows: list[Row]) -> str:
+    meta = {r["metric"]: r["value"] for r in _find(rows, section="meta")}
+    scale = "; ".join(f"{k[len('scale.') :]}: {v}" for k, v in meta.items() if k.startswith("scale."))
+    lines = [
+        "# Packed training: K per batch size, runs per hour",
+        "",
+        f"`python -m benchmarks.pack{' --quick' if meta.get('mode') == 'quick' else ''}`, {meta.get('mode')} mode, "
+        f"started {meta.get('started')}; {meta.get('machine')}. Load average {meta.get('load_average_start')} at the "
+        f"start, {meta.get('load_average_end')} at the end (before each measurement: pack.csv, `load_average`). "
+        f"Repeats: {meta.get('repeats')} of the K table and {meta.get('grid_repeats')} of the grids, in alternating "
+        "order; best of them shown.",
+        "",
+        *(_k_section(rows, meta) + [""] if _find(rows, section="k_table") else []),
+        *(_grid_section(rows, scale) if _find(rows, section="grids") else []),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _k_section(rows: list[Row], meta: dict[str, Any]) -> list[str]:
+    best = _find(rows, section="k_table", repeat="best", metric="model_images_per_second")
+    ks = sorted({r["k"] for r in best})
+    batches = sorted({r["batch_size"] for r in best})
+    lines = [
+        "## 1. Towers K per batch size",
+        "",
+        "Model-images per second of one training epoch of a PackedRun of K runs (benchmarks/pack_k.py: default "
+        "model, 120 classes, 32x32, 40 training images per class = 4,800, Adam lr 0.001, no records inside the "
+        f"epoch; timed: a `fit` epoch of the first {meta.get('timed_images')} images of each tower's epoch order, "
+        "after a short first epoch that traces), best of the repeats; in brackets the training step's "
+        f"FLOP/s as a share of a float32 matmul peak of {meta.get('matmul_peak')} GFLOP/s measured in this run "
+        f"({meta.get('train_flops_per_sample')} FLOP per image). **Rule: K = the smallest K within "
+        f"{CHOSEN_WITHIN:.0%} of the best K's throughput.**",
+        "",
+        "| batch | " + " | ".join(f"K={k}" for k in ks) + " | chosen K | chosen / K=1 |",
+        "|---" * (len(ks) + 3) + "|",
+    ]
+    for batch in batches:
+        cells = []
+        for k in ks:
+            rate = _one(rows, section="k_table", repeat="best", metric="model_images_per_second", batch_size=batch, k=k)
+            share = _one(rows, section="k_table", repeat="best", metric="flop_share", batch_size=batch, k=k)
+            cells.append(f"{rate:,.0f} ({share:.1%})")
+        chosen = _one(rows, section="k_chosen", batch_size=batch, metric="chosen_k")
+        speedup = _one(rows, section="k_chosen", batch_size=batch, metric="speedup_over_k1")
+        lines.append(f"| {batch} | " + " | ".join(cells) + f" | **{chosen}** | {speedup}x |")
+    chosen = {b: _one(rows, section="k_chosen", batch_size=b, metric="chosen_k") for b in batches}
+    lines += ["", f"As `sweep.pack.PACK_SIZES`: `{chosen}`"]
+    return lines
+
+
+def _grid_section(rows: list[Row], scale: str) -> list[str]:
+    grids = [r["grid"] for r in _find(rows, section="grids", metric="runs")]
+    lines = [
+        "## 2. Runs per hour on the grids",
+        "",
+        f"experiments/<grid>.yaml scaled down so that the benchmark fits its time, in `base` ({scale}); "
+        "seeds, batch sizes, variants, records inside epochs (`eval_every_steps`) and BatchNorm recalibration "
+        "kept. Each configuration timed as a whole process (TensorFlow import included) from an empty results "
+        "folder. (a) trains the same runs (model, data, seeds, epochs, data order) but without the harness's "
+        "extra evaluations: no records inside epochs, no train-subset evaluation, no recalibration (its copy of "
+        "the grid leaves out `eval_every_steps` and `recalibrate_bn`), and no store, export or report.",
+        "",
+        *[f"- {label}" for label in LABELS.values()],
+        "",
+        "| grid | runs | (p) s | (u) s | (a) s | (p) runs/h | (u) runs/h | (a) runs/h | p/u | p/a "
+        "| records p = u | p's pack sizes |",
+        "|---" * 12 + "|",
+    ]
+    for grid in grids:
+        seconds = [
+            _one(rows, section="grids", grid=grid, config=c, repeat="best", metric="wall_seconds") for c in "pua"
+        ]
+        per_hour = [
+            _one(rows, section="grids", grid=grid, config=c, repeat="best", metric="runs_per_hour") for c in "pua"
+        ]
+        ratios = [_one(rows, section="ratios", grid=grid, config=r) for r in TARGETS]
+        equal = _one(rows, section="records", grid=grid, metric="records_equal")
+        total = _one(rows, section="records", grid=grid, metric="records_total")
+        sizes = _one(rows, section="records", grid=grid, metric="pack_sizes")
+        cells = [grid, _one(rows, section="grids", grid=grid, metric="runs"), *seconds, *per_hour, *ratios]
+        lines.append("| " + " | ".join(map(_cell, cells)) + f" | {equal}/{total} | {sizes} |")
+    for grid in grids:
+        differing = _one(rows, section="records", grid=grid, metric="differing_columns")
+        if differing is not None:
+            lines.append(f"- {grid}: columns where p's records differ from u's (records): {differing}")
+    lines += ["", "Each repeat (wall seconds, load average before):", ""]
+    for grid in grids:
+        for config in "pua":
+            tries = _find(rows, section="grids", grid=grid, config=config, metric="wall_seconds")
+            loads = _find(rows, section="grids", grid=grid, config=config, metric="load_average")
+            shown = [
+                f"{t['value']} s ({load['value']})"
+                for t, load in zip(tries, loads, strict=False)
+                if t["repeat"] != "best"
+            ]
+            lines.append(f"- {grid} ({config}): {', '.join(shown)}")
+    lines += ["", "## Targets (issue 17, on the batch_sizes grid)", ""]
+    for ratio, target in TARGETS.items():
+        value = _one(rows, section="ratios", grid=TARGET_GRID, config=ratio)
+        state = _one(rows, section="targets", grid=TARGET_GRID, config=ratio)
+        lines.append(f"- {ratio} >= {target}x: {state or 'not measured'} (measured {_cell(value)}x)")
+    return lines
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if value >= 10 else f"{value:.2f}"
+    return str(value)
+
+
+if __name__ == "__main__":  # pack.md again from a pack.csv: python -m benchmarks.pack_tables results/bench/pack.csv
+    import sys
+
+    source = Path(sys.argv[1])
+    write_outputs(read_rows(source), source.parent)

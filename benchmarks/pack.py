@@ -14,7 +14,7 @@ In one run, on one machine (the grids first, then the K table):
    (SCALE: one epoch, fewer images; seeds, batch sizes, variants, records inside epochs and
    recalibration kept), each timed
    as a whole process from an empty results folder, configurations in alternating order across
-   repeats, best of the repeats: (p) `sweep run GRID --workers 1` (packed, default K); (u) the same
+   repeats, best of the repeats: (p) `sweep run GRID --workers 1 --pack 3` (packed); (u) the same
    with `--pack 1` (every run alone); (a) the plain Keras loop `python -m benchmarks.keras_baseline`
    on the same runs, without the records inside epochs, the train-subset evaluation and the BatchNorm
    recalibration, which it does not do. p's and u's per-epoch records are compared: every column of
@@ -158,11 +158,15 @@ def scale_grid(source: Path, folder: Path, scale: dict[str, Any]) -> tuple[Path,
     return harness, plain
 
 
+PACKED = 3  # (p)'s --pack: the grids' seeds per point (packing is off by default, sweep.pack.PACK_SIZES)
+
+
 def configurations(harness: Path, plain: Path, folder: Path) -> dict[str, training.Configuration]:
     """(p), (u) and (a) of one scaled grid, each writing into `folder`."""
     unpacked = training.harness("u", harness, folder, workers=1)
+    packed = training.harness("p", harness, folder, workers=1)
     return {
-        "p": training.harness("p", harness, folder, workers=1),
+        "p": replace(packed, command=(*packed.command, "--pack", str(PACKED))),
         "u": replace(unpacked, command=(*unpacked.command, "--pack", "1")),
         "a": training.baseline(plain, folder),
     }

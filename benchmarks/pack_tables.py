@@ -13,7 +13,7 @@ CHOSEN_WITHIN = 0.05  # K per batch size: the smallest K within 5% of the best K
 TARGETS = {"p/u": 1.5, "p/a": 1.8}  # issue 17, on the batch_sizes grid
 TARGET_GRID = "batch_sizes"
 LABELS = {
-    "p": "(p) `sweep run GRID --workers 1` (packed, default K)",
+    "p": "(p) `sweep run GRID --workers 1 --pack 3` (packed)",
     "u": "(u) `sweep run GRID --workers 1 --pack 1` (every run alone)",
     "a": "(a) plain Keras loop `python -m benchmarks.keras_baseline GRID`",
 }

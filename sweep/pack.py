@@ -60,18 +60,18 @@ from sweep.train import (
     steps_per_execution,
 )
 
-# Towers per pack for each batch size: still a guess; a batch size between two rows takes the smaller
-# one's. The K table measured on 2026-12-04 (results/bench/pack_k/pack.md, `python -m benchmarks.pack
-# --repeats 1 --grids --batch-sizes 8 32 128 --ks 1 2 3 4 6 --out results/bench/pack_k`) is not used:
-# its timed epochs took whole multiples of about 5.13 s (5.12, 10.97, 20.5, 41.0 s), a periodic stall,
-# not training, so its rule's choice ({8: 1, 32: 2, 128: 4}) says nothing about K.
-PACK_SIZES = {8: 4, 16: 4, 32: 6, 64: 6, 128: 4, 256: 2}
+# Towers per pack for each batch size when `--pack` is not given (a batch size between two rows takes
+# the smaller one's; none listed: one run per pack). Empty: on 2026-12-04 (results/bench/pack.md) a
+# scaled batch_sizes grid ran 0.73x as fast packed as alone, and the K table
+# (results/bench/pack_k/pack.md) was spoiled by a periodic ~5.13 s stall, so no batch size has yet
+# been measured to gain; `--pack K` turns packing on.
+PACK_SIZES: dict[int, int] = {}
 
 
 def default_size(batch_size: int) -> int:
-    """Towers per pack at this batch size (PACK_SIZES)."""
+    """Towers per pack at this batch size (PACK_SIZES; 1 where it lists none)."""
     fitting = [b for b in PACK_SIZES if b <= batch_size]
-    return PACK_SIZES[max(fitting)] if fitting else PACK_SIZES[min(PACK_SIZES)]
+    return PACK_SIZES[max(fitting)] if fitting else 1
 
 
 def pack_key(spec: RunSpec) -> tuple | None:

@@ -58,6 +58,7 @@ from sweep.train import (
     run_info,
     seed_everything,
     steps_per_execution,
+    zero_optimizer,
 )
 
 # Towers per pack for each batch size when `--pack` is not given (a batch size between two rows takes
@@ -332,9 +333,7 @@ def _run_loss() -> Any:
 def _reset_optimizer(optimizer: Any, rates: list[float]) -> None:
     """A zeroed optimizer (step count, slots) with these runs' constant learning rates (the
     cache key holds any warm-up schedule: those are the same as the compiled model's)."""
-    for variable in optimizer.variables:
-        if "learning_rate" not in variable.path:
-            variable.assign(np.zeros(variable.shape, variable.dtype))
+    zero_optimizer(optimizer)
     for rate, value in zip(optimizer.tower_rates or (), rates, strict=False):
         rate.assign(value)
 

@@ -18,7 +18,7 @@ from typing import Any
 from sweep import checkpoint, events, pack, resume, vocab
 from sweep.plan import RunSpec
 from sweep.store import Claim, Store
-from sweep.worker import Ending, end_run, should_prune
+from sweep.worker import Ending, end_run, pruned_error, should_prune
 
 
 def size_for(claim: Claim, limit: int | None, places: checkpoint.Places, alone: set[str]) -> int:
@@ -82,7 +82,7 @@ def run_pack(store: Store, claims: list[Claim], emit: events.Emit, places: check
                     last[k] = record.to_dict()
                     _store_record(store, claims[k], packed, k, last[k], places, emit, epochs)
                     if should_prune(claims[k], record.epoch, epochs):
-                        error = f"pruned after epoch {record.epoch}: {claims[k].metric} below the search's median"
+                        error = pruned_error(claims[k], record.epoch)
                         endings[k] = Ending(vocab.PRUNED, error, epochs, last[k])
                         packed.end(k)
             for k, tower in enumerate(packed.towers):

@@ -348,9 +348,15 @@ def reset_compiled(model: Any, fresh: Any, lr: Any) -> None:
     a schedule is part of the compiled graph). Its traced functions are kept, so the next `fit`
     does not trace again; the numbers are a fresh model's (tests/test_train.py)."""
     model.set_weights(fresh.get_weights())
-    for variable in model.optimizer.variables:  # the step count, Adam's moments, SGD's momentum
-        if "learning_rate" not in variable.path:
-            variable.assign(np.zeros(variable.shape, variable.dtype))
+    zero_optimizer(model.optimizer)
     if isinstance(lr, float):
         model.optimizer.learning_rate = lr
     model.stop_training = False
+
+
+def zero_optimizer(optimizer: Any) -> None:
+    """An optimizer as before its first step: the step count, Adam's moments, SGD's momentum zeroed;
+    its learning rate left as it is."""
+    for variable in optimizer.variables:
+        if "learning_rate" not in variable.path:
+            variable.assign(np.zeros(variable.shape, variable.dtype))

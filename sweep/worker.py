@@ -182,7 +182,7 @@ def run_one(store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Pl
                 emit(events.EpochDone(spec.run_id, epochs, last))
                 if should_prune(claim, record.epoch, epochs):
                     status = vocab.PRUNED
-                    error = f"pruned after epoch {record.epoch}: {claim.metric} below the search's median"
+                    error = pruned_error(claim, record.epoch)
                     break
             else:  # every epoch trained, or stopped early by its rule; an exception above leaves it failed
                 status = vocab.DONE
@@ -213,6 +213,10 @@ def should_prune(claim: Claim, epoch: float, epochs: int) -> bool:
     """A search trial whose curve is below the pruner's median, at a whole epoch before its last:
     pruning at the last epoch would save nothing and hide a finished trial from the sampler."""
     return claim.search is not None and float(epoch).is_integer() and epoch < epochs and claim.trial.should_prune()
+
+
+def pruned_error(claim: Claim, epoch: float) -> str:
+    return f"pruned after epoch {epoch}: {claim.metric} below the search's median"
 
 
 @dataclass(frozen=True)

@@ -257,8 +257,18 @@ def epoch_order(labels: np.ndarray, shuffle: bool, seed: int, epoch: int) -> np.
     return np.random.default_rng(derive_seed(seed, "data-order", epoch)).permutation(len(labels))
 
 
-def batches(x: np.ndarray, y: np.ndarray, batch_size: int) -> Any:
-    """A `tf.data.Dataset` of (x, y) batches in the given row order; the last batch may be short."""
+def batches(x: Any, y: Any, batch_size: int) -> Any:
+    """A `tf.data.Dataset` of (x, y) batches in the given row order; the last batch may be short.
+    x and y may be arrays or tuples of arrays (a pack's towers, sweep/pack.py); y None: x alone.
+
+    tf.data's autotuning is off. Its optimisation thread wakes after 10 ms, then 20, 40, ... up to
+    5.12 s between wake-ups, and a finished iterator waits for the next wake-up: each `fit`,
+    `evaluate` or `predict` call returned only at 0.63 s, 1.27, 2.55, 5.11, 10.23 s... after it
+    started, up to twice its work (docs/levers.md, "tf.data's autotuning wait"). The arrays are in
+    memory, so a fixed prefetch of two batches is all the pipeline needs."""
     import tensorflow as tf
 
-    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    elements = x if y is None else (x, y)
+    return tf.data.Dataset.from_tensor_slices(elements).batch(batch_size).prefetch(2).with_options(options)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from sweep import checkpoint, devices, optim, stopping
+from sweep import checkpoint, devices, optim, recal, stopping
 from sweep import data as data_module
 from sweep import model as model_module
 from sweep.plan import RunSpec
@@ -172,10 +172,8 @@ class PackedRun:
             yield index, found
 
     def _fit(self, xs: list[np.ndarray], ys: list[np.ndarray], epoch: int) -> tuple[dict[str, list[float]], float]:
-        import tensorflow as tf
-
         batch = self.towers[0].spec.point.train.batch_size
-        dataset = tf.data.Dataset.from_tensor_slices((tuple(xs), tuple(ys))).batch(batch).prefetch(tf.data.AUTOTUNE)
+        dataset = data_module.batches(tuple(xs), tuple(ys), batch)
         started = time.perf_counter()
         # No TerminateOnNaN: one tower's NaN must not stop the others (each is checked at its record).
         history = self.model.fit(dataset, initial_epoch=epoch - 1, epochs=epoch, verbose=0, shuffle=False)
@@ -199,11 +197,10 @@ class PackedRun:
         val = self._evaluate([(t.split.x_val, t.split.y_val) for t in self.towers])
         predicted = self._predicted()
         rates = self.model.optimizer.tower_rates  # None under warm-up schedules
+        recal_fields = self._recalibrated(train_eval, val) if self.towers[0].spec.point.train.recalibrate_bn else None
         for k in healthy:
             tower = self.towers[k]
-            extra: dict[str, float] = {}
-            if tower.spec.point.train.recalibrate_bn:
-                extra |= recalibrated(tower.spec, tower.split, tower.model.get_weights(), train_eval[k], val[k])
+            extra: dict[str, float] = dict(recal_fields[k]) if recal_fields else {}
             if predicted is not None:
                 extra |= balanced(predicted[k], tower.split.y_train_eval)
             lr = float(rates[k].numpy()) if rates else _scheduled(self.model.optimizer, k)
@@ -211,18 +208,29 @@ class PackedRun:
         return found
 
     def _evaluate(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
-        xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
-        result = self.model.evaluate(xs, ys, batch_size=EVAL_BATCH, verbose=0, return_dict=True)
-        return [
-            {"accuracy": float(result[f"tower{k}_accuracy"]), "loss": float(result[f"tower{k}_{RUN_LOSS}"])}
-            for k in range(len(pairs))
-        ]
+        return evaluate_towers(self.model, pairs)
+
+    def _recalibrated(self, train_eval: list[dict[str, float]], val: list[dict[str, float]]) -> list[dict[str, float]]:
+        """Each tower's *_recal fields, all K recalibrated and evaluated at once (a twin pack, `_Twins`)."""
+        first = self.towers[0].spec
+        if not first.point.model.batchnorm:  # nothing to recalibrate: the raw numbers, as alone
+            raw = zip(self.towers, train_eval, val, strict=True)
+            return [recalibrated(first, t.split, [], e, v) for t, e, v in raw]
+        if COMPILED.twin is None:  # built and traced once per compiled pack, like its training function
+            point, classes = first.point, self.towers[0].split.num_classes
+            COMPILED.twin = _Twins(
+                lambda: model_module.build_model(point.model, point.data.image_size, classes, point.data.channels),
+                len(self.towers),
+            )
+        numbers = COMPILED.twin.evaluate([t.model.get_weights() for t in self.towers], [t.split for t in self.towers])
+        return [n.fields() for n in numbers]
 
     def _predicted(self) -> list[np.ndarray] | None:
         """Each tower's class probabilities on its train_eval set, for the balanced accuracy (imbalanced data)."""
         if not self.towers[0].spec.point.data.imbalance:
             return None
-        outputs = self.model.predict([t.split.x_train_eval for t in self.towers], batch_size=EVAL_BATCH, verbose=0)
+        images = data_module.batches(tuple(t.split.x_train_eval for t in self.towers), None, EVAL_BATCH)
+        outputs = self.model.predict(images, verbose=0)
         return list(outputs)
 
 
@@ -251,6 +259,56 @@ def tower_view(model: Any, k: int) -> TowerView:
     mine = [v for i, key in enumerate(trainable) if key in owned for v in slots[i * per : (i + 1) * per]]
     rate = optimizer.tower_rates[k] if optimizer.tower_rates else head[1]
     return TowerView(list(tower.variables), _Variables([head[0], rate, *mine]))
+
+
+class _Twins:
+    """K copies of the runs' architecture, as one model, that evaluate with recalibrated BatchNorm
+    statistics (sweep/recal.py's `Twin` for a pack): one probe and one `evaluate` for all K, each
+    copy's ops those of its run's own twin, so its numbers are the ones the run gets alone."""
+
+    def __init__(self, build: Any, k: int) -> None:
+        import keras
+        import tensorflow as tf
+
+        self.copies = [build() for _ in range(k)]
+        for index, copy in enumerate(self.copies):
+            copy.name = f"tower{index}"
+        norm = keras.layers.BatchNormalization
+        self.norms = [[layer for layer in c.layers if isinstance(layer, norm)] for c in self.copies]
+        # Probes before the copies join the pack model: each BatchNorm's input in its own copy's graph.
+        pairs = zip(self.copies, self.norms, strict=True)
+        probes = [keras.Model(c.inputs, [layer.input for layer in n]) for c, n in pairs]
+        self._inputs = tf.function(
+            lambda xs: [recal.as_list(p(x, training=True)) for p, x in zip(probes, xs, strict=True)],
+            reduce_retracing=True,
+        )
+        inputs = [keras.Input(c.inputs[0].shape[1:], name=f"image{i}") for i, c in enumerate(self.copies)]
+        self.model = keras.Model(inputs, [c(x) for c, x in zip(self.copies, inputs, strict=True)], name="twins")
+        self.model.compile(
+            loss=["sparse_categorical_crossentropy"] * k,
+            metrics=[["accuracy", _run_loss()] for _ in range(k)],
+            jit_compile=False,
+        )
+
+    def evaluate(self, weights: list[list[np.ndarray]], splits: list[data_module.Split]) -> list[recal.Recalibrated]:
+        """Each copy's numbers with its run's weights, its BatchNorm statistics from its x_train_eval."""
+        for copy, mine in zip(self.copies, weights, strict=True):
+            copy.set_weights(mine)
+        recal.set_statistics(self.norms, self._inputs, [s.x_train_eval for s in splits])
+        train = evaluate_towers(self.model, [(s.x_train_eval, s.y_train_eval) for s in splits])
+        val = evaluate_towers(self.model, [(s.x_val, s.y_val) for s in splits])
+        both = zip(train, val, strict=True)
+        return [recal.Recalibrated(t["accuracy"], t["loss"], v["accuracy"], v["loss"]) for t, v in both]
+
+
+def evaluate_towers(model: Any, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
+    """Each tower's accuracy and loss on its own (x, y), one `evaluate` for all."""
+    xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
+    result = model.evaluate(data_module.batches(tuple(xs), tuple(ys), EVAL_BATCH), verbose=0, return_dict=True)
+    return [
+        {"accuracy": float(result[f"tower{k}_accuracy"]), "loss": float(result[f"tower{k}_{RUN_LOSS}"])}
+        for k in range(len(pairs))
+    ]
 
 
 def _scheduled(optimizer: Any, k: int) -> float:

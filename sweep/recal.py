@@ -27,6 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from sweep import vocab
+from sweep.data import batches
+
+QUIET: dict[str, Any] = {"verbose": 0, "return_dict": True}
 RECAL_BATCH = 512  # images per forward pass; large, so downstream layers see near-population statistics
 
 
@@ -38,6 +42,16 @@ class Recalibrated:
     train_eval_loss: float
     val_acc: float
     val_loss: float
+
+    def fields(self) -> dict[str, float]:
+        """The record's *_recal fields."""
+        return {
+            vocab.TRAIN_EVAL_ACC_RECAL: self.train_eval_acc,
+            vocab.VAL_ACC_RECAL: self.val_acc,
+            vocab.TRAIN_EVAL_LOSS_RECAL: self.train_eval_loss,
+            vocab.VAL_LOSS_RECAL: self.val_loss,
+            vocab.EVAL_GAP_RECAL: self.train_eval_acc - self.val_acc,
+        }
 
 
 class Twin:
@@ -63,10 +77,8 @@ class Twin:
         self.model.set_weights(weights)
         if self.norms:
             self._recalibrate(split.x_train_eval)
-        train = self.model.evaluate(
-            split.x_train_eval, split.y_train_eval, batch_size=self.eval_batch, verbose=0, return_dict=True
-        )
-        val = self.model.evaluate(split.x_val, split.y_val, batch_size=self.eval_batch, verbose=0, return_dict=True)
+        train = self.model.evaluate(batches(split.x_train_eval, split.y_train_eval, self.eval_batch), **QUIET)
+        val = self.model.evaluate(batches(split.x_val, split.y_val, self.eval_batch), **QUIET)
         return Recalibrated(
             train_eval_acc=float(train["accuracy"]),
             train_eval_loss=float(train["loss"]),
@@ -76,18 +88,33 @@ class Twin:
 
     def _recalibrate(self, x: np.ndarray) -> None:
         """Set every BatchNorm layer's moving mean and variance to its input's pooled statistics over x."""
-        sums = [np.zeros(layer.moving_mean.shape, np.float64) for layer in self.norms]
-        squares = [np.zeros_like(s) for s in sums]
-        counts = [0] * len(sums)  # values per channel: images x positions, different per layer
-        for start in range(0, len(x), RECAL_BATCH):
-            inputs = self._inputs(x[start : start + RECAL_BATCH])
-            inputs = inputs if isinstance(inputs, list | tuple) else [inputs]
+        set_statistics([self.norms], lambda chunks: [as_list(self._inputs(chunks[0]))], [x])
+
+
+def set_statistics(norms: list[list[Any]], probe: Any, xs: list[np.ndarray]) -> None:
+    """Set each model's BatchNorm moving means and variances to their inputs' pooled statistics.
+
+    `norms[k]` are model k's BatchNorm layers and `xs[k]` its images (all of one length);
+    `probe(chunks)` returns, for each model, the inputs of its BatchNorm layers on its chunk, in
+    training mode. A pack (sweep/pack.py) probes its K towers in one call; a run alone, K = 1."""
+    sums = [[np.zeros(layer.moving_mean.shape, np.float64) for layer in layers] for layers in norms]
+    squares = [[np.zeros_like(s) for s in model_sums] for model_sums in sums]
+    counts = [[0] * len(layers) for layers in norms]  # values per channel: images x positions, per layer
+    for start in range(0, len(xs[0]), RECAL_BATCH):
+        found = probe([x[start : start + RECAL_BATCH] for x in xs])
+        for k, inputs in enumerate(found):
             for i, values in enumerate(inputs):
                 flat = values.numpy().astype(np.float64).reshape(-1, values.shape[-1])
-                sums[i] += flat.sum(axis=0)
-                squares[i] += np.square(flat).sum(axis=0)
-                counts[i] += flat.shape[0]
-        for layer, total, square, count in zip(self.norms, sums, squares, counts, strict=True):
+                sums[k][i] += flat.sum(axis=0)
+                squares[k][i] += np.square(flat).sum(axis=0)
+                counts[k][i] += flat.shape[0]
+    for layers, model_sums, model_squares, model_counts in zip(norms, sums, squares, counts, strict=True):
+        for layer, total, square, count in zip(layers, model_sums, model_squares, model_counts, strict=True):
             mean = total / count
             layer.moving_mean.assign(mean.astype(np.float32))
             layer.moving_variance.assign(np.maximum(square / count - mean**2, 0.0).astype(np.float32))
+
+
+def as_list(inputs: Any) -> list[Any]:
+    """A probe's output as a list (a model with one BatchNorm layer returns its input alone)."""
+    return list(inputs) if isinstance(inputs, list | tuple) else [inputs]

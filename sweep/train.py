@@ -184,7 +184,7 @@ class Run:
         if cfg.recalibrate_bn:
             extra |= recalibrated(self.spec, split, self.model.get_weights(), train_eval, val)
         if self.spec.point.data.imbalance:
-            predicted = self.model.predict(split.x_train_eval, batch_size=EVAL_BATCH, verbose=0)
+            predicted = self.model.predict(data_module.batches(split.x_train_eval, None, EVAL_BATCH), verbose=0)
             extra |= balanced(predicted, split.y_train_eval)
         return assemble(epoch, step, stretches, seconds, train_eval, val, optim.current_lr(self.model), extra)
 
@@ -206,7 +206,7 @@ class Run:
         }
 
     def _evaluate(self, x: Any, y: Any) -> dict[str, float]:
-        result = self.model.evaluate(x, y, batch_size=EVAL_BATCH, verbose=0, return_dict=True)
+        result = self.model.evaluate(data_module.batches(x, y, EVAL_BATCH), verbose=0, return_dict=True)
         return {"accuracy": float(result["accuracy"]), "loss": float(result["loss"])}
 
 
@@ -224,13 +224,7 @@ def recalibrated(
                 EVAL_BATCH,
             )
         numbers = COMPILED.twin.evaluate(weights, split)
-    return {
-        vocab.TRAIN_EVAL_ACC_RECAL: numbers.train_eval_acc,
-        vocab.VAL_ACC_RECAL: numbers.val_acc,
-        vocab.TRAIN_EVAL_LOSS_RECAL: numbers.train_eval_loss,
-        vocab.VAL_LOSS_RECAL: numbers.val_loss,
-        vocab.EVAL_GAP_RECAL: numbers.train_eval_acc - numbers.val_acc,
-    }
+    return numbers.fields()
 
 
 def run_info(

@@ -68,6 +68,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=None, help=f"default {pack_k.BATCH_SIZES}")
     parser.add_argument("--ks", type=int, nargs="*", default=None, help=f"default {pack_k.KS}; none: skip the K table")
+    parser.add_argument("--epochs", type=int, default=None, help=f"each grid's train.epochs (default {SMALL})")
+    parser.add_argument(
+        "--samples-per-class", type=int, default=None, help="each grid's data.samples_per_class (default as above)"
+    )
     return parser.parse_args(argv)
 
 
@@ -88,8 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[Row] = [meta("started", started), meta("machine", machine.describe()), meta("mode", mode)]
         rows += [meta("repeats", repeats), meta("grid_repeats", grid_repeats)]
         rows.append(meta("load_average_start", round(machine.load_average(), 2)))
-        rows += [meta(f"scale.{name}.{key}", v) for name in grids for key, v in SCALE[mode][name].items()]
-        scaled = {name: scale_grid(EXPERIMENTS / f"{name}.yaml", folder / name, SCALE[mode][name]) for name in grids}
+        scale = {name: SCALE[mode].get(name, SMALL) | overrides(args) for name in grids}
+        rows += [meta(f"scale.{name}.{key}", v) for name in grids for key, v in scale[name].items()]
+        scaled = {name: scale_grid(EXPERIMENTS / f"{name}.yaml", folder / name, scale[name]) for name in grids}
         if scaled:
             rows += time_grids(scaled, grid_repeats, env)
             write_outputs(rows, out)  # the grids' part, in case the K table fails
@@ -140,6 +145,12 @@ def measure_ks(
     peak = effective_peaks(measure_peaks([], env))[machine.cores()]
     flops = train_flops_per_sample(spec.point.data.image_size, spec.point.data.classes or 120, spec.point.model.width)
     return summarize_ks(measured, peak, flops)
+
+
+def overrides(args: argparse.Namespace) -> dict[str, int]:
+    """--epochs and --samples-per-class, where given: the grids at a length closer to the real one."""
+    given = {"train.epochs": args.epochs, "data.samples_per_class": args.samples_per_class}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def scale_grid(source: Path, folder: Path, scale: dict[str, Any]) -> tuple[Path, Path]:

@@ -11,8 +11,8 @@ In one run, on one machine (the grids first, then the K table):
    best of the repeats; K is chosen as the smallest K within CHOSEN_WITHIN of the best. With it, the
    training step's FLOP/s as a share of a float32 matmul peak measured in this run (benchmarks/peaks.py).
 2. Runs per hour on experiments/article.yaml, batch_sizes.yaml and causes.yaml, each scaled down
-   (SCALE: one epoch, fewer images; seeds, batch sizes, variants, records inside epochs and
-   recalibration kept), each timed
+   (SCALE: one epoch, fewer images; `--epochs` and `--samples-per-class` set others; seeds, batch
+   sizes, variants, records inside epochs and recalibration kept), each timed
    as a whole process from an empty results folder, configurations in alternating order across
    repeats, best of the repeats: (p) `sweep run GRID --workers 1 --pack 3` (packed); (u) the same
    with `--pack 1` (every run alone); (a) the plain Keras loop `python -m benchmarks.keras_baseline`

@@ -62,10 +62,9 @@ from sweep.train import (
 )
 
 # Towers per pack for each batch size when `--pack` is not given (a batch size between two rows takes
-# the smaller one's; none listed: one run per pack). Empty: on 2026-12-04 (results/bench/pack.md) a
-# scaled batch_sizes grid ran 0.73x as fast packed as alone, and the K table
-# (results/bench/pack_k/pack.md) was spoiled by a periodic ~5.13 s stall, so no batch size has yet
-# been measured to gain; `--pack K` turns packing on.
+# the smaller one's; none listed: one run per pack). Empty: on 2026-12-05 (results/bench/pack.md) the
+# batch_sizes grid ran 1.08x as fast packed in 3s as alone (evaluation at its records dominates), and
+# a packed run's epoch_seconds are a share of its pack's, which claim C6 reads; `--pack K` turns it on.
 PACK_SIZES: dict[int, int] = {}
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sweep.config import DataConfig
-from sweep.data import epoch_order, load_split, raw_arrays, train_counts
+from sweep.data import batches, epoch_order, load_split, raw_arrays, train_counts
 
 SMALL = DataConfig(classes=8, samples_per_class=20, image_size=16)  # glyphs120: 16 train + 4 val per class
 
@@ -191,3 +191,13 @@ def test_imbalance_on_a_fixed_dataset_gives_class_0_its_share(tmp_path: Path, ki
     assert not class_0 & set(_rows(skewed.x_val))
     assert skewed.x_val.tobytes() == balanced.x_val.tobytes() and np.array_equal(skewed.y_val, balanced.y_val)
     assert len(set(np.bincount(skewed.y_val))) == 1  # balanced
+
+
+def test_batches_keep_order_and_sizes_without_tf_data_autotuning() -> None:
+    """Autotuning off: its thread's wake-ups made every fit/evaluate wait (benchmarks/autotune.py)."""
+    x, y = np.arange(10, dtype=np.float32).reshape(10, 1), np.arange(10)
+    dataset = batches(x, y, 4)
+    assert [list(b[1].numpy()) for b in dataset] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert dataset.options().autotune.enabled is False
+    towers = batches((x, x + 100), None, 8)  # a pack's images, no labels
+    assert [[list(t.numpy().ravel()) for t in b] for b in towers][1] == [[8, 9], [108, 109]]

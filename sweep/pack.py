@@ -192,8 +192,8 @@ class PackedRun:
         healthy = [k for k in live if k not in found]
         if not healthy:
             return found
-        train_eval = self._evaluate([(t.split.x_train_eval, t.split.y_train_eval) for t in self.towers])
-        val = self._evaluate([(t.split.x_val, t.split.y_val) for t in self.towers])
+        train_eval = evaluate_towers(self.model, [(t.split.x_train_eval, t.split.y_train_eval) for t in self.towers])
+        val = evaluate_towers(self.model, [(t.split.x_val, t.split.y_val) for t in self.towers])
         predicted = self._predicted()
         rates = self.model.optimizer.tower_rates  # None under warm-up schedules
         recal_fields = self._recalibrated(train_eval, val) if self.towers[0].spec.point.train.recalibrate_bn else None
@@ -205,9 +205,6 @@ class PackedRun:
             lr = float(rates[k].numpy()) if rates else _scheduled(self.model.optimizer, k)
             found[k] = assemble(epoch, step, stretches[k], seconds, train_eval[k], val[k], lr, extra)
         return found
-
-    def _evaluate(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
-        return evaluate_towers(self.model, pairs)
 
     def _recalibrated(self, train_eval: list[dict[str, float]], val: list[dict[str, float]]) -> list[dict[str, float]]:
         """Each tower's *_recal fields, all K recalibrated and evaluated at once (a twin pack, `_Twins`)."""
@@ -266,28 +263,18 @@ class _Twins:
     copy's ops those of its run's own twin, so its numbers are the ones the run gets alone."""
 
     def __init__(self, build: Any, k: int) -> None:
-        import keras
         import tensorflow as tf
 
         self.copies = [build() for _ in range(k)]
-        for index, copy in enumerate(self.copies):
-            copy.name = f"tower{index}"
-        norm = keras.layers.BatchNormalization
-        self.norms = [[layer for layer in c.layers if isinstance(layer, norm)] for c in self.copies]
-        # Probes before the copies join the pack model: each BatchNorm's input in its own copy's graph.
-        pairs = zip(self.copies, self.norms, strict=True)
-        probes = [keras.Model(c.inputs, [layer.input for layer in n]) for c, n in pairs]
+        found = [recal.norms_and_probe(copy) for copy in self.copies]  # before the copies join one model
+        self.norms = [norms for norms, _ in found]
+        probes = [probe for _, probe in found]
         self._inputs = tf.function(
             lambda xs: [recal.as_list(p(x, training=True)) for p, x in zip(probes, xs, strict=True)],
             reduce_retracing=True,
         )
-        inputs = [keras.Input(c.inputs[0].shape[1:], name=f"image{i}") for i, c in enumerate(self.copies)]
-        self.model = keras.Model(inputs, [c(x) for c, x in zip(self.copies, inputs, strict=True)], name="twins")
-        self.model.compile(
-            loss=["sparse_categorical_crossentropy"] * k,
-            metrics=[["accuracy", _run_loss()] for _ in range(k)],
-            jit_compile=False,
-        )
+        self.model = _joined(self.copies, "twins")
+        self.model.compile(**_tower_losses(k), jit_compile=False)
 
     def evaluate(self, weights: list[list[np.ndarray]], splits: list[data_module.Split]) -> list[recal.Recalibrated]:
         """Each copy's numbers with its run's weights, its BatchNorm statistics from its x_train_eval."""
@@ -325,8 +312,6 @@ def _watch(spec: RunSpec) -> stopping.Watch | None:
 def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: int) -> tuple[Any, list[Any], bool]:
     """(compiled pack model, each run's tower, whether the compiled model was reused). Each tower is
     seeded and built as its run would be alone; a cached pack of the same graph takes their weights."""
-    import keras
-
     first = specs[0]
     schedules = [optim.learning_rate(spec.point.train, steps_per_epoch) for spec in specs]
     replicas = devices.replicas_for(1)
@@ -337,11 +322,9 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
         forget_compiled()
     data = first.point.data
     fresh = []
-    for k, spec in enumerate(specs):
+    for spec in specs:
         seed_everything(spec.seed)  # right before the weights are drawn, as alone
-        tower = model_module.build_model(spec.point.model, data.image_size, split.num_classes, data.channels)
-        tower.name = f"tower{k}"
-        fresh.append(tower)
+        fresh.append(model_module.build_model(spec.point.model, data.image_size, split.num_classes, data.channels))
     if any(tower.losses for tower in fresh):
         raise Unpackable("the model adds losses of its own (regularizers): its runs train alone")
     rates = [optim.effective_lr(spec.point.train) for spec in specs]
@@ -353,17 +336,30 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
         _reset_optimizer(model.optimizer, rates)
         model.stop_training = False
         return model, towers, True
-    inputs = [keras.Input(tower.inputs[0].shape[1:], name=f"image{k}") for k, tower in enumerate(fresh)]
-    model = keras.Model(inputs, [tower(x) for tower, x in zip(fresh, inputs, strict=True)], name="pack")
+    model = _joined(fresh, "pack")
     model.compile(
         optimizer=_tower_optimizer(first.point.train.optimizer, schedules, fresh),
-        loss=["sparse_categorical_crossentropy"] * len(specs),
-        metrics=[["accuracy", _run_loss()] for _ in specs],
+        **_tower_losses(len(specs)),
         jit_compile=False,
         steps_per_execution=steps_per_execution(first.point.train.batch_size, 1),
     )
     COMPILED.key, COMPILED.model, COMPILED.strategy = key, model, devices.strategy_for(replicas)
     return model, fresh, False
+
+
+def _joined(models: list[Any], name: str) -> Any:
+    """K models as the towers of one: K inputs, K outputs, tower k named `tower{k}`."""
+    import keras
+
+    for k, tower in enumerate(models):
+        tower.name = f"tower{k}"
+    inputs = [keras.Input(tower.inputs[0].shape[1:], name=f"image{k}") for k, tower in enumerate(models)]
+    return keras.Model(inputs, [tower(x) for tower, x in zip(models, inputs, strict=True)], name=name)
+
+
+def _tower_losses(k: int) -> dict[str, Any]:
+    """`compile`'s loss and metrics for K towers: each tower's accuracy and its loss as alone (`_run_loss`)."""
+    return {"loss": ["sparse_categorical_crossentropy"] * k, "metrics": [["accuracy", _run_loss()] for _ in range(k)]}
 
 
 RUN_LOSS = "run_loss"

@@ -59,13 +59,11 @@ class Twin:
 
     def __init__(self, build: Any, eval_batch: int) -> None:
         """`build()` returns a fresh uncompiled model of the run's architecture."""
-        import keras
         import tensorflow as tf
 
         self.model = build()
         self.model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False)
-        self.norms = [layer for layer in self.model.layers if isinstance(layer, keras.layers.BatchNormalization)]
-        probe = keras.Model(self.model.inputs, [layer.input for layer in self.norms])
+        self.norms, probe = norms_and_probe(self.model)
         self.eval_batch = eval_batch
         # Training mode: each BatchNorm normalises with its batch's statistics, so every layer's
         # input is what it would be with recalibrated statistics above it. (It also moves the
@@ -89,6 +87,15 @@ class Twin:
     def _recalibrate(self, x: np.ndarray) -> None:
         """Set every BatchNorm layer's moving mean and variance to its input's pooled statistics over x."""
         set_statistics([self.norms], lambda chunks: [as_list(self._inputs(chunks[0]))], [x])
+
+
+def norms_and_probe(model: Any) -> tuple[list[Any], Any]:
+    """A model's BatchNorm layers, and a model from its inputs to theirs (its probe). Made before the
+    model is called inside another, so each input is the one in the model's own graph."""
+    import keras
+
+    norms = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
+    return norms, keras.Model(model.inputs, [layer.input for layer in norms])
 
 
 def set_statistics(norms: list[list[Any]], probe: Any, xs: list[np.ndarray]) -> None:

@@ -65,7 +65,7 @@ def steps_figure(reading: CurveReading) -> Figure:
     from matplotlib.figure import Figure
 
     curve = reading.curve
-    fig = Figure(figsize=(6.4, 4.8), layout="constrained")
+    fig = Figure(figsize=(6.4, 4.8))
     ax = fig.subplots()
     fig.suptitle(f"Steps to target val_acc: {curve.label()}", fontsize="medium")
     fits = {f.target: f for f in reading.fits}
@@ -84,6 +84,7 @@ def steps_figure(reading: CurveReading) -> Figure:
     ax.set_ylabel("optimizer steps to first reach the target (log scale)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize="small")
+    plots.place(fig)
     return fig
 
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from sweep import keys, vocab
@@ -111,7 +112,10 @@ def matches(series: pd.Series, value: Any) -> pd.Series:
         return series.astype(str) == json.dumps(list(value))
     if isinstance(value, (bool, str)):
         return series.astype(str) == str(value)
-    return pd.to_numeric(series, errors="coerce").sub(value).abs() < 1e-9
+    # numpy, not pandas arithmetic: this runs thousands of times per report, and pandas' per-call cost dominated
+    numbers = series if series.dtype.kind in "iuf" else pd.to_numeric(series, errors="coerce")
+    close = np.abs(numbers.to_numpy(dtype=float) - float(value)) < 1e-9
+    return pd.Series(close, index=series.index, name=series.name)
 
 
 def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (), min_values: int = 2) -> Selection | None:

@@ -50,7 +50,6 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     results = analysis.load(folders)
     target = Path(out) if out is not None else Path(folders[0])
     target.mkdir(parents=True, exist_ok=True)
-    analysis.write_tables(results, target)
     health = analysis.run_health(results)
     healthy = analysis.without(results.epochs, health)  # stuck runs stay in: none is left out for its outcome
     summary = analysis.run_summary(healthy)
@@ -59,17 +58,20 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     decided_in = until_section.folders_by_claim(until)
     findings = evaluate(claims_summary, decided_in)
     condition_maps = maps.maps(claims_summary)
-    curves = scaling.read(results)
-    # the figures are drawn in a child process while this one re-checks the claims: neither needs the other
-    with background(lambda: _draw(results, findings, curves, condition_maps, target, svg)) as drawing:
+    # Drawing (matplotlib) is most of a report's time: a child process draws, and reads the steps to
+    # target the steps figures show, while this one checks the claims; neither needs the other's work.
+    # The child starts as early as the figures' inputs allow.
+    with background(lambda: _draw(results, findings, condition_maps, target, svg)) as drawing:
+        analysis.write_tables(results, target)
         sensitivity = stuck_sensitivity(findings, results, health, decided_in)
         claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
         maps.table(condition_maps).to_csv(target / "tables" / "maps.csv", index=False)
         reads = comparable.comparable(summary, healthy)
         comparable.table(reads).to_csv(target / "tables" / "readings.csv", index=False)
-        scaling_report.write_tables(curves, target)
         attributed, candidates = attribution.attribution(healthy), map_section.candidates(claims_summary)
-        figures, steps_figures, map_figures = drawing.result()
+        drawn = drawing.result()
+    figures, curves, steps_figures, map_figures = drawn
+    scaling_report.write_tables(curves, target)
     doc = sections.document(
         results,
         findings,
@@ -94,16 +96,18 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
 def _draw(
     results: analysis.Results,
     findings: list[tuple[Claim, Finding | None]],
-    curves: list[scaling.CurveReading],
     condition_maps: list[maps.ConditionMap],
     target: Path,
     svg: bool,
-) -> tuple[list[FigureFile], list[FigureFile], dict[str, FigureFile]]:
-    """Every figure: the per-folder ones and seeds to decide, steps to target, the condition maps."""
+) -> tuple[list[FigureFile], list[scaling.CurveReading], list[FigureFile], dict[str, FigureFile]]:
+    """Every figure: the per-folder ones and seeds to decide; the steps to target (read here, returned
+    for the tables) and their figures; the condition maps."""
     figures = plots.draw_all(results, target, svg=svg)
     seeds = seeds_figure.draw(findings, target, svg=svg)
     figures += [seeds] if seeds else []
-    return figures, scaling_plots.draw(curves, target, svg=svg), map_figure.draw(condition_maps, target, svg=svg)
+    curves = scaling.read(results)
+    steps_figures = scaling_plots.draw(curves, target, svg=svg)
+    return figures, curves, steps_figures, map_figure.draw(condition_maps, target, svg=svg)
 
 
 def stuck_sensitivity(

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from sweep import vocab
@@ -47,6 +48,13 @@ BN_MOMENTUM = "model.bn_momentum"
 
 def _est(rows: pd.DataFrame, axis: str, value: Any, metric: str) -> Estimate:
     return estimate(rows[metric][matches(rows[axis], value)])  # `where` on one column: it is called ~1000 times
+
+
+def _means(rows: pd.DataFrame, axis: str, values: Sequence[Any], metric: str) -> dict[Any, float]:
+    """`_est(rows, axis, v, metric).mean` for each of `values` of a numeric axis, from one conversion to arrays."""
+    at = pd.to_numeric(rows[axis], errors="coerce").to_numpy(dtype=float)
+    numbers = rows[metric].to_numpy(dtype=float)
+    return {v: estimate(numbers[np.abs(at - float(v)) < 1e-9]).mean for v in values}
 
 
 def _finding(
@@ -351,8 +359,8 @@ def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Fin
     keys, narrow = pair_keys(sel.rows, BATCH_SIZE), sel.rows[[BATCH_SIZE, metric]]  # once, not once per seed
     for seed in seeds:
         held = sel.rows[vocab.SEED] == seed
-        rest = narrow[~held]
-        best_small, best_large = (max(side, key=lambda bs: _est(rest, BATCH_SIZE, bs, metric).mean) for side in sides)
+        means = _means(narrow[~held], BATCH_SIZE, sizes, metric)
+        best_small, best_large = (max(side, key=means.__getitem__) for side in sides)
         diffs.extend(paired_values(narrow[held], BATCH_SIZE, best_large, best_small, metric, keys[held]))
         picks.append(f"seed {fmt_value(seed)}: {fmt_value(best_small)} vs {fmt_value(best_large)}")
     checks = (

@@ -305,7 +305,7 @@ def claims_summary(results: Results, health: pd.DataFrame | None = None) -> pd.D
     with the other folders' timings of runs stored twice (`with_timing_copies`). `health`: if already computed."""
     health = run_health(results) if health is None else health
     summary = run_summary(without(results.epochs, health))
-    return with_timing_copies(summary, timing_copies(results))
+    return with_pack_sizes(with_timing_copies(summary, timing_copies(results)), results.runs)
 
 
 def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -351,6 +351,7 @@ def _speed(epochs: pd.DataFrame) -> pd.DataFrame:
 
 
 QUIET_EPOCH_SECONDS = "quiet_epoch_seconds"  # from timing.csv where the results folder has one
+PACK_SIZE = "pack_size"  # runs.csv: how many runs trained as towers of one model (1: alone)
 TIMED_COPIES = "epoch_seconds_copies"  # timing_copies' column: every folder's timing of a run stored more than once
 
 
@@ -383,6 +384,15 @@ def with_timing_copies(summary: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFr
         return summary
     spec = spec_hash(summary[vocab.RUN_ID])
     return summary.assign(**{TIMED_COPIES: spec.map(dict(zip(copies["spec"], copies[TIMED_COPIES], strict=True)))})
+
+
+def with_pack_sizes(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`summary` with runs.csv's `pack_size` where recorded: a packed run's epoch times are its share of
+    its pack's time, which a timing claim must say."""
+    if summary.empty or PACK_SIZE not in runs:
+        return summary
+    sizes = runs.drop_duplicates(vocab.RUN_ID).set_index(vocab.RUN_ID)[PACK_SIZE]
+    return summary.assign(**{PACK_SIZE: summary[vocab.RUN_ID].map(sizes)})
 
 
 def gap_table(epochs: pd.DataFrame) -> pd.DataFrame:

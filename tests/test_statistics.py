@@ -235,6 +235,34 @@ def test_a_run_timed_in_two_folders_names_both_timings(tmp_path: Path) -> None:
     assert spread and "fastest / median of the runs' medians / slowest" in spread[0]
 
 
+def test_c6_says_which_runs_trained_packed(tmp_path: Path) -> None:
+    """A packed run's epoch time is its share of its pack's: C6 names those runs, per batch size and pack size."""
+    from sweep import report
+
+    alone, packed = tmp_path / "alone", tmp_path / "packed"
+    for folder in (alone, packed):
+        folder.mkdir()
+        runs = pd.read_csv(FIXTURES / "fx_bs" / "runs.csv")
+        if folder == packed:  # batch 8 in a pack of 3, batch 16 two in a pack of 2 and one alone, batch 64 alone
+            runs["pack_size"] = runs["train.batch_size"].map({8: 3, 16: 2, 64: 1})
+            runs.loc[runs["run_id"] == "bs16-s2-23c59deb", "pack_size"] = 1
+        runs.to_csv(folder / "runs.csv", index=False)
+        pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv").to_csv(folder / "epochs.csv", index=False)
+    notes = {}
+    for folder in (alone, packed):
+        written = report.build([folder], tmp_path / f"out-{folder.name}")
+        c6 = dict((c.id, f) for c, f in written.findings)["C6"]
+        assert c6 is not None
+        notes[folder.name] = [n for n in c6.notes if "trained packed" in n]
+    assert notes["alone"] == []  # results without pack_size (written before packing existed) ran alone
+    (note,) = notes["packed"]
+    assert note.startswith(
+        "5 of the 9 runs compared trained packed (batch 8: 3 of 3 run(s), pack size 3; "
+        "batch 16: 2 of 3 run(s), pack size 2): each one's epoch time is its share"
+    )
+    assert note in (tmp_path / "out-packed" / "report.md").read_text(encoding="utf-8")
+
+
 def test_c6_reads_the_median_epoch_time_not_the_mean() -> None:
     summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
     summary["epoch_seconds"] = 1.0  # a mean that says "no faster": the check must not read it

@@ -14,7 +14,15 @@ import numpy as np
 import pandas as pd
 
 from sweep import vocab
-from sweep.analysis import BATCH_SIZE, CONTROL_DEFAULTS, GPUS, QUIET_EPOCH_SECONDS, TIMED_COPIES, column
+from sweep.analysis import (
+    BATCH_SIZE,
+    CONTROL_DEFAULTS,
+    GPUS,
+    PACK_SIZE,
+    QUIET_EPOCH_SECONDS,
+    TIMED_COPIES,
+    column,
+)
 from sweep.estimates import Check, Estimate, estimate, fmt_estimate
 from sweep.report.findings import (
     ALL,
@@ -270,9 +278,28 @@ def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding 
         "slows some epochs. The spread of every timed epoch per batch size, fastest / median of the runs' "
         f"medians / slowest (seconds): {_spread(sel.rows)}.",
         *_copies_note(sel.rows),
+        *_packed_note(sel.rows),
         *_quiet_note(sel.rows, small, large),
     )
     return _finding(checks, sel, evidence, notes)
+
+
+def _packed_note(rows: pd.DataFrame) -> tuple[str, ...]:
+    """Runs trained packed (`run --pack K`): their epoch times are shares of their pack's, not their own."""
+    if PACK_SIZE not in rows or not (rows[PACK_SIZE] > 1).any():
+        return ()
+    packed = rows[rows[PACK_SIZE] > 1]
+    per_batch = "; ".join(
+        f"batch {fmt_value(bs)}: {len(at)} of {len(where(rows, BATCH_SIZE, bs))} run(s), pack size "
+        + "/".join(str(int(k)) for k in sorted(at[PACK_SIZE].unique()))
+        for bs, at in packed.groupby(BATCH_SIZE, sort=True)
+    )
+    return (
+        f"{len(packed)} of the {len(rows)} runs compared trained packed ({per_batch}): each one's epoch time is "
+        "its share of its pack's time, which depends on the pack's size and on packing's gain at that batch "
+        "size, not the time the run takes alone. Rerun without --pack, or time with `sweep time`, to test this "
+        "claim.",
+    )
 
 
 def _quiet_note(rows: pd.DataFrame, small: Any, large: Any) -> tuple[str, ...]:

@@ -235,21 +235,25 @@ def reaches(curve: Curve, targets: tuple[float, ...]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def choose_targets(curve: Curve, ladder: tuple[float, ...] = TARGET_LADDER) -> tuple[float, ...]:
+def choose_targets(curve: Curve, table: pd.DataFrame | None = None) -> tuple[float, ...]:
     """The levels of the ladder above chance that at least half the curve's batch sizes reach with >= 2 seeds.
 
     Fixed levels make targets comparable between curves; "half the batch sizes" keeps a
     target most of the curve can be read at, without choosing it by the outcome of a fit.
+    `table`: `above_chance(curve)`, when already read.
     """
-    # a level at or below chance is met by an untrained model: it measures nothing
-    floor = max(curve.chance.values(), default=0.0)
-    table = reaches(curve, tuple(t for t in ladder if t > floor))
+    table = above_chance(curve) if table is None else table
     if table.empty:
         return ()
     per_batch = table.groupby(["target", "batch_size"])["reached"].sum().reset_index()
     enough = per_batch[per_batch["reached"] >= MIN_REACHED].groupby("target")["batch_size"].nunique()
     batches = curve.epochs[an.BATCH_SIZE].nunique()
-    return tuple(float(t) for t in ladder if enough.get(t, 0) * 2 >= batches)
+    return tuple(float(t) for t in TARGET_LADDER if enough.get(t, 0) * 2 >= batches)
+
+
+def above_chance(curve: Curve) -> pd.DataFrame:
+    """`reaches` at the ladder's levels above chance (a level at or below it is met by an untrained model)."""
+    return reaches(curve, tuple(t for t in TARGET_LADDER if t > max(curve.chance.values(), default=0.0)))
 
 
 # --- the table
@@ -440,8 +444,9 @@ def read(results: an.Results) -> list[CurveReading]:
     """Every curve of the results, read at its own targets."""
     found = []
     for curve in curves(results):
-        targets = choose_targets(curve)
-        table = reaches(curve, targets) if targets else pd.DataFrame()
+        ladder = above_chance(curve)  # read once: the chosen targets' rows are among these
+        targets = choose_targets(curve, ladder)
+        table = ladder[ladder["target"].isin(targets)].reset_index(drop=True) if targets else pd.DataFrame()
         rows = target_rows(table) if targets else []
         found.append(CurveReading(curve, targets, table, rows, [fit_scaling(table, t) for t in targets]))
     return found

@@ -386,8 +386,8 @@ def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Fin
     keys, narrow = pair_keys(sel.rows, BATCH_SIZE), sel.rows[[BATCH_SIZE, metric]]  # once, not once per seed
     for seed in seeds:
         held = sel.rows[vocab.SEED] == seed
-        means = _means(narrow[~held], BATCH_SIZE, sizes, metric)
-        best_small, best_large = (max(side, key=means.__getitem__) for side in sides)
+        on_rest = _means(narrow[~held], BATCH_SIZE, sizes, metric)
+        best_small, best_large = (max(side, key=on_rest.__getitem__) for side in sides)
         diffs.extend(paired_values(narrow[held], BATCH_SIZE, best_large, best_small, metric, keys[held]))
         picks.append(f"seed {fmt_value(seed)}: {fmt_value(best_small)} vs {fmt_value(best_large)}")
     checks = (

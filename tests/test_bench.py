@@ -16,7 +16,19 @@ import pandas as pd
 import pytest
 from conftest import TINY_GRID, write_grid
 
-from benchmarks import commands, keras_baseline, levers, machine, outputs, peaks, probes, synthetic, tables, training
+from benchmarks import (
+    commands,
+    keras_baseline,
+    levers,
+    machine,
+    outputs,
+    peaks,
+    probes,
+    report_speed,
+    synthetic,
+    tables,
+    training,
+)
 from sweep import devices
 from sweep.config import load_grid
 from sweep.plan import RunSpec, plan
@@ -362,3 +374,39 @@ def test_lever_probe_reuses_the_compiled_model_with_the_same_numbers(tmp_path: P
     assert rows[0]["numbers"] == rows[1]["numbers"]  # the same seed, a reset model: the same training
     assert not any(r["jit_compile"] for r in rows) and rows[0]["import_tf"] > 0
     assert probes.LEVER_DATA == {"samples_per_class": 15, "image_size": 32}
+
+
+def test_report_speed_table_gives_medians_ratio_and_targets() -> None:
+    rows = [
+        {"code": code, "command": command, "repeat": repeat, "seconds": seconds}
+        for code, scale in (("this checkout", 1.0), ("against", 2.0))
+        for command, base in (("into an empty folder", 2.0), ("again, nothing changed", 0.3))
+        for repeat, seconds in enumerate((base * scale, base * scale * 3, base * scale * 1.5))
+    ]
+    text = report_speed.markdown(rows, {"this checkout": Path("."), "against": Path("/old")}, "now", "2 cores")
+    assert "| into an empty folder | 3.00 | 6.00 | 2.00x | under 3 s | no |" in text  # medians: 3.0 vs 6.0
+    assert "| again, nothing changed | 0.45 | 0.90 | 2.00x | under 1.5 s | yes |" in text
+    assert "3 repeat(s)" in text
+
+
+@pytest.mark.slow
+def test_report_speed_times_both_checkouts_and_refuses_bad_input(tmp_path: Path) -> None:
+    """A real run against this same checkout: every command timed for each, the CSV and Markdown written."""
+    import subprocess
+    import sys
+
+    def bench(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "benchmarks.report_speed", "--out", str(tmp_path), *args]
+        return subprocess.run(command, cwd=machine.REPO, capture_output=True, text=True, check=False)
+
+    done = bench("--repeats", "1", "--against", str(machine.REPO))
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_csv(tmp_path / "report_speed.csv")
+    assert sorted(zip(rows["code"], rows["command"], strict=True)) == sorted(
+        (code, command) for code in ("this checkout", "against") for command in report_speed.COMMANDS
+    )
+    assert (rows["seconds"] > 0).all()
+    assert "| into an empty folder |" in (tmp_path / "report_speed.md").read_text(encoding="utf-8")
+    for bad, words in ((("--repeats", "0"), "--repeats must be at least 1"), (("--against", "/nowhere"), "/nowhere")):
+        refused = bench(*bad)
+        assert refused.returncode == 2 and words in refused.stderr and "Traceback" not in refused.stderr

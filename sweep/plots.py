@@ -6,10 +6,12 @@ the mean over seeds; bands and error bars are the 95% Student-t interval (see
 `sweep.analysis`). `matplotlib.figure.Figure` is used directly, so no GUI backend
 or global pyplot state is involved.
 
-Drawing is most of a report's time (about 75% on 100 runs), so a figure is drawn
-again only when what it shows may have changed: `figures/figures.json` keeps, per
-figure, a hash of its folder's epochs table, of this code and of matplotlib's
-version. matplotlib itself is imported only when something is drawn.
+Drawing is the longest part of a report (about 2.7 s of CPU of 7.8 on 100 runs,
+plus 1 s to import matplotlib), so a figure is drawn again only when what it shows
+may have changed: `figures/figures.json` keeps, per figure, a hash of its folder's
+epochs table, of this code and of matplotlib's version. matplotlib itself is
+imported only when something is drawn. Margins are fixed (`place`), not
+constrained layout, which measured every label twice per save.
 """
 
 from __future__ import annotations

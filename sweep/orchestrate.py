@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sweep import checkpoint, coordinator, events, usercode, vocab
+from sweep import backends, checkpoint, coordinator, events, usercode, vocab
 from sweep.config import GridFile
 from sweep.exits import EXIT_FAILED, EXIT_OK, UsageError
 from sweep.plan import RunSpec, SearchGroup, plan, search_groups
@@ -108,6 +108,7 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     runs, groups = plan(grid), search_groups(grid)
     results, target = locations(grid, options)
     points = [point for point, _ in grid.points()]
+    backends.check(grid.source, points, options.pack)  # what this backend cannot do stops here, before any queueing
     if any(usercode.uses_code(p) for p in points):
         console.say("checking model.builder, data.loader and train.callbacks (loads TensorFlow)")
         usercode.preflight(points)  # a broken reference stops here, before anything is queued

@@ -87,6 +87,11 @@ def locations(grid: GridFile, options: Options) -> tuple[Path, str]:
     return results, target
 
 
+def _loads() -> str:
+    """What a worker loads first, in the start message: TensorFlow, or Keras on another backend."""
+    return "TensorFlow" if backends.is_tensorflow() else f"Keras on {backends.current()}"
+
+
 def open_store(target: str, name: str, create: bool) -> Store:
     """The sweep's store, or UsageError (one line, password masked) saying why it cannot be opened."""
     try:
@@ -217,7 +222,7 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
     else:
         slots = worker_slots(options, todo)
         console.say(
-            f"starting {len(slots)} worker(s){_devices_note(slots)}; TensorFlow takes a few seconds to "
+            f"starting {len(slots)} worker(s){_devices_note(slots)}; {_loads()} takes a few seconds to "
             f"load. Logs: {log_dir}/"
         )
         code = coordinator.run_workers(

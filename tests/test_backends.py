@@ -111,3 +111,23 @@ def test_the_smoke_grid_runs_on_jax_and_gives_the_same_records_twice(tmp_path: P
         assert "| Keras backend (runs.csv) | jax (2 runs) |" in (results / "report.md").read_text()
     assert len(epochs[0]) == 4  # 2 runs x 2 epochs
     pd.testing.assert_frame_equal(epochs[0], epochs[1])  # bit for bit: JAX on the CPU is deterministic
+
+
+@pytest.mark.slow
+def test_checkpoints_restore_bit_for_bit_on_jax() -> None:
+    """tests/test_checkpoint.py's restore tests that JAX supports (one device, no noise scale), in a process
+    whose backend is jax: a run restored from its checkpoint writes the records of one never stopped."""
+    import subprocess
+    import sys
+
+    chosen = "fresh-session or cached-model or early_stopping or batchnorm_statistics"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_checkpoint.py", "-k", chosen],
+        cwd=REPO,
+        env=cli_env(KERAS_BACKEND="jax"),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "4 passed" in done.stdout

@@ -21,6 +21,7 @@ from sweep.exits import EXIT_FAILED, EXIT_OK, UsageError
 from sweep.plan import RunSpec, SearchGroup, plan, search_groups
 from sweep.store import RetryPolicy, Store, epochs_of, status_of, storage
 from sweep.store.crash import WORKER_HOST, WORKER_PID
+from sweep.store.queue import INFO
 from sweep.store.secrets import redact, secrets_of
 
 PHASES = 3  # grid and searches; then the tuned runs; a third pass only if a search finished late
@@ -85,6 +86,20 @@ def locations(grid: GridFile, options: Options) -> tuple[Path, str]:
             "postgresql://USER:PASSWORD@HOST/DB, or a journal file"
         )
     return results, target
+
+
+def _same_backend(store: Store) -> None:
+    """Refuse a store whose runs trained on another backend: it would count them as this one's finished
+    runs (a run id names the settings, not the backend). Runs recorded before the backend was: tensorflow."""
+    here = backends.current()
+    for trial in store.trials():
+        info = trial.user_attrs.get(INFO)
+        theirs = info.get(vocab.BACKEND, backends.TENSORFLOW) if isinstance(info, dict) else here
+        if theirs != here:
+            raise UsageError(
+                f"{store.shown}: its runs trained on {theirs} and this process trains on {here} "
+                f"(KERAS_BACKEND); give the {here} runs a results folder of their own (--results DIR)"
+            )
 
 
 def _loads() -> str:
@@ -157,18 +172,21 @@ def queue_sweep(grid: GridFile, options: Options = Options(), console: Console =
     next call, as `run_sweep` does between its phases."""
     runs, groups = plan(grid), search_groups(grid)
     _, target = locations(grid, options)
-    store, added = _queue(grid, target, runs, groups, console)
+    store, added = _queue(grid, target, runs, groups, console, here=False)  # workers elsewhere: their backend
     planned = runs + store.enqueue_tuned(groups, grid.seeds)
     _warn_foreign(store, planned, console)
     return Queued(store, len(planned), added, len(store.pending(planned)), bool(groups))
 
 
 def _queue(
-    grid: GridFile, target: str, runs: list[RunSpec], groups: list[SearchGroup], console: Console
+    grid: GridFile, target: str, runs: list[RunSpec], groups: list[SearchGroup], console: Console, here: bool = True
 ) -> tuple[Store, int]:
     """Open (or start) the sweep's store, put dead workers' runs back, queue the grid's runs and searches;
-    return the store and how many runs were newly queued."""
+    return the store and how many runs were newly queued. `here`: this process trains them (its backend
+    must be the store's)."""
     store = open_store(target, grid.name, create=True)
+    if here:
+        _same_backend(store)
     revived = store.requeue_dead()
     if revived:
         console.say(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")

@@ -14,6 +14,9 @@ from conftest import REPO, cli_env, write_grid
 from sweep import analysis as an
 from sweep import backends, selection, vocab
 from sweep.cli import main
+from sweep.config import load_grid
+from sweep.plan import plan
+from sweep.store import Store
 
 ARTICLE = REPO / "results" / "article"  # 6 TensorFlow runs (batch 8 and 64, seeds 0-2), no backend column
 
@@ -55,6 +58,30 @@ def test_what_jax_cannot_do_is_one_line_and_exit_2_before_anything_trains(
     assert "train.noise_scale: true is not supported on the jax backend" in _refused(tmp_path, capsys, "run", noisy)
     monkeypatch.setenv("KERAS_BACKEND", "torch")
     assert "training is not supported on the torch backend" in _refused(tmp_path, capsys, "run", smoke)
+
+
+def test_a_store_of_runs_trained_on_another_backend_is_refused_before_anything_is_queued(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run id names the settings, not the backend: the jax process would take the tensorflow runs
+    for its own finished ones. Runs recorded before the backend was count as tensorflow."""
+    grid = write_grid(tmp_path, TWO_REPLICAS.replace("[1, 2]", "[1]"))  # 1 run
+    results = tmp_path / "results"
+    store = Store.open(results / vocab.JOURNAL_FILE, "replicas")
+    store.enqueue(plan(load_grid(grid)))
+    claim = store.start(store.claim_next())
+    store.record_info(claim, {"parameters": 1})  # written before runs.csv had a backend column: tensorflow
+    store.finish(claim, vocab.DONE, 0.5)
+    before = (results / vocab.JOURNAL_FILE).read_bytes()
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert main(["run", str(grid), "--results", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        "journal.log: its runs trained on tensorflow and this process trains on jax (KERAS_BACKEND); "
+        "give the jax runs a results folder of their own (--results DIR)"
+    )
+    assert len(err.splitlines()) == 1 and (results / vocab.JOURNAL_FILE).read_bytes() == before
+    assert not (results / vocab.RUNS_CSV).exists()
 
 
 def test_the_backend_is_found_as_keras_finds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

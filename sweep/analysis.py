@@ -26,6 +26,7 @@ SOURCE_RANK = "source_rank"  # its position on the command line (0 = first), for
 SETTING_PREFIXES = ("data.", "model.", "train.")
 BATCH_SIZE, GPUS = "train.batch_size", "train.gpus"
 EPOCH_TWO = 2  # the post's "epoch 2"
+BACKEND_DEFAULT = "tensorflow"  # the backend of results written before runs.csv recorded it
 
 # Where a grid key stands for the claims comes from its declaration (sweep/keys.py):
 # - POST_DEFAULTS: the post's setting of the toggles; where several groups of runs could
@@ -134,6 +135,9 @@ def _first_copies(table: pd.DataFrame, *per_run: str) -> pd.DataFrame:
         return table
     identity = ["_spec", *(c for c in (vocab.ROLE, vocab.SEARCH_GROUP) if c in table)]
     keyed = table.assign(_spec=spec_hash(table[vocab.RUN_ID]))
+    if vocab.BACKEND in table:  # the same spec on another backend is another run (an empty cell: tensorflow)
+        keyed = keyed.assign(_backend=table[vocab.BACKEND].fillna(BACKEND_DEFAULT))
+        identity.append("_backend")
     first = keyed.groupby(identity, dropna=False)[SOURCE_RANK].transform("min")
     kept = keyed[keyed[SOURCE_RANK] == first]
     kept = kept[~kept.duplicated([*identity, *per_run], keep="first")]
@@ -155,7 +159,16 @@ def _read_folder(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
             f"{folder}: no {' or '.join(missing)} here; make it with `python -m sweep run GRID --results {folder}`"
         )
     runs, epochs = (_read_csv(folder / n).assign(**{SOURCE: str(folder)}) for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV))
-    return runs, timing.attach(folder, epochs)
+    return runs, timing.attach(folder, _with_backend(epochs, runs))
+
+
+def _with_backend(epochs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """`epochs` with each run's backend from runs.csv, so it counts as a setting (`setting_columns`).
+    Results written before the column existed are left as they are: their runs ran on tensorflow."""
+    if vocab.BACKEND not in runs or vocab.RUN_ID not in epochs or epochs.empty:
+        return epochs
+    backend = runs.drop_duplicates(vocab.RUN_ID).set_index(vocab.RUN_ID)[vocab.BACKEND]
+    return epochs.assign(**{vocab.BACKEND: epochs[vocab.RUN_ID].map(backend)})
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -166,8 +179,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def setting_columns(table: pd.DataFrame) -> list[str]:
-    """The dotted setting columns (data.*, model.*, train.*), in table order."""
-    return [c for c in table.columns if c.startswith(SETTING_PREFIXES)]
+    """The dotted setting columns (data.*, model.*, train.*), in table order, and the backend where the
+    table has it: runs on different backends are never grouped or paired (sweep/backends.py)."""
+    return [c for c in table.columns if c.startswith(SETTING_PREFIXES) or c == vocab.BACKEND]
 
 
 def varying(table: pd.DataFrame, exclude: Iterable[str] = ()) -> list[str]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweep import cli_cluster, cli_export, stamp, timing, vocab
+from sweep import backends, cli_cluster, cli_export, stamp, timing, vocab
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
 from sweep.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
 from sweep.plan import RunSpec, plan
@@ -367,6 +367,7 @@ def cmd_time(args: argparse.Namespace) -> int:
 
     grid = load_grid(args.grid)
     specs = plan(grid)  # search trials and tuned runs share their grid point's configuration
+    backends.check(grid.source, [s.point for s in specs])
     results, _ = orchestrate.locations(grid, orchestrate.Options(results=args.results))
     if args.gpus is None:
         results.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
 Flow: a source gives images per class -> a balanced validation set and a
 training set (imbalanced on request) -> preprocessing (different for
 validation on request) -> a per-epoch order (shuffled or class-sorted) ->
-`tf.data` batches. Reading the user's files (folder, npz) and arrays (loader) is in
+batches (`tf.data` on TensorFlow, numpy elsewhere). Reading the user's files (folder, npz) and arrays (loader) is in
 sweep/datafiles.py; only those may be colour (`data.channels: 3`).
 
 Decisions:
@@ -29,8 +29,10 @@ add a dataset by adding one entry here and its name to `DATASETS` in sweep/keys.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from sweep import backends
 from sweep.datafiles import DataError, folder_source, loader_source, npz_source, resize, skipped_files
 from sweep.keys import DIGITS, FOLDER, GLYPHS120, LOADER, NPZ, DataConfig
 from sweep.plan import derive_seed
@@ -265,10 +268,48 @@ def batches(x: Any, y: Any, batch_size: int) -> Any:
     5.12 s between wake-ups, and a finished iterator waits for the next wake-up: each `fit`,
     `evaluate` or `predict` call returned only at 0.63 s, 1.27, 2.55, 5.11, 10.23 s... after it
     started, up to twice its work (docs/levers.md, "tf.data's autotuning wait"). The arrays are in
-    memory, so a fixed prefetch of two batches is all the pipeline needs."""
+    memory, so a fixed prefetch of two batches is all the pipeline needs.
+
+    On another Keras backend (JAX): a generator of numpy batches in the same order, so no TensorFlow
+    is imported there (sweep/backends.py)."""
+    if not backends.is_tensorflow():
+        return numpy_batches(x, y, batch_size)
     import tensorflow as tf
 
     options = tf.data.Options()
     options.autotune.enabled = False
     elements = x if y is None else (x, y)
     return tf.data.Dataset.from_tensor_slices(elements).batch(batch_size).prefetch(2).with_options(options)
+
+
+def numpy_batches(x: Any, y: Any, batch_size: int) -> Any:
+    """`batches` as numpy slices, read in order in this thread, and counted: Keras knows each epoch's
+    length, as it does a `tf.data` pipeline's (a generator would make it guess the first one)."""
+    return _numpy_batches_class()(x if y is None else (x, y), batch_size)
+
+
+@functools.cache  # one class per process; it subclasses a Keras class, so it is made on first use
+def _numpy_batches_class() -> Any:
+    import keras
+
+    class NumpyBatches(keras.utils.PyDataset):
+        def __init__(self, elements: Any, batch_size: int) -> None:
+            super().__init__()  # one worker, no multiprocessing: batches come in order
+            self.elements, self.batch_size = elements, batch_size
+            first = elements
+            while isinstance(first, tuple):
+                first = first[0]
+            self.rows = len(first)
+
+        def __len__(self) -> int:
+            return math.ceil(self.rows / self.batch_size)
+
+        def __getitem__(self, index: int) -> Any:
+            return _rows(self.elements, slice(index * self.batch_size, (index + 1) * self.batch_size))
+
+    return NumpyBatches
+
+
+def _rows(elements: Any, rows: slice) -> Any:
+    """The same rows of an array or of every array in (nested) tuples of them."""
+    return tuple(_rows(e, rows) for e in elements) if isinstance(elements, tuple) else elements[rows]

@@ -15,10 +15,13 @@ is not.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from dataclasses import dataclass
 from typing import Any
+
+from sweep import backends
 
 
 def worker_environment(base: dict[str, str], threads: int | None = None, visible: str | None = None) -> dict[str, str]:
@@ -49,11 +52,12 @@ _configured: dict[str, Any] = {}
 
 
 def configure_replicas(max_replicas: int) -> None:
-    """Split the CPU into `max_replicas` logical devices if GPUs are short. Call once, first."""
+    """Split the CPU into `max_replicas` logical devices if GPUs are short. Call once, first.
+    Nothing to do on another backend: it trains one replica (sweep/backends.py refuses more)."""
+    if _configured or not backends.is_tensorflow():
+        return
     import tensorflow as tf
 
-    if _configured:
-        return
     gpus = tf.config.list_physical_devices("GPU")
     cpus = tf.config.list_physical_devices("CPU")
     if len(gpus) < max_replicas and max_replicas > 1:
@@ -66,6 +70,8 @@ def configure_replicas(max_replicas: int) -> None:
 
 def replicas_for(count: int) -> Replicas:
     """The first `count` GPUs, or `count` logical CPU devices when GPUs are short."""
+    if not backends.is_tensorflow():
+        return _one_device(count)
     import tensorflow as tf
 
     configure_replicas(count)
@@ -81,8 +87,26 @@ def replicas_for(count: int) -> Replicas:
     return Replicas(tuple(d.name for d in cpus[:count]), virtual=count > 1)
 
 
+def _one_device(count: int) -> Replicas:
+    """The device Keras trains on outside TensorFlow (its first: a GPU if there is one, else the CPU)."""
+    import keras
+
+    if count > 1:  # sweep/backends.py refuses such a grid before anything trains; a worker started by hand lands here
+        raise RuntimeError(f"train.gpus: {count} is not supported on the {keras.backend.backend()} backend")
+    return Replicas((keras.distribution.list_devices()[0],), virtual=False)
+
+
+class _NoStrategy:
+    """What `strategy_for` gives outside TensorFlow: a `scope()` that changes nothing."""
+
+    def scope(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
 def strategy_for(replicas: Replicas) -> Any:
-    """MirroredStrategy over several devices; the default strategy on one."""
+    """MirroredStrategy over several devices; the default strategy on one; no strategy on another backend."""
+    if not backends.is_tensorflow():
+        return _NoStrategy()
     import tensorflow as tf
 
     if len(replicas.devices) == 1:
@@ -136,7 +160,10 @@ def cpu_count() -> int:
 
 def intra_op_threads() -> int:
     """TensorFlow's intra-op thread count in this process: set in code, by
-    $TF_NUM_INTRAOP_THREADS (`worker_environment`), or else one per core."""
+    $TF_NUM_INTRAOP_THREADS (`worker_environment`), or else one per core. Outside TensorFlow: one
+    per core, the size of XLA's CPU thread pool (which does not read these variables)."""
+    if not backends.is_tensorflow():
+        return cpu_count()
     import tensorflow as tf
 
     configured = tf.config.threading.get_intra_op_parallelism_threads()

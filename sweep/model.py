@@ -126,9 +126,10 @@ def _define_ghost_batch_norm() -> Any:
                 return super().call(inputs, training=training, mask=mask)
             x = ops.cast(inputs, "float32")
             ghost = ops.arange(ops.shape(x)[0]) // self.ghost_batch_size  # each image's ghost batch
-            mean = self._per_image(ops.mean(x, axis=(1, 2)), ghost)  # (N, C): its ghost's mean
+            ghosts = self._ghost_count(ops.shape(x)[0])
+            mean = self._per_image(ops.mean(x, axis=(1, 2)), ghost, ghosts)  # (N, C): its ghost's mean
             centred = x - mean[:, None, None, :]
-            variance = self._per_image(ops.mean(ops.square(centred), axis=(1, 2)), ghost)
+            variance = self._per_image(ops.mean(ops.square(centred), axis=(1, 2)), ghost, ghosts)
             self.moving_mean.assign(self.moving_mean * self.momentum + ops.mean(mean, axis=0) * (1.0 - self.momentum))
             self.moving_variance.assign(
                 self.moving_variance * self.momentum + ops.mean(variance, axis=0) * (1.0 - self.momentum)
@@ -136,11 +137,18 @@ def _define_ghost_batch_norm() -> Any:
             outputs = centred * ops.rsqrt(variance + self.epsilon)[:, None, None, :] * self.gamma + self.beta
             return ops.cast(outputs, self.compute_dtype)
 
+        def _ghost_count(self, images: Any) -> int | None:
+            """Ghost batches in a batch of `images`. JAX needs it (a static shape under jit); TensorFlow's
+            batch size is dynamic in its graph, and it counts them itself (as it always has: same numbers)."""
+            if keras.backend.backend() == "tensorflow":
+                return None
+            return -(-int(images) // self.ghost_batch_size)
+
         @staticmethod
-        def _per_image(values: Any, ghost: Any) -> Any:
+        def _per_image(values: Any, ghost: Any, ghosts: int | None) -> Any:
             """Average per-image values (N, C) over each ghost batch, then hand each image its ghost's average."""
-            totals = ops.segment_sum(values, ghost, sorted=True)
-            counts = ops.segment_sum(ops.ones_like(values[:, :1]), ghost, sorted=True)
+            totals = ops.segment_sum(values, ghost, num_segments=ghosts, sorted=True)
+            counts = ops.segment_sum(ops.ones_like(values[:, :1]), ghost, num_segments=ghosts, sorted=True)
             return ops.take(totals / counts, ghost, axis=0)
 
         def get_config(self) -> dict[str, Any]:

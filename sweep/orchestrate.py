@@ -15,12 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sweep import checkpoint, coordinator, events, usercode, vocab
+from sweep import backends, checkpoint, coordinator, events, usercode, vocab
 from sweep.config import GridFile
 from sweep.exits import EXIT_FAILED, EXIT_OK, UsageError
 from sweep.plan import RunSpec, SearchGroup, plan, search_groups
 from sweep.store import RetryPolicy, Store, epochs_of, status_of, storage
 from sweep.store.crash import WORKER_HOST, WORKER_PID
+from sweep.store.queue import INFO
 from sweep.store.secrets import redact, secrets_of
 
 PHASES = 3  # grid and searches; then the tuned runs; a third pass only if a search finished late
@@ -87,6 +88,25 @@ def locations(grid: GridFile, options: Options) -> tuple[Path, str]:
     return results, target
 
 
+def _same_backend(store: Store) -> None:
+    """Refuse a store whose runs trained on another backend: it would count them as this one's finished
+    runs (a run id names the settings, not the backend). Runs recorded before the backend was: tensorflow."""
+    here = backends.current()
+    for trial in store.trials():
+        info = trial.user_attrs.get(INFO)
+        theirs = info.get(vocab.BACKEND, backends.TENSORFLOW) if isinstance(info, dict) else here
+        if theirs != here:
+            raise UsageError(
+                f"{store.shown}: its runs trained on {theirs} and this process trains on {here} "
+                f"(KERAS_BACKEND); give the {here} runs a results folder of their own (--results DIR)"
+            )
+
+
+def _loads() -> str:
+    """What a worker loads first, in the start message: TensorFlow, or Keras on another backend."""
+    return "TensorFlow" if backends.is_tensorflow() else f"Keras on {backends.current()}"
+
+
 def open_store(target: str, name: str, create: bool) -> Store:
     """The sweep's store, or UsageError (one line, password masked) saying why it cannot be opened."""
     try:
@@ -108,6 +128,7 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     runs, groups = plan(grid), search_groups(grid)
     results, target = locations(grid, options)
     points = [point for point, _ in grid.points()]
+    backends.check(grid.source, points, options.pack)  # what this backend cannot do stops here, before any queueing
     if any(usercode.uses_code(p) for p in points):
         console.say("checking model.builder, data.loader and train.callbacks (loads TensorFlow)")
         usercode.preflight(points)  # a broken reference stops here, before anything is queued
@@ -151,18 +172,21 @@ def queue_sweep(grid: GridFile, options: Options = Options(), console: Console =
     next call, as `run_sweep` does between its phases."""
     runs, groups = plan(grid), search_groups(grid)
     _, target = locations(grid, options)
-    store, added = _queue(grid, target, runs, groups, console)
+    store, added = _queue(grid, target, runs, groups, console, here=False)  # workers elsewhere: their backend
     planned = runs + store.enqueue_tuned(groups, grid.seeds)
     _warn_foreign(store, planned, console)
     return Queued(store, len(planned), added, len(store.pending(planned)), bool(groups))
 
 
 def _queue(
-    grid: GridFile, target: str, runs: list[RunSpec], groups: list[SearchGroup], console: Console
+    grid: GridFile, target: str, runs: list[RunSpec], groups: list[SearchGroup], console: Console, here: bool = True
 ) -> tuple[Store, int]:
     """Open (or start) the sweep's store, put dead workers' runs back, queue the grid's runs and searches;
-    return the store and how many runs were newly queued."""
+    return the store and how many runs were newly queued. `here`: this process trains them (its backend
+    must be the store's)."""
     store = open_store(target, grid.name, create=True)
+    if here:
+        _same_backend(store)
     revived = store.requeue_dead()
     if revived:
         console.say(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")
@@ -216,7 +240,7 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
     else:
         slots = worker_slots(options, todo)
         console.say(
-            f"starting {len(slots)} worker(s){_devices_note(slots)}; TensorFlow takes a few seconds to "
+            f"starting {len(slots)} worker(s){_devices_note(slots)}; {_loads()} takes a few seconds to "
             f"load. Logs: {log_dir}/"
         )
         code = coordinator.run_workers(

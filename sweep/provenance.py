@@ -12,7 +12,20 @@ import platform
 import subprocess
 from pathlib import Path
 
-VERSIONED = ("batchsweep", "tensorflow-cpu", "tensorflow", "keras", "optuna", "numpy", "pandas", "scipy", "matplotlib")
+VERSIONED = (
+    "batchsweep",
+    "tensorflow-cpu",
+    "tensorflow",
+    "jax",
+    "jaxlib",
+    "torch",
+    "keras",
+    "optuna",
+    "numpy",
+    "pandas",
+    "scipy",
+    "matplotlib",
+)
 
 
 def rows() -> list[tuple[str, str]]:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from sweep import vocab
+from sweep import backends, vocab
 from sweep.data import batches
 
 QUIET: dict[str, Any] = {"verbose": 0, "return_dict": True}
@@ -59,16 +59,22 @@ class Twin:
 
     def __init__(self, build: Any, eval_batch: int) -> None:
         """`build()` returns a fresh uncompiled model of the run's architecture."""
-        import tensorflow as tf
+        import keras
 
         self.model = build()
-        self.model.compile(loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=False)
+        self.model.compile(
+            loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=backends.jit_compile()
+        )
         self.norms, probe = norms_and_probe(self.model)
         self.eval_batch = eval_batch
         # Training mode: each BatchNorm normalises with its batch's statistics, so every layer's
         # input is what it would be with recalibrated statistics above it. (It also moves the
         # twin's moving averages; they are overwritten right after.)
-        self._inputs = tf.function(lambda x: probe(x, training=True), reduce_retracing=True)
+        self._inputs = lambda x: probe(x, training=True)
+        if keras.backend.backend() == "tensorflow":  # traced once; on JAX the pass runs eagerly
+            import tensorflow as tf
+
+            self._inputs = tf.function(self._inputs, reduce_retracing=True)
 
     def evaluate(self, weights: list[np.ndarray], split: Any) -> Recalibrated:
         """Numbers of a model with these weights, its BatchNorm statistics recomputed on split.x_train_eval."""
@@ -104,6 +110,8 @@ def set_statistics(norms: list[list[Any]], probe: Any, xs: list[np.ndarray]) -> 
     `norms[k]` are model k's BatchNorm layers and `xs[k]` its images (all of one length);
     `probe(chunks)` returns, for each model, the inputs of its BatchNorm layers on its chunk, in
     training mode. A pack (sweep/pack.py) probes its K towers in one call; a run alone, K = 1."""
+    import keras
+
     sums = [[np.zeros(layer.moving_mean.shape, np.float64) for layer in layers] for layers in norms]
     squares = [[np.zeros_like(s) for s in model_sums] for model_sums in sums]
     counts = [[0] * len(layers) for layers in norms]  # values per channel: images x positions, per layer
@@ -111,7 +119,7 @@ def set_statistics(norms: list[list[Any]], probe: Any, xs: list[np.ndarray]) -> 
         found = probe([x[start : start + RECAL_BATCH] for x in xs])
         for k, inputs in enumerate(found):
             for i, values in enumerate(inputs):
-                flat = values.numpy().astype(np.float64).reshape(-1, values.shape[-1])
+                flat = np.asarray(keras.ops.convert_to_numpy(values)).astype(np.float64).reshape(-1, values.shape[-1])
                 sums[k][i] += flat.sum(axis=0)
                 squares[k][i] += np.square(flat).sum(axis=0)
                 counts[k][i] += flat.shape[0]

@@ -23,6 +23,7 @@ import pandas as pd
 
 from sweep import keys, vocab
 from sweep.analysis import (
+    BACKEND_DEFAULT,
     CONTROL_DEFAULTS,
     POST_DEFAULTS,
     SOURCE_RANK,
@@ -72,6 +73,8 @@ NAMED = ("train.batch_size", "data.samples_per_class", "train.lr", "train.epochs
 
 @functools.lru_cache(maxsize=None, typed=True)  # typed: True and 1 are different cells; asked per column per check
 def _is_key_default(key: str, value: Any) -> bool:
+    if key == vocab.BACKEND:
+        return bool(value == BACKEND_DEFAULT)
     try:
         default = keys.default(key)
     except KeyError:
@@ -180,7 +183,7 @@ def with_defaults(rows: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 @functools.cache  # with_defaults runs hundreds of times per report; the keys' defaults never change
 def _implied_defaults() -> dict[str, Any]:
-    return {**{k: keys.default(k) for k in keys.added_later()}, **CONTROL_DEFAULTS}
+    return {**{k: keys.default(k) for k in keys.added_later()}, **CONTROL_DEFAULTS, vocab.BACKEND: BACKEND_DEFAULT}
 
 
 def _as_written(default: Any) -> Any:

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from sweep import checkpoint, devices, noise, optim, recal, stopping, usercode, vocab
+from sweep import backends, checkpoint, devices, noise, optim, recal, stopping, usercode, vocab
 from sweep import data as data_module
 from sweep import model as model_module
 from sweep.plan import RunSpec, derive_seed
@@ -85,6 +85,7 @@ class RunInfo:
     steps_per_execution: int = 1
     reused_model: bool = False  # trained in the previous run's compiled model (fresh weights): no tracing
     pack_size: int = 1  # runs trained as towers of one model (sweep/pack.py); epoch_seconds are each one's share
+    backend: str = backends.TENSORFLOW  # Keras's backend (KERAS_BACKEND); runs on different backends never pair
 
 
 class Run:
@@ -232,6 +233,8 @@ def run_info(
 ) -> RunInfo:
     """The facts of a prepared run: `model` is the compiled model it trains in (a pack's, with
     `tower` its own model among the pack's; sweep/pack.py)."""
+    import keras
+
     batch = spec.point.train.batch_size
     return RunInfo(
         parameters=model_module.trainable_parameters(tower if tower is not None else model),
@@ -250,15 +253,20 @@ def run_info(
         steps_per_execution=int(model.steps_per_execution),
         reused_model=reused,
         pack_size=len(model.outputs) if tower is not None else 1,
+        backend=keras.backend.backend(),
     )
 
 
 def seed_everything(seed: int) -> None:
+    """Weights from the run seed's "init" sub-seed; on TensorFlow, op determinism too (JAX on the
+    CPU is deterministic as it is)."""
     import keras
-    import tensorflow as tf
 
     keras.utils.set_random_seed(derive_seed(seed, "init"))
-    tf.config.experimental.enable_op_determinism()
+    if keras.backend.backend() == backends.TENSORFLOW:
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()
 
 
 def steps_per_execution(batch_size: int, replicas: int) -> int:
@@ -318,7 +326,7 @@ class _CompiledCache:
                 optimizer=optim.make_optimizer(spec.point.train.optimizer, lr),
                 loss="sparse_categorical_crossentropy",
                 metrics=["accuracy"],
-                jit_compile=False,
+                jit_compile=backends.jit_compile(),
                 steps_per_execution=steps_per_execution(spec.point.train.batch_size, len(replicas.devices)),
             )
         self.key, self.model, self.strategy = key, fresh, strategy

@@ -8,6 +8,7 @@ defined exactly once (DESIGN.md, "Results layout").
 RUN_ID = "run_id"
 STATUS = "status"
 SEED = "seed"
+BACKEND = "backend"  # runs.csv: Keras's backend (sweep/backends.py); results without it ran on tensorflow
 ROLE = "role"  # grid | search | tuned (below)
 ATTEMPT = "attempt"
 SEARCH_GROUP = "search_group"

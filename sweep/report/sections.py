@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from sweep import provenance, readings, scaling, tuning, vocab
-from sweep.analysis import IN_CLAIMS, Results, varying
+from sweep.analysis import BACKEND_DEFAULT, IN_CLAIMS, Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report import answer, comparable, family, map_section, until_section
@@ -151,6 +151,7 @@ def header(results: Results) -> list[tuple[str, str]]:
         ("runs", f"{len(runs)} ({', '.join(f'{v} {k}' for k, v in sorted(statuses.items()))})" if len(runs) else "0"),
         ("training wall time", _wall_time(runs)),
         ("training devices (runs.csv)", _devices(runs)),
+        ("Keras backend (runs.csv)", _backends(runs)),
         *provenance.rows(),
     ]
 
@@ -179,6 +180,15 @@ def _devices(runs: pd.DataFrame) -> str:
         kind = "logical CPU devices" if str(virtual) == "True" else "physical"
         parts.append(f"{devices} ({kind}; {len(group)} runs)")
     return "; ".join(parts) or "unknown"
+
+
+def _backends(runs: pd.DataFrame) -> str:
+    """Runs per Keras backend; results written before runs.csv recorded it ran on tensorflow."""
+    if runs.empty:
+        return "unknown"
+    column = runs[vocab.BACKEND] if vocab.BACKEND in runs else pd.Series(BACKEND_DEFAULT, index=runs.index)
+    counts = column.fillna(BACKEND_DEFAULT).value_counts().sort_index()
+    return "; ".join(f"{name} ({count} runs)" for name, count in counts.items())
 
 
 # --- the claims

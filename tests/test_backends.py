@@ -1,0 +1,160 @@
+"""The Keras backend as a fact of every run: the same sweep on JAX, refusals before anything trains,
+and runs on different backends never paired by the report (sweep/backends.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, cli_env, write_grid
+
+from sweep import analysis as an
+from sweep import backends, selection, vocab
+from sweep.cli import main
+from sweep.config import load_grid
+from sweep.plan import plan
+from sweep.store import Store
+
+ARTICLE = REPO / "results" / "article"  # 6 TensorFlow runs (batch 8 and 64, seeds 0-2), no backend column
+
+# 8 classes x 20 images, 1 epoch; gpus 1 and 2 -> 2 runs
+TWO_REPLICAS = """
+    name: replicas
+    seeds: [0]
+    base:
+      data: {classes: 8, samples_per_class: 20, image_size: 16}
+      train: {epochs: 1}
+    grid:
+      train.gpus: [1, 2]
+"""
+
+
+def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """Run the CLI; assert exit 2, one line on stderr and nothing written; return the line."""
+    results = tmp_path / "results"
+    assert main([*args, "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not results.exists()
+    return err.strip()
+
+
+def test_what_jax_cannot_do_is_one_line_and_exit_2_before_anything_trains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    grid = str(write_grid(tmp_path, TWO_REPLICAS))
+    assert _refused(tmp_path, capsys, "run", grid) == (
+        "error: grid.yaml: train.gpus: 2 is not supported on the jax backend (KERAS_BACKEND=jax); "
+        "use gpus: 1, or KERAS_BACKEND=tensorflow"
+    )
+    assert "train.gpus: 2 is not supported on the jax backend" in _refused(tmp_path, capsys, "time", grid)
+    smoke = str(REPO / "experiments" / "smoke.yaml")
+    assert "--pack 2 is not supported on the jax backend" in _refused(tmp_path, capsys, "run", smoke, "--pack", "2")
+    noisy = str(write_grid(tmp_path, TWO_REPLICAS.replace("[1, 2]", "[1]\n      train.noise_scale: [true]"), "n.yaml"))
+    assert "train.noise_scale: true is not supported on the jax backend" in _refused(tmp_path, capsys, "run", noisy)
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    assert "training is not supported on the torch backend" in _refused(tmp_path, capsys, "run", smoke)
+
+
+def test_a_store_of_runs_trained_on_another_backend_is_refused_before_anything_is_queued(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run id names the settings, not the backend: the jax process would take the tensorflow runs
+    for its own finished ones. Runs recorded before the backend was count as tensorflow."""
+    grid = write_grid(tmp_path, TWO_REPLICAS.replace("[1, 2]", "[1]"))  # 1 run
+    results = tmp_path / "results"
+    store = Store.open(results / vocab.JOURNAL_FILE, "replicas")
+    store.enqueue(plan(load_grid(grid)))
+    claim = store.start(store.claim_next())
+    store.record_info(claim, {"parameters": 1})  # written before runs.csv had a backend column: tensorflow
+    store.finish(claim, vocab.DONE, 0.5)
+    before = (results / vocab.JOURNAL_FILE).read_bytes()
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert main(["run", str(grid), "--results", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(
+        "journal.log: its runs trained on tensorflow and this process trains on jax (KERAS_BACKEND); "
+        "give the jax runs a results folder of their own (--results DIR)"
+    )
+    assert len(err.splitlines()) == 1 and (results / vocab.JOURNAL_FILE).read_bytes() == before
+    assert not (results / vocab.RUNS_CSV).exists()
+
+
+def test_the_backend_is_found_as_keras_finds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    assert backends.current() == "tensorflow"  # no keras.json: Keras's default
+    (tmp_path / "keras.json").write_text(json.dumps({"backend": "jax"}))
+    assert backends.current() == "jax"
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")  # the variable wins over the file, as in Keras
+    assert backends.current() == "tensorflow"
+
+
+def test_runs_on_another_backend_are_other_runs_and_never_paired_across(tmp_path: Path) -> None:
+    """The same run ids on jax (a copy of the TensorFlow results with a backend column) are kept beside the
+    TensorFlow ones, and every pair of a paired comparison holds runs of one backend."""
+    other = tmp_path / "jax"
+    other.mkdir()
+    pd.read_csv(ARTICLE / vocab.RUNS_CSV).assign(backend="jax").to_csv(other / vocab.RUNS_CSV, index=False)
+    shutil.copy(ARTICLE / vocab.EPOCHS_CSV, other / vocab.EPOCHS_CSV)
+    both = an.load([ARTICLE, other])
+    assert len(both.runs) == 12  # 6 runs x 2 backends: the same spec on another backend is another run
+    last = both.epochs[both.epochs[vocab.EPOCH] == both.epochs[vocab.EPOCH].max()]
+    assert last[vocab.BACKEND].fillna("tensorflow").value_counts().to_dict() == {"tensorflow": 6, "jax": 6}
+    keys = selection.pair_keys(last, "train.batch_size")
+    per_pair = last.assign(_pair=keys, _backend=last[vocab.BACKEND].fillna("tensorflow")).groupby("_pair")
+    assert per_pair["_backend"].nunique().max() == 1 and per_pair.size().tolist() == [2] * 6  # bs8 + bs64, 1 backend
+    assert selection.paired(last, "train.batch_size", 8, 64, vocab.VAL_ACC).n == 6  # 3 seeds x 2 backends
+    chosen = selection.choose_context(last, "train.batch_size")
+    assert chosen is not None and chosen.rows[vocab.BACKEND].fillna("tensorflow").nunique() == 1
+
+
+@pytest.mark.slow
+def test_the_smoke_grid_runs_on_jax_and_gives_the_same_records_twice(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = cli_env(KERAS_BACKEND="jax", BATCHSWEEP_THREADS="1")
+    epochs = []
+    for name in ("first", "second"):
+        results = tmp_path / name
+        done = subprocess.run(
+            [sys.executable, "-m", "sweep", "run", "experiments/smoke.yaml", "--results", str(results)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs = pd.read_csv(results / vocab.RUNS_CSV)
+        assert runs[vocab.STATUS].tolist() == ["done", "done"]  # 2 batch sizes x 1 seed -> 2 runs
+        assert runs[vocab.BACKEND].tolist() == ["jax", "jax"] and runs["jit_compile"].all()
+        epochs.append(pd.read_csv(results / vocab.EPOCHS_CSV).drop(columns=["epoch_seconds", "samples_per_second"]))
+        assert "| Keras backend (runs.csv) | jax (2 runs) |" in (results / "report.md").read_text()
+    assert len(epochs[0]) == 4  # 2 runs x 2 epochs
+    pd.testing.assert_frame_equal(epochs[0], epochs[1])  # bit for bit: JAX on the CPU is deterministic
+
+
+@pytest.mark.slow
+def test_checkpoints_restore_bit_for_bit_on_jax() -> None:
+    """tests/test_checkpoint.py's restore tests that JAX supports (one device, no noise scale), in a process
+    whose backend is jax: a run restored from its checkpoint writes the records of one never stopped."""
+    import subprocess
+    import sys
+
+    chosen = "fresh-session or cached-model or early_stopping or batchnorm_statistics"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_checkpoint.py", "-k", chosen],
+        cwd=REPO,
+        env=cli_env(KERAS_BACKEND="jax"),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "4 passed" in done.stdout

@@ -141,10 +141,8 @@ class Reach:
 def elapsed_seconds(run: pd.DataFrame) -> pd.Series:
     """Training seconds since the start of the run at each record.
 
-    `epoch_seconds` is the time since the start of the epoch, so the elapsed time at a
-    record is its own value plus the full times of the epochs completed before it (the
-    records at integer epochs).
-    """
+    `epoch_seconds` is the time since the start of the epoch, so the elapsed time at a record is its
+    own value plus the full times of the epochs completed before it (the records at integer epochs)."""
     order = step_order(run[vocab.STEP].to_numpy())
     epoch = run[vocab.EPOCH].to_numpy(dtype=float)[order]
     seconds = run[vocab.EPOCH_SECONDS].to_numpy(dtype=float)[order]
@@ -238,10 +236,8 @@ def reaches(curve: Curve, targets: tuple[float, ...]) -> pd.DataFrame:
 def choose_targets(curve: Curve, table: pd.DataFrame | None = None) -> tuple[float, ...]:
     """The levels of the ladder above chance that at least half the curve's batch sizes reach with >= 2 seeds.
 
-    Fixed levels make targets comparable between curves; "half the batch sizes" keeps a
-    target most of the curve can be read at, without choosing it by the outcome of a fit.
-    `table`: `above_chance(curve)`, when already read.
-    """
+    Fixed levels make targets comparable between curves; "half the batch sizes" keeps a target most
+    of the curve can be read at, without choosing it by a fit's outcome. `table`: `above_chance(curve)`."""
     table = above_chance(curve) if table is None else table
     if table.empty:
         return ()

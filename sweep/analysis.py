@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweep import keys, timing, vocab
+from sweep import backends, keys, timing, vocab
 from sweep.estimates import t_multiplier
 
 SOURCE = "source"  # column added by `load`: the results folder a row came from
@@ -26,7 +26,7 @@ SOURCE_RANK = "source_rank"  # its position on the command line (0 = first), for
 SETTING_PREFIXES = ("data.", "model.", "train.")
 BATCH_SIZE, GPUS = "train.batch_size", "train.gpus"
 EPOCH_TWO = 2  # the post's "epoch 2"
-BACKEND_DEFAULT = "tensorflow"  # the backend of results written before runs.csv recorded it
+BACKEND_DEFAULT = backends.TENSORFLOW  # the backend of results written before runs.csv recorded it
 
 # Where a grid key stands for the claims comes from its declaration (sweep/keys.py):
 # - POST_DEFAULTS: the post's setting of the toggles; where several groups of runs could
@@ -165,10 +165,15 @@ def _read_folder(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _with_backend(epochs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """`epochs` with each run's backend from runs.csv, so it counts as a setting (`setting_columns`).
     Results written before the column existed are left as they are: their runs ran on tensorflow."""
-    if vocab.BACKEND not in runs or vocab.RUN_ID not in epochs or epochs.empty:
-        return epochs
-    backend = runs.drop_duplicates(vocab.RUN_ID).set_index(vocab.RUN_ID)[vocab.BACKEND]
-    return epochs.assign(**{vocab.BACKEND: epochs[vocab.RUN_ID].map(backend)})
+    return with_run_column(epochs, runs, vocab.BACKEND)
+
+
+def with_run_column(table: pd.DataFrame, runs: pd.DataFrame, column: str) -> pd.DataFrame:
+    """`table` with runs.csv's `column` for each row's run; `table` as it is where runs.csv lacks it."""
+    if column not in runs or vocab.RUN_ID not in table or table.empty:
+        return table
+    values = runs.drop_duplicates(vocab.RUN_ID).set_index(vocab.RUN_ID)[column]
+    return table.assign(**{column: table[vocab.RUN_ID].map(values)})
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -319,7 +324,8 @@ def claims_summary(results: Results, health: pd.DataFrame | None = None) -> pd.D
     with the other folders' timings of runs stored twice (`with_timing_copies`). `health`: if already computed."""
     health = run_health(results) if health is None else health
     summary = run_summary(without(results.epochs, health))
-    return with_pack_sizes(with_timing_copies(summary, timing_copies(results)), results.runs)
+    # a packed run's epoch times are its share of its pack's: C6 says so (runs.csv's pack_size)
+    return with_run_column(with_timing_copies(summary, timing_copies(results)), results.runs, PACK_SIZE)
 
 
 def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -398,15 +404,6 @@ def with_timing_copies(summary: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFr
         return summary
     spec = spec_hash(summary[vocab.RUN_ID])
     return summary.assign(**{TIMED_COPIES: spec.map(dict(zip(copies["spec"], copies[TIMED_COPIES], strict=True)))})
-
-
-def with_pack_sizes(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """`summary` with runs.csv's `pack_size` where recorded: a packed run's epoch times are its share of
-    its pack's time, which a timing claim must say."""
-    if summary.empty or PACK_SIZE not in runs:
-        return summary
-    sizes = runs.drop_duplicates(vocab.RUN_ID).set_index(vocab.RUN_ID)[PACK_SIZE]
-    return summary.assign(**{PACK_SIZE: summary[vocab.RUN_ID].map(sizes)})
 
 
 def gap_table(epochs: pd.DataFrame) -> pd.DataFrame:

@@ -71,7 +71,7 @@ class Twin:
         # input is what it would be with recalibrated statistics above it. (It also moves the
         # twin's moving averages; they are overwritten right after.)
         self._inputs = lambda x: probe(x, training=True)
-        if keras.backend.backend() == "tensorflow":  # traced once; on JAX the pass runs eagerly
+        if keras.backend.backend() == backends.TENSORFLOW:  # traced once; on JAX the pass runs eagerly
             import tensorflow as tf
 
             self._inputs = tf.function(self._inputs, reduce_retracing=True)

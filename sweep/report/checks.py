@@ -10,7 +10,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from sweep import vocab
@@ -59,10 +58,9 @@ def _est(rows: pd.DataFrame, axis: str, value: Any, metric: str) -> Estimate:
 
 
 def _means(rows: pd.DataFrame, axis: str, values: Sequence[Any], metric: str) -> dict[Any, float]:
-    """`_est(rows, axis, v, metric).mean` for each of `values` of a numeric axis, from one conversion to arrays."""
-    at = pd.to_numeric(rows[axis], errors="coerce").to_numpy(dtype=float)
+    """`_est(rows, axis, v, metric).mean` for each of `values`, the metric converted to an array once."""
     numbers = rows[metric].to_numpy(dtype=float)
-    return {v: estimate(numbers[np.abs(at - float(v)) < 1e-9]).mean for v in values}
+    return {v: estimate(numbers[matches(rows[axis], v).to_numpy()]).mean for v in values}
 
 
 def _finding(

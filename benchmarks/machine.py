@@ -63,7 +63,7 @@ def _tensorflow_version() -> str:
             return version(package)
         except PackageNotFoundError:
             continue
-    return "?"
+    return "not installed"
 
 
 def clean_env(cache: Path) -> dict[str, str]:

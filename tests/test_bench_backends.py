@@ -1,0 +1,125 @@
+"""The benchmarks across Keras backends: benchmarks/device_check.py (the sweep's checks on a machine's
+devices, here in an environment without TensorFlow: a JAX machine with Keras and Optuna beside pandas,
+matplotlib and scikit-learn) and benchmarks/backends.py (one grid's wall time on TensorFlow and JAX)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from benchmarks import backends, device_check
+
+CHECKS = ["devices", "smoke", "replicas", "trials per GPU", "pack"]
+# What a JAX machine without TensorFlow brings, at this environment's versions (so pip takes them
+# from its cache); Keras's and Optuna's own dependencies come with them.
+WITHOUT_TENSORFLOW = (
+    "jax",
+    "jaxlib",
+    "keras",
+    "optuna",
+    "numpy",
+    "pandas",
+    "scipy",
+    "matplotlib",
+    "scikit-learn",
+    "pyyaml",
+    "psutil",
+)
+
+
+def test_a_folder_in_use_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep", encoding="utf-8")
+    assert device_check.main([str(out)]) == 2
+    assert capsys.readouterr().err == f"error: {out}: exists and is not an empty folder; give a new or empty one\n"
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+
+
+def _epochs(folder: Path, rows: list[tuple[str, str, float, float]]) -> Path:
+    folder.mkdir()
+    with (folder / "epochs.csv").open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["run_id", "epoch", "train_acc", "val_acc"])
+        writer.writerows(rows)
+    return folder
+
+
+def test_packed_and_alone_records_are_compared_record_by_record(tmp_path: Path) -> None:
+    alone = _epochs(tmp_path / "a", [("r1", "1", 0.5, 0.25), ("r1", "2", 0.75, 0.5)])
+    same = _epochs(tmp_path / "b", [("r1", "2", 0.75, 0.5), ("r1", "1", 0.5, 0.25)])
+    moved = _epochs(tmp_path / "c", [("r1", "1", 0.5, 0.25), ("r1", "2", 0.75, 0.625)])
+    short = _epochs(tmp_path / "d", [("r1", "1", 0.5, 0.25)])
+    assert device_check.records_differ(alone, same) == "identical"
+    assert device_check.records_differ(alone, moved) == "differ by up to 0.12 in accuracy"
+    assert device_check.records_differ(alone, short) == "differ: 2 against 1 records"
+
+
+def _environment_without_tensorflow(where: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
+    python = where / "bin" / "python"
+    pinned = [f"{name}=={version(name)}" for name in WITHOUT_TENSORFLOW]
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *pinned], check=True)
+    return python
+
+
+@pytest.mark.slow
+def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_path: Path) -> None:
+    python = _environment_without_tensorflow(tmp_path / "venv")
+    missing = subprocess.run([str(python), "-c", "import tensorflow"], capture_output=True, text=True)
+    assert "No module named 'tensorflow'" in missing.stderr
+    out = tmp_path / "check"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | {"KERAS_BACKEND": "jax"}
+    done = subprocess.run(
+        [str(python), "-m", "benchmarks.device_check", str(out)], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    with (out / "device_check.csv").open(encoding="utf-8") as f:
+        rows = {row["check"]: row for row in csv.DictReader(f)}
+    assert list(rows) == CHECKS
+    assert rows["devices"]["outcome"] == "passed"
+    assert rows["devices"]["detail"].endswith("1 device(s) (cpu:0); TensorFlow not installed")
+    assert rows["devices"]["detail"].startswith(f"Keras {version('keras')} on jax {version('jax')}")
+    assert (rows["smoke"]["outcome"], rows["smoke"]["detail"]) == ("passed", "2 of 2 runs done, report.md written")
+    assert rows["trials per GPU"]["outcome"] == "skipped"
+    summary = (out / "device_check.md").read_text(encoding="utf-8")
+    for check in CHECKS:
+        assert f"| {check} | {rows[check]['outcome']} |" in summary
+    assert (out / "smoke" / "report.md").is_file()
+
+
+def test_the_backends_table_gives_medians_and_the_ratio() -> None:
+    timings = [
+        backends.Timing(backend, repeat, 1.0, process * scale, run * scale, 6)
+        for backend, scale in (("tensorflow", 1.0), ("jax", 1.5))
+        for repeat, (process, run) in enumerate(((100.0, 80.0), (300.0, 240.0), (120.0, 96.0)))
+    ]
+    text = backends.markdown(timings, backends.ARTICLE, "now")
+    assert "| process seconds | 120.0 | 180.0 | 1.50 |" in text  # medians of 100, 300, 120 and of 1.5x those
+    assert "| run seconds | 96.0 | 144.0 | 1.50 |" in text
+    assert "--grid experiments/article.yaml --repeats 3" in text and "6 runs per backend" in text
+
+
+@pytest.mark.slow
+def test_the_backends_benchmark_times_a_grid_on_both_and_refuses_bad_input(tmp_path: Path) -> None:
+    def bench(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "benchmarks.backends", "--out", str(tmp_path), *args]
+        return subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
+
+    done = bench("--grid", str(REPO / "experiments" / "smoke.yaml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    with (tmp_path / "backends.csv").open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["backend"], r["runs_done"]) for r in rows] == [("tensorflow", "2"), ("jax", "2")]
+    assert all(float(r["process_seconds"]) > float(r["run_seconds"]) > 0 for r in rows)
+    assert "| process seconds |" in (tmp_path / "backends.md").read_text(encoding="utf-8")
+    for bad, words in ((("--repeats", "0"), "--repeats must be at least 1"), (("--grid", "/nowhere.yaml"), "/nowhere")):
+        refused = bench(*bad)
+        assert refused.returncode == 2 and words in refused.stderr and "Traceback" not in refused.stderr

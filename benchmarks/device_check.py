@@ -29,6 +29,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import yaml
+
 from benchmarks import machine
 
 PASSED, REFUSED, SKIPPED, FAILED = "passed", "refused", "skipped", "failed"
@@ -41,14 +43,13 @@ base:
 grid:
   train.gpus: [1, 2]
 """
-PACK_GRID = SMOKE.read_text(encoding="utf-8").replace("seeds: [0]", "seeds: [0, 1]")  # 4 runs, 2 per pack
+PACK_GRID = yaml.safe_dump({**yaml.safe_load(SMOKE.read_text(encoding="utf-8")), "seeds": [0, 1]})  # 4 runs
 PROBE = """
 import importlib.util, json, keras
 devices = [str(d) for d in keras.distribution.list_devices()]
 backend = keras.backend.backend()
-module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(backend)
 print(json.dumps({"backend": backend, "keras": keras.__version__,
-                  "backend_version": getattr(__import__(module), "__version__", "?") if module else "?",
+                  "backend_version": getattr(__import__(backend), "__version__", "?"),
                   "devices": devices, "tensorflow": importlib.util.find_spec("tensorflow") is not None}))
 """
 

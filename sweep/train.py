@@ -38,6 +38,7 @@ and a zeroed optimizer, and trains bit for bit like a fresh model
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -259,7 +260,10 @@ def run_info(
 
 def seed_everything(seed: int) -> None:
     """Weights from the run seed's "init" sub-seed; on TensorFlow, op determinism too (JAX on the
-    CPU is deterministic as it is)."""
+    CPU is deterministic as it is). On torch, deterministic algorithms: an op without a
+    deterministic kernel raises rather than vary (on the CPU they all have one; on CUDA cuBLAS
+    needs its fixed workspace, set before it starts). The same records then need the same intra-op
+    thread count too (RunInfo.threads), as on TensorFlow."""
     import keras
 
     keras.utils.set_random_seed(derive_seed(seed, "init"))
@@ -267,12 +271,20 @@ def seed_everything(seed: int) -> None:
         import tensorflow as tf
 
         tf.config.experimental.enable_op_determinism()
+    elif keras.backend.backend() == backends.TORCH:
+        import torch
+
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
 
 
 def steps_per_execution(batch_size: int, replicas: int) -> int:
     """Optimizer steps per call into TensorFlow. One under MirroredStrategy: there Keras's
-    multi-step loop fails ("You must feed a value for placeholder tensor", Keras 3.15)."""
-    return max(1, IMAGES_PER_EXECUTION // batch_size) if replicas == 1 else 1
+    multi-step loop fails ("You must feed a value for placeholder tensor", Keras 3.15). One on
+    torch: Keras's torch trainer takes no other."""
+    if replicas > 1 or backends.current() == backends.TORCH:
+        return 1
+    return max(1, IMAGES_PER_EXECUTION // batch_size)
 
 
 def graph_key(spec: RunSpec, num_classes: int, lr: Any, replicas: devices.Replicas) -> tuple:

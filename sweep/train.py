@@ -266,7 +266,7 @@ def seed_everything(seed: int) -> None:
     thread count too (RunInfo.threads), as on TensorFlow."""
     import keras
 
-    keras.utils.set_random_seed(derive_seed(seed, "init"))
+    set_random_seed(derive_seed(seed, "init"))
     if keras.backend.backend() == backends.TENSORFLOW:
         import tensorflow as tf
 
@@ -276,6 +276,32 @@ def seed_everything(seed: int) -> None:
 
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
+
+
+def set_random_seed(seed: int) -> None:
+    """`keras.utils.set_random_seed` (Keras 3.15), without its `tf.random.set_seed` off TensorFlow:
+    that imports TensorFlow whenever it is installed, and only TensorFlow's own ops read it. The
+    rest is the state it sets: its global seed and fresh global seed generator (drawn from
+    Python's `random`), Python's and numpy's generators, and torch's on torch."""
+    import random
+
+    import keras
+
+    if keras.backend.backend() == backends.TENSORFLOW:
+        keras.utils.set_random_seed(seed)
+        return
+    from keras.src.backend.common import global_state  # no public setter for these two
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)
+    if keras.backend.backend() == backends.TORCH:
+        import torch
+
+        torch.manual_seed(seed)
 
 
 def steps_per_execution(batch_size: int, replicas: int) -> int:

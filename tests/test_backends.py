@@ -176,3 +176,30 @@ def test_checkpoints_restore_bit_for_bit_on_jax() -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:]
     assert "4 passed" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_jax_run_trains_without_importing_tensorflow() -> None:
+    """TensorFlow is installed here; a JAX run seeds itself without it (train.set_random_seed), so it
+    trains where TensorFlow is not installed at all."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from test_train import tiny_spec\n"
+        "from sweep.train import Run\n"
+        "records = list(Run(tiny_spec()).epochs())\n"
+        "assert len(records) == 2, records\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO / "tests",
+        env=cli_env(KERAS_BACKEND="jax"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"

@@ -23,8 +23,8 @@ from sweep.exits import UsageError
 if TYPE_CHECKING:
     from sweep.config import PointConfig
 
-TENSORFLOW, JAX = "tensorflow", "jax"
-SUPPORTED = (TENSORFLOW, JAX)  # torch: not yet (docs/design.md, "Backends")
+TENSORFLOW, JAX, TORCH = "tensorflow", "jax", "torch"
+SUPPORTED = (TENSORFLOW, JAX, TORCH)
 
 
 class UnsupportedError(UsageError):
@@ -71,5 +71,6 @@ def check(source: str, points: Iterable[PointConfig], pack: int | None = None) -
 
 def jit_compile() -> bool:
     """Keras's `jit_compile` for every model the trainer compiles. Off on TensorFlow: XLA is off under
-    op determinism anyway. On JAX, on: without it Keras runs every step op by op, not through jax.jit."""
-    return not is_tensorflow()
+    op determinism anyway. On JAX, on: without it Keras runs every step op by op, not through jax.jit.
+    Off on torch: there it means torch.compile, which costs more to compile than these small runs take."""
+    return current() == JAX

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from sweep import vocab
+from sweep import backends, vocab
 from sweep.store import storage
 
 CHECKPOINTS_ENV = "BATCHSWEEP_CHECKPOINTS"
@@ -118,7 +118,10 @@ def _arrays_of(variables: list[Any], prefix: str) -> dict[str, np.ndarray]:
 
 
 def _replicas(variable: Any) -> tuple[Any, ...]:
-    """The per-replica copies of a mirrored variable; one copy (itself) otherwise."""
+    """The per-replica copies of a mirrored variable; one copy (itself) otherwise. Only TensorFlow
+    mirrors (a torch variable's `value.values` is a tensor method, not copies)."""
+    if not backends.is_tensorflow():
+        return (variable,)
     return tuple(getattr(getattr(variable, "value", None), "values", None) or (variable,))
 
 

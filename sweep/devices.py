@@ -93,6 +93,8 @@ def _one_device(count: int) -> Replicas:
 
     if count > 1:  # sweep/backends.py refuses such a grid before anything trains; a worker started by hand lands here
         raise RuntimeError(f"train.gpus: {count} is not supported on the {keras.backend.backend()} backend")
+    if keras.backend.backend() == backends.TORCH:  # no keras.distribution there: where Keras puts its tensors
+        return Replicas((str(keras.ops.zeros(()).device),), virtual=False)
     return Replicas((keras.distribution.list_devices()[0],), virtual=False)
 
 
@@ -161,7 +163,12 @@ def cpu_count() -> int:
 def intra_op_threads() -> int:
     """TensorFlow's intra-op thread count in this process: set in code, by
     $TF_NUM_INTRAOP_THREADS (`worker_environment`), or else one per core. Outside TensorFlow: one
-    per core, the size of XLA's CPU thread pool (which does not read these variables)."""
+    per core, the size of XLA's CPU thread pool (which does not read these variables). On torch:
+    its intra-op thread count, which it takes from $OMP_NUM_THREADS (`worker_environment`)."""
+    if backends.current() == backends.TORCH:
+        import torch
+
+        return int(torch.get_num_threads())
     if not backends.is_tensorflow():
         return cpu_count()
     import tensorflow as tf

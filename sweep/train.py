@@ -38,6 +38,7 @@ and a zeroed optimizer, and trains bit for bit like a fresh model
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -259,20 +260,57 @@ def run_info(
 
 def seed_everything(seed: int) -> None:
     """Weights from the run seed's "init" sub-seed; on TensorFlow, op determinism too (JAX on the
-    CPU is deterministic as it is)."""
+    CPU is deterministic as it is). On torch, deterministic algorithms: an op without a
+    deterministic kernel raises rather than vary (on the CPU they all have one; on CUDA cuBLAS
+    needs its fixed workspace, set before it starts). The same records then need the same intra-op
+    thread count too (RunInfo.threads), as on TensorFlow."""
     import keras
 
-    keras.utils.set_random_seed(derive_seed(seed, "init"))
+    set_random_seed(derive_seed(seed, "init"))
     if keras.backend.backend() == backends.TENSORFLOW:
         import tensorflow as tf
 
         tf.config.experimental.enable_op_determinism()
+    elif keras.backend.backend() == backends.TORCH:
+        import torch
+
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+
+
+def set_random_seed(seed: int) -> None:
+    """`keras.utils.set_random_seed` (Keras 3.15), without its `tf.random.set_seed` off TensorFlow:
+    that imports TensorFlow whenever it is installed, and only TensorFlow's own ops read it. The
+    rest is the state it sets: its global seed and fresh global seed generator (drawn from
+    Python's `random`), Python's and numpy's generators, and torch's on torch."""
+    import random
+
+    import keras
+
+    if keras.backend.backend() == backends.TENSORFLOW:
+        keras.utils.set_random_seed(seed)
+        return
+    from keras.src.backend.common import global_state  # no public setter for these two
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+    random.seed(seed)
+    np.random.seed(seed)
+    if keras.backend.backend() == backends.TORCH:
+        import torch
+
+        torch.manual_seed(seed)
 
 
 def steps_per_execution(batch_size: int, replicas: int) -> int:
     """Optimizer steps per call into TensorFlow. One under MirroredStrategy: there Keras's
-    multi-step loop fails ("You must feed a value for placeholder tensor", Keras 3.15)."""
-    return max(1, IMAGES_PER_EXECUTION // batch_size) if replicas == 1 else 1
+    multi-step loop fails ("You must feed a value for placeholder tensor", Keras 3.15). One on
+    torch: Keras's torch trainer takes no other."""
+    if replicas > 1 or backends.current() == backends.TORCH:
+        return 1
+    return max(1, IMAGES_PER_EXECUTION // batch_size)
 
 
 def graph_key(spec: RunSpec, num_classes: int, lr: Any, replicas: devices.Replicas) -> tuple:

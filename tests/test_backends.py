@@ -42,22 +42,34 @@ def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> 
     return err.strip()
 
 
-def test_what_jax_cannot_do_is_one_line_and_exit_2_before_anything_trains(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_what_a_backend_cannot_do_is_one_line_and_exit_2_before_anything_trains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
-    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    monkeypatch.setenv("KERAS_BACKEND", backend)
     grid = str(write_grid(tmp_path, TWO_REPLICAS))
     assert _refused(tmp_path, capsys, "run", grid) == (
-        "error: grid.yaml: train.gpus: 2 is not supported on the jax backend (KERAS_BACKEND=jax); "
+        f"error: grid.yaml: train.gpus: 2 is not supported on the {backend} backend (KERAS_BACKEND={backend}); "
         "use gpus: 1, or KERAS_BACKEND=tensorflow"
     )
-    assert "train.gpus: 2 is not supported on the jax backend" in _refused(tmp_path, capsys, "time", grid)
+    assert f"train.gpus: 2 is not supported on the {backend} backend" in _refused(tmp_path, capsys, "time", grid)
     smoke = str(REPO / "experiments" / "smoke.yaml")
-    assert "--pack 2 is not supported on the jax backend" in _refused(tmp_path, capsys, "run", smoke, "--pack", "2")
+    packed = _refused(tmp_path, capsys, "run", smoke, "--pack", "2")
+    assert f"--pack 2 is not supported on the {backend} backend" in packed
     noisy = str(write_grid(tmp_path, TWO_REPLICAS.replace("[1, 2]", "[1]\n      train.noise_scale: [true]"), "n.yaml"))
-    assert "train.noise_scale: true is not supported on the jax backend" in _refused(tmp_path, capsys, "run", noisy)
-    monkeypatch.setenv("KERAS_BACKEND", "torch")
-    assert "training is not supported on the torch backend" in _refused(tmp_path, capsys, "run", smoke)
+    noise_refused = _refused(tmp_path, capsys, "run", noisy)
+    assert f"train.noise_scale: true is not supported on the {backend} backend" in noise_refused
+
+
+def test_a_backend_keras_has_but_the_trainer_does_not_is_refused_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERAS_BACKEND", "openvino")
+    smoke = str(REPO / "experiments" / "smoke.yaml")
+    assert _refused(tmp_path, capsys, "run", smoke) == (
+        "error: smoke.yaml: training is not supported on the openvino backend (KERAS_BACKEND=openvino); "
+        "use KERAS_BACKEND=tensorflow or jax or torch"
+    )
 
 
 def test_a_store_of_runs_trained_on_another_backend_is_refused_before_anything_is_queued(
@@ -114,11 +126,14 @@ def test_runs_on_another_backend_are_other_runs_and_never_paired_across(tmp_path
 
 
 @pytest.mark.slow
-def test_the_smoke_grid_runs_on_jax_and_gives_the_same_records_twice(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_smoke_grid_runs_on_the_backend_and_gives_the_same_records_twice(tmp_path: Path, backend: str) -> None:
+    """Bit for bit at one thread: JAX on the CPU is deterministic; torch with deterministic algorithms
+    (train.seed_everything). jit_compile is on on JAX only (torch's would be torch.compile)."""
     import subprocess
     import sys
 
-    env = cli_env(KERAS_BACKEND="jax", BATCHSWEEP_THREADS="1")
+    env = cli_env(KERAS_BACKEND=backend, BATCHSWEEP_THREADS="1")
     epochs = []
     for name in ("first", "second"):
         results = tmp_path / name
@@ -133,11 +148,14 @@ def test_the_smoke_grid_runs_on_jax_and_gives_the_same_records_twice(tmp_path: P
         assert done.returncode == 0, done.stderr[-2000:]
         runs = pd.read_csv(results / vocab.RUNS_CSV)
         assert runs[vocab.STATUS].tolist() == ["done", "done"]  # 2 batch sizes x 1 seed -> 2 runs
-        assert runs[vocab.BACKEND].tolist() == ["jax", "jax"] and runs["jit_compile"].all()
+        assert runs[vocab.BACKEND].tolist() == [backend, backend]
+        if backend == "torch":  # its thread count, from the worker's OMP_NUM_THREADS (JAX's XLA takes a core each)
+            assert runs["threads"].tolist() == [1, 1]
+        assert runs["jit_compile"].tolist() == [backend == "jax"] * 2
         epochs.append(pd.read_csv(results / vocab.EPOCHS_CSV).drop(columns=["epoch_seconds", "samples_per_second"]))
-        assert "| Keras backend (runs.csv) | jax (2 runs) |" in (results / "report.md").read_text()
+        assert f"| Keras backend (runs.csv) | {backend} (2 runs) |" in (results / "report.md").read_text()
     assert len(epochs[0]) == 4  # 2 runs x 2 epochs
-    pd.testing.assert_frame_equal(epochs[0], epochs[1])  # bit for bit: JAX on the CPU is deterministic
+    pd.testing.assert_frame_equal(epochs[0], epochs[1])
 
 
 @pytest.mark.slow
@@ -158,3 +176,30 @@ def test_checkpoints_restore_bit_for_bit_on_jax() -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:]
     assert "4 passed" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_jax_run_trains_without_importing_tensorflow() -> None:
+    """TensorFlow is installed here; a JAX run seeds itself without it (train.set_random_seed), so it
+    trains where TensorFlow is not installed at all."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from test_train import tiny_spec\n"
+        "from sweep.train import Run\n"
+        "records = list(Run(tiny_spec()).epochs())\n"
+        "assert len(records) == 2, records\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO / "tests",
+        env=cli_env(KERAS_BACKEND="jax"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"

@@ -46,18 +46,24 @@ def test_what_jax_cannot_do_is_one_line_and_exit_2_before_anything_trains(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KERAS_BACKEND", "jax")
-    grid = str(write_grid(tmp_path, TWO_REPLICAS))
-    assert _refused(tmp_path, capsys, "run", grid) == (
-        "error: grid.yaml: train.gpus: 2 is not supported on the jax backend (KERAS_BACKEND=jax); "
-        "use gpus: 1, or KERAS_BACKEND=tensorflow"
+    noisy = str(write_grid(tmp_path, TWO_REPLICAS.replace("[1, 2]", "[1]\n      train.noise_scale: [true]")))
+    assert _refused(tmp_path, capsys, "run", noisy) == (
+        "error: grid.yaml: train.noise_scale: true is not supported on the jax backend (KERAS_BACKEND=jax); "
+        "drop it, or use KERAS_BACKEND=tensorflow"
     )
-    assert "train.gpus: 2 is not supported on the jax backend" in _refused(tmp_path, capsys, "time", grid)
+    assert "train.noise_scale: true is not supported on the jax backend" in _refused(tmp_path, capsys, "time", noisy)
     smoke = str(REPO / "experiments" / "smoke.yaml")
     assert "--pack 2 is not supported on the jax backend" in _refused(tmp_path, capsys, "run", smoke, "--pack", "2")
-    noisy = str(write_grid(tmp_path, TWO_REPLICAS.replace("[1, 2]", "[1]\n      train.noise_scale: [true]"), "n.yaml"))
-    assert "train.noise_scale: true is not supported on the jax backend" in _refused(tmp_path, capsys, "run", noisy)
     monkeypatch.setenv("KERAS_BACKEND", "torch")
     assert "training is not supported on the torch backend" in _refused(tmp_path, capsys, "run", smoke)
+    replicas = str(write_grid(tmp_path, TWO_REPLICAS, "r.yaml"))
+    assert "training is not supported on the torch backend" in _refused(tmp_path, capsys, "run", replicas)
+
+
+def test_jax_accepts_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpus: 2 trains on JAX (keras.distribution.DataParallel; the slow tests below train it)."""
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    backends.check("grid.yaml", [point for point, _ in load_grid(write_grid(tmp_path, TWO_REPLICAS)).points()])
 
 
 def test_a_store_of_runs_trained_on_another_backend_is_refused_before_anything_is_queued(

@@ -63,8 +63,6 @@ def check(source: str, points: Iterable[PointConfig], pack: int | None = None) -
         raise UnsupportedError(f"{where}--pack {pack} {tail}; drop --pack, or use KERAS_BACKEND=tensorflow")
     for point in points:
         train = point.train
-        if train.gpus > 1:
-            raise UnsupportedError(f"{where}train.gpus: {train.gpus} {tail}; use gpus: 1, or KERAS_BACKEND=tensorflow")
         if train.noise_scale:
             raise UnsupportedError(f"{where}train.noise_scale: true {tail}; drop it, or use KERAS_BACKEND=tensorflow")
 

@@ -11,6 +11,10 @@ When the machine has fewer than G GPUs, the CPU is split into G logical devices
 (`virtual_devices=True` in the run's record), so the GPU-count axis runs and is
 tested on any machine; the arithmetic of the split batch is then real, the speed
 is not.
+
+On JAX, `gpus: G` means G replicas under `keras.distribution.DataParallel`; short of
+GPUs, JAX's CPU is split into G host devices (`--xla_force_host_platform_device_count`
+in XLA_FLAGS), which JAX, like TensorFlow, fixes when its backend starts.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep import backends
+from sweep.datafiles import DataError
 
 
 def worker_environment(base: dict[str, str], threads: int | None = None, visible: str | None = None) -> dict[str, str]:
@@ -37,7 +42,24 @@ def worker_environment(base: dict[str, str], threads: int | None = None, visible
         for name in ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS"):
             env[name] = str(threads)
         env["TF_NUM_INTEROP_THREADS"] = "1" if threads == 1 else "2"
+        # XLA's CPU client (JAX) reads none of those, nor XLA_FLAGS' intra_op_parallelism_threads:
+        # its Eigen pool has $PJRT_NPROC threads (at least one per host device).
+        env[PJRT_NPROC] = str(threads)
     return env
+
+
+PJRT_NPROC = "PJRT_NPROC"
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def with_host_devices(xla_flags: str, count: int) -> str:
+    """XLA_FLAGS giving JAX at least `count` CPU devices; the user's other flags, and a larger
+    count of theirs, kept."""
+    flags = xla_flags.split()
+    named = [f for f in flags if f.startswith(DEVICE_COUNT_FLAG + "=")]
+    if named and int(named[-1].split("=", 1)[1]) >= count:
+        return xla_flags
+    return " ".join([*(f for f in flags if f not in named), f"{DEVICE_COUNT_FLAG}={count}"])
 
 
 @dataclass(frozen=True)
@@ -53,7 +75,10 @@ _configured: dict[str, Any] = {}
 
 def configure_replicas(max_replicas: int) -> None:
     """Split the CPU into `max_replicas` logical devices if GPUs are short. Call once, first.
+    On JAX: ask for that many host devices, in effect if JAX has not started its backend yet.
     Nothing to do on another backend: it trains one replica (sweep/backends.py refuses more)."""
+    if backends.current() == backends.JAX and max_replicas > 1:
+        os.environ["XLA_FLAGS"] = with_host_devices(os.environ.get("XLA_FLAGS", ""), max_replicas)
     if _configured or not backends.is_tensorflow():
         return
     import tensorflow as tf
@@ -70,6 +95,8 @@ def configure_replicas(max_replicas: int) -> None:
 
 def replicas_for(count: int) -> Replicas:
     """The first `count` GPUs, or `count` logical CPU devices when GPUs are short."""
+    if backends.current() == backends.JAX:
+        return _jax_replicas(count)
     if not backends.is_tensorflow():
         return _one_device(count)
     import tensorflow as tf
@@ -85,6 +112,35 @@ def replicas_for(count: int) -> Replicas:
             f"logical devices are fixed when TensorFlow starts, so start a new worker"
         )
     return Replicas(tuple(d.name for d in cpus[:count]), virtual=count > 1)
+
+
+def _jax_replicas(count: int) -> Replicas:
+    """The first `count` GPUs (or TPUs), or `count` host CPU devices when they are short."""
+    import keras
+
+    configure_replicas(count)
+    found = keras.distribution.list_devices()  # the accelerators, else the CPU's devices
+    if len(found) < count:
+        found = keras.distribution.list_devices("cpu")
+    if len(found) < count:
+        raise RuntimeError(
+            f"this process started JAX with {len(found)} CPU device(s) but the run needs {count}; "
+            f"JAX fixes its devices when it starts, so start a new worker, or set "
+            f"XLA_FLAGS={DEVICE_COUNT_FLAG}={count} before JAX starts"
+        )
+    return Replicas(tuple(found[:count]), virtual=count > 1 and found[0].startswith("cpu"))
+
+
+def check_even_split(replicas: Replicas, rows: int, batch: int) -> None:
+    """On JAX every training batch is cut into equal shares, one per replica (TensorFlow cuts a
+    short last batch unevenly): refuse a training set whose short last batch cannot be cut so."""
+    count, short = len(replicas.devices), rows % batch
+    if count > 1 and short % count and backends.current() == backends.JAX:
+        raise DataError(
+            f"{rows} training images in batches of {batch} end with a batch of {short}, which the jax backend "
+            f"cannot split across {count} replicas; use a batch size that leaves a multiple of {count}, "
+            f"or KERAS_BACKEND=tensorflow"
+        )
 
 
 def _one_device(count: int) -> Replicas:
@@ -105,8 +161,24 @@ class _NoStrategy:
         return contextlib.nullcontext()
 
 
+class _DataParallel:
+    """What `strategy_for` gives on JAX over several devices: `scope()` makes Keras's DataParallel
+    distribution over them current, and the one before it current again on leaving."""
+
+    def __init__(self, devices: tuple[str, ...]) -> None:
+        import keras
+
+        self.distribution = keras.distribution.DataParallel(devices=list(devices))
+
+    def scope(self) -> contextlib.AbstractContextManager[None]:
+        return self.distribution.scope()
+
+
 def strategy_for(replicas: Replicas) -> Any:
-    """MirroredStrategy over several devices; the default strategy on one; no strategy on another backend."""
+    """MirroredStrategy over several devices; the default strategy on one; on JAX, DataParallel over
+    several devices; no strategy otherwise."""
+    if backends.current() == backends.JAX and len(replicas.devices) > 1:
+        return _DataParallel(replicas.devices)
     if not backends.is_tensorflow():
         return _NoStrategy()
     import tensorflow as tf
@@ -116,6 +188,13 @@ def strategy_for(replicas: Replicas) -> Any:
         # 2x slower per step for this small model on CPU.
         return tf.distribute.get_strategy()
     return tf.distribute.MirroredStrategy(list(replicas.devices))
+
+
+def training_scope(strategy: Any) -> contextlib.AbstractContextManager[Any]:
+    """Where a model made under `strategy` trains. TensorFlow's model keeps its strategy; Keras on JAX
+    reads the distribution at each fit, so its scope is entered again. Evaluation stays outside: on
+    JAX an evaluation batch of any size then runs whole on the replicated weights."""
+    return contextlib.nullcontext() if backends.is_tensorflow() else strategy.scope()
 
 
 def device_pool(requested: str | None) -> list[str]:
@@ -162,15 +241,15 @@ def cpu_count() -> int:
 
 def intra_op_threads() -> int:
     """TensorFlow's intra-op thread count in this process: set in code, by
-    $TF_NUM_INTRAOP_THREADS (`worker_environment`), or else one per core. Outside TensorFlow: one
-    per core, the size of XLA's CPU thread pool (which does not read these variables). On torch:
-    its intra-op thread count, which it takes from $OMP_NUM_THREADS (`worker_environment`)."""
+    $TF_NUM_INTRAOP_THREADS (`worker_environment`), or else one per core. On JAX: the size of XLA's
+    CPU thread pool, $PJRT_NPROC (`worker_environment`), $NPROC, or else one per core. On torch: its
+    intra-op thread count, which it takes from $OMP_NUM_THREADS (`worker_environment`)."""
     if backends.current() == backends.TORCH:
         import torch
 
         return int(torch.get_num_threads())
     if not backends.is_tensorflow():
-        return cpu_count()
+        return int(os.environ.get(PJRT_NPROC) or os.environ.get("NPROC") or 0) or cpu_count()
     import tensorflow as tf
 
     configured = tf.config.threading.get_intra_op_parallelism_threads()

@@ -106,9 +106,10 @@ def script(job: ArrayJob) -> str:
             "# to this task's GPUs and the worker uses exactly those. SIGTERM (scancel, preemption,",
             "# scontrol requeue) puts its running run back in the queue for another task.",
             store_note,
-            "# TensorFlow threads: this task's CPUs ($BATCHSWEEP_THREADS overrides).",
+            "# TensorFlow's and XLA's (JAX) threads: this task's CPUs ($BATCHSWEEP_THREADS overrides).",
             "threads=${BATCHSWEEP_THREADS:-${SLURM_CPUS_PER_TASK:-1}}",
-            "export TF_NUM_INTRAOP_THREADS=$threads OMP_NUM_THREADS=$threads TF_NUM_INTEROP_THREADS=2",
+            "export TF_NUM_INTRAOP_THREADS=$threads OMP_NUM_THREADS=$threads TF_NUM_INTEROP_THREADS=2"
+            " PJRT_NPROC=$threads",
             "export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}",
             'echo "task ${SLURM_ARRAY_TASK_ID} of job ${SLURM_ARRAY_JOB_ID} on $(hostname);'
             ' CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-none}" >&2',

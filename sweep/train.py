@@ -98,6 +98,7 @@ class Run:
         replicas = devices.replicas_for(spec.point.train.gpus)
         batch = spec.point.train.batch_size
         steps_per_epoch = math.ceil(len(self.split.y_train) / batch)
+        devices.check_even_split(replicas, len(self.split.y_train), batch)
         self.strategy, self.model, reused = COMPILED.model_for(spec, self.split, steps_per_epoch, replicas)
         self.info = run_info(spec, self.split, self.model, replicas, reused)
         self.callbacks = usercode.callbacks(spec.point.train.callbacks)  # fresh ones per run
@@ -165,14 +166,15 @@ class Run:
 
         dataset = data_module.batches(x, y, self.spec.point.train.batch_size)
         started = time.perf_counter()
-        history = self.model.fit(
-            dataset,
-            initial_epoch=epoch - 1,
-            epochs=epoch,
-            verbose=0,
-            shuffle=False,
-            callbacks=[keras.callbacks.TerminateOnNaN(), *self.callbacks],
-        )
+        with devices.training_scope(self.strategy):
+            history = self.model.fit(
+                dataset,
+                initial_epoch=epoch - 1,
+                epochs=epoch,
+                verbose=0,
+                shuffle=False,
+                callbacks=[keras.callbacks.TerminateOnNaN(), *self.callbacks],
+            )
         return history.history, time.perf_counter() - started
 
     def _record(self, epoch: float, stretches: list[tuple[float, float, int]], seconds: float) -> EpochRecord:

@@ -72,6 +72,12 @@ def test_a_backend_keras_has_but_the_trainer_does_not_is_refused_whole(
     )
 
 
+def test_jax_accepts_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpus: 2 trains on JAX (keras.distribution.DataParallel; the slow tests below train it)."""
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    backends.check("grid.yaml", [point for point, _ in load_grid(write_grid(tmp_path, TWO_REPLICAS)).points()])
+
+
 def test_a_store_of_runs_trained_on_another_backend_is_refused_before_anything_is_queued(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -203,3 +209,70 @@ def test_a_jax_run_trains_without_importing_tensorflow() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.slow
+def test_replicas_train_on_jax_and_give_the_same_records_twice(tmp_path: Path) -> None:
+    """gpus: [1, 2] on JAX: the 2-replica run trains under DataParallel on 2 host devices of the CPU,
+    the global batch split across them; the grid trained twice gives the same records bit for bit."""
+    import subprocess
+    import sys
+
+    grid = write_grid(tmp_path, TWO_REPLICAS)
+    epochs = []
+    for name in ("first", "second"):
+        results = tmp_path / name
+        done = subprocess.run(
+            [sys.executable, "-m", "sweep", "run", str(grid), "--results", str(results)],
+            cwd=REPO,
+            env=cli_env(KERAS_BACKEND="jax", BATCHSWEEP_THREADS="1"),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs = pd.read_csv(results / vocab.RUNS_CSV).set_index("train.gpus")
+        assert runs[vocab.STATUS].tolist() == ["done", "done"]
+        assert runs.replicas.to_dict() == {1: 1, 2: 2} and runs.per_replica_batch.to_dict() == {1: 32, 2: 16}
+        assert runs.virtual_devices.to_dict() == {1: False, 2: True} and runs.devices[2] == "cpu:0,cpu:1"
+        assert (runs[vocab.BACKEND] == "jax").all() and runs.threads.tolist() == [1, 1]
+        epochs.append(pd.read_csv(results / vocab.EPOCHS_CSV).drop(columns=["epoch_seconds", "samples_per_second"]))
+    pd.testing.assert_frame_equal(epochs[0], epochs[1])  # bit for bit
+    one, two = (epochs[0][epochs[0]["train.gpus"] == g].drop(columns=["run_id", "train.gpus"]) for g in (1, 2))
+    # BatchNorm normalises over the global batch under DataParallel, as on one device: equal up to float sums
+    pd.testing.assert_frame_equal(one.reset_index(drop=True), two.reset_index(drop=True), rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_the_replica_tests_pass_on_jax() -> None:
+    """The TensorFlow replica tests that hold on JAX, in a process whose backend is jax: the global batch
+    split across 2 replicas, a 2-replica run restored from its checkpoint, the recalibrated evaluation
+    on 2 replicas. (tests/test_controls.py's ghost-batch replica test does not hold: under DataParallel
+    BatchNorm normalises over the global batch, not over each replica's share.)"""
+    import subprocess
+    import sys
+
+    chosen = "two_replicas or mirrored or (recalibration_adds and 2)"
+    files = ["tests/test_train.py", "tests/test_checkpoint.py", "tests/test_recal.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files, "-k", chosen],
+        cwd=REPO,
+        env=cli_env(KERAS_BACKEND="jax"),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "3 passed" in done.stdout
+
+
+def test_a_short_last_batch_jax_cannot_split_evenly_fails_its_run_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sweep import devices
+    from sweep.data import DataError
+
+    two = devices.Replicas(("cpu:0", "cpu:1"), virtual=True)
+    devices.check_even_split(two, 27, 8)  # TensorFlow splits the last batch of 3 unevenly
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    devices.check_even_split(two, 26, 8)  # a last batch of 2: one image per replica
+    with pytest.raises(DataError, match="27 training images in batches of 8 end with a batch of 3, which the jax"):
+        devices.check_even_split(two, 27, 8)

@@ -6,13 +6,15 @@ the runs it trained record them.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import TINY_GRID, run_cli, write_grid
+from conftest import TINY_GRID, cli_env, run_cli, write_grid
 
-from sweep.devices import device_pool, worker_environment, worker_slots
+from sweep.devices import device_pool, with_host_devices, worker_environment, worker_slots
 
 
 def test_slots_never_share_a_device_unless_asked() -> None:
@@ -37,6 +39,35 @@ def test_a_gpu_worker_takes_gpu_memory_as_needed_so_workers_can_share_a_gpu() ->
     kept = worker_environment({"TF_FORCE_GPU_ALLOW_GROWTH": "false"}, visible="0")
     assert kept["TF_FORCE_GPU_ALLOW_GROWTH"] == "false"
     assert "TF_FORCE_GPU_ALLOW_GROWTH" not in worker_environment({}, threads=2)  # the CPU: nothing to share
+
+
+def test_xla_gets_the_thread_count_and_the_host_devices_beside_the_users_flags() -> None:
+    assert worker_environment({}, threads=1)["PJRT_NPROC"] == "1"  # XLA's CPU pool reads neither TF_ nor OMP_
+    assert "PJRT_NPROC" not in worker_environment({})  # no thread count given: XLA's default, one per core
+    user = "--xla_dump_to=/x --xla_force_host_platform_device_count=1"
+    assert with_host_devices(user, 2) == "--xla_dump_to=/x --xla_force_host_platform_device_count=2"
+    assert with_host_devices("--xla_force_host_platform_device_count=8", 2).endswith("=8")  # more already: kept
+    assert with_host_devices("", 4) == "--xla_force_host_platform_device_count=4"
+
+
+# In a jax process: XLA's CPU thread pool (threads named tf_XLAEigen) after one jitted step, and what
+# devices.intra_op_threads() records. The CPU time of a short fit is no signal on a shared machine.
+POOL_PROBE = """
+import os, jax, jax.numpy as jnp
+from sweep import devices
+jax.jit(lambda a: a @ a)(jnp.ones((64, 64))).block_until_ready()
+names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+print(names.count("tf_XLAEigen"), devices.intra_op_threads())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_jax_worker_uses_the_threads_it_is_given(threads: int) -> None:
+    env = worker_environment(cli_env(KERAS_BACKEND="jax"), threads=threads)
+    done = subprocess.run([sys.executable, "-c", POOL_PROBE], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == [str(threads), str(threads)]
 
 
 @pytest.mark.slow

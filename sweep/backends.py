@@ -48,10 +48,10 @@ def is_tensorflow() -> bool:
     return current() == TENSORFLOW
 
 
-def check(source: str, points: Iterable[PointConfig], pack: int | None = None) -> None:
+def check(source: str, points: Iterable[PointConfig]) -> None:
     """Raise UnsupportedError naming the first key (and value) the current backend cannot train.
 
-    `points` are the grid's points; `pack` is `--pack`. Nothing to check on TensorFlow."""
+    `points` are the grid's points. Nothing to check on TensorFlow."""
     backend = current()
     if backend == TENSORFLOW:
         return
@@ -59,8 +59,6 @@ def check(source: str, points: Iterable[PointConfig], pack: int | None = None) -
     tail = f"is not supported on the {backend} backend (KERAS_BACKEND={backend})"
     if backend not in SUPPORTED:
         raise UnsupportedError(f"{where}training {tail}; use KERAS_BACKEND={' or '.join(SUPPORTED)}")
-    if pack is not None and pack > 1:
-        raise UnsupportedError(f"{where}--pack {pack} {tail}; drop --pack, or use KERAS_BACKEND=tensorflow")
     for point in points:
         train = point.train
         if train.gpus > 1:

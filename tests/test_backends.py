@@ -53,7 +53,6 @@ def test_what_jax_cannot_do_is_one_line_and_exit_2_before_anything_trains(
     )
     assert "train.gpus: 2 is not supported on the jax backend" in _refused(tmp_path, capsys, "time", grid)
     smoke = str(REPO / "experiments" / "smoke.yaml")
-    assert "--pack 2 is not supported on the jax backend" in _refused(tmp_path, capsys, "run", smoke, "--pack", "2")
     noisy = str(write_grid(tmp_path, TWO_REPLICAS.replace("[1, 2]", "[1]\n      train.noise_scale: [true]"), "n.yaml"))
     assert "train.noise_scale: true is not supported on the jax backend" in _refused(tmp_path, capsys, "run", noisy)
     monkeypatch.setenv("KERAS_BACKEND", "torch")
@@ -138,6 +137,25 @@ def test_the_smoke_grid_runs_on_jax_and_gives_the_same_records_twice(tmp_path: P
         assert "| Keras backend (runs.csv) | jax (2 runs) |" in (results / "report.md").read_text()
     assert len(epochs[0]) == 4  # 2 runs x 2 epochs
     pd.testing.assert_frame_equal(epochs[0], epochs[1])  # bit for bit: JAX on the CPU is deterministic
+
+
+@pytest.mark.slow
+def test_packed_runs_record_what_they_record_alone_on_jax() -> None:
+    """tests/test_pack.py in a process whose backend is jax: every record of a packed run equals, bit
+    for bit, the run's alone on JAX (each tower's ops compile as alone; sweep/pack.py)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_pack.py"],
+        cwd=REPO,
+        env=cli_env(KERAS_BACKEND="jax"),
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "10 passed" in done.stdout
 
 
 @pytest.mark.slow

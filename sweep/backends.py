@@ -5,9 +5,9 @@ tensorflow); it is not a grid key. It is a fact of every run (`backend` in runs.
 what makes two runs comparable: the report never pairs runs across backends (sweep/analysis.py).
 
 On TensorFlow everything works. On JAX the trainer runs the default path and most controls:
-training, evaluation, recalibrated BatchNorm evaluation, data feeding as numpy batches. What it
-does not do there yet is refused by `check` before anything is queued or trained, one line per
-refusal, so a grid never fails halfway. This module imports neither Keras nor TensorFlow.
+training, evaluation, recalibrated BatchNorm evaluation, packed runs (`--pack`), data feeding as
+numpy batches. What it does not do there yet is refused by `check` before anything is queued or
+trained, one line per refusal, so a grid never fails halfway. This module imports neither Keras nor TensorFlow.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ tensorflow); it is not a grid key. It is a fact of every run (`backend` in runs.
 what makes two runs comparable: the report never pairs runs across backends (sweep/analysis.py).
 
 On TensorFlow everything works. On JAX the trainer runs the default path and most controls:
-training, evaluation, recalibrated BatchNorm evaluation, data feeding as numpy batches. What it
-does not do there yet is refused by `check` before anything is queued or trained, one line per
+training, evaluation, recalibrated BatchNorm evaluation, replicas (`keras.distribution`), packed
+runs (`--pack`), data feeding as numpy batches; on torch, one device per run and no packing. What a
+backend cannot do yet is refused by `check` before anything is queued or trained, one line per
 refusal, so a grid never fails halfway. This module imports neither Keras nor TensorFlow.
 """
 
@@ -59,10 +60,14 @@ def check(source: str, points: Iterable[PointConfig], pack: int | None = None) -
     tail = f"is not supported on the {backend} backend (KERAS_BACKEND={backend})"
     if backend not in SUPPORTED:
         raise UnsupportedError(f"{where}training {tail}; use KERAS_BACKEND={' or '.join(SUPPORTED)}")
-    if pack is not None and pack > 1:
-        raise UnsupportedError(f"{where}--pack {pack} {tail}; drop --pack, or use KERAS_BACKEND=tensorflow")
+    if backend == TORCH and pack is not None and pack > 1:
+        raise UnsupportedError(f"{where}--pack {pack} {tail}; drop --pack, or use KERAS_BACKEND=tensorflow or jax")
     for point in points:
         train = point.train
+        if backend == TORCH and train.gpus > 1:
+            raise UnsupportedError(
+                f"{where}train.gpus: {train.gpus} {tail}; use gpus: 1, or KERAS_BACKEND=tensorflow or jax"
+            )
         if train.noise_scale:
             raise UnsupportedError(f"{where}train.noise_scale: true {tail}; drop it, or use KERAS_BACKEND=tensorflow")
 

@@ -42,23 +42,32 @@ def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> 
     return err.strip()
 
 
+def test_what_torch_cannot_do_is_one_line_and_exit_2_before_anything_trains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    grid = str(write_grid(tmp_path, TWO_REPLICAS))
+    assert _refused(tmp_path, capsys, "run", grid) == (
+        "error: grid.yaml: train.gpus: 2 is not supported on the torch backend (KERAS_BACKEND=torch); "
+        "use gpus: 1, or KERAS_BACKEND=tensorflow or jax"
+    )
+    assert "train.gpus: 2 is not supported on the torch backend" in _refused(tmp_path, capsys, "time", grid)
+    smoke = str(REPO / "experiments" / "smoke.yaml")
+    assert _refused(tmp_path, capsys, "run", smoke, "--pack", "2") == (
+        "error: smoke.yaml: --pack 2 is not supported on the torch backend (KERAS_BACKEND=torch); "
+        "drop --pack, or use KERAS_BACKEND=tensorflow or jax"
+    )
+
+
 @pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_what_a_backend_cannot_do_is_one_line_and_exit_2_before_anything_trains(
+def test_the_noise_scale_is_refused_off_tensorflow(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
     monkeypatch.setenv("KERAS_BACKEND", backend)
-    grid = str(write_grid(tmp_path, TWO_REPLICAS))
-    assert _refused(tmp_path, capsys, "run", grid) == (
-        f"error: grid.yaml: train.gpus: 2 is not supported on the {backend} backend (KERAS_BACKEND={backend}); "
-        "use gpus: 1, or KERAS_BACKEND=tensorflow"
-    )
-    assert f"train.gpus: 2 is not supported on the {backend} backend" in _refused(tmp_path, capsys, "time", grid)
-    smoke = str(REPO / "experiments" / "smoke.yaml")
-    packed = _refused(tmp_path, capsys, "run", smoke, "--pack", "2")
-    assert f"--pack 2 is not supported on the {backend} backend" in packed
     noisy = str(write_grid(tmp_path, TWO_REPLICAS.replace("[1, 2]", "[1]\n      train.noise_scale: [true]"), "n.yaml"))
-    noise_refused = _refused(tmp_path, capsys, "run", noisy)
-    assert f"train.noise_scale: true is not supported on the {backend} backend" in noise_refused
+    assert f"train.noise_scale: true is not supported on the {backend} backend" in _refused(
+        tmp_path, capsys, "run", noisy
+    )
 
 
 def test_a_backend_keras_has_but_the_trainer_does_not_is_refused_whole(
@@ -162,6 +171,25 @@ def test_the_smoke_grid_runs_on_the_backend_and_gives_the_same_records_twice(tmp
         assert f"| Keras backend (runs.csv) | {backend} (2 runs) |" in (results / "report.md").read_text()
     assert len(epochs[0]) == 4  # 2 runs x 2 epochs
     pd.testing.assert_frame_equal(epochs[0], epochs[1])
+
+
+@pytest.mark.slow
+def test_packed_runs_record_what_they_record_alone_on_jax() -> None:
+    """tests/test_pack.py in a process whose backend is jax: every record of a packed run equals, bit
+    for bit, the run's alone on JAX (each tower's ops compile as alone; sweep/pack.py)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_pack.py"],
+        cwd=REPO,
+        env=cli_env(KERAS_BACKEND="jax"),
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "10 passed" in done.stdout
 
 
 @pytest.mark.slow

@@ -88,7 +88,12 @@ def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_p
     assert rows["devices"]["detail"].endswith("1 device(s) (cpu:0); TensorFlow not installed")
     assert rows["devices"]["detail"].startswith(f"Keras {version('keras')} on jax {version('jax')}")
     assert (rows["smoke"]["outcome"], rows["smoke"]["detail"]) == ("passed", "2 of 2 runs done, report.md written")
+    assert (rows["replicas"]["outcome"], rows["replicas"]["detail"]) == (
+        "passed",
+        "2 of 2 runs (gpus 1 and 2) done on logical CPU devices",
+    )
     assert rows["trials per GPU"]["outcome"] == "skipped"
+    assert rows["pack"]["outcome"] == "passed" and rows["pack"]["detail"].endswith("records identical")
     summary = (out / "device_check.md").read_text(encoding="utf-8")
     for check in CHECKS:
         assert f"| {check} | {rows[check]['outcome']} |" in summary

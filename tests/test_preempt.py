@@ -142,13 +142,16 @@ PACK_GRID = """\
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_kill_9_of_a_packed_worker_finishes_every_run_of_its_pack_exactly_once(
-    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
     """Three runs train as one pack; its worker is killed with kill -9 once each has a checkpoint of
     epoch 2. The same `run` again finishes each run once (resumed alone from its checkpoint), with
-    epochs 1-6 once each and records equal to the runs trained alone, uninterrupted."""
+    epochs 1-6 once each and records equal to the runs trained alone, uninterrupted. On both backends
+    (the processes' KERAS_BACKEND)."""
     monkeypatch.setenv("BATCHSWEEP_THREADS", "1")
+    monkeypatch.setenv("KERAS_BACKEND", backend)
     monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
     write_grid(tmp_path, PACK_GRID)
     journal = tmp_path / "results" / "packkill" / "journal.log"

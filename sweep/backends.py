@@ -4,8 +4,9 @@ The backend is the process's, as Keras reads it (`KERAS_BACKEND`, else `keras.js
 tensorflow); it is not a grid key. It is a fact of every run (`backend` in runs.csv) and part of
 what makes two runs comparable: the report never pairs runs across backends (sweep/analysis.py).
 
-On TensorFlow everything works. On JAX the trainer runs the default path and most controls:
-training, evaluation, recalibrated BatchNorm evaluation, data feeding as numpy batches. What it
+On TensorFlow everything works. On JAX and torch the trainer runs the default path and most
+controls: training, evaluation, recalibrated BatchNorm evaluation, the noise scale, data feeding as
+numpy batches. Neither runs replicas or packs yet. What it
 does not do there yet is refused by `check` before anything is queued or trained, one line per
 refusal, so a grid never fails halfway. This module imports neither Keras nor TensorFlow.
 """
@@ -65,8 +66,6 @@ def check(source: str, points: Iterable[PointConfig], pack: int | None = None) -
         train = point.train
         if train.gpus > 1:
             raise UnsupportedError(f"{where}train.gpus: {train.gpus} {tail}; use gpus: 1, or KERAS_BACKEND=tensorflow")
-        if train.noise_scale:
-            raise UnsupportedError(f"{where}train.noise_scale: true {tail}; drop it, or use KERAS_BACKEND=tensorflow")
 
 
 def jit_compile() -> bool:

@@ -4,10 +4,11 @@ The backend is the process's, as Keras reads it (`KERAS_BACKEND`, else `keras.js
 tensorflow); it is not a grid key. It is a fact of every run (`backend` in runs.csv) and part of
 what makes two runs comparable: the report never pairs runs across backends (sweep/analysis.py).
 
-On TensorFlow everything works. On JAX the trainer runs the default path and most controls:
-training, evaluation, recalibrated BatchNorm evaluation, replicas (`keras.distribution`), packed
-runs (`--pack`), data feeding as numpy batches; on torch, one device per run and no packing. What a
-backend cannot do yet is refused by `check` before anything is queued or trained, one line per
+On TensorFlow everything works. On JAX and torch the trainer runs the default path and most
+controls: training, evaluation, recalibrated BatchNorm evaluation, the noise scale, data feeding as
+numpy batches; on JAX also replicas (`keras.distribution`) and packed runs (`--pack`), while torch
+trains one device per run, alone. What a backend cannot do yet is refused by `check` before
+anything is queued or trained, one line per
 refusal, so a grid never fails halfway. This module imports neither Keras nor TensorFlow.
 """
 
@@ -68,8 +69,6 @@ def check(source: str, points: Iterable[PointConfig], pack: int | None = None) -
             raise UnsupportedError(
                 f"{where}train.gpus: {train.gpus} {tail}; use gpus: 1, or KERAS_BACKEND=tensorflow or jax"
             )
-        if train.noise_scale:
-            raise UnsupportedError(f"{where}train.noise_scale: true {tail}; drop it, or use KERAS_BACKEND=tensorflow")
 
 
 def jit_compile() -> bool:

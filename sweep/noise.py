@@ -74,8 +74,15 @@ def measure(
 
 
 def keras_gradient(model: Any, loss: Callable[[Any, Any], Any]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """`gradient(xb, yb)` for a Keras model in training mode. It moves BatchNorm's moving
-    statistics: call it inside `preserved(model)`."""
+    """`gradient(xb, yb)` for a Keras model in training mode, by the backend's own autodiff. It may
+    move BatchNorm's moving statistics: call it inside `preserved(model)`."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        return _jax_gradient(model, loss)
+    if backend == "torch":
+        return _torch_gradient(model, loss)
     import tensorflow as tf
 
     @tf.function(reduce_retracing=True)
@@ -85,6 +92,44 @@ def keras_gradient(model: Any, loss: Callable[[Any, Any], Any]) -> Callable[[np.
         return tf.concat([tf.reshape(g, [-1]) for g in tape.gradient(value, model.trainable_variables)], 0)
 
     return lambda xb, yb: grads(tf.constant(xb), tf.constant(yb)).numpy().astype(np.float64)
+
+
+def _jax_gradient(model: Any, loss: Callable[[Any, Any], Any]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """jax.grad of the loss over the trainable values, through `stateless_call` (which leaves the
+    model's variables alone), compiled once per batch shape."""
+    import jax
+
+    def value(trainable: list[Any], non_trainable: list[Any], xb: Any, yb: Any) -> Any:
+        predicted, _ = model.stateless_call(trainable, non_trainable, xb, training=True)
+        return loss(yb, predicted)
+
+    grads = jax.jit(jax.grad(value))
+
+    def gradient(xb: np.ndarray, yb: np.ndarray) -> np.ndarray:
+        found = grads(
+            [v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables], xb, yb
+        )
+        return _flat(found)
+
+    return gradient
+
+
+def _torch_gradient(model: Any, loss: Callable[[Any, Any], Any]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """torch.autograd.grad of the loss over the trainable variables, op by op (as torch trains here)."""
+    import keras
+    import torch
+
+    def gradient(xb: np.ndarray, yb: np.ndarray) -> np.ndarray:
+        value = loss(keras.ops.convert_to_tensor(yb), model(keras.ops.convert_to_tensor(xb), training=True))
+        found = torch.autograd.grad(value, [v.value for v in model.trainable_variables])
+        return _flat([g.detach().cpu() for g in found])
+
+    return gradient
+
+
+def _flat(arrays: list[Any]) -> np.ndarray:
+    """The gradients of every variable as one float64 vector."""
+    return np.concatenate([np.asarray(a).reshape(-1) for a in arrays]).astype(np.float64)
 
 
 @contextmanager

@@ -59,17 +59,6 @@ def test_what_torch_cannot_do_is_one_line_and_exit_2_before_anything_trains(
     )
 
 
-@pytest.mark.parametrize("backend", ["jax", "torch"])
-def test_the_noise_scale_is_refused_off_tensorflow(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, backend: str
-) -> None:
-    monkeypatch.setenv("KERAS_BACKEND", backend)
-    noisy = str(write_grid(tmp_path, TWO_REPLICAS.replace("[1, 2]", "[1]\n      train.noise_scale: [true]"), "n.yaml"))
-    assert f"train.noise_scale: true is not supported on the {backend} backend" in _refused(
-        tmp_path, capsys, "run", noisy
-    )
-
-
 def test_a_backend_keras_has_but_the_trainer_does_not_is_refused_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -304,3 +293,79 @@ def test_a_short_last_batch_jax_cannot_split_evenly_fails_its_run_in_one_line(mo
     devices.check_even_split(two, 26, 8)  # a last batch of 2: one image per replica
     with pytest.raises(DataError, match="27 training images in batches of 8 end with a batch of 3, which the jax"):
         devices.check_even_split(two, 27, 8)
+
+
+GRADIENT = """
+import sys
+import keras
+import numpy as np
+from sweep import noise
+from sweep.config import ModelConfig
+from sweep.model import build_model
+
+model = build_model(ModelConfig(), 12, 4)  # the built-in CNN, BatchNorm in training mode
+gradient = noise.keras_gradient(model, keras.losses.SparseCategoricalCrossentropy())
+if keras.backend.backend() == "tensorflow":
+    rng = np.random.default_rng(0)
+    x, y = rng.random((16, 12, 12, 1), dtype=np.float32), rng.integers(0, 4, 16).astype(np.int32)
+    np.savez(sys.argv[1], *model.get_weights(), x=x, y=y, gradient=gradient(x, y))
+else:
+    saved = np.load(sys.argv[1])
+    model.set_weights([saved[f"arr_{i}"] for i in range(len(model.weights))])
+    found, expected = gradient(saved["x"], saved["y"]), saved["gradient"]
+    print(np.abs(found - expected).max() / np.abs(expected).max())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_noise_scale_gradient_is_tensorflows_on_the_same_weights(tmp_path: Path, backend: str) -> None:
+    """noise.keras_gradient by the backend's own autodiff: TensorFlow's gradient within float32 rounding."""
+    import subprocess
+    import sys
+
+    saved = tmp_path / "tf.npz"
+    for name in ("tensorflow", backend):
+        done = subprocess.run(
+            [sys.executable, "-c", GRADIENT, str(saved)],
+            env=cli_env(KERAS_BACKEND=name, BATCHSWEEP_THREADS="1"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout.strip().splitlines()[-1]) < 1e-5  # largest difference, relative to the largest entry
+
+
+NOISE = """
+import math
+from test_train import tiny_spec, without_timings
+from sweep import vocab
+from sweep.train import Run
+
+plain = without_timings(list(Run(tiny_spec(eval_every_steps=1)).epochs()))
+measured = without_timings(list(Run(tiny_spec(eval_every_steps=1, noise_scale=True)).epochs()))
+assert [{k: v for k, v in r.items() if k not in vocab.NOISE_METRICS} for r in measured] == plain
+first = measured[0][vocab.NOISE_SCALE]  # step 1: far from a minimum, so |G|^2's estimate is well above 0
+assert math.isfinite(first) and first > 0, measured[0]
+print(first)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_noise_scale_is_measured_on_the_backend_and_changes_nothing_else(backend: str) -> None:
+    """B_simple recorded by a run on jax or torch, finite and positive, its other numbers those of the same
+    run without it (BatchNorm's moving statistics put back after measuring)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", NOISE],
+        cwd=REPO / "tests",
+        env=cli_env(KERAS_BACKEND=backend, BATCHSWEEP_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

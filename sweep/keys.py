@@ -195,7 +195,7 @@ class TrainConfig:
     gpus: int = key(
         1,
         positive_int,
-        "data-parallel replicas (MirroredStrategy); logical CPU devices where GPUs are missing",
+        "data-parallel replicas (MirroredStrategy; DataParallel on JAX); logical CPU devices where GPUs are missing",
         slug="g",
         post=1,
     )

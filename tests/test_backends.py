@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +42,27 @@ def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> 
     assert len(err.strip().splitlines()) == 1, err
     assert not results.exists()
     return err.strip()
+
+
+def _on_backend(
+    backend: str, *args: str, cwd: Path = REPO, timeout: int = 600, **env: str
+) -> subprocess.CompletedProcess:
+    """`python ARGS` in a fresh process whose Keras backend is `backend`."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=cli_env(KERAS_BACKEND=backend, **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _tests_pass_on_jax(passed: int, *args: str, timeout: int = 1200) -> None:
+    """pytest ARGS in a process whose backend is jax: every chosen test passes, and there are `passed`."""
+    done = _on_backend("jax", "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert f"{passed} passed" in done.stdout
 
 
 def test_what_torch_cannot_do_is_one_line_and_exit_2_before_anything_trains(
@@ -134,21 +157,11 @@ def test_runs_on_another_backend_are_other_runs_and_never_paired_across(tmp_path
 def test_the_smoke_grid_runs_on_the_backend_and_gives_the_same_records_twice(tmp_path: Path, backend: str) -> None:
     """Bit for bit at one thread: JAX on the CPU is deterministic; torch with deterministic algorithms
     (train.seed_everything). jit_compile is on on JAX only (torch's would be torch.compile)."""
-    import subprocess
-    import sys
-
-    env = cli_env(KERAS_BACKEND=backend, BATCHSWEEP_THREADS="1")
     epochs = []
     for name in ("first", "second"):
         results = tmp_path / name
-        done = subprocess.run(
-            [sys.executable, "-m", "sweep", "run", "experiments/smoke.yaml", "--results", str(results)],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        smoke = ("-m", "sweep", "run", "experiments/smoke.yaml", "--results", str(results))
+        done = _on_backend(backend, *smoke, BATCHSWEEP_THREADS="1")
         assert done.returncode == 0, done.stderr[-2000:]
         runs = pd.read_csv(results / vocab.RUNS_CSV)
         assert runs[vocab.STATUS].tolist() == ["done", "done"]  # 2 batch sizes x 1 seed -> 2 runs
@@ -166,48 +179,21 @@ def test_the_smoke_grid_runs_on_the_backend_and_gives_the_same_records_twice(tmp
 def test_packed_runs_record_what_they_record_alone_on_jax() -> None:
     """tests/test_pack.py in a process whose backend is jax: every record of a packed run equals, bit
     for bit, the run's alone on JAX (each tower's ops compile as alone; sweep/pack.py)."""
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_pack.py"],
-        cwd=REPO,
-        env=cli_env(KERAS_BACKEND="jax"),
-        capture_output=True,
-        text=True,
-        timeout=3000,
-    )
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert "10 passed" in done.stdout
+    _tests_pass_on_jax(10, "tests/test_pack.py", timeout=3000)
 
 
 @pytest.mark.slow
 def test_checkpoints_restore_bit_for_bit_on_jax() -> None:
     """tests/test_checkpoint.py's restore tests that JAX supports (one device, no noise scale), in a process
     whose backend is jax: a run restored from its checkpoint writes the records of one never stopped."""
-    import subprocess
-    import sys
-
     chosen = "fresh-session or cached-model or early_stopping or batchnorm_statistics"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_checkpoint.py", "-k", chosen],
-        cwd=REPO,
-        env=cli_env(KERAS_BACKEND="jax"),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert "4 passed" in done.stdout
+    _tests_pass_on_jax(4, "tests/test_checkpoint.py", "-k", chosen)
 
 
 @pytest.mark.slow
 def test_a_jax_run_trains_without_importing_tensorflow() -> None:
     """TensorFlow is installed here; a JAX run seeds itself without it (train.set_random_seed), so it
     trains where TensorFlow is not installed at all."""
-    import subprocess
-    import sys
-
     script = (
         "import sys\n"
         "from test_train import tiny_spec\n"
@@ -216,14 +202,7 @@ def test_a_jax_run_trains_without_importing_tensorflow() -> None:
         "assert len(records) == 2, records\n"
         "print('tensorflow' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO / "tests",
-        env=cli_env(KERAS_BACKEND="jax"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = _on_backend("jax", "-c", script, cwd=REPO / "tests")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "False"
 
@@ -232,21 +211,11 @@ def test_a_jax_run_trains_without_importing_tensorflow() -> None:
 def test_replicas_train_on_jax_and_give_the_same_records_twice(tmp_path: Path) -> None:
     """gpus: [1, 2] on JAX: the 2-replica run trains under DataParallel on 2 host devices of the CPU,
     the global batch split across them; the grid trained twice gives the same records bit for bit."""
-    import subprocess
-    import sys
-
     grid = write_grid(tmp_path, TWO_REPLICAS)
     epochs = []
     for name in ("first", "second"):
         results = tmp_path / name
-        done = subprocess.run(
-            [sys.executable, "-m", "sweep", "run", str(grid), "--results", str(results)],
-            cwd=REPO,
-            env=cli_env(KERAS_BACKEND="jax", BATCHSWEEP_THREADS="1"),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = _on_backend("jax", "-m", "sweep", "run", str(grid), "--results", str(results), BATCHSWEEP_THREADS="1")
         assert done.returncode == 0, done.stderr[-2000:]
         runs = pd.read_csv(results / vocab.RUNS_CSV).set_index("train.gpus")
         assert runs[vocab.STATUS].tolist() == ["done", "done"]
@@ -266,21 +235,9 @@ def test_the_replica_tests_pass_on_jax() -> None:
     split across 2 replicas, a 2-replica run restored from its checkpoint, the recalibrated evaluation
     on 2 replicas. (tests/test_controls.py's ghost-batch replica test does not hold: under DataParallel
     BatchNorm normalises over the global batch, not over each replica's share.)"""
-    import subprocess
-    import sys
-
     chosen = "two_replicas or mirrored or (recalibration_adds and 2)"
     files = ["tests/test_train.py", "tests/test_checkpoint.py", "tests/test_recal.py"]
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files, "-k", chosen],
-        cwd=REPO,
-        env=cli_env(KERAS_BACKEND="jax"),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert "3 passed" in done.stdout
+    _tests_pass_on_jax(3, *files, "-k", chosen)
 
 
 def test_a_short_last_batch_jax_cannot_split_evenly_fails_its_run_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -321,18 +278,9 @@ else:
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_the_noise_scale_gradient_is_tensorflows_on_the_same_weights(tmp_path: Path, backend: str) -> None:
     """noise.keras_gradient by the backend's own autodiff: TensorFlow's gradient within float32 rounding."""
-    import subprocess
-    import sys
-
     saved = tmp_path / "tf.npz"
     for name in ("tensorflow", backend):
-        done = subprocess.run(
-            [sys.executable, "-c", GRADIENT, str(saved)],
-            env=cli_env(KERAS_BACKEND=name, BATCHSWEEP_THREADS="1"),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        done = _on_backend(name, "-c", GRADIENT, str(saved), timeout=300, BATCHSWEEP_THREADS="1")
         assert done.returncode == 0, done.stderr[-2000:]
     assert float(done.stdout.strip().splitlines()[-1]) < 1e-5  # largest difference, relative to the largest entry
 
@@ -357,15 +305,5 @@ print(first)
 def test_the_noise_scale_is_measured_on_the_backend_and_changes_nothing_else(backend: str) -> None:
     """B_simple recorded by a run on jax or torch, finite and positive, its other numbers those of the same
     run without it (BatchNorm's moving statistics put back after measuring)."""
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-c", NOISE],
-        cwd=REPO / "tests",
-        env=cli_env(KERAS_BACKEND=backend, BATCHSWEEP_THREADS="1"),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    done = _on_backend(backend, "-c", NOISE, cwd=REPO / "tests", timeout=900, BATCHSWEEP_THREADS="1")
     assert done.returncode == 0, done.stderr[-2000:]

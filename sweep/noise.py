@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from sweep import backends
+
 MICRO_BATCHES = 4  # small-batch gradients averaged into one big-batch gradient
 IMAGES_PER_MEASUREMENT = 1024  # images per record, whatever the batch size (groups = this / (4 x batch))
 
@@ -79,9 +81,9 @@ def keras_gradient(model: Any, loss: Callable[[Any, Any], Any]) -> Callable[[np.
     import keras
 
     backend = keras.backend.backend()
-    if backend == "jax":
+    if backend == backends.JAX:
         return _jax_gradient(model, loss)
-    if backend == "torch":
+    if backend == backends.TORCH:
         return _torch_gradient(model, loss)
     import tensorflow as tf
 

@@ -86,6 +86,9 @@ def _timed(grid: Path, tmp: Path, backend: str, repeat: int) -> Timing:
     )
     with (results / "runs.csv").open(encoding="utf-8") as f:
         runs = [row for row in csv.DictReader(f) if row["status"] == "done"]
+    trained_on = {row["backend"] for row in runs}
+    if trained_on != {backend}:  # a timing is only worth its label: KERAS_BACKEND must have reached the workers
+        raise RuntimeError(f"{results}: asked for {backend}, the runs trained on {sorted(trained_on)}")
     timing = Timing(backend, repeat, load, finished.seconds, sum(float(r["duration_seconds"]) for r in runs), len(runs))
     print(f"  {timing.process_seconds:.1f} s, {timing.runs_done} runs done", flush=True)
     return timing

@@ -6,10 +6,10 @@ what makes two runs comparable: the report never pairs runs across backends (swe
 
 On TensorFlow everything works. On JAX and torch the trainer runs the default path and most
 controls: training, evaluation, recalibrated BatchNorm evaluation, the noise scale, data feeding as
-numpy batches; on JAX also replicas (`keras.distribution`) and packed runs (`--pack`), while torch
-trains one device per run, alone. What a backend cannot do yet is refused by `check` before
-anything is queued or trained, one line per
-refusal, so a grid never fails halfway. This module imports neither Keras nor TensorFlow.
+numpy batches, packed runs (`--pack`); on JAX also replicas (`keras.distribution`), while torch
+trains one device per run. What a backend cannot do yet is refused by `check` before anything is
+queued or trained, one line per refusal, so a grid never fails halfway. This module imports neither
+Keras nor TensorFlow.
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ def is_tensorflow() -> bool:
     return current() == TENSORFLOW
 
 
-def check(source: str, points: Iterable[PointConfig], pack: int | None = None) -> None:
+def check(source: str, points: Iterable[PointConfig]) -> None:
     """Raise UnsupportedError naming the first key (and value) the current backend cannot train.
 
-    `points` are the grid's points; `pack` is `--pack`. Nothing to check on TensorFlow."""
+    `points` are the grid's points. Nothing to check on TensorFlow."""
     backend = current()
     if backend == TENSORFLOW:
         return
@@ -61,8 +61,6 @@ def check(source: str, points: Iterable[PointConfig], pack: int | None = None) -
     tail = f"is not supported on the {backend} backend (KERAS_BACKEND={backend})"
     if backend not in SUPPORTED:
         raise UnsupportedError(f"{where}training {tail}; use KERAS_BACKEND={' or '.join(SUPPORTED)}")
-    if backend == TORCH and pack is not None and pack > 1:
-        raise UnsupportedError(f"{where}--pack {pack} {tail}; drop --pack, or use KERAS_BACKEND=tensorflow or jax")
     for point in points:
         train = point.train
         if backend == TORCH and train.gpus > 1:

@@ -128,7 +128,7 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     runs, groups = plan(grid), search_groups(grid)
     results, target = locations(grid, options)
     points = [point for point, _ in grid.points()]
-    backends.check(grid.source, points, options.pack)  # what this backend cannot do stops here, before any queueing
+    backends.check(grid.source, points)  # what this backend cannot do stops here, before any queueing
     if any(usercode.uses_code(p) for p in points):
         console.say("checking model.builder, data.loader and train.callbacks (loads TensorFlow)")
         usercode.preflight(points)  # a broken reference stops here, before anything is queued

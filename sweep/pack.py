@@ -10,11 +10,12 @@ Why each tower's records equal the run's trained alone, bit for bit at the same 
   is exactly 1, so a tower's gradient is its own loss's gradient; nothing else joins the towers;
 - every op of a tower is an op of the same shapes and inputs as alone (its own data order, its own
   BatchNorm statistics and optimizer slots, which are per variable);
-- the optimizer applies each tower's own learning rate to that tower's variables (`_tower_optimizer`).
+- the optimizer applies each tower's own learning rate to that tower's variables (sweep/tower_optimizer.py).
 tests/test_pack.py trains runs packed and alone and compares every record. On JAX (one jax.jit
-program for the K towers, XLA on the CPU) they are equal bit for bit too: tests/test_backends.py
-runs that file there, and two larger packs (3 towers at batch 64, 120 classes, 32 px; ghost batch
-norm at batch 8) matched alone in every field. Not checked on GPUs.
+program for the K towers, XLA on the CPU) and on torch (eager, the towers' ops one after another)
+they are equal bit for bit too: tests/test_backends.py runs that file there; on JAX two
+larger packs (3 towers at batch 64, 120 classes, 32 px; ghost batch norm at batch 8) matched alone
+in every field. Not checked on GPUs.
 
 What packs (`pack_key`): the same model, data shapes, optimizer, batch size, budget and record
 schedule; the seed, `data.shuffle`, `data.preprocess_mismatch`, `data.seed`, the learning rate and
@@ -38,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from sweep import backends, checkpoint, devices, optim, recal, stopping
+from sweep import backends, checkpoint, devices, optim, recal, stopping, tower_optimizer
 from sweep import data as data_module
 from sweep import model as model_module
 from sweep.plan import RunSpec
@@ -61,7 +62,6 @@ from sweep.train import (
     run_info,
     seed_everything,
     steps_per_execution,
-    zero_optimizer,
 )
 
 # Towers per pack for each batch size when `--pack` is not given (a batch size between two rows takes
@@ -198,14 +198,13 @@ class PackedRun:
         train_eval = evaluate_towers(self.model, [(t.split.x_train_eval, t.split.y_train_eval) for t in self.towers])
         val = evaluate_towers(self.model, [(t.split.x_val, t.split.y_val) for t in self.towers])
         predicted = self._predicted()
-        rates = self.model.optimizer.tower_rates  # None under warm-up schedules
         recal_fields = self._recalibrated(train_eval, val) if self.towers[0].spec.point.train.recalibrate_bn else None
         for k in healthy:
             tower = self.towers[k]
             extra: dict[str, float] = dict(recal_fields[k]) if recal_fields else {}
             if predicted is not None:
                 extra |= balanced(predicted[k], tower.split.y_train_eval)
-            lr = float(rates[k].numpy()) if rates else _scheduled(self.model.optimizer, k)
+            lr = tower_optimizer.current_lr(self.model.optimizer, k)
             found[k] = assemble(epoch, step, stretches[k], seconds, train_eval[k], val[k], lr, extra)
         return found
 
@@ -253,7 +252,7 @@ def tower_view(model: Any, k: int) -> TowerView:
     tower = model.get_layer(f"tower{k}")
     owned = [id(v) for v in tower.trainable_variables]
     trainable = [id(v) for v in model.trainable_variables]
-    rates = [id(rate) for rate in optimizer.tower_rates or ()]  # among the variables on JAX (`_tower_optimizer`)
+    rates = [id(rate) for rate in optimizer.tower_rates or ()]  # among the variables off TensorFlow
     head = optimizer.variables[:2]  # the step count and the learning rate first
     slots = [v for v in optimizer.variables[2:] if id(v) not in rates]
     per = len(slots) // len(trainable)  # Adam: momentum and velocity per variable, in variable order
@@ -303,13 +302,6 @@ def evaluate_towers(model: Any, pairs: list[tuple[np.ndarray, np.ndarray]]) -> l
     ]
 
 
-def _scheduled(optimizer: Any, k: int) -> float:
-    """Tower k's warm-up learning rate now, as `optim.current_lr` reads a run's own."""
-    import keras
-
-    return float(keras.ops.convert_to_numpy(optimizer.tower_schedules[k](optimizer.iterations)))
-
-
 def _watch(spec: RunSpec) -> stopping.Watch | None:
     rule = stopping.parse(spec.point.train.early_stopping)
     return stopping.Watch(rule) if rule else None
@@ -326,11 +318,10 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
     reuse = key == COMPILED.key
     if not reuse:
         forget_compiled()
-    data = first.point.data
     fresh = []
-    for spec in specs:
+    for k, spec in enumerate(specs):
         seed_everything(spec.seed)  # right before the weights are drawn, as alone
-        fresh.append(model_module.build_model(spec.point.model, data.image_size, split.num_classes, data.channels))
+        fresh.append(_tower_model(k, spec, split.num_classes))
     if any(tower.losses for tower in fresh):
         raise Unpackable("the model adds losses of its own (regularizers): its runs train alone")
     rates = [optim.effective_lr(spec.point.train) for spec in specs]
@@ -339,18 +330,29 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
         towers = [model.get_layer(f"tower{k}") for k in range(len(specs))]
         for old, new in zip(towers, fresh, strict=True):
             old.set_weights(new.get_weights())
-        _reset_optimizer(model.optimizer, rates)
+        tower_optimizer.reset(model.optimizer, rates)
         model.stop_training = False
         return model, towers, True
     model = _joined(fresh, "pack")
     model.compile(
-        optimizer=_tower_optimizer(first.point.train.optimizer, schedules, fresh),
+        optimizer=tower_optimizer.build(first.point.train.optimizer, schedules, fresh),
         **_tower_losses(len(specs)),
         jit_compile=backends.jit_compile(),
         steps_per_execution=steps_per_execution(first.point.train.batch_size, 1),
     )
     COMPILED.key, COMPILED.model, COMPILED.strategy = key, model, devices.strategy_for(replicas)
     return model, fresh, False
+
+
+def _tower_model(k: int, spec: RunSpec, classes: int) -> Any:
+    """The run's model, its variables' paths under `tower{k}/`. Without it every tower's paths are
+    the same ("conv0/kernel"); torch's module tracks a model's variables by path, so it would zero
+    one tower's gradients only, and the others' would add up across steps."""
+    import keras
+
+    data = spec.point.data
+    with keras.name_scope(f"tower{k}"):
+        return model_module.build_model(spec.point.model, data.image_size, classes, data.channels)
 
 
 def _joined(models: list[Any], name: str) -> Any:
@@ -398,49 +400,3 @@ def _batch_size(y: Any) -> Any:
 
         return tf.shape(y)[0]
     return keras.ops.shape(y)[0]
-
-
-def _reset_optimizer(optimizer: Any, rates: list[float]) -> None:
-    """A zeroed optimizer (step count, slots) with these runs' constant learning rates (the
-    cache key holds any warm-up schedule: those are the same as the compiled model's)."""
-    zero_optimizer(optimizer)
-    for rate, value in zip(optimizer.tower_rates or (), rates, strict=False):
-        rate.assign(value)
-
-
-def _tower_optimizer(name: str, schedules: list[Any], towers: list[Any]) -> Any:
-    """`train.optimizer` applying tower k's own learning rate to tower k's variables.
-
-    Constant rates are a variable per tower, used in place of the optimizer's one; warm-up schedules
-    are each tower's own, evaluated at the step as the optimizer evaluates its own. Everything else
-    is the optimizer's update, so a tower's step is the step it takes alone."""
-    import keras
-
-    cls, options = optim.optimizer_class(name)
-    constant = all(isinstance(s, float) for s in schedules)
-    rates = None
-    if constant:
-        rates = [keras.Variable(s, dtype="float32", trainable=False, name=f"lr{k}") for k, s in enumerate(schedules)]
-    owner_of = {id(v): k for k, tower in enumerate(towers) for v in tower.trainable_variables}
-    owners: list[int] = []  # tower of each trainable variable, in the optimizer's order
-    # jax.jit reads a variable outside the step's state once, when it traces the step: a reused
-    # pack would train on at the first pack's rates. On JAX the rates are optimizer state.
-    as_state = rates if rates and keras.backend.backend() != backends.TENSORFLOW else []
-
-    class TowerOptimizer(cls):  # type: ignore[misc, valid-type]
-        def build(self, var_list: list[Any]) -> None:
-            owners[:] = [owner_of[id(v)] for v in var_list]
-            super().build(var_list)
-            for rate in as_state:
-                self._track_variable(rate)  # after the slots: tower_view leaves them out
-
-        def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> Any:
-            tower = owners[self._get_variable_index(variable)]
-            learning_rate = rates[tower] if rates else schedules[tower](self.iterations)
-            return super().update_step(gradient, variable, learning_rate)
-
-    optimizer = TowerOptimizer(learning_rate=schedules[0], **options)
-    # Not attributes Keras tracks: the rates are optimizer state on JAX only (`build` above).
-    object.__setattr__(optimizer, "tower_rates", tuple(rates) if rates else None)
-    object.__setattr__(optimizer, "tower_schedules", tuple(schedules))
-    return optimizer

@@ -58,9 +58,9 @@ def _on_backend(
     )
 
 
-def _tests_pass_on_jax(passed: int, *args: str, timeout: int = 1200) -> None:
-    """pytest ARGS in a process whose backend is jax: every chosen test passes, and there are `passed`."""
-    done = _on_backend("jax", "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, timeout=timeout)
+def _tests_pass_on(backend: str, passed: int, *args: str, timeout: int = 1200) -> None:
+    """pytest ARGS in a process of this backend: every chosen test passes, and there are `passed`."""
+    done = _on_backend(backend, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, timeout=timeout)
     assert done.returncode == 0, done.stdout[-3000:]
     assert f"{passed} passed" in done.stdout
 
@@ -75,11 +75,6 @@ def test_what_torch_cannot_do_is_one_line_and_exit_2_before_anything_trains(
         "use gpus: 1, or KERAS_BACKEND=tensorflow or jax"
     )
     assert "train.gpus: 2 is not supported on the torch backend" in _refused(tmp_path, capsys, "time", grid)
-    smoke = str(REPO / "experiments" / "smoke.yaml")
-    assert _refused(tmp_path, capsys, "run", smoke, "--pack", "2") == (
-        "error: smoke.yaml: --pack 2 is not supported on the torch backend (KERAS_BACKEND=torch); "
-        "drop --pack, or use KERAS_BACKEND=tensorflow or jax"
-    )
 
 
 def test_a_backend_keras_has_but_the_trainer_does_not_is_refused_whole(
@@ -176,18 +171,19 @@ def test_the_smoke_grid_runs_on_the_backend_and_gives_the_same_records_twice(tmp
 
 
 @pytest.mark.slow
-def test_packed_runs_record_what_they_record_alone_on_jax() -> None:
-    """tests/test_pack.py in a process whose backend is jax: every record of a packed run equals, bit
-    for bit, the run's alone on JAX (each tower's ops compile as alone; sweep/pack.py)."""
-    _tests_pass_on_jax(10, "tests/test_pack.py", timeout=3000)
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_packed_runs_record_what_they_record_alone_on_the_backend(backend: str) -> None:
+    """tests/test_pack.py in a process of the backend: every record of a packed run equals, bit for bit,
+    the run's alone (each tower's ops are the ops it runs alone; sweep/pack.py)."""
+    _tests_pass_on(backend, 10, "tests/test_pack.py", timeout=2400)
 
 
 @pytest.mark.slow
-def test_checkpoints_restore_bit_for_bit_on_jax() -> None:
-    """tests/test_checkpoint.py's restore tests that JAX supports (one device, no noise scale), in a process
-    whose backend is jax: a run restored from its checkpoint writes the records of one never stopped."""
-    chosen = "fresh-session or cached-model or early_stopping or batchnorm_statistics"
-    _tests_pass_on_jax(4, "tests/test_checkpoint.py", "-k", chosen)
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_checkpoints_restore_bit_for_bit_on_the_backend(backend: str) -> None:
+    """tests/test_checkpoint.py on one device, in a process of the backend: a run restored from its checkpoint
+    writes the records of one never stopped (the 2-replica restore on JAX: test_the_replica_tests_pass_on_jax)."""
+    _tests_pass_on(backend, 8, "tests/test_checkpoint.py", "-k", "not mirrored")
 
 
 @pytest.mark.slow
@@ -237,7 +233,7 @@ def test_the_replica_tests_pass_on_jax() -> None:
     BatchNorm normalises over the global batch, not over each replica's share.)"""
     chosen = "two_replicas or mirrored or (recalibration_adds and 2)"
     files = ["tests/test_train.py", "tests/test_checkpoint.py", "tests/test_recal.py"]
-    _tests_pass_on_jax(3, *files, "-k", chosen)
+    _tests_pass_on("jax", 3, *files, "-k", chosen)
 
 
 def test_a_short_last_batch_jax_cannot_split_evenly_fails_its_run_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -46,8 +46,12 @@ grid:
 PACK_GRID = yaml.safe_dump({**yaml.safe_load(SMOKE.read_text(encoding="utf-8")), "seeds": [0, 1]})  # 4 runs
 PROBE = """
 import importlib.util, json, keras
-devices = [str(d) for d in keras.distribution.list_devices()]
 backend = keras.backend.backend()
+if backend == "torch":  # keras.distribution has no devices to list on torch: torch's own
+    import torch
+    devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] or ["cpu"]
+else:
+    devices = [str(d) for d in keras.distribution.list_devices()]
 print(json.dumps({"backend": backend, "keras": keras.__version__,
                   "backend_version": getattr(__import__(backend), "__version__", "?"),
                   "devices": devices, "tensorflow": importlib.util.find_spec("tensorflow") is not None}))

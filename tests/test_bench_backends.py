@@ -1,6 +1,7 @@
 """The benchmarks across Keras backends: benchmarks/device_check.py (the sweep's checks on a machine's
-devices, here in an environment without TensorFlow: a JAX machine with Keras and Optuna beside pandas,
-matplotlib and scikit-learn) and benchmarks/backends.py (one grid's wall time on TensorFlow and JAX)."""
+devices: on JAX in an environment without TensorFlow, a JAX machine with Keras and Optuna beside pandas,
+matplotlib and scikit-learn; on torch here) and benchmarks/backends.py (one grid's wall time on
+TensorFlow and JAX)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,31 @@ def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_p
     for check in CHECKS:
         assert f"| {check} | {rows[check]['outcome']} |" in summary
     assert (out / "smoke" / "report.md").is_file()
+
+
+@pytest.mark.slow
+def test_the_device_check_on_torch_packs_and_refuses_replicas_in_one_line(tmp_path: Path) -> None:
+    """torch in this environment: its devices found without keras.distribution (which has none to list on
+    torch), packed runs as alone, and replicas refused by the harness's one line, not failed."""
+    out = tmp_path / "check"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"KERAS_BACKEND": "torch"}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.device_check", str(out)], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    with (out / "device_check.csv").open(encoding="utf-8") as f:
+        rows = {row["check"]: (row["outcome"], row["detail"]) for row in csv.DictReader(f)}
+    assert rows["devices"] == (
+        "passed",
+        f"Keras {version('keras')} on torch {version('torch')}: 1 device(s) (cpu); TensorFlow installed",
+    )
+    assert rows["smoke"] == ("passed", "2 of 2 runs done, report.md written")
+    assert (
+        rows["replicas"][0] == "refused"
+        and "train.gpus: 2 is not supported on the torch backend" in rows["replicas"][1]
+    )
+    assert rows["trials per GPU"][0] == "skipped"
+    assert rows["pack"][0] == "passed" and rows["pack"][1].endswith("records identical")
 
 
 def test_the_backends_table_gives_medians_and_the_ratio() -> None:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, write_grid
 
-from sweep import keys, vocab
+from sweep import devices, keys, vocab
 from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
 from sweep.estimates import fmt_estimate
 from sweep.optim import effective_lr
@@ -197,6 +197,10 @@ RETRAINED = (
     ("fx_controls", "bs64-budsteps-st384-s1-8d1e317b"),
 )
 TIMINGS = ("epoch_seconds", "samples_per_second")  # measured, not computed: they differ on every run
+# The first record's largest difference between CPU models (fixtures by an AMD EPYC, retrained on an Intel
+# Xeon with AVX-512, 2 threads): losses 0.44% (the mismatched-preprocessing run at step 96), accuracies
+# 0.0026 (1 image of 384); about twice that is allowed.
+CROSS_CPU = {"loss": {"rel": 1e-2}, "acc": {"abs": 0.006}}
 
 
 @pytest.mark.slow  # four real runs (about 1.5 minutes on 2 busy CPU cores)
@@ -205,12 +209,15 @@ def test_committed_fixture_runs_are_what_their_grid_file_trains(tf_replicas: Non
     """Each of these runs, planned from its fixture's grid file and retrained, gives every committed record:
     epoch, step, learning rate and every accuracy, loss and gap column (the _recal ones too).
 
-    Exactly the same on the CPU model that wrote the fixtures; another CPU model's vector kernels
-    sum in another order, which moves the last bits of a loss, so the check allows float32 rounding.
-    A changed computation moves the numbers by far more."""
+    On the CPU model that wrote the fixture (runs.csv's `cpu`), every number within float32 rounding.
+    Another CPU model's vector kernels (oneDNN picks them at run time) sum in another order; the
+    difference in the last bits grows with every step, so there the schedule (epoch, step, learning
+    rate) is checked in every record and the numbers in the first only, at the drift measured between
+    an AMD EPYC and an Intel Xeon (CROSS_CPU)."""
     runs = {r.run_id: r for r in plan(load_grid(FIXTURES / "grids" / f"{fixture}.yaml"))}
     committed = pd.read_csv(FIXTURES / fixture / "epochs.csv")
     committed = committed[committed["run_id"] == run_id].sort_values("step")
+    written_on = pd.read_csv(FIXTURES / fixture / "runs.csv").set_index("run_id").at[run_id, "cpu"]
     columns = [
         c
         for c in (*vocab.EPOCH_METRICS, *vocab.OPTIONAL_METRICS)
@@ -220,8 +227,18 @@ def test_committed_fixture_runs_are_what_their_grid_file_trains(tf_replicas: Non
     records = numbers(list(Run(runs[run_id]).epochs()))
     assert all(set(r) == set(columns) for r in records)  # every column the run has is compared, nothing else
     assert len(records) == len(committed)
-    for record, (_, row) in zip(records, committed.iterrows(), strict=True):
-        assert record == pytest.approx({k: row[k] for k in columns}, rel=1e-6, abs=0), record["step"]
+    rows = [{k: row[k] for k in columns} for _, row in committed.iterrows()]
+    if written_on == devices.cpu_model():
+        for record, row in zip(records, rows, strict=True):
+            assert record == pytest.approx(row, rel=1e-6, abs=0), record["step"]
+        return
+    schedule = ["epoch", "step", vocab.LR]
+    for record, row in zip(records, rows, strict=True):
+        assert {k: record[k] for k in schedule} == pytest.approx({k: row[k] for k in schedule}, rel=1e-6)
+    first, expected = records[0], rows[0]
+    for key, tolerance in CROSS_CPU.items():
+        kind = [k for k in columns if k.endswith(key) or f"{key}_" in k]
+        assert {k: first[k] for k in kind} == pytest.approx({k: expected[k] for k in kind}, **tolerance), key
 
 
 def test_explicit_defaults_match_and_a_control_changes_the_numbers(tf_replicas: None) -> None:

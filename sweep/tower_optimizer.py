@@ -5,16 +5,16 @@ Constant rates are a variable per tower, used in place of the optimizer's one; w
 each tower's own, evaluated at the step as the optimizer evaluates its own. Everything else is the
 optimizer's own update.
 
-Per backend:
-- TensorFlow and JAX update variable by variable (`update_step`): the pack's optimizer passes each
-  variable its tower's rate.
-- jax.jit reads a variable outside the step's state once, when it traces the step: a reused pack
-  model would train on at the first pack's rates. Off TensorFlow the rates are optimizer state.
-- On torch, Keras swaps its optimizers for subclasses that update every variable at once with torch's
-  `_foreach` ops and never call `update_step`; a subclass of Keras's class would get the generic
-  per-variable update instead, whose numbers differ. So the pack's optimizer subclasses the class Keras
-  instantiates, and runs its `_parallel_update_step` once per tower, on the tower's variables (those
-  of the run alone, in their order) at the tower's rate.
+One mechanism on every backend: the optimizer's `_backend_update_step` (the call that applies the
+gradients of a list of variables at one learning rate) runs once per tower, on the tower's variables
+(those of the run alone, in their order) at the tower's rate. Behind it each backend updates as it
+does for a run alone: variable by variable on TensorFlow and JAX; on torch with torch's `_foreach`
+ops, by the subclass Keras swaps in for Adam and SGD there (a subclass of Keras's own class would get
+the generic per-variable update instead, whose numbers differ), so the pack's optimizer subclasses
+the class Keras instantiates.
+
+jax.jit reads a variable outside the step's state once, when it traces the step: a reused pack model
+would train on at the first pack's rates. Off TensorFlow the rates are optimizer state.
 """
 
 from __future__ import annotations
@@ -45,18 +45,12 @@ def build(name: str, schedules: list[Any], towers: list[Any]) -> Any:
             for rate in as_state:
                 self._track_variable(rate)  # after the slots: pack.tower_view leaves them out
 
-        def rate(self, tower: int) -> Any:
-            return rates[tower] if rates else schedules[tower](self.iterations)
-
-        def update_step(self, gradient: Any, variable: Any, learning_rate: Any) -> Any:
-            return super().update_step(gradient, variable, self.rate(owners[self._get_variable_index(variable)]))
-
-        def _parallel_update_step(self, grads: list[Any], variables: list[Any], learning_rate: Any) -> None:
-            tower_of = [owners[self._get_variable_index(v)] for v in variables]  # torch only
+        def _backend_update_step(self, grads: list[Any], variables: list[Any], learning_rate: Any) -> None:
+            tower_of = [owners[self._get_variable_index(v)] for v in variables]
             for tower in sorted(set(tower_of)):
                 mine = [i for i, t in enumerate(tower_of) if t == tower]
-                chosen = [grads[i] for i in mine], [variables[i] for i in mine]
-                super()._parallel_update_step(*chosen, self.rate(tower))
+                rate = rates[tower] if rates else schedules[tower](self.iterations)
+                super()._backend_update_step([grads[i] for i in mine], [variables[i] for i in mine], rate)
 
     optimizer = TowerOptimizer(learning_rate=schedules[0], **options)
     # Not attributes Keras tracks: the rates are optimizer state off TensorFlow only (`build` above).

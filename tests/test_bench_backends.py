@@ -71,19 +71,25 @@ def _environment_without_tensorflow(where: Path) -> Path:
     return python
 
 
+def _device_check(python: Path | str, out: Path, backend: str) -> dict[str, dict[str, str]]:
+    """`python -m benchmarks.device_check OUT` from the checkout, on `backend`: asserts exit 0; the CSV's
+    rows by check. The caller's PYTHONPATH and venv stay out: the check must find the harness itself."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | {"KERAS_BACKEND": backend}
+    done = subprocess.run(
+        [str(python), "-m", "benchmarks.device_check", str(out)], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    with (out / "device_check.csv").open(encoding="utf-8") as f:
+        return {row["check"]: row for row in csv.DictReader(f)}
+
+
 @pytest.mark.slow
 def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_path: Path) -> None:
     python = _environment_without_tensorflow(tmp_path / "venv")
     missing = subprocess.run([str(python), "-c", "import tensorflow"], capture_output=True, text=True)
     assert "No module named 'tensorflow'" in missing.stderr
     out = tmp_path / "check"
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | {"KERAS_BACKEND": "jax"}
-    done = subprocess.run(
-        [str(python), "-m", "benchmarks.device_check", str(out)], cwd=REPO, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    with (out / "device_check.csv").open(encoding="utf-8") as f:
-        rows = {row["check"]: row for row in csv.DictReader(f)}
+    rows = _device_check(python, out, "jax")
     assert list(rows) == CHECKS
     assert rows["devices"]["outcome"] == "passed"
     assert rows["devices"]["detail"].endswith("1 device(s) (cpu:0); TensorFlow not installed")
@@ -105,14 +111,8 @@ def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_p
 def test_the_device_check_on_torch_packs_and_refuses_replicas_in_one_line(tmp_path: Path) -> None:
     """torch in this environment: its devices found without keras.distribution (which has none to list on
     torch), packed runs as alone, and replicas refused by the harness's one line, not failed."""
-    out = tmp_path / "check"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"KERAS_BACKEND": "torch"}
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.device_check", str(out)], cwd=REPO, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    with (out / "device_check.csv").open(encoding="utf-8") as f:
-        rows = {row["check"]: (row["outcome"], row["detail"]) for row in csv.DictReader(f)}
+    found = _device_check(sys.executable, tmp_path / "check", "torch")
+    rows = {check: (row["outcome"], row["detail"]) for check, row in found.items()}
     assert rows["devices"] == (
         "passed",
         f"Keras {version('keras')} on torch {version('torch')}: 1 device(s) (cpu); TensorFlow installed",

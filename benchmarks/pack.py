@@ -7,18 +7,23 @@ how many more runs per hour packing gives on the project's grids.
 In one run, on one machine (the grids first, then the K table):
 
 1. K per batch size (benchmarks/pack_k.py, one fresh process per repeat): model-images per second of
-   a PackedRun's training epoch for every batch size and K, Ks in alternating order across repeats,
-   best of the repeats; K is chosen as the smallest K within CHOSEN_WITHIN of the best. With it, the
+   a PackedRun's training epoch for every batch size and K, in a packing worker's environment (the
+   towers side by side), Ks in alternating order across repeats, best of the repeats; K is chosen as
+   the smallest K within CHOSEN_WITHIN of the best. Beside it, a run alone in an unpacked worker's
+   environment (every thread inside each op), the default it is weighed against. With it, the
    training step's FLOP/s as a share of a float32 matmul peak measured in this run (benchmarks/peaks.py).
 2. Runs per hour on experiments/article.yaml, batch_sizes.yaml and causes.yaml, each scaled down
    (SCALE: one epoch, fewer images; `--epochs` and `--samples-per-class` set others; seeds, batch
    sizes, variants, records inside epochs and recalibration kept), each timed
    as a whole process from an empty results folder, configurations in alternating order across
    repeats, best of the repeats: (p) `sweep run GRID --workers 1 --pack 3` (packed); (u) the same
-   with `--pack 1` (every run alone); (a) the plain Keras loop `python -m benchmarks.keras_baseline`
-   on the same runs, without the records inside epochs, the train-subset evaluation and the BatchNorm
-   recalibration, which it does not do. p's and u's per-epoch records are compared: every column of
-   epochs.csv but epoch_seconds and samples_per_second, matched by run id and epoch.
+   with `--pack 1` (every run alone, the harness's default); (w) `--workers N --pack 1` on N cores
+   (every run alone, one worker and one thread per core); (a) the plain Keras loop
+   `python -m benchmarks.keras_baseline` on the same runs, without the records inside epochs, the
+   train-subset evaluation and the BatchNorm recalibration, which it does not do. A packing worker
+   runs its towers side by side at one intra-op thread (sweep/devices.py), so p's per-epoch records
+   are compared with w's, the runs alone at that thread count: every column of epochs.csv but
+   epoch_seconds and samples_per_second, matched by run id and epoch.
 
 Timings are benchmarks, not tests: the machine may be shared, so the load average is recorded before
 every measurement.
@@ -43,7 +48,7 @@ from benchmarks.peaks import effective_peaks, measure_peaks, train_flops_per_sam
 RESULTS = machine.REPO / "results" / "bench"
 EXPERIMENTS = machine.REPO / "experiments"
 GRIDS = ("article", "batch_sizes", "causes")
-CONFIGS = ("p", "u", "a")
+CONFIGS = ("p", "u", "w", "a")
 # What the full and the quick mode change in each grid's `base` (variants and grid axes are kept): one
 # epoch of 12 training images per class, so that the whole benchmark fits in about 40 minutes on 2 busy
 # cores. causes keeps its variant `data.samples_per_class: 25` ("half the data"), now the larger set.
@@ -122,29 +127,34 @@ def measure_ks(
     probe_data = {"samples_per_class": pack_k.SAMPLES_PER_CLASS, **data}
     spec = pack_k.specs_for(batch_sizes[0], 1, probe_data, folder)[0]
     data_module.raw_arrays(spec.point.data, Path(env["BATCHSWEEP_CACHE"]))  # no measurement pays for the render
-    worker_env = devices.worker_environment(env, threads=machine.cores())  # as `sweep run --workers 1`'s worker
+    # As `sweep run --workers 1`'s worker: packing (towers side by side), and unpacked (the default)
+    packing = devices.worker_environment(env, threads=machine.cores(), towers=True)
+    unpacked = devices.worker_environment(env, threads=machine.cores())
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in data.items()]
     measured: list[dict[str, Any]] = []
+    alone: list[dict[str, Any]] = []
     for repeat in range(repeats):
-        load = machine.load_average()
-        command = machine.python_module(
-            "benchmarks.pack_k",
-            "--batch-sizes",
-            *map(str, batch_sizes),
-            "--ks",
-            *map(str, ks),
-            "--folder",
-            str(folder / "pack_k"),
-            *flags,
-            *(["--reverse"] if repeat % 2 else []),
-        )
-        finished = machine.timed(command, worker_env)
-        found = json.loads(finished.stdout.strip().splitlines()[-1])
-        measured += [{**result, "repeat": repeat + 1, "load_average": load} for result in found]
-        print(f"K table, repeat {repeat + 1}: {finished.seconds:.0f} s (load average {load:.2f} before)", flush=True)
+        for worker_env, towers, found in ((packing, ks, measured), (unpacked, [1], alone)):
+            load = machine.load_average()
+            command = machine.python_module(
+                "benchmarks.pack_k",
+                "--batch-sizes",
+                *map(str, batch_sizes),
+                "--ks",
+                *map(str, towers),
+                "--folder",
+                str(folder / "pack_k"),
+                *flags,
+                *(["--reverse"] if repeat % 2 else []),
+            )
+            finished = machine.timed(command, worker_env)
+            results = json.loads(finished.stdout.strip().splitlines()[-1])
+            found += [{**result, "repeat": repeat + 1, "load_average": load} for result in results]
+            what = "K table" if found is measured else "alone, unpacked"
+            print(f"{what}, repeat {repeat + 1}: {finished.seconds:.0f} s (load average {load:.2f})", flush=True)
     peak = effective_peaks(measure_peaks([], env))[machine.cores()]
     flops = train_flops_per_sample(spec.point.data.image_size, spec.point.data.classes or 120, spec.point.model.width)
-    return summarize_ks(measured, peak, flops)
+    return summarize_ks(measured, peak, flops, alone)
 
 
 def overrides(args: argparse.Namespace) -> dict[str, int]:
@@ -173,12 +183,14 @@ PACKED = 3  # (p)'s --pack: the grids' seeds per point (packing is off by defaul
 
 
 def configurations(harness: Path, plain: Path, folder: Path) -> dict[str, training.Configuration]:
-    """(p), (u) and (a) of one scaled grid, each writing into `folder`."""
+    """(p), (u), (w) and (a) of one scaled grid, each writing into `folder`."""
     unpacked = training.harness("u", harness, folder, workers=1)
     packed = training.harness("p", harness, folder, workers=1)
+    per_core = training.harness("w", harness, folder, workers=machine.cores())
     return {
         "p": replace(packed, command=(*packed.command, "--pack", str(PACKED))),
         "u": replace(unpacked, command=(*unpacked.command, "--pack", "1")),
+        "w": replace(per_core, command=(*per_core.command, "--pack", "1")),
         "a": training.baseline(plain, folder),
     }
 
@@ -207,23 +219,23 @@ def time_grids(scaled: dict[str, tuple[Path, Path]], repeats: int, env: dict[str
 
 
 def compare_records(folder: Path) -> dict[str, Any]:
-    """p's and u's last epochs.csv: records equal in every column but the timings, matched by run and
-    epoch; and the pack sizes p's runs trained in (runs.csv)."""
+    """p's and w's last epochs.csv (both at one intra-op thread per run): records equal in every column
+    but the timings, matched by run and epoch; and the pack sizes p's runs trained in (runs.csv)."""
     import pandas as pd
 
     timing = ["epoch_seconds", "samples_per_second"]
     packed = pd.read_csv(training.results_folder(folder, "p") / "epochs.csv").drop(columns=timing)
-    alone = pd.read_csv(training.results_folder(folder, "u") / "epochs.csv").drop(columns=timing)
+    alone = pd.read_csv(training.results_folder(folder, "w") / "epochs.csv").drop(columns=timing)
     keys = ["run_id", "epoch"]
-    both = packed.merge(alone, on=keys, how="outer", suffixes=("_p", "_u"), indicator=True)
+    both = packed.merge(alone, on=keys, how="outer", suffixes=("_p", "_w"), indicator=True)
     equal = both["_merge"] == "both"
     differing: dict[str, int] = {}
     for column in (c for c in packed.columns if c not in keys):
         if column not in alone.columns:
             equal &= False
             continue
-        p, u = both[f"{column}_p"], both[f"{column}_u"]
-        same = (p == u) | (p.isna() & u.isna())
+        p, w = both[f"{column}_p"], both[f"{column}_w"]
+        same = (p == w) | (p.isna() & w.isna())
         equal &= same
         differing |= {column: int((~same).sum())} if not same.all() else {}
     sizes = pd.read_csv(training.results_folder(folder, "p") / "runs.csv")["pack_size"].value_counts().sort_index()

@@ -4,6 +4,7 @@ benchmarks/pack.py measured. Reads only the rows: no TensorFlow, no training."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,16 +12,21 @@ Row = dict[str, Any]
 CSV_COLUMNS = ("section", "grid", "batch_size", "k", "config", "repeat", "metric", "value", "unit")
 CHOSEN_WITHIN = 0.05  # K per batch size: the smallest K within 5% of the best K's throughput
 TARGETS = {"p/u": 1.5, "p/a": 1.8}  # issue 17, on the batch_sizes grid
+RATIOS = (*TARGETS, "p/w")  # and packing against one worker per core, which also fills the cores
 TARGET_GRID = "batch_sizes"
 LABELS = {
     "p": "(p) `sweep run GRID --workers 1 --pack 3` (packed)",
-    "u": "(u) `sweep run GRID --workers 1 --pack 1` (every run alone)",
+    "u": "(u) `sweep run GRID --workers 1 --pack 1` (every run alone, every thread inside each op: the default)",
+    "w": "(w) `sweep run GRID --workers N --pack 1` on N cores (every run alone, a worker and a thread per core)",
     "a": "(a) plain Keras loop `python -m benchmarks.keras_baseline GRID`",
 }
 
 
-def summarize_ks(measured: list[dict[str, Any]], peak_gflops: float, flops_per_sample: float) -> list[Row]:
-    """Every measurement, the best per (batch size, K) with its FLOP share, and the K chosen per batch size."""
+def summarize_ks(
+    measured: list[dict[str, Any]], peak_gflops: float, flops_per_sample: float, alone: Sequence[dict[str, Any]] = ()
+) -> list[Row]:
+    """Every measurement, the best per (batch size, K) with its FLOP share, and the K chosen per batch
+    size; `alone`: a run in an unpacked worker (section k_alone), which the chosen K is also weighed against."""
     rows: list[Row] = [
         {"section": "meta", "metric": "matmul_peak", "value": round(peak_gflops, 1), "unit": "GFLOP/s"},
         {"section": "meta", "metric": "train_flops_per_sample", "value": round(flops_per_sample), "unit": "FLOP"},
@@ -40,8 +46,7 @@ def summarize_ks(measured: list[dict[str, Any]], peak_gflops: float, flops_per_s
         rows.append({**where, "metric": "flop_share", "value": round(share, 4), "unit": "of matmul peak"})
     for batch in sorted({b for b, _ in best}):
         rates = {k: r for (b, k), r in best.items() if b == batch}
-        top = max(rates.values())
-        chosen = min(k for k, r in rates.items() if r >= (1 - CHOSEN_WITHIN) * top)
+        chosen = _chosen(rates)
         rows.append(
             {"section": "k_chosen", "batch_size": batch, "metric": "best_k", "value": max(rates, key=rates.get)}
         )
@@ -49,7 +54,29 @@ def summarize_ks(measured: list[dict[str, Any]], peak_gflops: float, flops_per_s
         rows.append(
             {"section": "k_chosen", "batch_size": batch, "metric": "speedup_over_k1", "value": _ratio(rates, chosen)}
         )
+    return rows + _alone_rows(alone, best)
+
+
+def _alone_rows(alone: Sequence[dict[str, Any]], best: dict[tuple[int, int], float]) -> list[Row]:
+    """The best of the unpacked worker's runs alone per batch size, and the chosen K's rate over it."""
+    rows: list[Row] = []
+    for batch in sorted({m["batch_size"] for m in alone}):
+        rate = max(m["model_images_per_second"] for m in alone if m["batch_size"] == batch)
+        rows.append(
+            {"section": "k_alone", "batch_size": batch, "k": 1, "repeat": "best"}
+            | {"metric": "model_images_per_second", "value": round(rate, 1), "unit": "images/s"}
+        )
+        packed = {k: r for (b, k), r in best.items() if b == batch}
+        if packed:
+            ratio = round(packed[_chosen(packed)] / rate, 3)
+            rows.append({"section": "k_chosen", "batch_size": batch, "metric": "speedup_over_alone", "value": ratio})
     return rows
+
+
+def _chosen(rates: dict[int, float]) -> int:
+    """The smallest K within CHOSEN_WITHIN of the best K's rate."""
+    top = max(rates.values())
+    return min(k for k, r in rates.items() if r >= (1 - CHOSEN_WITHIN) * top)
 
 
 def _ratio(rates: dict[int, float], k: int) -> float | None:
@@ -73,7 +100,7 @@ def summarize_grids(timed: list[dict[str, Any]], planned: dict[str, int], checks
         rows.append({**where, "metric": "runs_per_hour", "value": round(planned[grid] * 3600 / seconds, 1)})
     for grid in planned:
         rows.append({"section": "grids", "grid": grid, "metric": "runs", "value": planned[grid]})
-        for ratio in TARGETS:
+        for ratio in RATIOS:
             top, bottom = ratio.split("/")
             if (grid, top) in best and (grid, bottom) in best:
                 value = round(best[(grid, bottom)] / best[(grid, top)], 3)
@@ -86,7 +113,7 @@ def summarize_grids(timed: list[dict[str, Any]], planned: dict[str, int], checks
                         "value": value,
                     }
                 )
-                if grid == TARGET_GRID:
+                if grid == TARGET_GRID and ratio in TARGETS:
                     met = value >= TARGETS[ratio]
                     rows.append(
                         {
@@ -98,7 +125,7 @@ def summarize_grids(timed: list[dict[str, Any]], planned: dict[str, int], checks
                         }
                     )
         for metric, value in checks.get(grid, {}).items():
-            rows.append({"section": "records", "grid": grid, "config": "p vs u", "metric": metric, "value": value})
+            rows.append({"section": "records", "grid": grid, "config": "p vs w", "metric": metric, "value": value})
     return rows
 
 
@@ -163,16 +190,18 @@ def _k_section(rows: list[Row], meta: dict[str, Any]) -> list[str]:
     lines = [
         "## 1. Towers K per batch size",
         "",
-        "Model-images per second of one training epoch of a PackedRun of K runs (benchmarks/pack_k.py: default "
+        "Model-images per second of one training epoch of a PackedRun of K runs in a packing worker (its towers "
+        "side by side: one intra-op thread, an inter-op thread per core; benchmarks/pack_k.py: default "
         "model, 120 classes, 32x32, 40 training images per class = 4,800, Adam lr 0.001, no records inside the "
         f"epoch; timed: a `fit` epoch of the first {meta.get('timed_images')} images of each tower's epoch order, "
         "after a short first epoch that traces), best of the repeats; in brackets the training step's "
         f"FLOP/s as a share of a float32 matmul peak of {meta.get('matmul_peak')} GFLOP/s measured in this run "
         f"({meta.get('train_flops_per_sample')} FLOP per image). **Rule: K = the smallest K within "
-        f"{CHOSEN_WITHIN:.0%} of the best K's throughput.**",
+        f"{CHOSEN_WITHIN:.0%} of the best K's throughput.** Alone: one run in an unpacked worker (every thread "
+        "inside each op), the default the chosen K is weighed against.",
         "",
-        "| batch | " + " | ".join(f"K={k}" for k in ks) + " | chosen K | chosen / K=1 |",
-        "|---" * (len(ks) + 3) + "|",
+        "| batch | alone | " + " | ".join(f"K={k}" for k in ks) + " | chosen K | chosen / K=1 | chosen / alone |",
+        "|---" * (len(ks) + 5) + "|",
     ]
     for batch in batches:
         cells = []
@@ -182,7 +211,11 @@ def _k_section(rows: list[Row], meta: dict[str, Any]) -> list[str]:
             cells.append(f"{rate:,.0f} ({share:.1%})")
         chosen = _one(rows, section="k_chosen", batch_size=batch, metric="chosen_k")
         speedup = _one(rows, section="k_chosen", batch_size=batch, metric="speedup_over_k1")
-        lines.append(f"| {batch} | " + " | ".join(cells) + f" | **{chosen}** | {speedup}x |")
+        over_alone = _one(rows, section="k_chosen", batch_size=batch, metric="speedup_over_alone")
+        alone = _one(rows, section="k_alone", batch_size=batch, metric="model_images_per_second")
+        alone_cell = f"{alone:,.0f}" if alone is not None else "-"
+        tail = f" | **{chosen}** | {speedup}x | {_cell(over_alone)}x |"
+        lines.append(f"| {batch} | {alone_cell} | " + " | ".join(cells) + tail)
     chosen = {b: _one(rows, section="k_chosen", batch_size=b, metric="chosen_k") for b in batches}
     lines += ["", f"As `sweep.pack.PACK_SIZES`: `{chosen}`"]
     return lines
@@ -198,22 +231,24 @@ def _grid_section(rows: list[Row], scale: str) -> list[str]:
         "kept. Each configuration timed as a whole process (TensorFlow import included) from an empty results "
         "folder. (a) trains the same runs (model, data, seeds, epochs, data order) but without the harness's "
         "extra evaluations: no records inside epochs, no train-subset evaluation, no recalibration (its copy of "
-        "the grid leaves out `eval_every_steps` and `recalibrate_bn`), and no store, export or report.",
+        "the grid leaves out `eval_every_steps` and `recalibrate_bn`), and no store, export or report. "
+        "(p)'s worker runs its towers side by side at one intra-op thread each, so its records are compared "
+        "with (w)'s, the runs alone at one thread; (u) runs at every thread, whose float rounding differs.",
         "",
         *[f"- {label}" for label in LABELS.values()],
         "",
-        "| grid | runs | (p) s | (u) s | (a) s | (p) runs/h | (u) runs/h | (a) runs/h | p/u | p/a "
-        "| records p = u | p's pack sizes |",
-        "|---" * 12 + "|",
+        "| grid | runs | (p) s | (u) s | (w) s | (a) s | (p) runs/h | (u) runs/h | (w) runs/h | (a) runs/h "
+        "| p/u | p/a | p/w | records p = w | p's pack sizes |",
+        "|---" * 15 + "|",
     ]
     for grid in grids:
         seconds = [
-            _one(rows, section="grids", grid=grid, config=c, repeat="best", metric="wall_seconds") for c in "pua"
+            _one(rows, section="grids", grid=grid, config=c, repeat="best", metric="wall_seconds") for c in "puwa"
         ]
         per_hour = [
-            _one(rows, section="grids", grid=grid, config=c, repeat="best", metric="runs_per_hour") for c in "pua"
+            _one(rows, section="grids", grid=grid, config=c, repeat="best", metric="runs_per_hour") for c in "puwa"
         ]
-        ratios = [_one(rows, section="ratios", grid=grid, config=r) for r in TARGETS]
+        ratios = [_one(rows, section="ratios", grid=grid, config=r) for r in RATIOS]
         equal = _one(rows, section="records", grid=grid, metric="records_equal")
         total = _one(rows, section="records", grid=grid, metric="records_total")
         sizes = _one(rows, section="records", grid=grid, metric="pack_sizes")
@@ -222,10 +257,10 @@ def _grid_section(rows: list[Row], scale: str) -> list[str]:
     for grid in grids:
         differing = _one(rows, section="records", grid=grid, metric="differing_columns")
         if differing is not None:
-            lines.append(f"- {grid}: columns where p's records differ from u's (records): {differing}")
+            lines.append(f"- {grid}: columns where p's records differ from w's (records): {differing}")
     lines += ["", "Each repeat (wall seconds, load average before):", ""]
     for grid in grids:
-        for config in "pua":
+        for config in "puwa":
             tries = _find(rows, section="grids", grid=grid, config=config, metric="wall_seconds")
             loads = _find(rows, section="grids", grid=grid, config=config, metric="load_average")
             shown = [

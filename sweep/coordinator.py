@@ -10,6 +10,7 @@ bar, the run and epoch counts and an ETA, so a log file reads like a terminal.
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import signal
@@ -117,16 +118,17 @@ def run_workers(
     retries: int = 1,
     say: Say = print,
     flags: Sequence[str] = (),
+    towers: bool = False,
 ) -> int:
     """One worker process per slot (its CUDA_VISIBLE_DEVICES; None = leave as is) until the
-    queue is empty; return the first non-zero exit code. The CPU cores are shared evenly."""
+    queue is empty; return the first non-zero exit code. The CPU cores are shared evenly;
+    `towers`: the workers train packs, their towers side by side (`devices.towers_side_by_side`)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     threads_each = threads_per_worker(len(slots))
     inbox: queue.Queue = queue.Queue()
     command = worker_command(study, retries, flags)
-    procs = [
-        _start(command, storage, log_dir / f"worker-{i}.log", threads_each, inbox, slot) for i, slot in enumerate(slots)
-    ]
+    start = functools.partial(_start, command, storage, threads=threads_each, inbox=inbox, towers=towers)
+    procs = [start(log_dir / f"worker-{i}.log", visible=slot) for i, slot in enumerate(slots)]
     restarts, codes = 0, []
     try:
         while procs:
@@ -136,16 +138,7 @@ def run_workers(
                 procs.remove(proc)
                 if code == EXIT_RECYCLE or (code == EXIT_NEEDS_MORE_DEVICES and restarts < MAX_WORKER_RESTARTS):
                     restarts += 1
-                    procs.append(
-                        _start(
-                            command,
-                            storage,
-                            log_dir / f"worker-r{restarts}.log",
-                            threads_each,
-                            inbox,
-                            proc.visible_devices,
-                        )
-                    )
+                    procs.append(start(log_dir / f"worker-r{restarts}.log", visible=proc.visible_devices))
                     continue
                 codes.append(code)
                 continue
@@ -172,9 +165,16 @@ def _stop(procs: list[subprocess.Popen], say: Say) -> None:
 
 
 def _start(
-    command: list[str], storage: str, log_path: Path, threads: int, inbox: queue.Queue, visible: str | None
+    command: list[str],
+    storage: str,
+    log_path: Path,
+    *,
+    threads: int,
+    inbox: queue.Queue,
+    visible: str | None,
+    towers: bool,
 ) -> subprocess.Popen:
-    env = devices.worker_environment(dict(os.environ), threads=threads, visible=visible)
+    env = devices.worker_environment(dict(os.environ), threads=threads, visible=visible, towers=towers)
     env[vocab.STORAGE_ENV] = storage
     log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by _relay when the worker ends
     # A session of its own: Ctrl-C reaches only the coordinator, which then

@@ -29,8 +29,10 @@ from sweep import backends
 from sweep.datafiles import DataError
 
 
-def worker_environment(base: dict[str, str], threads: int | None = None, visible: str | None = None) -> dict[str, str]:
-    """The environment for a worker subprocess."""
+def worker_environment(
+    base: dict[str, str], threads: int | None = None, visible: str | None = None, towers: bool = False
+) -> dict[str, str]:
+    """The environment for a worker subprocess; `towers`: it trains packs (`towers_side_by_side`)."""
     env = dict(base)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ info lines are noise to users
     if visible is not None:
@@ -39,13 +41,23 @@ def worker_environment(base: dict[str, str], threads: int | None = None, visible
         # packed on that GPU (--trials-per-gpu) would fail: take memory as needed instead.
         env.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
     if threads:
+        side_by_side = towers and towers_side_by_side(threads)
         for name in ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS"):
-            env[name] = str(threads)
-        env["TF_NUM_INTEROP_THREADS"] = "1" if threads == 1 else "2"
+            env[name] = "1" if side_by_side else str(threads)
+        env["TF_NUM_INTEROP_THREADS"] = str(threads) if side_by_side else "1" if threads == 1 else "2"
         # XLA's CPU client (JAX) reads none of those, nor XLA_FLAGS' intra_op_parallelism_threads:
         # its Eigen pool has $PJRT_NPROC threads (at least one per host device).
         env[PJRT_NPROC] = str(threads)
     return env
+
+
+def towers_side_by_side(threads: int) -> bool:
+    """Whether a packing worker with `threads` cores runs one intra-op thread and `threads` inter-op
+    threads: on TensorFlow, a pack's towers are independent ops, so its executor then runs them side
+    by side, a core each, where with every thread inside each op a small model's ops leave the cores
+    idle (results/bench/pack.md: up to 2.4x a run alone at batch 8). The records are then those of
+    the runs alone at one thread (runs.csv `threads`). JAX and torch step one op after another."""
+    return threads > 1 and backends.is_tensorflow()
 
 
 PJRT_NPROC = "PJRT_NPROC"

@@ -252,6 +252,7 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
             retries=options.retries,
             say=console.say,
             flags=worker_flags(results, options),
+            towers=packs(options.pack, todo),
         )
     console.say(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
     lost = store.requeue_dead()  # a worker that crashed left its run RUNNING
@@ -260,6 +261,14 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
     if code:
         console.warn(f"a worker exited with code {code}; see {log_dir}/")
     return code, progress.runs_done
+
+
+def packs(pack: int | None, queued: list[RunSpec]) -> bool:
+    """Whether the workers may train packs: `--pack K` above 1, or without it a queued run's batch
+    size that `pack.PACK_SIZES` packs. Such workers run their towers side by side (sweep/devices.py)."""
+    from sweep.pack import default_size
+
+    return pack > 1 if pack else any(default_size(spec.point.train.batch_size) > 1 for spec in queued)
 
 
 def worker_flags(results: Path, options: Options) -> list[str]:

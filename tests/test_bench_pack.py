@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TINY_GRID, cli_env, write_grid
+from pytest import approx
 
 from benchmarks import machine, pack, pack_tables
 
@@ -43,28 +44,31 @@ def test_k_is_the_smallest_within_five_percent_of_the_best() -> None:
 
 
 def test_grid_rows_ratios_targets_and_files(tmp_path: Path) -> None:
-    # 3 runs; (p) 30 s, (u) best of 60 and 50 s, (a) 40 s -> p/u 50/30, p/a 40/30
+    # 3 runs; (p) 30 s, (u) best of 60 and 50 s, (w) 36 s, (a) 40 s -> p/u 50/30, p/a 40/30, p/w 36/30
     timed = [
         {"grid": "batch_sizes", "config": c, "repeat": r, "seconds": s, "runs": 3, "load_average": 0.5}
-        for c, r, s in [("p", 1, 30.0), ("u", 1, 60.0), ("a", 1, 40.0), ("u", 2, 50.0)]
+        for c, r, s in [("p", 1, 30.0), ("u", 1, 60.0), ("w", 1, 36.0), ("a", 1, 40.0), ("u", 2, 50.0)]
     ]
     checks = {"batch_sizes": {"records_equal": 9, "records_total": 9, "pack_sizes": "K=3: 3 runs"}}
     rows = pack_tables.summarize_grids(timed, {"batch_sizes": 3}, checks)
     ratios = {r["config"]: r["value"] for r in rows if r["section"] == "ratios"}
-    assert ratios == {"p/u": pytest.approx(50 / 30, abs=1e-3), "p/a": pytest.approx(40 / 30, abs=1e-3)}
+    assert ratios == {"p/u": approx(50 / 30, abs=1e-3), "p/a": approx(40 / 30, abs=1e-3), "p/w": 1.2}
     targets = {r["config"]: r["value"] for r in rows if r["section"] == "targets"}
     assert targets == {"p/u": "met", "p/a": "not met"}  # 1.67 >= 1.5; 1.33 < 1.8
     per_hour = [r["value"] for r in rows if r["metric"] == "runs_per_hour" and r["config"] == "p"]
     assert per_hour == [360.0]  # 3 runs in 30 s
-    ks = pack_tables.summarize_ks(measured({(8, 1): 100.0, (8, 2): 200.0}), 10.0, 1e6)
+    ks = pack_tables.summarize_ks(measured({(8, 1): 100.0, (8, 2): 200.0}), 10.0, 1e6, measured({(8, 1): 125.0}))
     paths = pack_tables.write_outputs([pack.meta("mode", "quick"), *ks, *rows], tmp_path)
     with open(paths["csv"], newline="") as handle:
         table = list(csv.DictReader(handle))
     assert tuple(table[0]) == pack_tables.CSV_COLUMNS
-    assert {r["section"] for r in table} == {"meta", "k_table", "k_chosen", "grids", "ratios", "targets", "records"}
+    sections = {"meta", "k_table", "k_alone", "k_chosen", "grids", "ratios", "targets", "records"}
+    assert {r["section"] for r in table} == sections
     text = paths["md"].read_text()
     assert "smallest K within 5%" in text and "`{8: 2}`" in text
-    assert "| batch_sizes | 3 | 30.0 | 50.0 | 40.0 | 360.0 | 216.0 | 270.0 | 1.67 | 1.33 | 9/9 | K=3: 3 runs |" in text
+    assert "| 8 | 125 | 100 (1.0%) | 200 (2.0%) | **2** | 2.0x | 1.60x |" in text  # chosen K=2: 200 / alone 125
+    row = "| batch_sizes | 3 | 30.0 | 50.0 | 36.0 | 40.0 | 360.0 | 216.0 | 300.0 | 270.0 | 1.67 | 1.33 | 1.20 | 9/9 |"
+    assert row + " K=3: 3 runs |" in text
     assert "- p/u >= 1.5x: met" in text and "- p/a >= 1.8x: not met" in text
 
 
@@ -86,8 +90,8 @@ def test_scaled_grids_keep_everything_but_the_scale(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_pack_k_and_grid_timings_write_what_the_tables_read(tmp_path: Path) -> None:
-    """The quick path's pieces, trained through subprocesses on tiny data: pack_k's JSON, then p, u and a on
-    a tiny grid whose 2 seeds pack in pairs, and p's records equal u's."""
+    """The quick path's pieces, trained through subprocesses on tiny data: pack_k's JSON, then p, u, w and a
+    on a tiny grid whose 2 seeds pack in pairs, and p's records equal w's (both at one thread per run)."""
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.pack_k", "--batch-sizes", "8", "--ks", "1", "2", "--folder", str(tmp_path)]
         + [f"--{k.replace('_', '-')}={v}" for k, v in TINY_DATA.items()],
@@ -116,5 +120,5 @@ def test_pack_k_and_grid_timings_write_what_the_tables_read(tmp_path: Path) -> N
         "pack_sizes": "K=2: 4 runs",
     }
     seconds = [r for r in rows if r["metric"] == "wall_seconds" and r["repeat"] == "best"]
-    assert sorted(r["config"] for r in seconds) == ["a", "p", "u"]
-    assert {r["config"] for r in rows if r["section"] == "ratios"} == {"p/u", "p/a"}
+    assert sorted(r["config"] for r in seconds) == ["a", "p", "u", "w"]
+    assert {r["config"] for r in rows if r["section"] == "ratios"} == {"p/u", "p/a", "p/w"}

@@ -50,6 +50,44 @@ def test_xla_gets_the_thread_count_and_the_host_devices_beside_the_users_flags()
     assert with_host_devices("", 4) == "--xla_force_host_platform_device_count=4"
 
 
+def test_a_packing_worker_runs_its_towers_side_by_side_on_tensorflow(monkeypatch) -> None:
+    """One intra-op thread and an inter-op thread per core: the towers' ops run a core each."""
+    threads = ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTEROP_THREADS")
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
+    assert [worker_environment({}, threads=4, towers=True)[n] for n in threads] == ["1", "1", "4"]
+    assert [worker_environment({}, threads=4)[n] for n in threads] == ["4", "4", "2"]  # a run alone: inside each op
+    assert [worker_environment({}, threads=1, towers=True)[n] for n in threads] == ["1", "1", "1"]
+    monkeypatch.setenv("KERAS_BACKEND", "jax")  # XLA and torch step one op at a time: every thread inside each
+    assert [worker_environment({}, threads=4, towers=True)[n] for n in threads] == ["4", "4", "2"]
+
+
+PACKED_GRID = TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]").replace("[4, 8]", "[8]")
+
+
+@pytest.mark.slow
+def test_packed_runs_record_one_thread_and_the_numbers_of_their_runs_alone_at_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --pack 2` on 2 threads: each run records threads 1 and pack_size 2, and every record
+    equals the same run trained alone at one thread."""
+    write_grid(tmp_path, PACKED_GRID)
+    monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
+    monkeypatch.setenv("BATCHSWEEP_THREADS", "2")
+    packed = run_cli("run", "grid.yaml", "--workers", "1", "--pack", "2", cwd=tmp_path)
+    assert packed.returncode == 0, packed.stdout + packed.stderr
+    monkeypatch.setenv("BATCHSWEEP_THREADS", "1")
+    alone = run_cli("run", "grid.yaml", "--workers", "1", "--pack", "1", "--results", "alone", cwd=tmp_path)
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    runs = pd.read_csv(tmp_path / "results" / "tiny" / "runs.csv")
+    assert runs["threads"].tolist() == [1, 1] and runs["pack_size"].tolist() == [2, 2]
+    timings = ["epoch_seconds", "samples_per_second"]
+    order = ["run_id", "epoch"]
+    ours = pd.read_csv(tmp_path / "results" / "tiny" / "epochs.csv").drop(columns=timings).sort_values(order)
+    theirs = pd.read_csv(tmp_path / "alone" / "epochs.csv").drop(columns=timings).sort_values(order)
+    assert len(ours) == 4
+    pd.testing.assert_frame_equal(ours.reset_index(drop=True), theirs.reset_index(drop=True), check_exact=True)
+
+
 # In a jax process: XLA's CPU thread pool (threads named tf_XLAEigen) after one jitted step, and what
 # devices.intra_op_threads() records. The CPU time of a short fit is no signal on a shared machine.
 POOL_PROBE = """

@@ -268,6 +268,13 @@ def intra_op_threads() -> int:
     return configured or int(os.environ.get("TF_NUM_INTRAOP_THREADS") or 0) or cpu_count()
 
 
+def cpu_threads() -> int:
+    """The cores this process may keep busy: its intra-op threads, or its inter-op threads where
+    more (a packing worker runs its towers side by side, `towers_side_by_side`)."""
+    inter = int(os.environ.get("TF_NUM_INTEROP_THREADS") or 0) if backends.is_tensorflow() else 0
+    return max(intra_op_threads(), inter)
+
+
 @functools.cache  # read once per process, not once per run
 def cpu_model() -> str:
     """The processor's name: float results can differ in the last bits between CPU models."""

@@ -22,12 +22,13 @@ its recalibrated numbers are its raw ones.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from sweep import backends, vocab
+from sweep import backends, devices, vocab
 from sweep.data import batches
 
 QUIET: dict[str, Any] = {"verbose": 0, "return_dict": True}
@@ -115,19 +116,32 @@ def set_statistics(norms: list[list[Any]], probe: Any, xs: list[np.ndarray]) -> 
     sums = [[np.zeros(layer.moving_mean.shape, np.float64) for layer in layers] for layers in norms]
     squares = [[np.zeros_like(s) for s in model_sums] for model_sums in sums]
     counts = [[0] * len(layers) for layers in norms]  # values per channel: images x positions, per layer
-    for start in range(0, len(xs[0]), RECAL_BATCH):
-        found = probe([x[start : start + RECAL_BATCH] for x in xs])
-        for k, inputs in enumerate(found):
-            for i, values in enumerate(inputs):
-                flat = np.asarray(keras.ops.convert_to_numpy(values)).astype(np.float64).reshape(-1, values.shape[-1])
-                sums[k][i] += flat.sum(axis=0)
-                squares[k][i] += np.square(flat).sum(axis=0)
+    cells = [(k, i) for k, model_norms in enumerate(norms) for i in range(len(model_norms))]
+    # The sums are most of a recalibration's time (float64 over every position of every image), and
+    # numpy leaves the GIL while it adds: every layer of every model in a thread of its own.
+    with ThreadPoolExecutor(max_workers=min(len(cells), devices.cpu_threads()) or 1) as pool:
+        for start in range(0, len(xs[0]), RECAL_BATCH):
+            found = [
+                [np.asarray(keras.ops.convert_to_numpy(v)) for v in inputs]
+                for inputs in probe([x[start : start + RECAL_BATCH] for x in xs])
+            ]
+            flats = [found[k][i].reshape(-1, found[k][i].shape[-1]) for k, i in cells]
+            for (k, i), flat, (total, square) in zip(cells, flats, pool.map(_sums, flats), strict=True):
+                sums[k][i] += total
+                squares[k][i] += square
                 counts[k][i] += flat.shape[0]
     for layers, model_sums, model_squares, model_counts in zip(norms, sums, squares, counts, strict=True):
         for layer, total, square, count in zip(layers, model_sums, model_squares, model_counts, strict=True):
             mean = total / count
             layer.moving_mean.assign(mean.astype(np.float32))
             layer.moving_variance.assign(np.maximum(square / count - mean**2, 0.0).astype(np.float32))
+
+
+def _sums(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel (column), the sum and the sum of squares of float32 values, in float64: each value
+    and its square cast exactly, added row after row as `flat.astype(float64).sum(axis=0)` adds them
+    (the same bits; tests/test_recal.py), without that float64 copy of every value."""
+    return np.add.reduce(flat, axis=0, dtype=np.float64), np.add.reduce(np.square(flat, dtype=np.float64), axis=0)
 
 
 def as_list(inputs: Any) -> list[Any]:

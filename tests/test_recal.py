@@ -101,3 +101,16 @@ def test_without_batchnorm_the_recalibrated_numbers_are_the_raw_ones(tf_replicas
         assert row[vocab.VAL_ACC_RECAL] == row[vocab.VAL_ACC]
         assert row[vocab.TRAIN_EVAL_LOSS_RECAL] == row[vocab.TRAIN_EVAL_LOSS]
         assert row[vocab.EVAL_GAP_RECAL] == row[vocab.EVAL_GAP]
+
+
+def test_the_statistics_sums_are_those_of_float64_copies_bit_for_bit() -> None:
+    """`recal._sums` adds float32 values and their squares in float64 without copying them to float64
+    first: the same bits as the copy's sums, so recalibrated numbers are those recorded before."""
+    from sweep import recal
+
+    rng = np.random.default_rng(0)
+    for rows, channels, scale in [(512 * 32 * 32, 16, 1.0), (512 * 16 * 16, 32, 30.0), (1200 * 8 * 8, 64, 1e-3)]:
+        flat = np.maximum(rng.standard_normal((rows, channels)) * scale + scale, 0).astype(np.float32)  # ReLU'd
+        total, square = recal._sums(flat)
+        copied = flat.astype(np.float64)
+        assert np.array_equal(total, copied.sum(axis=0)) and np.array_equal(square, np.square(copied).sum(axis=0))

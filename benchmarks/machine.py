@@ -88,6 +88,12 @@ def timed(command: list[str], env: dict[str, str]) -> Finished:
     return Finished(seconds, done.stdout, done.stderr)
 
 
+def commit(root: Path) -> str:
+    """A checkout's commit, short; "unknown" outside git."""
+    done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
 def python_module(module: str, *args: str) -> list[str]:
     """The command that runs `python -m module args` with this interpreter."""
     return [sys.executable, "-m", module, *args]

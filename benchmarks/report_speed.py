@@ -123,14 +123,8 @@ def markdown(rows: list[dict[str, object]], checkouts: dict[str, Path], started:
             cells += [f"{theirs:.2f}", f"{theirs / ours:.2f}x"]
         cells += [f"under {target:g} s", "yes" if ours < target else "no"]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", *(f"`{name}`: {root} at commit {_commit(root)}." for name, root in checkouts.items())]
+    lines += ["", *(f"`{name}`: {root} at commit {machine.commit(root)}." for name, root in checkouts.items())]
     return "\n".join(lines) + "\n"
-
-
-def _commit(root: Path) -> str:
-    """The checkout's commit, short; "unknown" outside git."""
-    done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ def towers_side_by_side(threads: int) -> bool:
     """Whether a packing worker with `threads` cores runs one intra-op thread and `threads` inter-op
     threads: on TensorFlow, a pack's towers are independent ops, so its executor then runs them side
     by side, a core each, where with every thread inside each op a small model's ops leave the cores
-    idle (results/bench/pack.md: up to 2.4x a run alone at batch 8). The records are then those of
+    idle (results/bench/pack.md: a pack's steps 2.6x a run alone at batch 8). The records are then those of
     the runs alone at one thread (runs.csv `threads`). JAX and torch step one op after another."""
     return threads > 1 and backends.is_tensorflow()
 

@@ -65,9 +65,10 @@ from sweep.train import (
 )
 
 # Towers per pack for each batch size when `--pack` is not given (a batch size between two rows takes
-# the smaller one's; none listed: one run per pack). Empty: on 2026-12-05 (results/bench/pack.md) the
-# batch_sizes grid ran 1.08x as fast packed in 3s as alone (evaluation at its records dominates), and
-# a packed run's epoch_seconds are a share of its pack's, which claim C6 reads; `--pack K` turns it on.
+# the smaller one's; none listed: one run per pack). Empty: on 2026-12-05 (results/bench/pack.md) a
+# pack's training steps ran up to 2.6x as fast as a run alone, but whole grids 0.98-1.04x (evaluation
+# and recalibration at their records dominate), and a packed run's epoch_seconds are a share of its
+# pack's, which claim C6 reads; `--pack K` turns it on.
 PACK_SIZES: dict[int, int] = {}
 
 

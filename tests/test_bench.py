@@ -24,6 +24,7 @@ from benchmarks import (
     outputs,
     peaks,
     probes,
+    recal_speed,
     report_speed,
     synthetic,
     tables,
@@ -407,6 +408,41 @@ def test_report_speed_times_both_checkouts_and_refuses_bad_input(tmp_path: Path)
     )
     assert (rows["seconds"] > 0).all()
     assert "| into an empty folder |" in (tmp_path / "report_speed.md").read_text(encoding="utf-8")
+    for bad, words in ((("--repeats", "0"), "--repeats must be at least 1"), (("--against", "/nowhere"), "/nowhere")):
+        refused = bench(*bad)
+        assert refused.returncode == 2 and words in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_recal_speed_table_gives_medians_ratio_and_whether_the_bits_agree() -> None:
+    rows = [
+        {"code": code, "repeat": repeat, "seconds": seconds, "digest": digest}
+        for code, scale, digest in (("this checkout", 1.0, "a"), ("against", 2.0, "a"))
+        for repeat, seconds in enumerate((0.2 * scale, 0.6 * scale, 0.3 * scale))
+    ]
+    checkouts = {"this checkout": Path("."), "against": Path("/old")}
+    text = recal_speed.markdown(rows, checkouts, "now")
+    assert "| this checkout | 0.300 |" in text and "| against | 0.600 |" in text and "Speed-up: 2.00x." in text
+    assert "the same bits in every process" in text
+    rows[-1]["digest"] = "b"
+    assert "2 different digests" in recal_speed.markdown(rows, checkouts, "now")
+
+
+@pytest.mark.slow
+def test_recal_speed_times_both_checkouts_and_refuses_bad_input(tmp_path: Path) -> None:
+    """A real run against this same checkout: a pass timed with each, the same statistics' bits."""
+    import subprocess
+    import sys
+
+    def bench(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "benchmarks.recal_speed", "--out", str(tmp_path), *args]
+        return subprocess.run(command, cwd=machine.REPO, capture_output=True, text=True, check=False)
+
+    done = bench("--repeats", "1", "--against", str(machine.REPO))
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_csv(tmp_path / "recal_speed.csv")
+    assert sorted(rows["code"]) == ["against", "this checkout"] and (rows["seconds"] > 0).all()
+    assert rows["digest"].nunique() == 1
+    assert "the same bits in every process" in (tmp_path / "recal_speed.md").read_text(encoding="utf-8")
     for bad, words in ((("--repeats", "0"), "--repeats must be at least 1"), (("--against", "/nowhere"), "/nowhere")):
         refused = bench(*bad)
         assert refused.returncode == 2 and words in refused.stderr and "Traceback" not in refused.stderr

@@ -6,6 +6,7 @@ no thread or store overrides from the caller's shell, and a private dataset cach
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -86,6 +87,29 @@ def timed(command: list[str], env: dict[str, str]) -> Finished:
             f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
         )
     return Finished(seconds, done.stdout, done.stderr)
+
+
+THIS = "this checkout"  # the code a checkout benchmark times first; "against": the other checkout's
+
+
+def checkout_arguments(parser: argparse.ArgumentParser, repeats: str) -> argparse.ArgumentParser:
+    """--repeats, --against and --out of a benchmark that times this checkout against another."""
+    parser.add_argument("--repeats", type=int, default=5, help=f"{repeats} per checkout (default 5)")
+    parser.add_argument("--against", type=Path, default=None, help="another checkout's root, timed alternately")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench", help="where to write")
+    return parser
+
+
+def checkouts(args: argparse.Namespace, needs: str) -> dict[str, Path] | None:
+    """{THIS: this checkout, "against": --against's}; None, with the reason on stderr (exit 2), for
+    --repeats below 1 or an --against without the file `needs` (a checkout's root has it)."""
+    if args.repeats < 1:
+        print(f"error: --repeats must be at least 1, not {args.repeats}", file=sys.stderr)
+        return None
+    if args.against is not None and not (args.against / needs).is_file():
+        print(f"error: --against {args.against}: no {needs} there (give a checkout's root)", file=sys.stderr)
+        return None
+    return {THIS: REPO, **({"against": args.against.resolve()} if args.against else {})}
 
 
 def commit(root: Path) -> str:

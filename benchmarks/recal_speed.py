@@ -25,7 +25,7 @@ from pathlib import Path
 
 from benchmarks import machine
 
-THIS = "this checkout"
+THIS = machine.THIS
 CALLS = 10
 CHILD = f"""
 import hashlib, json, statistics, time
@@ -51,21 +51,14 @@ print(json.dumps({{"seconds": statistics.median(seconds), "digest": hashlib.sha2
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5, help="processes per checkout (default 5)")
-    parser.add_argument("--against", type=Path, default=None, help="another checkout's root, timed alternately")
-    parser.add_argument("--out", type=Path, default=machine.REPO / "results" / "bench", help="where to write")
-    return parser.parse_args(argv)
+    return machine.checkout_arguments(parser, "processes").parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    if args.repeats < 1:
-        print(f"error: --repeats must be at least 1, not {args.repeats}", file=sys.stderr)
+    checkouts = machine.checkouts(args, "sweep/recal.py")
+    if checkouts is None:
         return 2
-    if args.against is not None and not (args.against / "sweep" / "recal.py").is_file():
-        print(f"error: --against {args.against}: no sweep/recal.py there (give a checkout's root)", file=sys.stderr)
-        return 2
-    checkouts = {THIS: machine.REPO, **({"against": args.against.resolve()} if args.against else {})}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"{machine.describe()}; load average {machine.load_average():.2f} at start", flush=True)
     rows = []

@@ -26,26 +26,19 @@ from benchmarks import machine
 from benchmarks.synthetic import synthetic_sweep
 
 COMMANDS = {"into an empty folder": 3.0, "again, nothing changed": 1.5}  # what is timed -> target seconds
-THIS = "this checkout"
+THIS = machine.THIS
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5, help="timings of each command per checkout (default 5)")
-    parser.add_argument("--against", type=Path, default=None, help="another checkout's root, timed alternately")
-    parser.add_argument("--out", type=Path, default=machine.REPO / "results" / "bench", help="where to write")
-    return parser.parse_args(argv)
+    return machine.checkout_arguments(parser, "timings of each command").parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    if args.repeats < 1:
-        print(f"error: --repeats must be at least 1, not {args.repeats}", file=sys.stderr)
+    checkouts = machine.checkouts(args, "sweep/__main__.py")
+    if checkouts is None:
         return 2
-    if args.against is not None and not (args.against / "sweep" / "__main__.py").is_file():
-        print(f"error: --against {args.against}: no sweep/__main__.py there (give a checkout's root)", file=sys.stderr)
-        return 2
-    checkouts = {THIS: machine.REPO, **({"against": args.against.resolve()} if args.against else {})}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"{machine.describe()}; load average {machine.load_average():.2f} at start", flush=True)
     with tempfile.TemporaryDirectory(prefix="report-speed-") as tmp:

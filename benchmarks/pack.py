@@ -134,7 +134,7 @@ def measure_ks(
     measured: list[dict[str, Any]] = []
     alone: list[dict[str, Any]] = []
     for repeat in range(repeats):
-        for worker_env, towers, found in ((packing, ks, measured), (unpacked, [1], alone)):
+        for what, worker_env, towers, found in (("K table", packing, ks, measured), ("alone", unpacked, [1], alone)):
             load = machine.load_average()
             command = machine.python_module(
                 "benchmarks.pack_k",
@@ -150,7 +150,6 @@ def measure_ks(
             finished = machine.timed(command, worker_env)
             results = json.loads(finished.stdout.strip().splitlines()[-1])
             found += [{**result, "repeat": repeat + 1, "load_average": load} for result in results]
-            what = "K table" if found is measured else "alone, unpacked"
             print(f"{what}, repeat {repeat + 1}: {finished.seconds:.0f} s (load average {load:.2f})", flush=True)
     peak = effective_peaks(measure_peaks([], env))[machine.cores()]
     flops = train_flops_per_sample(spec.point.data.image_size, spec.point.data.classes or 120, spec.point.model.width)

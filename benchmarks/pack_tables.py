@@ -44,9 +44,11 @@ def summarize_ks(
         rows.append({**where, "metric": "model_images_per_second", "value": round(rate, 1), "unit": "images/s"})
         share = rate * flops_per_sample / (peak_gflops * 1e9)
         rows.append({**where, "metric": "flop_share", "value": round(share, 4), "unit": "of matmul peak"})
+    chosen_rates: dict[int, float] = {}  # per batch size, the chosen K's rate
     for batch in sorted({b for b, _ in best}):
         rates = {k: r for (b, k), r in best.items() if b == batch}
         chosen = _chosen(rates)
+        chosen_rates[batch] = rates[chosen]
         rows.append(
             {"section": "k_chosen", "batch_size": batch, "metric": "best_k", "value": max(rates, key=rates.get)}
         )
@@ -54,10 +56,10 @@ def summarize_ks(
         rows.append(
             {"section": "k_chosen", "batch_size": batch, "metric": "speedup_over_k1", "value": _ratio(rates, chosen)}
         )
-    return rows + _alone_rows(alone, best)
+    return rows + _alone_rows(alone, chosen_rates)
 
 
-def _alone_rows(alone: Sequence[dict[str, Any]], best: dict[tuple[int, int], float]) -> list[Row]:
+def _alone_rows(alone: Sequence[dict[str, Any]], chosen_rates: dict[int, float]) -> list[Row]:
     """The best of the unpacked worker's runs alone per batch size, and the chosen K's rate over it."""
     rows: list[Row] = []
     for batch in sorted({m["batch_size"] for m in alone}):
@@ -66,9 +68,8 @@ def _alone_rows(alone: Sequence[dict[str, Any]], best: dict[tuple[int, int], flo
             {"section": "k_alone", "batch_size": batch, "k": 1, "repeat": "best"}
             | {"metric": "model_images_per_second", "value": round(rate, 1), "unit": "images/s"}
         )
-        packed = {k: r for (b, k), r in best.items() if b == batch}
-        if packed:
-            ratio = round(packed[_chosen(packed)] / rate, 3)
+        if batch in chosen_rates:
+            ratio = round(chosen_rates[batch] / rate, 3)
             rows.append({"section": "k_chosen", "batch_size": batch, "metric": "speedup_over_alone", "value": ratio})
     return rows
 

@@ -4,6 +4,7 @@ the CLI as a subprocess (for tests of the process boundary)."""
 from __future__ import annotations
 
 import contextlib
+import importlib.abc
 import os
 import signal
 import subprocess
@@ -12,9 +13,14 @@ import textwrap
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import pytest
+import services
+
+if TYPE_CHECKING:
+    from sweep.report import Written
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,15 +32,138 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-@pytest.fixture(autouse=True, scope="session")
-def tf_replicas() -> None:
-    """Split the CPU into 2 logical devices before the first TensorFlow use in this process.
+TIERS = ("unit", "integration", "system")
+# What a unit test may not touch: it runs in milliseconds, so no deep-learning framework and no process.
+HEAVY_IMPORTS = ("tensorflow", "keras", "jax", "jaxlib", "torch")
 
-    Logical devices are fixed once TensorFlow initialises, so this runs first for every session.
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--require-services",
+        action="store_true",
+        help="fail (not skip) a test whose service is missing: PostgreSQL, Slurm, Chromium, ... (also CI=true)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    services.REQUIRED["value"] = config.getoption("--require-services")
+
+
+def tiers_of(item: pytest.Item) -> list[str]:
+    return [mark.name for mark in item.iter_markers() if mark.name in TIERS]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test has exactly one tier, or the session stops before running anything."""
+    wrong = [f"{item.nodeid}: {tiers_of(item) or 'none'}" for item in items if len(tiers_of(item)) != 1]
+    if wrong:
+        raise pytest.UsageError(f"each test needs exactly one tier marker of {', '.join(TIERS)}:\n" + "\n".join(wrong))
+
+
+_DESELECTED_SYSTEM: list[pytest.Item] = []
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _DESELECTED_SYSTEM.extend(item for item in items if "system" in tiers_of(item))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Where services are required (CI), a machine without one fails whichever tiers ran."""
+    if services.required() and exitstatus == pytest.ExitCode.OK and services.missing_here():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    """After a run without the system tier, or on CI: the system tests not run and what this machine lacks."""
+    missing = services.missing_here()
+    if not _DESELECTED_SYSTEM and not (services.required() and missing):
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section("system tier")
+    if _DESELECTED_SYSTEM:
+        count = len(_DESELECTED_SYSTEM)
+        write(f"{count} system tests not run: pytest -m system, or bash .ci/run (installs what they need)")
+    for service, why in missing:
+        write(f"  {service.name} MISSING ({why}); install: {service.install}")
+    if not missing:
+        write("  every service they need is here")
+    elif services.required():
+        write("services are required here (CI=true or --require-services): the session fails")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture of a test that may train: split the CPU into 2 logical devices.
+
+    Logical devices are fixed once TensorFlow initialises, so this comes before the first
+    TensorFlow use in this process. Unit tests never reach TensorFlow.
     """
-    from sweep import devices
+    if "unit" not in tiers_of(item):
+        from sweep import devices
 
-    devices.configure_replicas(2)
+        devices.configure_replicas(2)
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    """Makes a unit test that imports a deep-learning framework fail, naming it."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.partition(".")[0] in HEAVY_IMPORTS:
+            raise ImportError(f"a unit test may not import {name}: mark the test integration")
+
+
+@pytest.fixture(autouse=True)
+def _unit_limits(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A unit test imports no framework and starts no process (checked, not trusted)."""
+    if "unit" not in tiers_of(request.node):
+        yield
+        return
+
+    def no_process(self: subprocess.Popen, args: object, *rest: object, **kwargs: object) -> None:
+        raise AssertionError(f"a unit test may not start a process ({args}): mark the test system")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", no_process)
+    finder = _Refuse()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+
+
+FIXTURE_SWEEPS = tuple(REPO / "tests" / "fixtures" / name for name in ("fx_bs", "fx_causes", "fx_gpus"))
+
+
+@dataclass(frozen=True)
+class Built:
+    """A report built through the CLI's entry point: its folder and what `report` printed."""
+
+    out: Path
+    stdout: str
+
+
+@pytest.fixture(scope="session")
+def fixtures_report(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The report of the three committed fixture sweeps, built once per session (several modules read
+    it). Tests only read it: one that changes its files gets a report of its own."""
+    import io
+
+    from sweep.cli import main
+
+    out, printed = tmp_path_factory.mktemp("fixtures-report"), io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["report", *map(str, FIXTURE_SWEEPS), "--out", str(out)])
+    assert code == 0
+    return Built(out, printed.getvalue())
+
+
+@pytest.fixture(scope="session")
+def controls_report(tmp_path_factory: pytest.TempPathFactory) -> Written:
+    """The report of the committed fixture sweep of the controls (fx_controls), built once per session."""
+    from sweep import report
+
+    out = tmp_path_factory.mktemp("controls-report")
+    return report.build([REPO / "tests" / "fixtures" / "fx_controls"], out)
 
 
 def write_grid(folder: Path, text: str, name: str = "grid.yaml") -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "sinfo", "scontrol", "scancel")
 START_SECONDS = 60
+PORT_TRIES = 5  # Slurm cannot pick its own ports: ports another process took first are replaced this often
 
 
 def missing() -> str | None:
@@ -136,11 +137,12 @@ def _start_munged(folder: Path) -> tuple[subprocess.Popen, Path]:
     return proc, sock
 
 
-def _wait(ready, what: str, proc: subprocess.Popen | None = None) -> None:
+def _wait(ready, what: str, *procs: subprocess.Popen) -> None:
     deadline = time.monotonic() + START_SECONDS
     while not ready():
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{what}: the daemon exited with code {proc.returncode}")
+        for proc in procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{what}: {proc.args[0]} exited with code {proc.returncode}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} not ready after {START_SECONDS} s")
         time.sleep(0.3)
@@ -176,13 +178,8 @@ def cluster() -> Iterator[Cluster]:
             (folder / sub).mkdir()
         munged, sock = _start_munged(folder)
         procs.append(munged)
-        conf = folder / "slurm.conf"
-        conf.write_text(_config(folder, _free_ports(), sock))
-        found = Cluster(folder, conf)
-        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": found.env()}
-        procs.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(conf)], **quiet))  # -i: no old state
-        procs.append(subprocess.Popen(["slurmd", "-D", "-f", str(conf)], **quiet))
-        _wait(lambda: _idle(found), "the Slurm node (sinfo idle)", procs[-1])
+        found = Cluster(folder, folder / "slurm.conf")
+        _start_slurm(found, sock, procs)
         yield found
     finally:
         if found is not None:
@@ -190,6 +187,32 @@ def cluster() -> Iterator[Cluster]:
         for proc in reversed(procs):
             _stop(proc)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _start_slurm(found: Cluster, munge_socket: Path, procs: list[subprocess.Popen]) -> None:
+    """slurmctld and slurmd (added to `procs`, to be stopped) until the node is idle; on new ports when a
+    daemon could not bind its own: another process took it after _free_ports found it free."""
+    logs = [found.folder / "slurmctld.log", found.folder / "slurmd.log"]
+    for attempt in range(1, PORT_TRIES + 1):
+        for log in logs:
+            log.unlink(missing_ok=True)
+        found.conf.write_text(_config(found.folder, _free_ports(), munge_socket))
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": found.env()}
+        daemons = [
+            subprocess.Popen(["slurmctld", "-D", "-i", "-f", str(found.conf)], **quiet),  # -i: no old state
+            subprocess.Popen(["slurmd", "-D", "-f", str(found.conf)], **quiet),
+        ]
+        procs.extend(daemons)
+        try:
+            _wait(lambda: _idle(found), "the Slurm node (sinfo idle)", *daemons)
+            return
+        except RuntimeError as err:
+            said = "".join(log.read_text(errors="replace") for log in logs if log.exists())
+            if "Address already in use" not in said or attempt == PORT_TRIES:
+                raise RuntimeError(f"{err}; the daemons' logs end:\n{said[-3000:]}") from None
+        for proc in daemons:
+            _stop(proc)
+            procs.remove(proc)
 
 
 def _idle(found: Cluster) -> bool:

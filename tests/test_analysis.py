@@ -20,6 +20,7 @@ BS, CAUSES, GPUS = FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gp
 T_975_2DF = 4.302652729911275  # Student t, 97.5% quantile, 2 degrees of freedom (3 seeds)
 
 
+@pytest.mark.unit
 def test_load_counts_and_deduplicates() -> None:
     results = an.load([BS])
     # 3 batch sizes x 3 seeds -> 9 runs of 3 epochs (576, 288, 72 steps), a record every 36 steps and at
@@ -43,6 +44,7 @@ def _relabelled(source: Path, folder: Path, batch_size: int, sweep: str) -> set[
     return set(rename.values())
 
 
+@pytest.mark.unit
 def test_a_run_is_its_spec_not_its_slug(tmp_path: Path) -> None:
     """The same spec under two slugs in two folders is one run, and the first folder's copy is kept."""
     relabelled = _relabelled(BS, tmp_path / "no_batch_axis", 64, "no_batch_axis")
@@ -58,6 +60,7 @@ def test_a_run_is_its_spec_not_its_slug(tmp_path: Path) -> None:
     assert len(combined.folder_epochs) == 96 + 12
 
 
+@pytest.mark.unit
 def test_a_run_takes_every_row_from_one_folder(tmp_path: Path) -> None:
     """The first folder's copy of a run was cut short after epoch 1: the second folder's done copy
     must not lend it epochs 2 and 3."""
@@ -76,6 +79,7 @@ def test_a_run_takes_every_row_from_one_folder(tmp_path: Path) -> None:
     assert run_id not in set(results.epochs[vocab.RUN_ID]) and len(results.epochs) == 78
 
 
+@pytest.mark.unit
 def test_search_slots_of_different_searches_stay_apart(tmp_path: Path) -> None:
     """A slot whose lr is not drawn yet shows its slot id, <group>-t<k>: the part after the last '-' is no hash."""
     runs = pd.DataFrame(
@@ -91,12 +95,14 @@ def test_search_slots_of_different_searches_stay_apart(tmp_path: Path) -> None:
     assert len(an.load([tmp_path]).runs) == 3
 
 
+@pytest.mark.unit
 def test_a_folder_without_csvs_is_a_one_line_error(tmp_path: Path) -> None:
     (tmp_path / vocab.RUNS_CSV).write_text("run_id\n")
     with pytest.raises(an.ResultsError, match=r"no epochs\.csv here; make it with `python -m sweep run"):
         an.load([tmp_path])
 
 
+@pytest.mark.unit
 def test_mean_and_t_interval_match_a_hand_computation() -> None:
     raw = pd.read_csv(BS / vocab.EPOCHS_CSV)
     values = raw[(raw["train.batch_size"] == 64) & (raw["epoch"] == 2)]["val_acc"].to_numpy()
@@ -115,6 +121,7 @@ def test_mean_and_t_interval_match_a_hand_computation() -> None:
     assert estimates.t_multiplier(3) == pytest.approx(T_975_2DF)
 
 
+@pytest.mark.unit
 def test_paired_difference_matches_seeds_by_hand() -> None:
     raw = pd.read_csv(BS / vocab.EPOCHS_CSV)
     at2 = raw[raw["epoch"] == 2].set_index(["train.batch_size", "seed"])["gap"]
@@ -128,6 +135,7 @@ def test_paired_difference_matches_seeds_by_hand() -> None:
     assert (est.low, est.high) == pytest.approx((diffs.mean() - half, diffs.mean() + half))
 
 
+@pytest.mark.unit
 def test_run_summary_speed_skips_the_tracing_epoch() -> None:
     """Speed is read from whole epochs after the first: a record inside an epoch (every 36 steps) times
     only part of one."""
@@ -141,6 +149,7 @@ def test_run_summary_speed_skips_the_tracing_epoch() -> None:
     assert summary.loc[run["run_id"].iloc[0], "gap_last"] == pytest.approx(run[run.epoch == 3]["gap"].item())
 
 
+@pytest.mark.unit
 def test_gap_table_has_epoch_two_and_the_last_epoch() -> None:
     gaps = an.gap_table(an.load([BS]).epochs)
     # 3 batch sizes x 2 moments x 5 metrics
@@ -148,6 +157,7 @@ def test_gap_table_has_epoch_two_and_the_last_epoch() -> None:
     assert set(gaps["at"]) == {"epoch 2", "last"} and set(gaps[gaps["at"] == "last"]["epoch"]) == {3}
 
 
+@pytest.mark.unit
 def test_checks_are_three_valued() -> None:
     inside = estimates.Estimate(0.5, 0.1, 3, 0.3, 0.7)
     assert estimates.Check("x", inside, low=0.2).outcome() is True
@@ -158,6 +168,7 @@ def test_checks_are_three_valued() -> None:
     assert estimates.any_of([False, None]) is None and estimates.any_of([False, True]) is True
 
 
+@pytest.mark.unit
 def test_choose_context_prefers_the_post_defaults_and_the_first_folder() -> None:
     summary = an.run_summary(an.load([CAUSES, BS]).epochs)
     imbalance = selection.choose_context(summary, "data.imbalance")
@@ -171,6 +182,7 @@ def test_choose_context_prefers_the_post_defaults_and_the_first_folder() -> None
     assert selection.toggle_values(summary, "data.samples_per_class") == [240, 120]
 
 
+@pytest.mark.unit
 def test_write_tables(tmp_path: Path) -> None:
     paths = an.write_tables(an.load([GPUS]), tmp_path)
     assert sorted(p.name for p in paths) == ["curves.csv", "gaps.csv", "run_summary.csv"]
@@ -179,7 +191,7 @@ def test_write_tables(tmp_path: Path) -> None:
     assert len(curves) == 48 and set(curves["n"]) == {2}
 
 
-@pytest.mark.slow  # a fresh interpreter
+@pytest.mark.system  # a fresh interpreter
 def test_analysis_plots_and_report_do_not_import_tensorflow(tmp_path: Path) -> None:
     code = (
         "import sys; from sweep.cli import main; "
@@ -194,6 +206,7 @@ def test_analysis_plots_and_report_do_not_import_tensorflow(tmp_path: Path) -> N
     assert (tmp_path / "report.html").is_file()
 
 
+@pytest.mark.unit
 def test_a_list_setting_missing_from_older_results_groups_with_its_default() -> None:
     """train.callbacks (a list, runs.csv holds it as JSON) is empty in results written before it existed:
     those runs ran without callbacks and group with runs that say so."""

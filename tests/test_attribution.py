@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sweep import analysis as an
 from sweep.report import attribution
+
+pytestmark = pytest.mark.unit
 
 CONTROLS = Path(__file__).resolve().parent.parent / "results" / "controls"
 

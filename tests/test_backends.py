@@ -4,6 +4,7 @@ and runs on different backends never paired by the report (sweep/backends.py).""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import services
 from conftest import REPO, cli_env, write_grid
 
 from sweep import analysis as an
@@ -48,6 +50,8 @@ def _on_backend(
     backend: str, *args: str, cwd: Path = REPO, timeout: int = 600, **env: str
 ) -> subprocess.CompletedProcess:
     """`python ARGS` in a fresh process whose Keras backend is `backend`."""
+    if backend == "torch":  # torch is an extra of its own ('.[torch]'), not part of the test extra
+        services.require("torch")
     return subprocess.run(
         [sys.executable, *args],
         cwd=cwd,
@@ -58,13 +62,18 @@ def _on_backend(
     )
 
 
-def _tests_pass_on(backend: str, passed: int, *args: str, timeout: int = 1200) -> None:
-    """pytest ARGS in a process of this backend: every chosen test passes, and there are `passed`."""
-    done = _on_backend(backend, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, timeout=timeout)
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert f"{passed} passed" in done.stdout
+def _tests_pass_on(backend: str, *args: str, timeout: int = 1200) -> None:
+    """pytest ARGS in a process of this backend, every tier of the files: every chosen test passes, and
+    at least one ran (not a count: a test added to those files must not break this one)."""
+    pytest_args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "unit or integration or system", *args)
+    done = _on_backend(backend, *pytest_args, timeout=timeout)
+    lines = done.stdout.strip().splitlines()
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", lines[-1] if lines else "")}
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]  # 5: no tests ran
+    assert counts.get("passed", 0) >= 1 and not {"failed", "error", "errors"} & counts.keys(), done.stdout[-3000:]
 
 
+@pytest.mark.unit
 def test_what_torch_cannot_do_is_one_line_and_exit_2_before_anything_trains(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -77,6 +86,7 @@ def test_what_torch_cannot_do_is_one_line_and_exit_2_before_anything_trains(
     assert "train.gpus: 2 is not supported on the torch backend" in _refused(tmp_path, capsys, "time", grid)
 
 
+@pytest.mark.unit
 def test_a_backend_keras_has_but_the_trainer_does_not_is_refused_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -88,12 +98,14 @@ def test_a_backend_keras_has_but_the_trainer_does_not_is_refused_whole(
     )
 
 
+@pytest.mark.unit
 def test_jax_accepts_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """gpus: 2 trains on JAX (keras.distribution.DataParallel; the slow tests below train it)."""
+    """gpus: 2 trains on JAX (keras.distribution.DataParallel; the system tests below train it)."""
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     backends.check("grid.yaml", [point for point, _ in load_grid(write_grid(tmp_path, TWO_REPLICAS)).points()])
 
 
+@pytest.mark.unit
 def test_a_store_of_runs_trained_on_another_backend_is_refused_before_anything_is_queued(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,6 +130,7 @@ def test_a_store_of_runs_trained_on_another_backend_is_refused_before_anything_i
     assert not (results / vocab.RUNS_CSV).exists()
 
 
+@pytest.mark.unit
 def test_the_backend_is_found_as_keras_finds_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
     monkeypatch.setenv("KERAS_HOME", str(tmp_path))
@@ -128,6 +141,7 @@ def test_the_backend_is_found_as_keras_finds_it(tmp_path: Path, monkeypatch: pyt
     assert backends.current() == "tensorflow"
 
 
+@pytest.mark.unit
 def test_runs_on_another_backend_are_other_runs_and_never_paired_across(tmp_path: Path) -> None:
     """The same run ids on jax (a copy of the TensorFlow results with a backend column) are kept beside the
     TensorFlow ones, and every pair of a paired comparison holds runs of one backend."""
@@ -147,7 +161,7 @@ def test_runs_on_another_backend_are_other_runs_and_never_paired_across(tmp_path
     assert chosen is not None and chosen.rows[vocab.BACKEND].fillna("tensorflow").nunique() == 1
 
 
-@pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_the_smoke_grid_runs_on_the_backend_and_gives_the_same_records_twice(tmp_path: Path, backend: str) -> None:
     """Bit for bit at one thread: JAX on the CPU is deterministic; torch with deterministic algorithms
@@ -170,23 +184,23 @@ def test_the_smoke_grid_runs_on_the_backend_and_gives_the_same_records_twice(tmp
     pd.testing.assert_frame_equal(epochs[0], epochs[1])
 
 
-@pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_packed_runs_record_what_they_record_alone_on_the_backend(backend: str) -> None:
     """tests/test_pack.py in a process of the backend: every record of a packed run equals, bit for bit,
     the run's alone (each tower's ops are the ops it runs alone; sweep/pack.py)."""
-    _tests_pass_on(backend, 10, "tests/test_pack.py", timeout=2400)
+    _tests_pass_on(backend, "tests/test_pack.py", timeout=2400)
 
 
-@pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_checkpoints_restore_bit_for_bit_on_the_backend(backend: str) -> None:
     """tests/test_checkpoint.py on one device, in a process of the backend: a run restored from its checkpoint
     writes the records of one never stopped (the 2-replica restore on JAX: test_the_replica_tests_pass_on_jax)."""
-    _tests_pass_on(backend, 8, "tests/test_checkpoint.py", "-k", "not mirrored")
+    _tests_pass_on(backend, "tests/test_checkpoint.py", "-k", "not mirrored")
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_a_jax_run_trains_without_importing_tensorflow() -> None:
     """TensorFlow is installed here; a JAX run seeds itself without it (train.set_random_seed), so it
     trains where TensorFlow is not installed at all."""
@@ -203,7 +217,7 @@ def test_a_jax_run_trains_without_importing_tensorflow() -> None:
     assert done.stdout.strip() == "False"
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_replicas_train_on_jax_and_give_the_same_records_twice(tmp_path: Path) -> None:
     """gpus: [1, 2] on JAX: the 2-replica run trains under DataParallel on 2 host devices of the CPU,
     the global batch split across them; the grid trained twice gives the same records bit for bit."""
@@ -225,7 +239,7 @@ def test_replicas_train_on_jax_and_give_the_same_records_twice(tmp_path: Path) -
     pd.testing.assert_frame_equal(one.reset_index(drop=True), two.reset_index(drop=True), rtol=1e-4)
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_the_replica_tests_pass_on_jax() -> None:
     """The TensorFlow replica tests that hold on JAX, in a process whose backend is jax: the global batch
     split across 2 replicas, a 2-replica run restored from its checkpoint, the recalibrated evaluation
@@ -233,9 +247,10 @@ def test_the_replica_tests_pass_on_jax() -> None:
     BatchNorm normalises over the global batch, not over each replica's share.)"""
     chosen = "two_replicas or mirrored or (recalibration_adds and 2)"
     files = ["tests/test_train.py", "tests/test_checkpoint.py", "tests/test_recal.py"]
-    _tests_pass_on("jax", 3, *files, "-k", chosen)
+    _tests_pass_on("jax", *files, "-k", chosen)
 
 
+@pytest.mark.unit
 def test_a_short_last_batch_jax_cannot_split_evenly_fails_its_run_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     from sweep import devices
     from sweep.data import DataError
@@ -270,7 +285,7 @@ else:
 """
 
 
-@pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_the_noise_scale_gradient_is_tensorflows_on_the_same_weights(tmp_path: Path, backend: str) -> None:
     """noise.keras_gradient by the backend's own autodiff: TensorFlow's gradient within float32 rounding."""
@@ -296,7 +311,7 @@ print(first)
 """
 
 
-@pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_the_noise_scale_is_measured_on_the_backend_and_changes_nothing_else(backend: str) -> None:
     """B_simple recorded by a run on jax or torch, finite and positive, its other numbers those of the same

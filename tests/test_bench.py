@@ -3,7 +3,7 @@ the harness's per-epoch numbers for the same seed (the harness is faster, not di
 benchmark turns measurements into its CSV, Markdown and figure. Numbers and files, never timings.
 
 In this process the CPU is split into logical devices (conftest), so the comparisons made here are
-between two trainings in this process; the slow tests compare fresh processes, as the benchmark runs them."""
+between two trainings in this process; the system tests compare fresh processes, as the benchmark runs them."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def numbers(rows: list[dict[str, Any]], keys: tuple[str, ...] = NUMBERS) -> list
     return [{k: row[k] for k in keys} for row in rows]
 
 
-@pytest.mark.slow  # the module's fixtures train the benchmark's runs twice (about 25 s)
+@pytest.mark.system  # the module's fixtures train the benchmark's runs twice (about 25 s)
 def test_baseline_computes_the_harness_numbers(
     specs: list[RunSpec],
     baseline_rows: dict[str, list[dict[str, Any]]],
@@ -89,7 +89,7 @@ def test_baseline_computes_the_harness_numbers(
         )
 
 
-@pytest.mark.slow  # the module's fixtures train the benchmark's runs twice (about 25 s)
+@pytest.mark.system  # the module's fixtures train the benchmark's runs twice (about 25 s)
 def test_reusing_the_compiled_model_changes_no_number(
     specs: list[RunSpec], baseline_rows: dict[str, list[dict[str, Any]]]
 ) -> None:
@@ -102,7 +102,7 @@ def test_reusing_the_compiled_model_changes_no_number(
     assert reused == fresh and fresh[0] != fresh[1]
 
 
-@pytest.mark.slow  # the module's fixtures train the benchmark's runs twice (about 25 s)
+@pytest.mark.system  # the module's fixtures train the benchmark's runs twice (about 25 s)
 def test_keras_shuffle_feed_trains_the_same_runs_in_another_order(
     specs: list[RunSpec], harness_records: dict[str, list[dict[str, Any]]]
 ) -> None:
@@ -112,6 +112,7 @@ def test_keras_shuffle_feed_trains_the_same_runs_in_another_order(
     assert [r["train_acc"] for r in rows] != [rec["train_acc"] for rec in records]  # Keras's own shuffle
 
 
+@pytest.mark.unit
 def test_baseline_rejects_points_it_does_not_train(tmp_path: Path) -> None:
     grid = write_grid(
         tmp_path, TINY_GRID.replace("train: {epochs: 2, batch_size: 8}", "train: {epochs: 2, batch_size: 8, gpus: 2}")
@@ -155,6 +156,7 @@ def _trained(
     return training.Trained(training.Configuration(config, ("train",)), attempts)
 
 
+@pytest.mark.unit
 def test_bench_writes_its_tables_from_measurements(tmp_path: Path) -> None:
     trained = [
         _trained("a", [10.0], run_seconds=(4.0, 6.0)),
@@ -218,6 +220,7 @@ def test_bench_writes_its_tables_from_measurements(tmp_path: Path) -> None:
         assert len(list(csv.DictReader(handle))) == 12  # 3 configurations x 2 runs x 2 epochs
 
 
+@pytest.mark.unit
 def test_configurations_alternate_and_one_worker_per_core_is_added_when_the_default_uses_fewer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -243,15 +246,44 @@ def test_configurations_alternate_and_one_worker_per_core_is_added_when_the_defa
     assert one_per_core.command[1:4] == ("-m", "sweep", "run") and one_per_core.command[-2:] == ("--workers", "2")
 
 
+@pytest.mark.unit
 def test_training_step_flops_match_the_model() -> None:
     # sweep/model.py: about 5.8 MFLOP per 32x32 image forward at 120 classes; a training step is 3x
     assert peaks.train_flops_per_sample(32, 120) == 3 * 5_773_824
 
 
-def test_matmul_peak_is_measured_in_process_at_a_thread_count() -> None:
-    assert peaks.matmul_peak(1, n=64, budget=0.01) > 0
+@pytest.mark.unit
+def test_matmul_peak_is_measured_in_process_at_a_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+    from types import SimpleNamespace
+
+    from threadpoolctl import threadpool_info
+
+    n, flops = 64, 2 * 64**3  # a multiply and an add per term of each of the n x n results
+    started = time.perf_counter()
+    measured = peaks.matmul_peak(1, n=n, budget=0.01)
+    wall = time.perf_counter() - started
+    # its best multiply took no longer than the whole call; one core does well under 1 TFLOP/s in float32
+    assert flops / wall / 1e9 <= measured < 1000
+
+    # On a clock whose multiplies take these seconds: the budget (0.01 s) is spent after the 4th, the
+    # best is the 2nd; every multiply runs with the 1 BLAS thread asked for
+    took = iter([0.004, 0.002, 0.003, 0.005])
+    now, calls, threads = [100.0], [0], []
+
+    def clock() -> float:
+        threads.append({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+        calls[0] += 1
+        if calls[0] % 2 == 0:  # the end of a multiply
+            now[0] += next(took)
+        return now[0]
+
+    monkeypatch.setattr(peaks, "time", SimpleNamespace(perf_counter=clock))
+    assert peaks.matmul_peak(1, n=n, budget=0.01) == pytest.approx(flops / 0.002 / 1e9)  # 0.262 GFLOP/s
+    assert calls[0] == 8 and threads == [{1}] * 8
 
 
+@pytest.mark.unit
 def test_synthetic_sweep_is_a_real_store_that_status_reads(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from sweep.cli import main
 
@@ -282,6 +314,7 @@ def _lever_rows(label: str, reference: str, samples_per_second: float, cpu: floa
     ]
 
 
+@pytest.mark.unit
 def test_levers_markdown_compares_each_setting_with_its_reference() -> None:
     chosen = [
         levers.Lever("reference", "ref", {"batch": 8}, 1),
@@ -299,7 +332,7 @@ def test_levers_markdown_compares_each_setting_with_its_reference() -> None:
     assert "| ref | 2.00 | 0.25 | 0.25 | 10.0% |" in text
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_baseline_and_sweep_run_agree_in_their_own_processes(tmp_path: Path) -> None:
     """(a) and (b) of the benchmark on the tiny grid, each a fresh process with the thread count a
     worker of `sweep run --workers 1` gets (numbers depend on it, docs/levers.md)."""
@@ -314,7 +347,7 @@ def test_baseline_and_sweep_run_agree_in_their_own_processes(tmp_path: Path) -> 
     assert found == {**{metric: 0.0 for metric in tables.COMPARED}, "records": 4.0, "expected": 4.0}
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_one_worker_per_core_computes_the_baseline_numbers_at_its_thread_count(tmp_path: Path) -> None:
     """(d) of the benchmark, `sweep run --workers <cores>` in its own processes, against (a) trained
     independently by the plain Keras loop in a fresh process with (d)'s thread count, cores // cores = 1
@@ -334,7 +367,7 @@ def test_one_worker_per_core_computes_the_baseline_numbers_at_its_thread_count(t
     assert (d.workers, d.threads) == (cores, 1) and runs.threads.tolist() == [1, 1]  # as recorded by its workers
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_commands_are_timed_without_tensorflow(tmp_path: Path) -> None:
     grid = write_grid(tmp_path, SMALL_SWEEP)
     timings = commands.time_commands(tmp_path / "commands", machine.clean_env(tmp_path / "cache"), grid, repeats=1)
@@ -343,7 +376,7 @@ def test_commands_are_timed_without_tensorflow(tmp_path: Path) -> None:
     assert (tmp_path / "commands" / "report-0").is_dir()
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_dataset_cache_is_built_then_loaded(tmp_path: Path) -> None:
     timings = commands.time_dataset_cache(machine.clean_env(tmp_path / "cache"), tmp_path / "default")
     assert set(timings) == {
@@ -356,7 +389,7 @@ def test_dataset_cache_is_built_then_loaded(tmp_path: Path) -> None:
     assert any((tmp_path / "default").iterdir())
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_lever_probe_reuses_the_compiled_model_with_the_same_numbers(tmp_path: Path) -> None:
     tiny = levers.Lever(
         "startup",
@@ -377,6 +410,7 @@ def test_lever_probe_reuses_the_compiled_model_with_the_same_numbers(tmp_path: P
     assert probes.LEVER_DATA == {"samples_per_class": 15, "image_size": 32}
 
 
+@pytest.mark.integration
 def test_report_speed_table_gives_medians_ratio_and_targets() -> None:
     rows = [
         {"code": code, "command": command, "repeat": repeat, "seconds": seconds}
@@ -390,7 +424,7 @@ def test_report_speed_table_gives_medians_ratio_and_targets() -> None:
     assert "3 repeat(s)" in text
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_report_speed_times_both_checkouts_and_refuses_bad_input(tmp_path: Path) -> None:
     """A real run against this same checkout: every command timed for each, the CSV and Markdown written."""
     import subprocess
@@ -413,6 +447,7 @@ def test_report_speed_times_both_checkouts_and_refuses_bad_input(tmp_path: Path)
         assert refused.returncode == 2 and words in refused.stderr and "Traceback" not in refused.stderr
 
 
+@pytest.mark.integration
 def test_recal_speed_table_gives_medians_ratio_and_whether_the_bits_agree() -> None:
     rows = [
         {"code": code, "repeat": repeat, "seconds": seconds, "digest": digest}
@@ -427,7 +462,7 @@ def test_recal_speed_table_gives_medians_ratio_and_whether_the_bits_agree() -> N
     assert "2 different digests" in recal_speed.markdown(rows, checkouts, "now")
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_recal_speed_times_both_checkouts_and_refuses_bad_input(tmp_path: Path) -> None:
     """A real run against this same checkout: a pass timed with each, the same statistics' bits."""
     import subprocess

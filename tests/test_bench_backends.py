@@ -13,6 +13,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+import services
 from conftest import REPO
 
 from benchmarks import backends, device_check
@@ -35,6 +36,7 @@ WITHOUT_TENSORFLOW = (
 )
 
 
+@pytest.mark.unit
 def test_a_folder_in_use_is_refused_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -53,6 +55,7 @@ def _epochs(folder: Path, rows: list[tuple[str, str, float, float]]) -> Path:
     return folder
 
 
+@pytest.mark.unit
 def test_packed_and_alone_records_are_compared_record_by_record(tmp_path: Path) -> None:
     alone = _epochs(tmp_path / "a", [("r1", "1", 0.5, 0.25), ("r1", "2", 0.75, 0.5)])
     same = _epochs(tmp_path / "b", [("r1", "2", 0.75, 0.5), ("r1", "1", 0.5, 0.25)])
@@ -64,6 +67,7 @@ def test_packed_and_alone_records_are_compared_record_by_record(tmp_path: Path) 
 
 
 def _environment_without_tensorflow(where: Path) -> Path:
+    services.require("registry")  # pip installs into the fresh environment from the package index
     subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
     python = where / "bin" / "python"
     pinned = [f"{name}=={version(name)}" for name in WITHOUT_TENSORFLOW]
@@ -83,7 +87,7 @@ def _device_check(python: Path | str, out: Path, backend: str) -> dict[str, dict
         return {row["check"]: row for row in csv.DictReader(f)}
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_path: Path) -> None:
     python = _environment_without_tensorflow(tmp_path / "venv")
     missing = subprocess.run([str(python), "-c", "import tensorflow"], capture_output=True, text=True)
@@ -107,10 +111,11 @@ def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_p
     assert (out / "smoke" / "report.md").is_file()
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_the_device_check_on_torch_packs_and_refuses_replicas_in_one_line(tmp_path: Path) -> None:
     """torch in this environment: its devices found without keras.distribution (which has none to list on
     torch), packed runs as alone, and replicas refused by the harness's one line, not failed."""
+    services.require("torch")
     found = _device_check(sys.executable, tmp_path / "check", "torch")
     rows = {check: (row["outcome"], row["detail"]) for check, row in found.items()}
     assert rows["devices"] == (
@@ -126,6 +131,7 @@ def test_the_device_check_on_torch_packs_and_refuses_replicas_in_one_line(tmp_pa
     assert rows["pack"][0] == "passed" and rows["pack"][1].endswith("records identical")
 
 
+@pytest.mark.unit
 def test_the_backends_table_gives_medians_and_the_ratio() -> None:
     timings = [
         backends.Timing(backend, repeat, 1.0, process * scale, run * scale, 6)
@@ -138,7 +144,7 @@ def test_the_backends_table_gives_medians_and_the_ratio() -> None:
     assert "--grid experiments/article.yaml --repeats 3" in text and "6 runs per backend" in text
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_the_backends_benchmark_times_a_grid_on_both_and_refuses_bad_input(tmp_path: Path) -> None:
     def bench(*args: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "benchmarks.backends", "--out", str(tmp_path), *args]

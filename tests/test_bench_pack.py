@@ -1,6 +1,6 @@
 """The packed-training benchmark (benchmarks/pack.py) on tiny data: the files and columns it writes,
 the K it chooses by its stated rule, and that packed and unpacked records compare equal. Never timings:
-the numbers fed to the tables below are made up, and the slow test asserts on what was written."""
+the numbers fed to the tables below are made up, and the system test asserts on what was written."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ def measured(rates: dict[tuple[int, int], float], repeat: int = 1) -> list[dict]
     ]
 
 
+@pytest.mark.unit
 def test_k_is_the_smallest_within_five_percent_of_the_best() -> None:
     # batch 8: K=4 is within 5% of K=6's best; batch 64: K=2 is best, K=3 falls off
     first = measured({(8, 1): 100.0, (8, 2): 180.0, (8, 4): 290.0, (8, 6): 300.0, (64, 1): 500.0, (64, 2): 700.0})
@@ -43,6 +44,7 @@ def test_k_is_the_smallest_within_five_percent_of_the_best() -> None:
     assert share == pytest.approx(300.0 * 1e6 / 10e9)
 
 
+@pytest.mark.unit
 def test_grid_rows_ratios_targets_and_files(tmp_path: Path) -> None:
     # 3 runs; (p) 30 s, (u) best of 60 and 50 s, (w) 36 s, (a) 40 s -> p/u 50/30, p/a 40/30, p/w 36/30
     timed = [
@@ -72,6 +74,7 @@ def test_grid_rows_ratios_targets_and_files(tmp_path: Path) -> None:
     assert "- p/u >= 1.5x: met" in text and "- p/a >= 1.8x: not met" in text
 
 
+@pytest.mark.unit
 def test_scaled_grids_keep_everything_but_the_scale(tmp_path: Path) -> None:
     harness, plain = pack.scale_grid(pack.EXPERIMENTS / "batch_sizes.yaml", tmp_path, {"train.epochs": 1})
     from sweep.config import load_grid
@@ -88,7 +91,7 @@ def test_scaled_grids_keep_everything_but_the_scale(tmp_path: Path) -> None:
     assert {s.point.train.eval_every_steps for s in plain_runs} == {None}
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_pack_k_and_grid_timings_write_what_the_tables_read(tmp_path: Path) -> None:
     """The quick path's pieces, trained through subprocesses on tiny data: pack_k's JSON, then p, u, w and a
     on a tiny grid whose 2 seeds pack in pairs, and p's records equal w's (both at one thread per run)."""

@@ -44,6 +44,7 @@ def _interrupted(spec: RunSpec, after: int, path: Path, fresh: bool) -> tuple[li
     return records + [r.to_dict() for r in again.epochs(saved.position)], again
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("train", "after", "fresh"),
     [
@@ -61,7 +62,7 @@ def _interrupted(spec: RunSpec, after: int, path: Path, fresh: bool) -> tuple[li
     ids=["fresh-session", "cached-model", "mirrored", "mid-epoch"],
 )
 def test_restored_run_writes_the_records_of_an_uninterrupted_one(
-    tf_replicas: None, tmp_path: Path, train: dict, after: int, fresh: bool
+    tmp_path: Path, train: dict, after: int, fresh: bool
 ) -> None:
     spec = tiny_spec(**train)
     whole = [r.to_dict() for r in Run(spec).epochs()]
@@ -72,7 +73,8 @@ def test_restored_run_writes_the_records_of_an_uninterrupted_one(
         assert not float(resumed[after - 1][vocab.EPOCH]).is_integer()  # it did stop mid-epoch
 
 
-def test_early_stopping_state_survives_a_restore(tf_replicas: None, tmp_path: Path) -> None:
+@pytest.mark.integration
+def test_early_stopping_state_survives_a_restore(tmp_path: Path) -> None:
     rule = {"metric": "train_loss", "patience": 1, "min_delta": 10.0}  # stops after epoch 2 of 4
     spec = tiny_spec(epochs=4, early_stopping=json.dumps(rule, sort_keys=True))
     uninterrupted = Run(spec)
@@ -82,7 +84,8 @@ def test_early_stopping_state_survives_a_restore(tf_replicas: None, tmp_path: Pa
     assert _rows(resumed) == _rows(whole)
 
 
-def test_checkpoint_holds_the_optimizer_step_and_batchnorm_statistics(tf_replicas: None, tmp_path: Path) -> None:
+@pytest.mark.integration
+def test_checkpoint_holds_the_optimizer_step_and_batchnorm_statistics(tmp_path: Path) -> None:
     run = Run(tiny_spec(epochs=1))
     record = next(iter(run.epochs())).to_dict()
     path = tmp_path / "r.npz"
@@ -95,7 +98,8 @@ def test_checkpoint_holds_the_optimizer_step_and_batchnorm_statistics(tf_replica
     assert moving and any(np.any(saved.model[i] != 0) for i in moving)
 
 
-def test_a_write_cut_short_leaves_the_previous_checkpoint(tf_replicas: None, tmp_path: Path) -> None:
+@pytest.mark.integration
+def test_a_write_cut_short_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
     run = Run(tiny_spec(epochs=2))
     path = tmp_path / "r.npz"
     records = []
@@ -115,6 +119,7 @@ def test_a_write_cut_short_leaves_the_previous_checkpoint(tf_replicas: None, tmp
     assert checkpoint.load(path) is None
 
 
+@pytest.mark.unit
 def test_places_follow_the_env_the_journal_and_the_results_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -139,7 +144,8 @@ GRID = """\
 """
 
 
-def test_worker_resumes_a_requeued_run_from_its_checkpoint(tf_replicas: None, tmp_path: Path) -> None:
+@pytest.mark.integration
+def test_worker_resumes_a_requeued_run_from_its_checkpoint(tmp_path: Path) -> None:
     """In process: a run interrupted after its 3rd record (epoch 1.5) is claimed again, resumes there,
     and its records equal an uninterrupted run's; its checkpoint is gone once it is done."""
     from sweep import events
@@ -179,3 +185,48 @@ def test_worker_resumes_a_requeued_run_from_its_checkpoint(tf_replicas: None, tm
     pd.testing.assert_frame_equal(whole, cut, check_exact=True)
     assert not places.checkpoint(spec.run_id).exists()
     assert vocab.RESUMED_FROM_EPOCH not in pd.read_csv(reference.runs_csv)  # no run resumed there
+
+
+@pytest.mark.integration
+def test_a_failed_run_is_retried_from_epoch_0_not_from_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process: a run that fails in epoch 2, its epoch 1 recorded and checkpointed, is retried
+    (--retries 1, the default) from the start, as its checkpoint may hold what made it fail."""
+    from conftest import sweep_here
+
+    from sweep.config import load_grid
+    from sweep.plan import plan
+    from sweep.store import Store, epochs_of
+
+    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    grid = write_grid(
+        tmp_path, GRID.replace("epochs: 3, batch_size: 8, eval_every_steps: 3", "epochs: 2, batch_size: 8")
+    )
+    spec = plan(load_grid(grid))[0]
+    results = tmp_path / "results" / "ck"
+    saved = checkpoint.places(str(results / vocab.JOURNAL_FILE), "ck").checkpoint(spec.run_id)
+    fit, trained = Run._fit, []  # (epoch, whether a checkpoint was on disk) at each fit
+
+    def fails_once_in_epoch_2(run: Run, x: object, y: object, epoch: int) -> object:
+        trained.append((epoch, saved.exists()))
+        if len(trained) == 2:
+            raise RuntimeError("a fault of the machine, this once")
+        return fit(run, x, y, epoch)
+
+    monkeypatch.setattr(Run, "_fit", fails_once_in_epoch_2)
+    outcome, lines = sweep_here(grid)
+    assert outcome.exit_code == 0, lines.text
+    assert any("failed; retrying it" in line for line in lines.out)
+    # attempt 1: epoch 1, then epoch 2 (failing) with epoch 1's checkpoint on disk; attempt 2: epochs 1
+    # and 2 again, the checkpoint gone before it starts
+    assert trained == [(1, False), (2, True), (1, False), (2, True)]
+    first, second = Store.open(results / vocab.JOURNAL_FILE, "ck", create=False).sweep.get_trials()
+    assert [first.user_attrs[vocab.ATTEMPT], second.user_attrs[vocab.ATTEMPT]] == [1, 2]
+    assert [r[vocab.EPOCH] for r in epochs_of(first)] == [1]
+    assert [r[vocab.EPOCH] for r in epochs_of(second)] == [1, 2]  # its own epoch 1, none copied over
+    assert vocab.RESUMED_FROM_EPOCH not in second.user_attrs
+    assert _rows(epochs_of(second)[:1]) == _rows(epochs_of(first))  # trained again from the same start
+    runs = pd.read_csv(outcome.runs_csv)
+    assert runs[[vocab.STATUS, vocab.ATTEMPT]].values.tolist() == [["done", 2]]
+    assert not saved.exists()

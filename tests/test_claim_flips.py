@@ -17,6 +17,8 @@ from sweep.report import claims
 from sweep.report.claims import by_id
 from sweep.report.findings import Finding, verdict_text
 
+pytestmark = pytest.mark.unit
+
 GAP2, VAL, TRAIN_EVAL = an.column("gap", "epoch2"), an.column("val_acc", "last"), an.column("train_eval_acc", "last")
 EVAL_GAP, EPOCH_TIME = an.column("eval_gap", "last"), "epoch_seconds_median"
 FILLER = {an.column(m, w): 0.0 for m in an.SNAPSHOT_METRICS for w in ("epoch2", "last")}

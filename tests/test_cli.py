@@ -14,6 +14,7 @@ from sweep import cli, vocab
 from sweep.store import Store
 
 
+@pytest.mark.integration
 def test_run_status_and_rerun(tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     grid = write_grid(tmp_path, TINY_GRID + "      train.lr: [0.001, 1.0e+12]\n")
     # 2 batch sizes x 2 learning rates x 1 seed -> 4 runs; lr 1e12 diverges
@@ -48,6 +49,7 @@ def test_run_status_and_rerun(tmp_path: Path, capsys: pytest.CaptureFixture, mon
     assert len(optuna.load_study(study_name="tiny", storage=optuna.storages.JournalStorage(backend)).trials) == 4
 
 
+@pytest.mark.unit
 def test_bad_input_is_one_line_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -67,6 +69,7 @@ def test_bad_input_is_one_line_and_writes_nothing(
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.integration
 def test_a_failing_run_is_recorded_retried_and_the_sweep_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -108,6 +111,7 @@ def test_a_failing_run_is_recorded_retried_and_the_sweep_goes_on(
     assert failed_row["attempt"] == 2  # --retries 1 (the default): tried twice, then left failed
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("retries, attempts", [(0, 1), (2, 3)])
 def test_retries_give_that_many_more_attempts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, retries: int, attempts: int
@@ -128,12 +132,14 @@ def test_retries_give_that_many_more_attempts(
     assert pd.read_csv(outcome.runs_csv)["attempt"].tolist() == [attempts]
 
 
+@pytest.mark.unit
 def test_worker_command_needs_an_existing_store(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert cli.main(["worker", "--storage", str(tmp_path / "none.log"), "--study", "x"]) == 2
     assert "no such journal file" in capsys.readouterr().err
     assert not (tmp_path / "none.log").exists()
 
 
+@pytest.mark.integration
 def test_a_worker_joins_a_queued_sweep_and_trains_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """`sweep worker` on a sweep queued elsewhere: this process trains every queued run."""
     from sweep.config import load_grid
@@ -147,7 +153,44 @@ def test_a_worker_joins_a_queued_sweep_and_trains_it(tmp_path: Path, capsys: pyt
     assert store.counts()[vocab.DONE] == 1
 
 
-@pytest.mark.slow
+@pytest.mark.integration
+def test_in_process_ignores_workers_and_devices(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --in-process --workers 3 --devices 5,6` (README): every run trains in this process, one at
+    a time; no worker process starts, and GPUs 5 and 6 are asked of nothing."""
+    import dataclasses
+    import os
+
+    from sweep import coordinator, orchestrate
+
+    write_grid(tmp_path, TINY_GRID)
+    real_run_sweep, given = orchestrate.run_sweep, []
+
+    def without_report(grid: object, options: orchestrate.Options, *rest: object) -> orchestrate.Outcome:
+        given.append(options)
+        return real_run_sweep(grid, dataclasses.replace(options, report=False), *rest)
+
+    def no_workers(*args: object, **kwargs: object) -> int:
+        raise AssertionError("--in-process started worker processes")
+
+    monkeypatch.setattr(orchestrate, "run_sweep", without_report)
+    monkeypatch.setattr(coordinator, "run_workers", no_workers)
+    monkeypatch.chdir(tmp_path)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    code = cli.main(["run", "grid.yaml", "--in-process", "--workers", "3", "--devices", "5,6"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert [(o.in_process, o.workers, o.devices) for o in given] == [(True, 3, "5,6")]  # taken, then ignored
+    assert "worker(s)" not in out and "trained 2 run(s)" in out  # not "starting 3 worker(s) ... GPUs"
+    runs = pd.read_csv(tmp_path / "results" / "tiny" / "runs.csv")
+    assert runs["status"].tolist() == ["done", "done"]
+    assert set(runs["worker_pid"]) == {os.getpid()}  # both trained here
+    assert not runs["visible_devices"].astype(str).str.contains("5").any()
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == visible
+
+
+@pytest.mark.system
 def test_worker_coordinating_a_sweep_writes_its_logs_under_results(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
@@ -169,7 +212,7 @@ def test_worker_coordinating_a_sweep_writes_its_logs_under_results(
     assert store.counts()[vocab.DONE] == 1
 
 
-@pytest.mark.slow  # a signal to this process, two fresh models (about 10 s)
+@pytest.mark.system  # a signal to this process, two fresh models (about 10 s)
 def test_ctrl_c_in_process_queues_the_run_again_and_the_next_run_finishes(tmp_path: Path) -> None:
     from sweep import orchestrate
     from sweep.config import load_grid

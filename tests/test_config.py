@@ -12,6 +12,8 @@ from sweep import cli
 from sweep.config import ConfigError, DataConfig, PointConfig, TrainConfig, load_grid
 from sweep.plan import plan
 
+pytestmark = pytest.mark.unit
+
 # The valid keys that "unknown key" messages list, in declaration order (sweep/keys.py).
 DATA_KEYS = ", ".join(f.name for f in dataclasses.fields(DataConfig))
 TRAIN_KEYS = ", ".join(f.name for f in dataclasses.fields(TrainConfig))

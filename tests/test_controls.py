@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,9 @@ from sweep.optim import effective_lr
 from sweep.plan import RunSpec, plan
 from sweep.records import epoch_number, record_stops, running_means
 from sweep.train import Run
+
+if TYPE_CHECKING:
+    from sweep.report import Written
 
 FIXTURES = REPO / "tests" / "fixtures"
 LEGACY = FIXTURES / "legacy"  # records of an older harness, kept unchanged (its README)
@@ -48,6 +52,7 @@ def numbers(records: list) -> list[dict]:
 # --- configuration and ids (no TensorFlow)
 
 
+@pytest.mark.unit
 def test_new_keys_are_omitted_from_ids_at_their_defaults() -> None:
     assert set(NEW_KEYS) <= keys.added_later()
     spec = RunSpec(sweep="any", seed=0, point=PointConfig(), varying=(("seed", 0),))
@@ -58,6 +63,7 @@ def test_new_keys_are_omitted_from_ids_at_their_defaults() -> None:
     assert changed.spec_hash != spec.spec_hash
 
 
+@pytest.mark.unit
 def test_plan_shows_the_controls_in_the_slug(tmp_path: Path) -> None:
     grid = load_grid(
         write_grid(
@@ -88,6 +94,7 @@ def test_plan_shows_the_controls_in_the_slug(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "base, expected",
     [
@@ -140,6 +147,7 @@ def test_control_keys_are_validated(tmp_path: Path, base: str, expected: str | N
     assert str(info.value) == expected
 
 
+@pytest.mark.unit
 def test_effective_learning_rate() -> None:
     base = TrainConfig(lr=0.001, batch_size=64)
     assert effective_lr(base) == 0.001
@@ -148,6 +156,7 @@ def test_effective_learning_rate() -> None:
     assert effective_lr(dataclasses.replace(base, batch_size=8, lr_scaling="linear", reference_batch_size=8)) == 0.001
 
 
+@pytest.mark.unit
 def test_record_stops_and_epoch_numbers() -> None:
     # 10 steps per epoch, 2 epochs, records once per epoch: the defaults
     assert record_stops(10, 20, None) == [[10], [10]]
@@ -159,6 +168,7 @@ def test_record_stops_and_epoch_numbers() -> None:
     assert isinstance(epoch_number(3, 10, 10), int)
 
 
+@pytest.mark.unit
 def test_running_means_weight_stretches_by_images() -> None:
     assert running_means([(0.5, 2.0, 8)]) == (0.5, 2.0, 8)
     acc, loss, images = running_means([(1.0, 1.0, 8), (0.0, 3.0, 24)])
@@ -168,7 +178,8 @@ def test_running_means_weight_stretches_by_images() -> None:
 # --- training (real TensorFlow, tiny data)
 
 
-def test_defaults_reproduce_records_made_before_the_controls_existed(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_defaults_reproduce_records_made_before_the_controls_existed() -> None:
     """tests/fixtures/legacy holds a run of the old fx_bs, written by the code before the control keys
     (and its grid file); with every newer key at its default the id and the numbers are the same.
 
@@ -203,9 +214,9 @@ TIMINGS = ("epoch_seconds", "samples_per_second")  # measured, not computed: the
 CROSS_CPU = {"loss": {"rel": 1e-2}, "acc": {"abs": 0.006}}
 
 
-@pytest.mark.slow  # four real runs (about 1.5 minutes on 2 busy CPU cores)
+@pytest.mark.system  # four real runs (about 1.5 minutes on 2 busy CPU cores)
 @pytest.mark.parametrize("fixture, run_id", RETRAINED)
-def test_committed_fixture_runs_are_what_their_grid_file_trains(tf_replicas: None, fixture: str, run_id: str) -> None:
+def test_committed_fixture_runs_are_what_their_grid_file_trains(fixture: str, run_id: str) -> None:
     """Each of these runs, planned from its fixture's grid file and retrained, gives every committed record:
     epoch, step, learning rate and every accuracy, loss and gap column (the _recal ones too).
 
@@ -241,7 +252,8 @@ def test_committed_fixture_runs_are_what_their_grid_file_trains(tf_replicas: Non
         assert {k: first[k] for k in kind} == pytest.approx({k: expected[k] for k in kind}, **tolerance), key
 
 
-def test_explicit_defaults_match_and_a_control_changes_the_numbers(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_explicit_defaults_match_and_a_control_changes_the_numbers() -> None:
     implicit = numbers(list(Run(tiny_spec()).epochs()))
     explicit = numbers(
         list(
@@ -263,7 +275,8 @@ def test_explicit_defaults_match_and_a_control_changes_the_numbers(tf_replicas: 
     assert [r["val_loss"] for r in scaled] != [r["val_loss"] for r in implicit]
 
 
-def test_step_budget_gives_every_batch_size_the_same_steps(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_step_budget_gives_every_batch_size_the_same_steps() -> None:
     small = list(Run(tiny_spec(batch_size=8, budget="steps", steps=6)).epochs())
     large = list(Run(tiny_spec(batch_size=32, budget="steps", steps=6)).epochs())
     # batch 8: 4 steps per epoch -> epoch 1, then half of epoch 2; batch 32: 1 step per epoch -> 6 epochs
@@ -271,7 +284,8 @@ def test_step_budget_gives_every_batch_size_the_same_steps(tf_replicas: None) ->
     assert [(r.epoch, r.step) for r in large] == [(e, e) for e in range(1, 7)]
 
 
-def test_records_every_n_steps_end_each_epoch_where_one_fit_would(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_records_every_n_steps_end_each_epoch_where_one_fit_would() -> None:
     plain = list(Run(tiny_spec()).epochs())
     dense = list(Run(tiny_spec(eval_every_steps=3)).epochs())
     # 4 steps per epoch, a record every 3 steps: at steps 3, 4 (epoch end), 6, 8 (epoch end)
@@ -283,7 +297,8 @@ def test_records_every_n_steps_end_each_epoch_where_one_fit_would(tf_replicas: N
         assert a.train_acc == pytest.approx(b.train_acc, abs=1e-6)
 
 
-def test_warmup_ramps_the_learning_rate_per_step(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_warmup_ramps_the_learning_rate_per_step() -> None:
     records = list(Run(tiny_spec(epochs=3, warmup_epochs=1.5)).epochs())
     # 6 warm-up steps; after 4 steps the next step's rate is 0.001 x 5/6, then the full rate
     assert [r.lr for r in records] == [pytest.approx(0.001 * 5 / 6), pytest.approx(0.001), pytest.approx(0.001)]
@@ -292,7 +307,8 @@ def test_warmup_ramps_the_learning_rate_per_step(tf_replicas: None) -> None:
 # --- ghost batch normalisation
 
 
-def test_ghost_batches_are_normalised_on_their_own(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_ghost_batches_are_normalised_on_their_own() -> None:
     import keras
 
     from sweep.model import ghost_batch_norm_class
@@ -314,8 +330,8 @@ def test_ghost_batches_are_normalised_on_their_own(tf_replicas: None) -> None:
     assert not np.allclose(keras.ops.convert_to_numpy(ghost(x, training=False)), out)
 
 
-@pytest.mark.slow  # three 2-replica models (about 30 s)
-def test_ghost_batches_split_each_replicas_share(tf_replicas: None) -> None:
+@pytest.mark.system  # three 2-replica models (about 30 s)
+def test_ghost_batches_split_each_replicas_share() -> None:
     # 2 replicas x 4 images: ghost batches of 4 are exactly what each replica's BatchNorm sees
     plain = numbers(list(Run(tiny_spec(gpus=2)).epochs()))
     ghost_run = Run(tiny_spec(gpus=2, model={"ghost_batch_size": 4}))
@@ -329,6 +345,7 @@ def test_ghost_batches_split_each_replicas_share(tf_replicas: None) -> None:
     assert [r["train_loss"] for r in smaller] != pytest.approx([r["train_loss"] for r in plain], abs=1e-4)
 
 
+@pytest.mark.unit
 def test_controls_experiment_is_valid() -> None:
     runs = plan(load_grid(REPO / "experiments" / "controls.yaml"))
     # 2 batch sizes x 6 arms x 3 seeds -> 36 runs
@@ -340,6 +357,7 @@ def test_controls_experiment_is_valid() -> None:
 # --- the attribution section of the report, on a committed fixture of tiny real runs
 
 
+@pytest.mark.unit
 def test_attribution_on_the_controls_fixture() -> None:
     from sweep import analysis as an
     from sweep.report import attribution
@@ -394,6 +412,7 @@ def test_attribution_on_the_controls_fixture() -> None:
     assert steps.eval_gap64.mean == pytest.approx(equal["eval_gap"].mean())
 
 
+@pytest.mark.unit
 def test_an_arm_is_called_largest_only_when_its_interval_is_clear_of_the_others() -> None:
     from sweep.estimates import estimate
     from sweep.report import attribution
@@ -416,10 +435,9 @@ def test_an_arm_is_called_largest_only_when_its_interval_is_clear_of_the_others(
     assert "changes the gap the most" not in text and "Their intervals overlap" in text
 
 
-def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:
-    from sweep import report
-
-    text = report.build([FIXTURES / "fx_controls"], tmp_path).markdown.read_text()
+@pytest.mark.integration
+def test_the_report_has_the_attribution_section(controls_report: Written) -> None:
+    text = controls_report.markdown.read_text()
     section = text[text.index("## Attribution") :]
     assert "(c) equal optimizer steps: train.budget=steps, train.steps=384" in section
     assert "(d) learning rate scaled per batch size: not in these results (experiments/controls.yaml)." in section
@@ -428,6 +446,7 @@ def test_the_report_has_the_attribution_section(tmp_path: Path) -> None:
     assert "C1:" in text and "train.budget" not in text[text.index("## C1") : text.index("## C2")]
 
 
+@pytest.mark.unit
 def test_the_committed_attribution_says_only_what_its_intervals_support() -> None:
     """On the committed results/controls: every arm's change is quoted with its interval under its effect;
     an arm is called the largest only if its interval is clear of every other arm's; overlap is said."""

@@ -20,6 +20,7 @@ def batch_classes(labels: np.ndarray, order: np.ndarray, batch_size: int) -> lis
     return [len(set(ordered[i : i + batch_size])) for i in range(0, len(ordered), batch_size)]
 
 
+@pytest.mark.unit
 def test_unshuffled_batches_are_single_class_and_repeat_every_epoch() -> None:
     split = load_split(SMALL)
     first, second = epoch_order(split.y_train, False, 0, 1), epoch_order(split.y_train, False, 0, 2)
@@ -28,6 +29,7 @@ def test_unshuffled_batches_are_single_class_and_repeat_every_epoch() -> None:
     assert batch_classes(split.y_train, first, 8) == [1] * 16  # 8 classes x 16 images, batches of 8
 
 
+@pytest.mark.unit
 def test_shuffled_batches_mix_classes_and_change_every_epoch() -> None:
     split = load_split(SMALL)
     first, second = epoch_order(split.y_train, True, 0, 1), epoch_order(split.y_train, True, 0, 2)
@@ -37,6 +39,7 @@ def test_shuffled_batches_mix_classes_and_change_every_epoch() -> None:
     assert np.mean(batch_classes(split.y_train, first, 8)) > 4
 
 
+@pytest.mark.unit
 def test_imbalance_gives_class_0_its_share_and_keeps_sizes() -> None:
     balanced = load_split(SMALL)
     skewed = load_split(DataConfig(classes=8, samples_per_class=20, image_size=16, imbalance=0.95))
@@ -47,6 +50,7 @@ def test_imbalance_gives_class_0_its_share_and_keeps_sizes() -> None:
     assert np.array_equal(skewed.x_val, balanced.x_val)
 
 
+@pytest.mark.unit
 def test_imbalance_keeping_the_minority_grows_class_0_and_keeps_every_other_class() -> None:
     """imbalance_keeps: minority: each other class keeps its 16 images; class 0 grows to 95% of the set."""
     balanced = load_split(SMALL)
@@ -59,6 +63,7 @@ def test_imbalance_keeping_the_minority_grows_class_0_and_keeps_every_other_clas
     assert train_counts(100, 5, 0.0, "minority") == [20] * 5  # balanced: nothing to keep
 
 
+@pytest.mark.unit
 def test_train_counts_split_the_total() -> None:
     assert train_counts(100, 4, 0.0) == [25, 25, 25, 25]
     assert train_counts(100, 5, 0.6) == [60, 10, 10, 10, 10]
@@ -72,6 +77,7 @@ MISMATCH_OF_RESCALED = {  # validation as the mismatch makes it, from the same i
 }
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("mismatch", sorted(MISMATCH_OF_RESCALED))
 def test_preprocess_mismatch_changes_validation_pixels_only(mismatch: str) -> None:
     """Training and train_eval pixels are exactly those without a mismatch; validation is the exact transform."""
@@ -86,6 +92,7 @@ def test_preprocess_mismatch_changes_validation_pixels_only(mismatch: str) -> No
     assert not np.allclose(split.x_val, plain.x_val)
 
 
+@pytest.mark.unit
 def test_validation_is_shared_balanced_and_shuffled() -> None:
     a = load_split(SMALL)
     b = load_split(DataConfig(classes=8, samples_per_class=20, image_size=16, shuffle=False))
@@ -96,6 +103,7 @@ def test_validation_is_shared_balanced_and_shuffled() -> None:
     assert not np.array_equal(a.x_val, other.x_val)  # the data seed makes other images
 
 
+@pytest.mark.unit
 def test_train_eval_subset_is_fixed_and_from_the_training_set() -> None:
     split = load_split(SMALL)
     assert len(split.y_train_eval) == len(split.y_val)
@@ -104,6 +112,7 @@ def test_train_eval_subset_is_fixed_and_from_the_training_set() -> None:
     assert np.array_equal(split.x_train_eval, load_split(SMALL).x_train_eval)
 
 
+@pytest.mark.unit
 def test_glyphs_are_cached_on_disk(tmp_path: Path) -> None:
     first = raw_arrays(SMALL, cache_dir=tmp_path)
     files = list(tmp_path.glob("glyphs120-*.npz"))
@@ -112,12 +121,14 @@ def test_glyphs_are_cached_on_disk(tmp_path: Path) -> None:
     assert all(np.array_equal(a, b) for a, b in zip(first[:4], second[:4], strict=True)) and first[4] == second[4]
 
 
+@pytest.mark.unit
 def test_full_glyphs120_has_120_classes_at_the_default_size() -> None:
     split = load_split(DataConfig(samples_per_class=5))
     assert split.num_classes == 120 and split.x_train.shape[1:] == (32, 32, 1)
     assert len(set(split.class_names)) == 120
 
 
+@pytest.mark.unit
 def test_digits_is_scikit_learns_real_data() -> None:
     split = load_split(DataConfig(dataset="digits", image_size=8))
     assert split.num_classes == 10 and split.class_names == tuple("0123456789")
@@ -126,6 +137,7 @@ def test_digits_is_scikit_learns_real_data() -> None:
     assert split.x_train.shape[1:] == (8, 8, 1)
 
 
+@pytest.mark.unit
 def test_folder_dataset_reads_one_subfolder_per_class(tmp_path: Path) -> None:
     from PIL import Image
 
@@ -139,6 +151,7 @@ def test_folder_dataset_reads_one_subfolder_per_class(tmp_path: Path) -> None:
     assert len(split.y_val) == 3 and len(split.y_train) == 12 and split.x_train.shape[1:] == (16, 16, 1)
 
 
+@pytest.mark.unit
 def test_npz_dataset_reads_x_and_y(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     path = tmp_path / "d.npz"
@@ -172,6 +185,7 @@ def _rows(x: np.ndarray) -> list[bytes]:
     return [image.tobytes() for image in x]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("kind", ["digits", "folder", "npz"])
 @pytest.mark.parametrize("imbalance", [0.6, 0.9])
 def test_imbalance_on_a_fixed_dataset_gives_class_0_its_share(tmp_path: Path, kind: str, imbalance: float) -> None:
@@ -193,6 +207,7 @@ def test_imbalance_on_a_fixed_dataset_gives_class_0_its_share(tmp_path: Path, ki
     assert len(set(np.bincount(skewed.y_val))) == 1  # balanced
 
 
+@pytest.mark.integration
 def test_batches_keep_order_and_sizes_without_tf_data_autotuning() -> None:
     """Autotuning off: its thread's wake-ups made every fit/evaluate wait (benchmarks/autotune.py)."""
     x, y = np.arange(10, dtype=np.float32).reshape(10, 1), np.arange(10)

@@ -17,6 +17,7 @@ from conftest import TINY_GRID, cli_env, run_cli, write_grid
 from sweep.devices import device_pool, with_host_devices, worker_environment, worker_slots
 
 
+@pytest.mark.unit
 def test_slots_never_share_a_device_unless_asked() -> None:
     assert worker_slots(["0", "2"], replicas=1) == ["0", "2"]
     assert worker_slots(["0", "1", "2", "3"], replicas=2) == ["0,1", "2,3"]
@@ -25,6 +26,7 @@ def test_slots_never_share_a_device_unless_asked() -> None:
     assert worker_slots(["0"], replicas=4) == ["0"]  # more replicas than GPUs: one group, split logically
 
 
+@pytest.mark.unit
 def test_pool_comes_from_the_flag_then_the_environment(monkeypatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,3")
     assert device_pool("0, 2") == ["0", "2"]
@@ -33,6 +35,7 @@ def test_pool_comes_from_the_flag_then_the_environment(monkeypatch) -> None:
     assert device_pool(None) == []  # explicitly no GPUs: train on the CPU
 
 
+@pytest.mark.unit
 def test_a_gpu_worker_takes_gpu_memory_as_needed_so_workers_can_share_a_gpu() -> None:
     env = worker_environment({}, threads=1, visible="0")
     assert (env["CUDA_VISIBLE_DEVICES"], env["TF_FORCE_GPU_ALLOW_GROWTH"]) == ("0", "true")
@@ -41,6 +44,7 @@ def test_a_gpu_worker_takes_gpu_memory_as_needed_so_workers_can_share_a_gpu() ->
     assert "TF_FORCE_GPU_ALLOW_GROWTH" not in worker_environment({}, threads=2)  # the CPU: nothing to share
 
 
+@pytest.mark.unit
 def test_xla_gets_the_thread_count_and_the_host_devices_beside_the_users_flags() -> None:
     assert worker_environment({}, threads=1)["PJRT_NPROC"] == "1"  # XLA's CPU pool reads neither TF_ nor OMP_
     assert "PJRT_NPROC" not in worker_environment({})  # no thread count given: XLA's default, one per core
@@ -50,6 +54,7 @@ def test_xla_gets_the_thread_count_and_the_host_devices_beside_the_users_flags()
     assert with_host_devices("", 4) == "--xla_force_host_platform_device_count=4"
 
 
+@pytest.mark.unit
 def test_a_packing_worker_runs_its_towers_side_by_side_on_tensorflow(monkeypatch) -> None:
     """One intra-op thread and an inter-op thread per core: the towers' ops run a core each."""
     threads = ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTEROP_THREADS")
@@ -64,7 +69,7 @@ def test_a_packing_worker_runs_its_towers_side_by_side_on_tensorflow(monkeypatch
 PACKED_GRID = TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]").replace("[4, 8]", "[8]")
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_packed_runs_record_one_thread_and_the_numbers_of_their_runs_alone_at_one_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -99,7 +104,7 @@ print(names.count("tf_XLAEigen"), devices.intra_op_threads())
 """
 
 
-@pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.parametrize("threads", [1, 3])
 def test_a_jax_worker_uses_the_threads_it_is_given(threads: int) -> None:
     env = worker_environment(cli_env(KERAS_BACKEND="jax"), threads=threads)
@@ -108,7 +113,7 @@ def test_a_jax_worker_uses_the_threads_it_is_given(threads: int) -> None:
     assert done.stdout.split() == [str(threads), str(threads)]
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_run_with_a_device_pool_gives_each_worker_its_own_device(tmp_path: Path) -> None:
     write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))
     # 2 batch sizes x 2 seeds -> 4 runs, over 2 placeholder GPUs, one worker each
@@ -122,7 +127,7 @@ def test_run_with_a_device_pool_gives_each_worker_its_own_device(tmp_path: Path)
         assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False))  # in turn
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_replica_counts_change_within_one_sweep(tmp_path: Path) -> None:
     # TensorFlow cannot run MirroredStrategy over 2 and then 4 devices in one process:
     # the worker hands the 4-replica run to a fresh process instead of failing it.
@@ -136,6 +141,7 @@ def test_replica_counts_change_within_one_sweep(tmp_path: Path) -> None:
     assert runs.loc[4, "worker_pid"] != runs.loc[2, "worker_pid"]
 
 
+@pytest.mark.unit
 def test_progress_follows_a_steps_budget() -> None:
     from sweep import events
     from sweep.coordinator import Progress, format_event
@@ -148,6 +154,7 @@ def test_progress_follows_a_steps_budget() -> None:
     assert "r epoch 12/24" in line and "epochs 1/24" in line
 
 
+@pytest.mark.unit
 def test_progress_counts_epochs_not_the_records_inside_them() -> None:
     """eval_every_steps writes records at epoch 0.5, 1, 1.5, 2: the bar counts the 2 epochs, not 4 records."""
     from sweep import events
@@ -160,6 +167,7 @@ def test_progress_counts_epochs_not_the_records_inside_them() -> None:
     assert progress.epochs_done == 2 and "100% runs 0/1 epochs 2/2" in line
 
 
+@pytest.mark.unit
 def test_worker_events_survive_the_trip_through_a_line() -> None:
     from sweep import events
 

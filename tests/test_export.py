@@ -21,7 +21,6 @@ EPOCHS = pd.read_csv(ARTICLE / vocab.EPOCHS_CSV)
 
 @pytest.fixture(scope="module")
 def tensorboard_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("tensorboard")
     out = tmp_path_factory.mktemp("tb")
     assert cli.main(["export", str(ARTICLE), "--tensorboard", str(out)]) == 0
     return out
@@ -45,6 +44,7 @@ def _records(run_id: str) -> pd.DataFrame:
     return EPOCHS[EPOCHS[vocab.RUN_ID] == run_id].sort_values(vocab.STEP)
 
 
+@pytest.mark.integration
 def test_tensorboard_has_one_run_per_run_and_its_final_val_acc(tensorboard_out: Path) -> None:
     folders = sorted(p.name for p in tensorboard_out.iterdir() if p.is_dir())
     assert folders == sorted(RUNS[vocab.RUN_ID])  # 2 batch sizes x 3 seeds -> 6 runs
@@ -58,6 +58,7 @@ def test_tensorboard_has_one_run_per_run_and_its_final_val_acc(tensorboard_out: 
             assert [v for _, v in _scalars(acc, metric)] == list(records[metric].astype(np.float32))
 
 
+@pytest.mark.unit
 def test_tensorboard_has_the_hparams_session_of_each_run(tensorboard_out: Path) -> None:
     from tensorboard.plugins.hparams import metadata
 
@@ -76,6 +77,7 @@ def test_tensorboard_has_the_hparams_session_of_each_run(tensorboard_out: Path) 
         assert session.hparams[vocab.STATUS].string_value == vocab.DONE
 
 
+@pytest.mark.unit
 def test_exporting_again_replaces_the_event_files(tensorboard_out: Path) -> None:
     assert cli.main(["export", str(ARTICLE), "--tensorboard", str(tensorboard_out)]) == 0
     run = tensorboard_out / RUNS[vocab.RUN_ID][0]
@@ -83,8 +85,8 @@ def test_exporting_again_replaces_the_event_files(tensorboard_out: Path) -> None
     assert len(_scalars(_accumulator(run), vocab.VAL_ACC)) == len(_records(RUNS[vocab.RUN_ID][0]))
 
 
+@pytest.mark.integration
 def test_mlflow_has_one_run_per_run_with_params_metrics_and_the_report(tmp_path: Path) -> None:
-    pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -107,6 +109,7 @@ def test_mlflow_has_one_run_per_run_with_params_metrics_and_the_report(tmp_path:
     assert len(client.search_runs([experiment.experiment_id])) == len(RUNS)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -124,6 +127,7 @@ def test_bad_input_is_one_line_and_exit_2(
     assert not (tmp_path / "tb").exists() and not (tmp_path / "m.db").exists()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("extra", ["tensorboard", "mlflow"])
 def test_a_missing_extra_names_its_install_command(
     extra: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -136,7 +140,7 @@ def test_a_missing_extra_names_its_install_command(
     )
 
 
-@pytest.mark.slow  # a fresh interpreter: this process has TensorFlow loaded already
+@pytest.mark.system  # a fresh interpreter: this process has TensorFlow loaded already
 def test_export_to_tensorboard_does_not_import_tensorflow(tmp_path: Path) -> None:
     code = (
         "import sys; from sweep.cli import main; "

@@ -11,6 +11,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
+import services
 from conftest import REPO, TINY_GRID, run_cli, write_grid
 
 from sweep import cli, events, vocab
@@ -27,6 +28,7 @@ def _completions(journal: Path, name: str) -> pd.Series:
     return pd.Series(done, dtype=object).value_counts()
 
 
+@pytest.mark.unit
 def test_a_duplicated_attempt_is_never_trained(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "j.log", "tiny")
     spec = plan(load_grid(write_grid(tmp_path, TINY_GRID)))[0]
@@ -43,7 +45,7 @@ def test_a_duplicated_attempt_is_never_trained(tmp_path: Path) -> None:
     assert store.counts()[vocab.RUNNING] == 1
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_two_runs_of_one_sweep_at_once_cooperate_and_train_each_run_once(tmp_path: Path) -> None:
     write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -64,6 +66,7 @@ def test_two_runs_of_one_sweep_at_once_cooperate_and_train_each_run_once(tmp_pat
 @pytest.fixture
 def small_disk(tmp_path: Path):
     """A 2 MB tmpfs: a real file system that really fills up (tests run as root, as CI does)."""
+    services.require("mount")
     mount = tmp_path / "disk"
     mount.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
@@ -71,7 +74,7 @@ def small_disk(tmp_path: Path):
     subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_a_full_disk_stops_the_sweep_with_advice_and_the_store_reopens(tmp_path: Path, small_disk: Path) -> None:
     write_grid(tmp_path, TINY_GRID)
     results = small_disk / "tiny"
@@ -92,6 +95,7 @@ def test_a_full_disk_stops_the_sweep_with_advice_and_the_store_reopens(tmp_path:
     assert len(completions) == 6 and completions.eq(1).all()
 
 
+@pytest.mark.unit
 def test_a_store_from_a_newer_version_is_refused_and_left_alone(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -111,7 +115,37 @@ def test_a_store_from_a_newer_version_is_refused_and_left_alone(
     assert journal.read_bytes() == before
 
 
-@pytest.mark.slow
+@pytest.mark.unit
+def test_a_failed_or_diverged_run_leaves_no_checkpoint_like_a_done_one(tmp_path: Path) -> None:
+    """A failed run is retried from epoch 0 and a diverged one never trains again: neither checkpoint
+    is kept (nor a done run's); an interrupted run keeps its checkpoint to resume from, as --keep-models keeps all."""
+    from sweep import checkpoint, resume, worker
+
+    store = Store.open(tmp_path / "j.log", "tiny")
+    store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))))[:3])
+    places = checkpoint.Places(tmp_path / "checkpoints")
+    places.checkpoints.mkdir()
+    ended = {}
+    for status in (vocab.FAILED, vocab.DIVERGED, vocab.DONE):
+        claim = store.claim_next()
+        path = places.checkpoint(claim.spec.run_id)
+        path.write_bytes(b"a checkpoint")
+        last = {vocab.EPOCH: 1.0, claim.metric: 0.5}
+        worker.end_run(store, claim, lambda event: None, places, worker.Ending(status, "boom", 2, last), None)
+        ended[status] = path.exists()
+    assert ended == {vocab.FAILED: False, vocab.DIVERGED: False, vocab.DONE: False}
+    assert list(places.checkpoints.iterdir()) == []
+    kept = places.checkpoint("interrupted")
+    kept.write_bytes(b"a checkpoint")
+    resume.drop_checkpoint(places, "interrupted", vocab.INTERRUPTED)
+    assert kept.exists()
+    with_models = checkpoint.Places(places.checkpoints, tmp_path / "models")
+    for status in (vocab.FAILED, vocab.DIVERGED, vocab.DONE):
+        resume.drop_checkpoint(with_models, "interrupted", status)
+    assert kept.exists()
+
+
+@pytest.mark.system
 def test_four_workers_on_one_journal_train_every_run_exactly_once(tmp_path: Path) -> None:
     write_grid(
         tmp_path,
@@ -136,9 +170,9 @@ def test_four_workers_on_one_journal_train_every_run_exactly_once(tmp_path: Path
     assert len(workers) >= 2  # the queue was shared (a slow-starting worker may find it empty)
 
 
-@pytest.mark.slow  # fault injection: two fresh models (about 12 s)
+@pytest.mark.system  # fault injection: two fresh models (about 12 s)
 def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
-    tmp_path: Path, tf_replicas: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An error inside epoch 2 (here injected into the evaluation) fails the run; epoch 1 stays recorded,
     and the next run of the same worker builds a fresh model instead of reusing the broken one's."""
@@ -169,8 +203,8 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1, 2]
 
 
-@pytest.mark.slow  # fault injection: two fresh models (about 11 s)
-def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Path, tf_replicas: None) -> None:
+@pytest.mark.system  # fault injection: two fresh models (about 11 s)
+def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Path) -> None:
     """If the store ends an attempt while its worker still trains it (a worker presumed dead), the
     worker drops that attempt without a traceback and goes on; the next attempt is queued."""
     from sweep import worker

@@ -17,7 +17,7 @@ from conftest import start_cli, write_grid
 
 from sweep import devices, vocab
 
-pytestmark = pytest.mark.slow  # every test here starts sweep processes
+pytestmark = pytest.mark.system  # every test here starts sweep processes
 
 GRID = """\
     name: flags

@@ -44,6 +44,7 @@ LOOKALIKE_GROUPS: list[set[str]] = [
 ]
 
 
+@pytest.mark.unit
 def test_exactly_120_unique_single_characters() -> None:
     assert isinstance(GLYPHS, tuple)
     assert len(GLYPHS) == 120 == glyphs.N_CLASSES
@@ -51,6 +52,7 @@ def test_exactly_120_unique_single_characters() -> None:
     assert all(isinstance(ch, str) and len(ch) == 1 for ch in GLYPHS)
 
 
+@pytest.mark.unit
 def test_every_glyph_is_in_dejavu_sans_and_legible() -> None:
     for ch in GLYPHS:
         assert glyph_tools.has_glyph(ch), ch
@@ -61,28 +63,33 @@ def test_every_glyph_is_in_dejavu_sans_and_legible() -> None:
     assert ink.min() > 0.9  # every master actually has ink (no tofu, no blank)
 
 
+@pytest.mark.unit
 def test_font_lacks_some_characters_and_they_are_detected() -> None:
     assert not glyph_tools.has_glyph("\u0378")  # unassigned code point -> .notdef
     assert glyph_tools.has_glyph("A")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("group", LOOKALIKE_GROUPS, ids=lambda g: "".join(sorted(g)))
 def test_lookalike_groups_contribute_at_most_one(group: set[str]) -> None:
     chosen = group & set(GLYPHS)
     assert len(chosen) <= 1, chosen
 
 
+@pytest.mark.unit
 def test_lookalikes_were_candidates_so_the_selection_rejected_them() -> None:
     # The groups are only evidence if the pool offered them and the selection refused.
     offered = [g for g in LOOKALIKE_GROUPS if len(g & set(glyph_tools.CANDIDATES)) >= 2]
     assert len(offered) >= 15
 
 
+@pytest.mark.unit
 def test_small_and_thin_marks_are_rejected() -> None:
     for ch in ".,'`-_|lI!":
         assert not glyph_tools.is_legible(ch), ch
 
 
+@pytest.mark.unit
 def test_metric_sees_case_pairs_as_close_and_different_shapes_as_far() -> None:
     dist = glyph_tools.distance_matrix("oOsSuUxX+×")
     for i in range(0, 8, 2):  # o/O, s/S, u/U, x/X collapse once size is normalised
@@ -91,6 +98,7 @@ def test_metric_sees_case_pairs_as_close_and_different_shapes_as_far() -> None:
     assert np.allclose(dist, dist.T)
 
 
+@pytest.mark.unit
 def test_distinctness_report_exceeds_threshold() -> None:
     dmin, (i, j) = distinctness_report()
     assert dmin > glyph_tools.THRESHOLD == 0.25
@@ -99,6 +107,7 @@ def test_distinctness_report_exceeds_threshold() -> None:
     assert {GLYPHS[i], GLYPHS[j]} == {"∞", "♔"}
 
 
+@pytest.mark.unit
 def test_distinctness_report_from_master_bitmaps_is_close() -> None:
     # Re-normalising 64-px bitmaps shifts sub-pixel phase; documented as ~0.215.
     dmin, (i, j) = distinctness_report(render_masters(64))
@@ -106,15 +115,18 @@ def test_distinctness_report_from_master_bitmaps_is_close() -> None:
     assert 0 <= i < j < 120
 
 
+@pytest.mark.unit
 def test_select_distinct_reproduces_glyphs() -> None:
     assert glyph_tools.select_distinct() == GLYPHS
 
 
+@pytest.mark.unit
 def test_select_distinct_raises_when_pool_too_small() -> None:
     with pytest.raises(ValueError):
         glyph_tools.select_distinct(candidates="ABCDEFG", k=10)
 
 
+@pytest.mark.unit
 def test_render_masters_shape_range_and_centring() -> None:
     masters = render_masters(64)
     assert masters.shape == (120, 64, 64) and masters.dtype == np.float32
@@ -131,6 +143,7 @@ def test_render_masters_shape_range_and_centring() -> None:
     assert render_masters(32).shape == (120, 32, 32)
 
 
+@pytest.mark.unit
 def test_render_samples_shape_dtype_range() -> None:
     labels = np.arange(240) % 120
     x = render_samples(labels, 32, seed=0)
@@ -143,6 +156,7 @@ def test_render_samples_shape_dtype_range() -> None:
     assert render_samples(np.array([], dtype=int), 32, seed=0).shape == (0, 32, 32)
 
 
+@pytest.mark.unit
 def test_render_samples_rejects_bad_labels() -> None:
     with pytest.raises(ValueError):
         render_samples(np.array([120]), 32, seed=0)
@@ -150,6 +164,7 @@ def test_render_samples_rejects_bad_labels() -> None:
         render_samples(np.array([-1]), 32, seed=0)
 
 
+@pytest.mark.unit
 def test_render_samples_is_deterministic_and_seed_dependent() -> None:
     labels = np.arange(500) % 120
     a = render_samples(labels, 32, seed=5)
@@ -161,12 +176,14 @@ def test_render_samples_is_deterministic_and_seed_dependent() -> None:
     assert np.array_equal(render_samples(labels[:37], 32, seed=5), a[:37])
 
 
+@pytest.mark.unit
 def test_samples_of_one_class_differ() -> None:
     x = render_samples(np.full(20, 7), 32, seed=1).astype(np.float64)
     diffs = [np.abs(x[i] - x[j]).mean() for i in range(20) for j in range(i + 1, 20)]
     assert min(diffs) > 5.0  # grey levels: augmentation really happens
 
 
+@pytest.mark.unit
 def test_template_matching_is_well_above_chance_but_not_trivial() -> None:
     # Nearest master by normalised cross-correlation, no alignment search: measured ~0.22.
     labels = np.arange(2400) % 120
@@ -176,7 +193,7 @@ def test_template_matching_is_well_above_chance_but_not_trivial() -> None:
     assert 0.15 < accuracy < 0.4  # chance is 1/120 = 0.008
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_rendering_is_fast() -> None:
     render_samples(np.arange(10), 32, seed=0)  # build the cached masters
     start = time.perf_counter()
@@ -184,7 +201,7 @@ def test_rendering_is_fast() -> None:
     assert time.perf_counter() - start < 6.0  # 1.2-1.5 s measured; generous for slow CI
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_module_does_not_import_tensorflow() -> None:
     """A fresh process (this one has TensorFlow loaded): importing the renderer loads no TensorFlow or Keras."""
     done = subprocess.run(

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import services
 from conftest import REPO, run_cli, write_grid
 from PIL import Image
 
@@ -65,18 +66,14 @@ def error_without_root_powers(cfg: DataConfig) -> str:
         with pytest.raises(DataError) as info:
             raw_arrays(cfg)
         return str(info.value)
-    if not shutil.which("setpriv"):
-        pytest.fail(
-            "running as root without setpriv (util-linux): cannot test unreadable files, since chmod 000 "
-            "does not block root's reads"
-        )
+    services.require("setpriv")  # as root, chmod 000 does not stop reads without it
     code = (
         "import json, sys\nfrom sweep.config import DataConfig\nfrom sweep.data import DataError, raw_arrays\n"
         "try:\n    raw_arrays(DataConfig(**json.loads(sys.argv[1])))\nexcept DataError as err:\n    print(err)\n"
     )
     child = subprocess.run(
         [
-            "setpriv",
+            shutil.which("setpriv", path=services.SBIN) or "setpriv",
             "--bounding-set",
             "-dac_override,-dac_read_search",
             sys.executable,
@@ -89,8 +86,11 @@ def error_without_root_powers(cfg: DataConfig) -> str:
         timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    if child.returncode != 0 and "setpriv" in child.stderr:
-        pytest.fail(f"cannot drop root's file-permission override here: {child.stderr.strip()}")
+    if child.returncode != 0 and "setpriv" in child.stderr:  # setpriv is here, but the kernel refused it
+        pytest.fail(
+            "setpriv could not drop root's file-permission override (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), "
+            f"so unreadable files cannot be tested: {child.stderr.strip()}"
+        )
     assert child.returncode == 0, child.stderr
     return child.stdout.strip()
 
@@ -98,6 +98,7 @@ def error_without_root_powers(cfg: DataConfig) -> str:
 # --- dataset folder
 
 
+@pytest.mark.unit
 def test_a_clean_folder_loads_and_skips_nothing(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     x_train, y_train, x_val, y_val, names = raw_arrays(folder_cfg(root))
@@ -105,6 +106,7 @@ def test_a_clean_folder_loads_and_skips_nothing(tmp_path: Path) -> None:
     assert skipped_files(folder_cfg(root)) == ()
 
 
+@pytest.mark.system
 def test_an_unreadable_image_is_an_error_naming_it(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     locked = root / "cat" / "1.png"
@@ -116,6 +118,7 @@ def test_an_unreadable_image_is_an_error_naming_it(tmp_path: Path) -> None:
         locked.chmod(0o644)
 
 
+@pytest.mark.system
 def test_an_unreadable_class_folder_is_an_error_naming_it(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     (root / "dog").chmod(0)
@@ -126,6 +129,7 @@ def test_an_unreadable_class_folder_is_an_error_naming_it(tmp_path: Path) -> Non
         (root / "dog").chmod(0o755)
 
 
+@pytest.mark.unit
 def test_a_folder_named_like_an_image_is_an_error(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     (root / "cat" / "9.png").mkdir()
@@ -136,12 +140,14 @@ def test_a_folder_named_like_an_image_is_an_error(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.unit
 def test_a_nested_folder_of_images_is_an_error_not_silently_dropped(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     image(root / "dog" / "more" / "5.png")
     assert "dog/more: a folder inside a class folder" in folder_error(root)
 
 
+@pytest.mark.unit
 def test_a_truncated_png_is_an_error_naming_it(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     broken = root / "dog" / "2.png"
@@ -149,6 +155,7 @@ def test_a_truncated_png_is_an_error_naming_it(tmp_path: Path) -> None:
     assert folder_error(root) == f"data.path {broken}: cannot read this image: image file is truncated"
 
 
+@pytest.mark.unit
 def test_a_text_file_named_png_is_an_error_naming_it(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     (root / "cat" / "notes.png").write_text("not an image")
@@ -158,12 +165,14 @@ def test_a_text_file_named_png_is_an_error_naming_it(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.unit
 def test_a_fifo_named_png_is_an_error_not_a_hang(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     os.mkfifo(root / "cat" / "pipe.png")
     assert folder_error(root) == f"data.path {root / 'cat' / 'pipe.png'}: not a regular file"
 
 
+@pytest.mark.unit
 def test_hidden_and_non_image_files_are_skipped_and_counted(tmp_path: Path) -> None:
     clean = raw_arrays(folder_cfg(dataset(tmp_path / "clean")))
     root = Path(shutil.copytree(tmp_path / "clean", tmp_path / "d"))
@@ -180,6 +189,7 @@ def test_hidden_and_non_image_files_are_skipped_and_counted(tmp_path: Path) -> N
     assert all(np.array_equal(a, b) for a, b in zip(clean[:4], loaded[:4], strict=True)) and clean[4] == loaded[4]
 
 
+@pytest.mark.unit
 def test_an_empty_class_folder_is_an_error_naming_it(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d", ("cat", "dog", "fox"))
     for f in (root / "fox").iterdir():
@@ -191,6 +201,7 @@ def test_an_empty_class_folder_is_an_error_naming_it(tmp_path: Path) -> None:
     assert folder_error(root).endswith("(.png .jpg .jpeg .bmp .gif .webp); 1 other file(s) skipped")
 
 
+@pytest.mark.unit
 def test_a_single_class_is_an_error(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d", ("cat",))
     assert folder_error(root) == (
@@ -205,6 +216,7 @@ def test_a_single_class_is_an_error(tmp_path: Path) -> None:
     assert folder_error(two, classes=1) == f"data.path {two}: data.classes is 1; a classifier needs at least 2 classes"
 
 
+@pytest.mark.unit
 def test_a_link_to_an_image_outside_the_folder_is_refused(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     outside = image(tmp_path / "elsewhere" / "secret.png")
@@ -216,6 +228,7 @@ def test_a_link_to_an_image_outside_the_folder_is_refused(tmp_path: Path) -> Non
     )
 
 
+@pytest.mark.unit
 def test_a_linked_class_folder_outside_the_folder_is_refused(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     dataset(tmp_path / "other", ("fox",))
@@ -224,6 +237,7 @@ def test_a_linked_class_folder_outside_the_folder_is_refused(tmp_path: Path) -> 
     assert folder_error(root).startswith(f"data.path {root / 'fox'}: a link to {outside}, outside data.path")
 
 
+@pytest.mark.unit
 def test_links_inside_the_folder_are_fine_and_broken_links_are_errors(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     (root / "dog" / "same.png").symlink_to(root / "cat" / "0.png")
@@ -232,6 +246,7 @@ def test_links_inside_the_folder_are_fine_and_broken_links_are_errors(tmp_path: 
     assert folder_error(root).startswith(f"data.path {root / 'dog' / 'gone.png'}: a broken link (")
 
 
+@pytest.mark.unit
 def test_a_16_bit_png_is_scaled_not_clipped_to_white(tmp_path: Path) -> None:
     root = dataset(tmp_path / "d")
     wide = np.linspace(0, 65535, 64).reshape(8, 8).astype(np.uint16)
@@ -262,6 +277,7 @@ X = RNG.integers(0, 256, (20, 8, 8), dtype=np.uint8)
 Y = np.repeat([0, 1], 10)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "arrays, expected",
     [
@@ -362,6 +378,7 @@ class _Payload:
         return (Path.touch, (self.marker,))
 
 
+@pytest.mark.unit
 def test_a_pickled_object_array_is_refused_and_never_unpickled(tmp_path: Path) -> None:
     marker = tmp_path / "PWNED"
     payload = np.empty(20, dtype=object)
@@ -376,6 +393,7 @@ def test_a_pickled_object_array_is_refused_and_never_unpickled(tmp_path: Path) -
     assert marker.exists()
 
 
+@pytest.mark.unit
 def test_files_that_are_not_npz_archives_are_errors(tmp_path: Path) -> None:
     path = tmp_path / "d.npz"
     with open(path, "wb") as handle:  # an .npy under an .npz name
@@ -394,6 +412,7 @@ def test_files_that_are_not_npz_archives_are_errors(tmp_path: Path) -> None:
     assert npz_error(path) == "x is not a numpy array (a zip member that is not in .npy format)"
 
 
+@pytest.mark.system
 def test_an_unreadable_npz_is_an_error(tmp_path: Path) -> None:
     path = npz(tmp_path, x=X, y=Y)
     path.chmod(0)
@@ -404,6 +423,7 @@ def test_an_unreadable_npz_is_an_error(tmp_path: Path) -> None:
         path.chmod(0o644)
 
 
+@pytest.mark.unit
 def test_accepted_npz_variants_load_to_the_same_grey_levels(tmp_path: Path) -> None:
     """uint8, float 0..1, float 0..255, (N,H,W,1), whole-number float labels, (N,1) labels: one dataset."""
     cfg = DataConfig(dataset="npz", path=str(tmp_path / "d.npz"), image_size=8)
@@ -422,6 +442,7 @@ def test_accepted_npz_variants_load_to_the_same_grey_levels(tmp_path: Path) -> N
         assert same and loaded[4] == ("0", "1"), arrays
 
 
+@pytest.mark.unit
 def test_rgb_npz_images_get_the_grey_levels_of_the_folder_dataset(tmp_path: Path) -> None:
     rgb = RNG.integers(0, 256, (20, 8, 8, 3), dtype=np.uint8)
     pil = np.stack([np.asarray(Image.fromarray(im).convert("L")) for im in rgb]).astype(int)
@@ -429,7 +450,7 @@ def test_rgb_npz_images_get_the_grey_levels_of_the_folder_dataset(tmp_path: Path
     assert np.abs(npz_images(rgb / 255.0, tmp_path / "d.npz").astype(int) - pil).max() <= 1
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_a_data_error_reaches_the_run_record_and_the_console_without_a_traceback(tmp_path: Path) -> None:
     path = npz(tmp_path, x=X, y=np.where(Y == 1, -1, 0))
     write_grid(

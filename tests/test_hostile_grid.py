@@ -28,6 +28,8 @@ from sweep import cli, config, gridyaml
 from sweep.config import ConfigError, load_grid
 from sweep.plan import plan
 
+pytestmark = pytest.mark.unit
+
 REAL_GRIDS = sorted((REPO / "experiments").glob("*.yaml")) + sorted((REPO / "tests/fixtures/grids").glob("*.yaml"))
 REAL_TEXTS = [p.read_text(encoding="utf-8") for p in REAL_GRIDS]
 REAL_DOCS = [yaml.safe_load(text) for text in REAL_TEXTS]
@@ -40,7 +42,10 @@ KNOWN_KEYS = [
     *(key.split(".")[1] for key in config.field_docs()),
 ]
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Every Hypothesis test here draws the same examples on every run (a failure is seen again on a rerun)
+# and writes no example database (.hypothesis/examples) into the checkout.
+REPEATABLE = settings(derandomize=True, database=None)
+FUZZ = settings(REPEATABLE, max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # One folder for every example: it holds the grid file and a few things data.path may name.
 _FOLDER = Path(tempfile.mkdtemp(prefix="hostile-grid-"))
@@ -268,6 +273,52 @@ def test_byte_mutations_of_real_grids_are_accepted_or_rejected_cleanly(data: byt
 )
 def test_random_bytes_are_accepted_or_rejected_cleanly(data: bytes) -> None:
     accepted_or_clean_error(data)
+
+
+# Keys that count something: a value below 1 is refused, naming the key (not merely "no crash").
+COUNT_KEYS = ["train.epochs", "train.batch_size", "train.gpus", "data.samples_per_class", "search.trials"]
+
+
+def _count_doc(key: str, value: Any, where: str) -> tuple[dict[str, Any], str]:
+    """A grid with `key` set to `value` (in base, or as the second value of a grid axis); the key's name in errors."""
+    section, name = key.split(".")
+    if section == "search":
+        return {"name": "x", "search": {"lr": {"low": 1e-4, "high": 1e-1}, name: value}}, key
+    if where == "base":
+        return {"name": "x", "base": {section: {name: value}}}, f"base.{key}"
+    return {"name": "x", "grid": {key: [2, value]}}, f"grid.{key}[1]"
+
+
+@settings(REPEATABLE, max_examples=60, deadline=None)
+@given(
+    key=st.sampled_from(COUNT_KEYS),
+    value=st.integers(max_value=0) | st.sampled_from([0, -1, -(2**63), -(10**400)]),
+    where=st.sampled_from(["base", "grid"]),
+)
+@example(key="train.epochs", value=-1, where="base")
+@example(key="train.batch_size", value=0, where="grid")
+def test_a_count_below_one_is_refused_naming_its_key(key: str, value: int, where: str) -> None:
+    doc, named = _count_doc(key, value, where)
+    path = _FOLDER / "grid.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_grid(path)
+    message = str(info.value)
+    assert message.startswith(f"grid.yaml: {named}: must be a positive integer, got ") and "\n" not in message
+    if len(str(value)) <= 20:  # longer numbers are shortened in the message
+        assert message.endswith(f"got {value}")
+
+
+@pytest.mark.parametrize(("key", "value", "where"), [("train.epochs", -3, "base"), ("train.batch_size", 0, "grid")])
+def test_cli_plan_refuses_a_count_below_one_with_exit_2_naming_the_key(
+    tmp_path: Path, key: str, value: int, where: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    doc, named = _count_doc(key, value, where)
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["plan", "grid.yaml"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"error: grid.yaml: {named}: must be a positive integer, got {value}\n"
 
 
 # --- targeted checks

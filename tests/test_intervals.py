@@ -13,6 +13,8 @@ from scipy import stats
 
 from sweep import estimates, selection
 
+pytestmark = pytest.mark.unit
+
 SIZES = (2, 3, 10)
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from conftest import sweep_here, write_grid
 
 from sweep import checkpoint, vocab
 from sweep.data import load_split
 from sweep.plan import plan
 from sweep.train import EVAL_BATCH
+
+pytestmark = pytest.mark.integration
 
 GRID = """\
     name: keep
@@ -24,7 +27,7 @@ GRID = """\
 """
 
 
-def test_kept_models_reload_and_reproduce_final_val_acc(tf_replicas: None, tmp_path: Path) -> None:
+def test_kept_models_reload_and_reproduce_final_val_acc(tmp_path: Path) -> None:
     import keras
 
     from sweep.config import load_grid
@@ -50,7 +53,7 @@ def test_kept_models_reload_and_reproduce_final_val_acc(tf_replicas: None, tmp_p
         assert (results / checkpoint.CHECKPOINTS_DIR / f"{spec.run_id}.npz").exists()  # kept with the flag
 
 
-def test_without_the_flag_finished_runs_leave_no_checkpoint(tf_replicas: None, tmp_path: Path) -> None:
+def test_without_the_flag_finished_runs_leave_no_checkpoint(tmp_path: Path) -> None:
     outcome, _ = sweep_here(write_grid(tmp_path, GRID))
     assert outcome.exit_code == 0
     results = tmp_path / "results" / "keep"

@@ -30,6 +30,7 @@ def non_default(k: keys.Key) -> object:
     raise AssertionError(f"no valid non-default value for {k.name}")
 
 
+@pytest.mark.unit
 def test_every_field_of_the_settings_is_declared_once_with_its_dataclass_default() -> None:
     fields = {f"{section}.{f.name}": f.default for section, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
     assert list(DECLARED) == list(fields)
@@ -42,6 +43,7 @@ def test_every_field_of_the_settings_is_declared_once_with_its_dataclass_default
         assert k.role in (None, keys.CONTROL, keys.COMPANION)
 
 
+@pytest.mark.unit
 def test_slugs_are_unique_and_name_the_key_in_run_ids() -> None:
     slugs = keys.slugs()
     assert len(set(slugs.values())) == len(slugs)
@@ -50,6 +52,7 @@ def test_slugs_are_unique_and_name_the_key_in_run_ids() -> None:
         assert spec_with(name, non_default(k)).slug.startswith(k.slug), name
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", list(DECLARED))
 def test_keys_added_after_the_first_release_are_hashed_only_when_set(name: str) -> None:
     k = DECLARED[name]
@@ -59,6 +62,7 @@ def test_keys_added_after_the_first_release_are_hashed_only_when_set(name: str) 
     assert field in spec_with(name, non_default(k)).resolved()[section]
 
 
+@pytest.mark.unit
 def test_inert_conditions_name_declared_keys_and_valid_values() -> None:
     for k in DECLARED.values():
         if k.only:
@@ -67,6 +71,7 @@ def test_inert_conditions_name_declared_keys_and_valid_values() -> None:
             assert on.default not in k.only.values or not k.only.required, k.name  # the default point is valid
 
 
+@pytest.mark.unit
 def test_help_lists_every_key_with_its_doc(capsys: pytest.CaptureFixture[str]) -> None:
     from sweep import cli
 
@@ -78,6 +83,7 @@ def test_help_lists_every_key_with_its_doc(capsys: pytest.CaptureFixture[str]) -
         assert f"  {name:<26} {k.doc}\n" in text, name
 
 
+@pytest.mark.unit
 def test_the_analysis_tables_are_the_declared_roles() -> None:
     # sweep/analysis.py and sweep/report.py read these tables; they must say what the declarations say
     assert keys.control_defaults() == analysis.CONTROL_DEFAULTS
@@ -90,6 +96,7 @@ def test_the_analysis_tables_are_the_declared_roles() -> None:
         assert DECLARED[name].check(value) == value
 
 
+@pytest.mark.unit
 def test_dataset_names_are_the_data_sources() -> None:
     from sweep import data
 
@@ -97,6 +104,7 @@ def test_dataset_names_are_the_data_sources() -> None:
     assert set(keys.FILE_DATASETS) <= set(data.SOURCES)
 
 
+@pytest.mark.integration
 def test_the_smallest_image_size_gives_every_pooling_stage_a_map_to_halve() -> None:
     from sweep import model
 

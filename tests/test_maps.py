@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from itertools import product
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pytest
 
 from sweep import analysis as an
 from sweep import report
-from sweep.estimates import fmt_estimate, holm
+from sweep.estimates import fmt_estimate
 from sweep.report import answer, map_section, maps
 from sweep.report.claims import by_id, evaluate
+
+if TYPE_CHECKING:
+    from sweep.report import Written
 
 GAP2 = an.column("gap", "epoch2")
 TRAIN2, VAL2 = an.column("train_acc", "epoch2"), an.column("val_acc", "epoch2")
@@ -58,6 +61,7 @@ def c3_map_table() -> pd.DataFrame:
     )
 
 
+@pytest.mark.unit
 def test_c3_map_says_where_the_claim_holds_fails_and_is_undecided() -> None:
     (found,) = maps.maps(c3_map_table())
     assert found.claim.id == "C3" and found.keys == C3_KEYS
@@ -74,6 +78,7 @@ def test_c3_map_says_where_the_claim_holds_fails_and_is_undecided() -> None:
     assert found.counts() == "2 hold, 1 fail, 1 undecided of 4 settings"
 
 
+@pytest.mark.unit
 def test_each_cell_runs_the_claims_own_checks_on_its_runs_alone() -> None:
     (found,) = maps.maps(c3_map_table())
     cell = next(c for c in found.cells if c.label() == "batch_size=32, batchnorm=False")
@@ -84,14 +89,21 @@ def test_each_cell_runs_the_claims_own_checks_on_its_runs_alone() -> None:
     assert len(cell.rows) == len(unshuffled) + len(shuffled)
 
 
+@pytest.mark.unit
 def test_holm_runs_over_every_check_of_the_map() -> None:
     (found,) = maps.maps(c3_map_table())
     checks = [k for c in found.cells for k in c.finding.checks]
     assert found.family_size() == len(checks) == 8
     assert {k.family for k in checks} == {8}
-    assert [k.p_holm for k in checks] == pytest.approx(holm([k.p_value()[0] for k in checks]), nan_ok=True)
+    # by hand: the raw p-values ranked 0, 0, 0 (x 8, 7, 6), p4 (x 5), p0 (x 4), p2 (x 3), p7 (x 2), p6 (x 1),
+    # then made monotone (p6 = 0.54 < 2 x p7 = 0.84 takes 2 x p7)
+    p = [k.p_value()[0] for k in checks]
+    assert p[1] == p[3] == p[5] == 0.0 and p[4] < p[0] < p[2] < p[7] < p[6] < 2 * p[7] < 1
+    by_hand = [4 * p[0], 0.0, 3 * p[2], 0.0, 5 * p[4], 0.0, 2 * p[7], 2 * p[7]]
+    assert [k.p_holm for k in checks] == pytest.approx(by_hand)
 
 
+@pytest.mark.unit
 def test_a_cell_decided_alone_can_be_undecided_in_the_map() -> None:
     """Two cells whose checks hold alone (p 0.02-0.04) are undecided among the map's 4 checks."""
     borderline = {True: [0.10, 0.10, 0.10], False: [0.295, 0.345, 0.395]}  # t = 5.0 and 6.7, 2 df
@@ -101,6 +113,7 @@ def test_a_cell_decided_alone_can_be_undecided_in_the_map() -> None:
     assert [c.outcome for c in alone.cells] == [None, None]
 
 
+@pytest.mark.unit
 def test_the_map_reads_the_folder_with_the_most_settings() -> None:
     one = table({(16, True): {True: TIGHT_LOW, False: TIGHT_HIGH}}, C3_KEYS, "data.shuffle")
     two = c3_map_table()
@@ -109,6 +122,7 @@ def test_the_map_reads_the_folder_with_the_most_settings() -> None:
     assert found.source == "results/b" and len(found.cells) == 4
 
 
+@pytest.mark.unit
 def test_cells_are_in_numeric_order_whatever_the_column_type() -> None:
     """Images per class 40, 80, 400 (numpy integers from a CSV), not 40, 400, 80."""
     rows = table(
@@ -119,6 +133,7 @@ def test_cells_are_in_numeric_order_whatever_the_column_type() -> None:
     assert [c.label() for c in found.cells] == ["samples_per_class=40", "samples_per_class=80", "samples_per_class=400"]
 
 
+@pytest.mark.unit
 def test_a_cell_whose_reference_runs_were_kept_from_another_folder_stays_in_its_map() -> None:
     """A run stored in two folders is read once, from the first: the map of the second keeps the cell
     whose shuffled runs now come from the first folder, because its unshuffled runs are its own."""
@@ -129,10 +144,12 @@ def test_a_cell_whose_reference_runs_were_kept_from_another_folder_stays_in_its_
     assert found.source == "results/map" and len(found.cells) == 4
 
 
+@pytest.mark.unit
 def test_one_setting_is_no_map() -> None:
     assert maps.maps(table({(8, True): {True: TIGHT_LOW, False: TIGHT_HIGH}}, C3_KEYS, "data.shuffle")) == []
 
 
+@pytest.mark.unit
 def test_a_key_that_moves_with_another_is_not_named() -> None:
     """train.steps is set exactly where train.budget is steps: naming both says nothing more."""
     rows = table(
@@ -145,6 +162,7 @@ def test_a_key_that_moves_with_another_is_not_named() -> None:
     assert found.summary() == "holds for budget=epochs; fails for budget=steps"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("chosen", "words"),
     [
@@ -181,6 +199,7 @@ def c1_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@pytest.mark.unit
 def test_settings_are_ranked_by_their_largest_distance_from_the_posts_numbers() -> None:
     found = map_section.candidates(c1_table())
     assert [c.label.split(";")[0] for c in found] == ["lr=0.01", "lr=0.001"]
@@ -190,6 +209,7 @@ def test_settings_are_ranked_by_their_largest_distance_from_the_posts_numbers() 
     assert found[0].covered() == 4
 
 
+@pytest.mark.unit
 def test_the_reproduction_section_says_whether_any_setting_comes_within_a_tenth() -> None:
     doc = report.document.Doc()
     map_section.reproduction_section(doc, map_section.candidates(c1_table()))
@@ -201,6 +221,7 @@ def test_the_reproduction_section_says_whether_any_setting_comes_within_a_tenth(
     assert "No setting of the 1 tested comes within 0.1" in report.document.to_markdown(doc, Path("."))
 
 
+@pytest.mark.unit
 def test_the_answer_quotes_the_verdicts_numbers() -> None:
     rows = c1_table()
     findings = evaluate(rows)
@@ -211,6 +232,7 @@ def test_the_answer_quotes_the_verdicts_numbers() -> None:
     assert "comes within 0.1 of all four: its largest distance is 0.00" in text
 
 
+@pytest.mark.unit
 def test_a_verdict_names_the_settings_it_was_tested_at() -> None:
     """Batch size, images per class, lr and epochs always; other settings only away from their defaults."""
     rows = table(
@@ -226,19 +248,21 @@ def test_a_verdict_names_the_settings_it_was_tested_at() -> None:
 # --- the report
 
 
-def test_the_report_maps_c1_over_the_fixtures_control_arms(tmp_path: Path) -> None:
-    written = report.build([FIXTURES / "fx_controls"], tmp_path)
-    md = written.markdown.read_text(encoding="utf-8")
-    rows = pd.read_csv(tmp_path / "tables" / "maps.csv")
+@pytest.mark.integration
+def test_the_report_maps_c1_over_the_fixtures_control_arms(controls_report: Written) -> None:
+    md = controls_report.markdown.read_text(encoding="utf-8")
+    out = controls_report.markdown.parent
+    rows = pd.read_csv(out / "tables" / "maps.csv")
     cells = rows.groupby(["bn_momentum", "ghost_batch_size", "budget"], dropna=False).ngroups
     assert cells == 4 and len(rows) == 2 * cells and set(rows["family"]) == {2 * cells}
     assert "## Where each claim holds" in md and "### C1 over 4 settings" in md
-    assert (tmp_path / "figures" / "map-C1.png").stat().st_size > 0
+    assert (out / "figures" / "map-C1.png").stat().st_size > 0
     verdict_row = next(line for line in md.splitlines() if line.startswith("| C1 |"))
     assert "Over 4 settings of" in verdict_row and "(at " in verdict_row
     assert md.index("## The answer in short") < md.index("## Verdicts")
 
 
+@pytest.mark.unit
 def test_c2_maps_every_degree_of_imbalance_against_its_own_balanced_runs() -> None:
     """One cell per imbalance and per what it keeps; the imbalance is then a condition of its own."""
     rows = table(
@@ -260,6 +284,7 @@ def test_c2_maps_every_degree_of_imbalance_against_its_own_balanced_runs() -> No
     assert found.summary() == "holds for imbalance=0.95; fails for imbalance=0.5"
 
 
+@pytest.mark.unit
 def test_a_setting_a_cell_does_not_use_is_shown_as_a_dash() -> None:
     """bn_momentum means nothing without BatchNorm: that cell shows '-', and no words lean on it."""
     rows = table(
@@ -280,6 +305,7 @@ def test_a_setting_a_cell_does_not_use_is_shown_as_a_dash() -> None:
     assert found.summary() == "holds for batchnorm=False; fails for batchnorm=True"
 
 
+@pytest.mark.unit
 def test_runs_from_before_a_toggle_existed_count_at_its_default() -> None:
     """Results written before data.imbalance_keeps existed have no such column; read beside results
     that have it, their empty cells are the default (total, the post's), so their claims are still tested."""

@@ -7,6 +7,8 @@ import pytest
 from sweep.config import ModelConfig
 from sweep.model import build_model, channels, trainable_parameters
 
+pytestmark = pytest.mark.integration
+
 
 def expected_parameters(width: float, classes: int, batchnorm: bool = True) -> int:
     """By hand: 3x3 convolutions (a bias only without BatchNorm), BatchNorm's gamma and beta, the dense layer."""

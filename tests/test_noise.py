@@ -16,6 +16,7 @@ DIM, MEAN, SIGMA = 50, 0.2, 1.0  # per-example gradients ~ N(mu, sigma^2 I) with
 TRUE_B_SIMPLE = DIM * SIGMA**2 / (DIM * MEAN**2)  # tr(Sigma) / |G|^2 = 50 / 2 = 25
 
 
+@pytest.mark.unit
 def test_the_estimator_inverts_the_expected_norms_exactly() -> None:
     g2, trace = 2.0, 50.0
 
@@ -26,6 +27,7 @@ def test_the_estimator_inverts_the_expected_norms_exactly() -> None:
     assert (found.grad_norm_sq, found.grad_noise_trace, found.b_simple) == pytest.approx((2.0, 50.0, 25.0))
 
 
+@pytest.mark.unit
 def test_measure_recovers_a_known_noise_scale_from_sampled_gradients() -> None:
     rng = np.random.default_rng(0)
     examples = rng.normal(MEAN, SIGMA, size=(20_000, DIM))  # each row: one example's gradient
@@ -38,6 +40,7 @@ def test_measure_recovers_a_known_noise_scale_from_sampled_gradients() -> None:
     assert found.grad_norm_sq == pytest.approx(DIM * MEAN**2, rel=0.1)
 
 
+@pytest.mark.integration
 def test_keras_gradients_of_a_linear_model_recover_the_known_noise_scale() -> None:
     """loss = mean(w . x): the gradient of one example is x itself, whatever w."""
     import keras
@@ -50,7 +53,8 @@ def test_keras_gradients_of_a_linear_model_recover_the_known_noise_scale() -> No
     assert found.b_simple == pytest.approx(TRUE_B_SIMPLE, rel=0.15)
 
 
-def test_measuring_records_the_noise_scale_and_changes_nothing_else(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_measuring_records_the_noise_scale_and_changes_nothing_else() -> None:
     point = PointConfig(
         data=DataConfig(dataset="glyphs120", classes=4, samples_per_class=10, image_size=12),
         train=TrainConfig(epochs=2, batch_size=8),

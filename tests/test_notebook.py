@@ -7,10 +7,11 @@ import pytest
 from conftest import REPO
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.system
+
 NOTEBOOK = REPO / "notebooks" / "review.ipynb"
 
 
-@pytest.mark.slow  # runs the notebook in a Jupyter kernel, a process of its own
 def test_review_notebook_executes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BATCHSWEEP_RESULTS", str(REPO / "tests" / "fixtures" / "fx_bs"))
     notebook = nbformat.read(NOTEBOOK, as_version=4)

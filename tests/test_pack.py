@@ -66,6 +66,7 @@ def packed(specs: list[RunSpec]) -> tuple[PackedRun, list[list[dict]], dict[int,
     return run, [without_timings(r) for r in records], diverged
 
 
+@pytest.mark.integration
 def test_packed_runs_record_what_they_record_alone() -> None:
     """Seeds, data order, preprocessing mismatch, data seed and learning rate differ; records inside
     epochs, recalibrated BatchNorm and early stopping are on."""
@@ -87,6 +88,7 @@ def test_packed_runs_record_what_they_record_alone() -> None:
     assert records[1][-1][vocab.LR] == pytest.approx(0.003) and records[0][-1][vocab.LR] == pytest.approx(0.001)
 
 
+@pytest.mark.integration
 def test_short_batches_in_training_and_evaluation() -> None:
     """A short last batch in training (2,400 images at batch 256) and in evaluation (600 at 512): the
     loss is averaged over images as alone, not over batches."""
@@ -96,6 +98,7 @@ def test_short_batches_in_training_and_evaluation() -> None:
     assert [repr(r) for r in records] == [repr(r) for r in alone(specs)]
 
 
+@pytest.mark.integration
 def test_warm_up_schedules_and_a_reused_pack_model() -> None:
     """Each tower's own warm-up ramp; a second pack of the same graph reuses the compiled model."""
     ramp = {"warmup_epochs": 1.0, "eval_every_steps": 2}  # 6 steps per epoch: records at steps 2, 4, 6, ...
@@ -111,6 +114,7 @@ def test_warm_up_schedules_and_a_reused_pack_model() -> None:
     assert records[1][-1][vocab.LR] == pytest.approx(0.0005)
 
 
+@pytest.mark.integration
 def test_a_reused_pack_model_trains_each_run_at_its_own_constant_rate() -> None:
     """The second pack of a graph reuses the compiled model with other constant learning rates: each
     tower trains at its run's, not at the first pack's (on JAX those would be traced into the step)."""
@@ -122,6 +126,7 @@ def test_a_reused_pack_model_trains_each_run_at_its_own_constant_rate() -> None:
     assert [repr(r) for r in records] == [repr(r) for r in alone(second)]
 
 
+@pytest.mark.integration
 def test_a_diverging_tower_leaves_the_others_untouched() -> None:
     # lr 1e20: NaN in epoch 1 on TensorFlow and JAX (at 1e12 JAX's loss saturates at a finite value)
     specs = [spec(0, optimizer="sgd", lr=0.05), spec(1, optimizer="sgd", lr=1e20), spec(2, optimizer="sgd", lr=0.01)]
@@ -133,6 +138,7 @@ def test_a_diverging_tower_leaves_the_others_untouched() -> None:
     assert run.towers[1].ended
 
 
+@pytest.mark.unit
 def test_what_packs() -> None:
     base = pack_key(spec(0))
     assert base is not None
@@ -146,6 +152,7 @@ def test_what_packs() -> None:
     assert all(default_size(b) >= 1 for b in (1, 8, 100, 4096))
 
 
+@pytest.mark.integration
 def test_a_run_resumes_alone_from_its_packed_checkpoint(tmp_path) -> None:
     """A packed run's checkpoint holds what its run alone would: restored into an unpacked model
     after epoch 1, the run's remaining records are those of the run trained alone throughout."""
@@ -177,6 +184,7 @@ GRID = """\
 """
 
 
+@pytest.mark.integration
 def test_a_packed_sweep_writes_the_csvs_of_an_unpacked_one(tmp_path) -> None:
     grid = write_grid(tmp_path, GRID)
     outcome, _ = sweep_here(grid, results=tmp_path / "packed", pack=4)
@@ -210,6 +218,7 @@ def build(input_shape, num_classes, below=0.0):
 """
 
 
+@pytest.mark.integration
 def test_a_pack_with_a_failing_run_trains_its_mates_alone(tmp_path) -> None:
     """The builder raises for one seed of three: the pack fails, its runs are queued again and
     trained alone; the one at fault fails alone, the other two finish with their own records."""
@@ -258,6 +267,7 @@ def build(input_shape, num_classes):
 """
 
 
+@pytest.mark.integration
 def test_a_model_with_losses_of_its_own_trains_alone(tmp_path) -> None:
     """A regularizer's loss is part of a run's `loss` alone but not of a tower's: such runs are not
     packed (the pack is given up before training) and each trains alone, done."""

@@ -30,7 +30,8 @@ def _plain(journal: Path, name: str) -> tuple[optuna.storages.BaseStorage, optun
 
 def _dashboard_importances(storage: optuna.storages.BaseStorage, study: optuna.Study) -> tuple[str, bytes]:
     """GET /api/studies/<id>/param_importances from the real optuna-dashboard app (WSGI, no server)."""
-    optuna_dashboard = pytest.importorskip("optuna_dashboard")
+    import optuna_dashboard  # the test extra has it
+
     study_id = storage.get_study_id_from_name(study.study_name)
     environ: dict[str, Any] = {}
     wsgiref.util.setup_testing_defaults(environ)
@@ -51,6 +52,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "results" / "smoke"
 
 
+@pytest.mark.integration
 def test_after_the_smoke_sweep_each_trial_has_its_batch_size_as_a_param(smoke: Path) -> None:
     _, study = _plain(smoke / vocab.JOURNAL_FILE, "smoke")
     frame = study.trials_dataframe()
@@ -62,6 +64,7 @@ def test_after_the_smoke_sweep_each_trial_has_its_batch_size_as_a_param(smoke: P
     assert by_bs == dict(zip(runs["train.batch_size"], runs["final_val_acc"], strict=True))
 
 
+@pytest.mark.integration
 def test_optuna_dashboard_answers_parameter_importance_on_the_smoke_store(smoke: Path) -> None:
     storage, study = _plain(smoke / vocab.JOURNAL_FILE, "smoke")
     status, body = _dashboard_importances(storage, study)
@@ -90,6 +93,7 @@ def _crafted_store(tmp_path: Path) -> Store:
     return store
 
 
+@pytest.mark.unit
 def test_importance_ranks_the_setting_that_moves_val_acc_first(tmp_path: Path) -> None:
     store = _crafted_store(tmp_path)
     importances = optuna.importance.get_param_importances(store.sweep)  # Optuna's default evaluator, PED-ANOVA
@@ -100,6 +104,7 @@ def test_importance_ranks_the_setting_that_moves_val_acc_first(tmp_path: Path) -
     assert status.startswith("200") and body.index(b"train.batch_size") < body.index(b'"seed"'), body
 
 
+@pytest.mark.unit
 def test_adding_values_and_keys_to_a_grid_never_meets_a_distribution_error(tmp_path: Path) -> None:
     first = write_grid(tmp_path, "name: g\nseeds: [0]\ngrid:\n  train.batch_size: [8, 64]\n", "first.yaml")
     later = write_grid(
@@ -128,6 +133,7 @@ def test_adding_values_and_keys_to_a_grid_never_meets_a_distribution_error(tmp_p
         assert {str(t.distributions[name]) for t in trials if name in t.distributions} == {str(distribution(name))}
 
 
+@pytest.mark.unit
 def test_a_store_written_before_params_loads_resumes_and_reports(tmp_path: Path) -> None:
     journal = tmp_path / "journal.log"
     shutil.copy(ARTICLE / vocab.JOURNAL_FILE, journal)

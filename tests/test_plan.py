@@ -22,6 +22,7 @@ GRID = """
 """
 
 
+@pytest.mark.unit
 def test_grid_times_seeds(tmp_path: Path) -> None:
     runs = plan(load_grid(write_grid(tmp_path, GRID)))
     # 2 batch sizes x 2 shuffle settings x 3 seeds -> 12 runs
@@ -33,6 +34,7 @@ def test_grid_times_seeds(tmp_path: Path) -> None:
     assert all(r.point.train.epochs == 4 for r in runs)
 
 
+@pytest.mark.unit
 def test_ids_are_stable_and_change_with_any_value(tmp_path: Path) -> None:
     first = [r.run_id for r in plan(load_grid(write_grid(tmp_path, GRID)))]
     again = [r.run_id for r in plan(load_grid(write_grid(tmp_path, GRID)))]
@@ -43,6 +45,7 @@ def test_ids_are_stable_and_change_with_any_value(tmp_path: Path) -> None:
     assert not set(changed) & set(first)
 
 
+@pytest.mark.unit
 def test_the_sweep_name_does_not_change_ids(tmp_path: Path) -> None:
     renamed = GRID.replace("name: p", "name: q")
     assert [r.run_id for r in plan(load_grid(write_grid(tmp_path, GRID)))] == [
@@ -50,16 +53,19 @@ def test_the_sweep_name_does_not_change_ids(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.unit
 def test_spec_round_trips_through_json(tmp_path: Path) -> None:
     spec = plan(load_grid(write_grid(tmp_path, GRID)))[5]
     assert RunSpec.from_json(spec.to_json()) == spec
 
 
+@pytest.mark.unit
 def test_derived_seeds_differ_by_name_and_are_stable() -> None:
     assert derive_seed(0, "data-order", 1) == derive_seed(0, "data-order", 1)
     assert len({derive_seed(0, "init"), derive_seed(0, "data-order", 1), derive_seed(1, "init")}) == 3
 
 
+@pytest.mark.unit
 def test_plan_command_lists_runs_and_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["plan", str(write_grid(tmp_path, GRID))]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
@@ -68,7 +74,7 @@ def test_plan_command_lists_runs_and_count(tmp_path: Path, capsys: pytest.Captur
     assert "train.batch_size=8 data.shuffle=True seed=0" in lines[0]
 
 
-@pytest.mark.slow  # a fresh interpreter: this process has TensorFlow loaded already
+@pytest.mark.system  # a fresh interpreter: this process has TensorFlow loaded already
 def test_light_modules_do_not_import_tensorflow() -> None:
     code = (
         "import sys, sweep.plan, sweep.config, sweep.keys, sweep.rules, sweep.store, sweep.cli, "
@@ -79,6 +85,7 @@ def test_light_modules_do_not_import_tensorflow() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.unit
 def test_a_published_run_id_never_changes() -> None:
     from sweep.config import PointConfig
 
@@ -106,6 +113,7 @@ def until_seeds(grid: GridFile, folder: Path) -> set[str]:
     return {spec.run_id for runs in layout.runs for spec in runs[len(grid.seeds) :]}
 
 
+@pytest.mark.unit
 def test_every_committed_result_keeps_its_run_id() -> None:
     """Re-planning the committed grid files gives exactly the ids in their committed runs.csv:
     grid runs, learning-rate searches, their trials and their tuned re-runs."""

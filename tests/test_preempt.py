@@ -18,6 +18,8 @@ from conftest import run_cli, start_cli, write_grid
 from sweep import checkpoint, vocab
 from sweep.store import Store, epochs_of
 
+pytestmark = pytest.mark.system
+
 GRID = """\
     name: preempt
     seeds: [0]
@@ -65,7 +67,6 @@ def _wait_for_checkpoint_of_epoch(journal: Path, epoch: int, timeout: float = 24
     raise AssertionError(f"no run reached epoch {epoch} in time")
 
 
-@pytest.mark.slow
 def test_kill_9_after_epoch_3_resumes_at_epoch_4_with_identical_records(
     tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -77,7 +78,6 @@ def test_kill_9_after_epoch_3_resumes_at_epoch_4_with_identical_records(
     _resumes_at_epoch_4_with_identical_records(tmp_path, journal, run_id)
 
 
-@pytest.mark.slow
 def test_sigterm_after_epoch_3_requeues_at_once_and_resumes_at_epoch_4(
     tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,7 +141,6 @@ PACK_GRID = """\
 """
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_kill_9_of_a_packed_worker_finishes_every_run_of_its_pack_exactly_once(
     tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch, backend: str

@@ -26,7 +26,7 @@ GRID = """\
 HEAVY = "sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))"
 
 
-@pytest.mark.slow  # fresh interpreters: this one has TensorFlow loaded already
+@pytest.mark.system  # fresh interpreters: this one has TensorFlow loaded already
 def test_no_train_queues_every_run_without_tensorflow_and_the_printed_worker_trains_them(tmp_path: Path) -> None:
     write_grid(tmp_path, GRID)
     code = f"import sys; from sweep import cli; code = cli.main(['run', 'grid.yaml', '--no-train']); print({HEAVY})"
@@ -50,6 +50,7 @@ def test_no_train_queues_every_run_without_tensorflow_and_the_printed_worker_tra
     assert Store.open(journal, "queued", create=False).counts()[vocab.DONE] == 4
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "flag",
     [["--workers", "2"], ["--devices", "0"], ["--in-process"], ["--until-decided"], ["--retries", "0"]]
@@ -73,6 +74,7 @@ def _slurm(tmp_path: Path, capsys: pytest.CaptureFixture, *args: str) -> tuple[i
     return code, captured.out, captured.err
 
 
+@pytest.mark.unit
 def test_slurm_dry_run_prints_the_array_script_and_queues_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,6 +99,7 @@ def test_slurm_dry_run_prints_the_array_script_and_queues_nothing(
     assert "#SBATCH --requeue\n" in out and "$BATCHSWEEP_STORAGE" in out
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "args, says",
     [
@@ -121,6 +124,7 @@ def test_slurm_bad_flags_are_one_line_and_write_nothing(
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.system
 def test_slurm_says_what_sbatch_said_when_it_refuses(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -142,6 +146,7 @@ def _fake_sbatch(folder: Path, body: str) -> None:
     path.chmod(0o755)
 
 
+@pytest.mark.system
 def test_slurm_queues_the_runs_then_submits_the_script_and_warns_about_a_journal_across_tasks(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

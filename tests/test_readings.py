@@ -11,6 +11,8 @@ import pytest
 from sweep import analysis, readings, vocab
 from sweep.analysis import column
 
+pytestmark = pytest.mark.unit
+
 BS = "train.batch_size"
 
 

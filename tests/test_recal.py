@@ -25,8 +25,9 @@ def without(rows: list[dict], names: tuple[str, ...]) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in names} for row in rows]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("gpus", [1, 2])
-def test_recalibration_adds_five_columns_and_changes_no_other_number(tf_replicas: None, gpus: int) -> None:
+def test_recalibration_adds_five_columns_and_changes_no_other_number(gpus: int) -> None:
     plain = records([tiny_spec(seed=0, gpus=gpus), tiny_spec(seed=1, lr=0.01, gpus=gpus)])
     recal = records(
         [tiny_spec(seed=0, gpus=gpus, recalibrate_bn=True), tiny_spec(seed=1, lr=0.01, gpus=gpus, recalibrate_bn=True)]
@@ -38,7 +39,8 @@ def test_recalibration_adds_five_columns_and_changes_no_other_number(tf_replicas
         assert row[vocab.EVAL_GAP_RECAL] == row[vocab.TRAIN_EVAL_ACC_RECAL] - row[vocab.VAL_ACC_RECAL]
 
 
-def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistics(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistics() -> None:
     """The oracle: the trained weights in a fresh model whose BatchNorm layers, with momentum 0, take the
     statistics of one training-mode pass over the train_eval subset (8 images, one batch), then evaluate."""
     import keras
@@ -67,7 +69,8 @@ def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistic
     assert isinstance(oracle.get_layer("bn0"), keras.layers.BatchNormalization)
 
 
-def test_statistics_are_pooled_over_passes_and_positions(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_statistics_are_pooled_over_passes_and_positions() -> None:
     """24 images in passes of 5, 5, 5, 5, 4: the first BatchNorm's statistics are its input's mean and
     (biased) variance over all 24 images and every position, as numpy computes them in one go."""
     import keras
@@ -95,7 +98,8 @@ def test_statistics_are_pooled_over_passes_and_positions(tf_replicas: None) -> N
     assert np.asarray(bn0.moving_variance) == pytest.approx(values.var(axis=0), rel=1e-4, abs=1e-6)
 
 
-def test_without_batchnorm_the_recalibrated_numbers_are_the_raw_ones(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_without_batchnorm_the_recalibrated_numbers_are_the_raw_ones() -> None:
     rows = records([tiny_spec(model={"batchnorm": False}, recalibrate_bn=True)])
     for row in rows:
         assert row[vocab.VAL_ACC_RECAL] == row[vocab.VAL_ACC]
@@ -103,6 +107,7 @@ def test_without_batchnorm_the_recalibrated_numbers_are_the_raw_ones(tf_replicas
         assert row[vocab.EVAL_GAP_RECAL] == row[vocab.EVAL_GAP]
 
 
+@pytest.mark.unit
 def test_the_statistics_sums_are_those_of_float64_copies_bit_for_bit() -> None:
     """`recal._sums` adds float32 values and their squares in float64 without copying them to float64
     first: the same bits as the copy's sums, so recalibrated numbers are those recorded before."""

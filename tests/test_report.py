@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, TINY_GRID, run_cli, write_grid
+import services
+from conftest import REPO, TINY_GRID, Built, run_cli, write_grid
 
 from sweep import analysis as an
 from sweep import report, selection, stamp, vocab
@@ -33,13 +34,10 @@ def cli_report(*args: str | Path) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def combined(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The combined report of the three fixtures, built once through the CLI's entry point."""
-    out = tmp_path_factory.mktemp("report")
-    code, stdout, stderr = cli_report(*FOLDERS, "--out", out)
-    assert code == 0, stderr
-    assert stdout.splitlines()[0].startswith("C1: undecided at 3 seeds, after Holm correction; ")
-    return out
+def combined(fixtures_report: Built) -> Path:
+    """The combined report of the three fixtures (conftest builds it once per session)."""
+    assert fixtures_report.stdout.splitlines()[0].startswith("C1: undecided at 3 seeds, after Holm correction; ")
+    return fixtures_report.out
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +50,7 @@ def verdicts(out: Path) -> dict[str, str]:
     return claims.groupby("claim")["verdict"].first().to_dict()
 
 
+@pytest.mark.integration
 def test_known_verdicts_on_the_fixtures(combined: Path, summary: pd.DataFrame) -> None:
     """Each claim on its own decides as its intervals do; across the report's 14 checks Holm keeps only
     the strongest decisions, C2's and C3's (every p < 0.003 before correction)."""
@@ -75,6 +74,7 @@ def test_known_verdicts_on_the_fixtures(combined: Path, summary: pd.DataFrame) -
     }
 
 
+@pytest.mark.integration
 def test_every_decided_or_undecided_check_has_a_real_interval(combined: Path) -> None:
     """A verdict other than "not tested" rests on estimates over at least 2 seeds with finite ends:
     an interval with a NaN end is undecided too, so a broken estimate must not pass as "inconclusive"."""
@@ -85,6 +85,7 @@ def test_every_decided_or_undecided_check_has_a_real_interval(combined: Path) ->
     assert (checks["ci_low"] <= checks["mean"]).all() and (checks["mean"] <= checks["ci_high"]).all()
 
 
+@pytest.mark.unit
 def test_c2_numbers_match_the_raw_rows(summary: pd.DataFrame) -> None:
     raw = pd.read_csv(FIXTURES / "fx_causes" / vocab.EPOCHS_CSV)
     at2 = raw[raw["epoch"] == 2]
@@ -106,6 +107,7 @@ def test_c2_numbers_match_the_raw_rows(summary: pd.DataFrame) -> None:
     assert increase.estimate.low == pytest.approx(diffs.mean() - T_975_2DF * diffs.std(ddof=1) / math.sqrt(3))
 
 
+@pytest.mark.unit
 def test_c1_flips_to_supported_when_batch_8_closes_its_gap(summary: pd.DataFrame) -> None:
     gap2 = an.column("gap", "epoch2")
     # batch 64's gap holds (far above 0.2); batch 8's (0.139, 0.071, 0.114) straddles the 0.1 band's edge
@@ -123,6 +125,7 @@ def test_c1_flips_to_supported_when_batch_8_closes_its_gap(summary: pd.DataFrame
     assert needed is not None and needed.n == 128
 
 
+@pytest.mark.unit
 def test_c2_flips_to_contradicted_when_the_imbalance_gap_vanishes(summary: pd.DataFrame) -> None:
     gap2 = an.column("gap", "epoch2")
     edited = summary.copy()
@@ -131,6 +134,7 @@ def test_c2_flips_to_contradicted_when_the_imbalance_gap_vanishes(summary: pd.Da
     assert by_id("C2").evaluate(edited).verdict == "contradicted"
 
 
+@pytest.mark.unit
 def test_c9_equivalence_needs_a_narrow_interval() -> None:
     metric = an.column("val_acc", "last")
     edited = an.run_summary(an.load([FIXTURES / "fx_gpus"]).epochs)
@@ -150,6 +154,7 @@ def test_c9_equivalence_needs_a_narrow_interval() -> None:
     assert finding.verdict == "inconclusive"
 
 
+@pytest.mark.unit
 def test_claims_a_folder_cannot_test_name_the_experiments_file() -> None:
     findings = report.evaluate(an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs))
     texts = {claim.id: report.verdict_text(claim, finding) for claim, finding in findings}
@@ -160,6 +165,7 @@ def test_claims_a_folder_cannot_test_name_the_experiments_file() -> None:
     assert all(finding is None for _, finding in empty)
 
 
+@pytest.mark.integration
 def test_figures_are_redrawn_only_when_their_data_changes(tmp_path: Path) -> None:
     """A second report on the same data reuses the PNGs; changed epochs redraw that folder's figures only."""
     folders = [tmp_path / "fx_bs", tmp_path / "fx_causes"]
@@ -188,6 +194,7 @@ def test_figures_are_redrawn_only_when_their_data_changes(tmp_path: Path) -> Non
     assert sorted(p.stem for p in (out / "figures").glob("*.svg")) == sorted(p.stem for p in pngs)
 
 
+@pytest.mark.integration
 def test_report_again_on_unchanged_data_writes_nothing_and_any_change_rebuilds(tmp_path: Path) -> None:
     """`sweep report` keeps the report on disk while its inputs, code and written files are unchanged (sweep.stamp)."""
     folder = tmp_path / "fx_bs"
@@ -212,6 +219,26 @@ def test_report_again_on_unchanged_data_writes_nothing_and_any_change_rebuilds(t
     assert md.stat().st_mtime_ns != times[md]
 
 
+@pytest.mark.integration
+def test_report_again_after_a_change_to_the_package_source_rebuilds(tmp_path: Path, monkeypatch) -> None:
+    """The stamp's code part reads this package's source: an edited module rebuilds the report."""
+    package = tmp_path / "copy" / "sweep"  # the stamp reads a copy of the package, which the test then edits
+    shutil.copytree(Path(stamp.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(stamp, "__file__", str(package / "stamp.py"))
+    out = tmp_path / "out"
+    first = cli_report(FIXTURES / "fx_bs", "--out", out)
+    assert first[0] == 0
+    md = out / "report.md"
+    before = md.stat().st_mtime_ns
+    assert cli_report(FIXTURES / "fx_bs", "--out", out) == first
+    assert md.stat().st_mtime_ns == before  # same source: kept
+    checks = package / "checks.py"
+    checks.write_text(checks.read_text() + "\n# an edited check\n")
+    assert cli_report(FIXTURES / "fx_bs", "--out", out) == first
+    assert md.stat().st_mtime_ns != before  # edited source: rebuilt
+
+
+@pytest.mark.integration
 def test_report_files(combined: Path) -> None:
     for name in (
         "report.md",
@@ -243,6 +270,7 @@ def test_report_files(combined: Path) -> None:
     assert "eval_gap" in md and "0.99^48 = 0.62" in md
 
 
+@pytest.mark.integration
 def test_html_is_self_contained(combined: Path) -> None:
     page = (combined / "report.html").read_text()
     assert "<script" not in page and "<link" not in page
@@ -263,10 +291,11 @@ window.addEventListener('load', () => {
 </script>"""
 
 
-@pytest.mark.slow  # a browser in a subprocess
+@pytest.mark.system  # a browser in a subprocess
 def test_html_renders_in_headless_chromium(combined: Path, tmp_path: Path) -> None:
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    assert Path(chromium).exists(), "install Chromium: apt-get install -y chromium (see .ci/run)"
+    services.require("chromium")
+    chromium = services.chromium_path()
+    assert chromium  # require() returned: it is here
     page = tmp_path / "page.html"  # a copy with a probe script; the report itself has no scripts
     page.write_text((combined / "report.html").read_text().replace("</body>", IMAGE_PROBE + "</body>"))
     done = subprocess.run(
@@ -296,6 +325,7 @@ def test_html_renders_in_headless_chromium(combined: Path, tmp_path: Path) -> No
     assert "<h1>Batch-size claims report</h1>" in done.stdout
 
 
+@pytest.mark.unit
 def test_cli_report_errors(tmp_path: Path) -> None:
     code, _, stderr = cli_report(tmp_path / "nowhere")
     assert code == 2
@@ -304,7 +334,7 @@ def test_cli_report_errors(tmp_path: Path) -> None:
     assert code == 2 and "--out" in stderr
 
 
-@pytest.mark.slow  # a real sweep in a subprocess
+@pytest.mark.system  # a real sweep in a subprocess
 def test_run_ends_by_writing_the_report(tmp_path: Path) -> None:
     write_grid(tmp_path, TINY_GRID)
     done = run_cli("run", "grid.yaml", cwd=tmp_path)
@@ -316,6 +346,7 @@ def test_run_ends_by_writing_the_report(tmp_path: Path) -> None:
     assert (results / "figures" / "tiny-accuracy_curves.png").is_file()
 
 
+@pytest.mark.integration
 def test_a_sweep_with_only_non_default_controls_still_gets_a_report(tmp_path: Path) -> None:
     import pandas as pd
 
@@ -329,8 +360,24 @@ def test_a_sweep_with_only_non_default_controls_still_gets_a_report(tmp_path: Pa
     written = report.build([tmp_path])
     verdicts = [report.verdict_text(claim, finding) for claim, finding in written.findings]
     assert len(verdicts) == 9 and all(v.startswith("not tested") for v in verdicts)
+    # What these 4 runs (batch 8 and 64 x seeds 0 and 1, bn_momentum 0.9) do say: their epoch-2 means
+    # against the post's (train_acc 0.80 and val_acc 0.06 at batch 64; 0.60 and 0.60 at batch 8)
+    epochs = pd.read_csv(tmp_path / "epochs.csv")
+    at2 = epochs[epochs["epoch"] == 2].groupby("train.batch_size")[["train_acc", "val_acc"]].mean()
+    post = {(64, "train_acc"): 0.80, (64, "val_acc"): 0.06, (8, "train_acc"): 0.60, (8, "val_acc"): 0.60}
+    distance = {key: abs(at2.loc[key] - value) for key, value in post.items()}
+    farthest = max(distance, key=distance.get)
+    assert farthest == (64, "val_acc") and distance[farthest] > 0.1  # (0.625 + 0.701) / 2 - 0.06
+    md = written.markdown.read_text()
+    assert "| runs | 4 (4 done) |" in md
+    assert (
+        "Of 1 settings with batch 8 and 64, the one closest to the post's numbers (samples_per_class=240, "
+        "lr=0.001, epochs=2, classes=8, image_size=16, bn_momentum=0.9; 2 seeds) does not come within 0.1 of "
+        f"all four: its largest distance is {distance[farthest]:.2f}, in val_acc at batch 64." in md
+    )
 
 
+@pytest.mark.integration
 def test_stuck_runs_stay_in_the_verdicts_and_diverged_ones_are_named_and_counted(tmp_path: Path) -> None:
     """fx_bs (real runs, 8 classes, 3 epochs) with one run made stuck at chance and one diverged."""
     import pandas as pd
@@ -357,7 +404,12 @@ def test_stuck_runs_stay_in_the_verdicts_and_diverged_ones_are_named_and_counted
     assert "## Runs with problems" in md
     assert f"| {stuck} | done | stuck: val_acc 0.125 and train_eval_acc unchanged over 4 records" in md
     assert f"| {lost} | diverged | diverged: training loss became nan in epoch 2 | no |" in md
-    assert re.search(r"Sensitivity: without the 1 stuck run\(s\), (no verdict changes|C\d would be )", md)
+    # With the stuck run batch 64 has a third held-out seed (at chance, far below batch 8) and C8 is
+    # supported; without it the 2 seeds left cannot decide C8. No other claim changes.
+    assert [line for line in md.splitlines() if line.startswith("Sensitivity:")] == [
+        "Sensitivity: without the 1 stuck run(s), C8 would be inconclusive instead of supported."
+    ]
+    assert dict((c.id, f.verdict) for c, f in written.findings if f)["C8"] == "supported"
     # batch 64 has seeds 0 (stuck, counted) and 2; seed 1 diverged and has no numbers
     checks = pd.read_csv(tmp_path / "tables" / "claims.csv").set_index("check")
     assert checks.loc["gap at batch 64, epoch 2", "n"] == 2
@@ -368,6 +420,7 @@ def test_stuck_runs_stay_in_the_verdicts_and_diverged_ones_are_named_and_counted
     assert stuck_gap in set(gap64["gap"])
 
 
+@pytest.mark.integration
 def test_the_sensitivity_line_names_a_verdict_that_rests_on_a_stuck_run(tmp_path: Path) -> None:
     """C1 on fx_bs with batch 64's seed 0 stuck: with it, 3 close gaps far above 0.2 support C1; without
     it, 2 seeds cannot decide after correction. The verdict keeps the stuck run and the line says so.
@@ -394,6 +447,7 @@ def test_the_sensitivity_line_names_a_verdict_that_rests_on_a_stuck_run(tmp_path
     )
 
 
+@pytest.mark.unit
 def test_every_figure_caption_states_its_seeds(tmp_path: Path) -> None:
     """Each per-folder figure names the seeds behind it: '3 seeds' from its run selection, or 'seeds 0, 1, 2'."""
     from sweep import analysis as an

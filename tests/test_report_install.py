@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+pytestmark = pytest.mark.system
+
 
 def _verdict_lines(report: str) -> list[str]:
     """The verdict table's rows and the grids row (which names each grid's experiments file)."""
     return [line for line in report.splitlines() if line.startswith(("| C", "| grids (name:) |"))]
 
 
-@pytest.mark.slow  # pip builds and installs a wheel, then a report runs in a subprocess
 def test_an_installed_copy_rebuilds_the_article_report(tmp_path: Path) -> None:
     # Build from a copy of the sources: building in place would leave build/ and *.egg-info in the checkout.
     source = tmp_path / "source"

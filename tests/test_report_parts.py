@@ -17,6 +17,8 @@ from sweep.report.background import background
 from sweep.report.claims import CLAIMS, by_id, thresholds
 from sweep.report.document import Doc, to_html, to_markdown
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = REPO / "tests" / "fixtures"
 
 

@@ -1,28 +1,32 @@
 """Crash safety with real processes: kill -9 mid-epoch, then the sweep finishes with every run done once.
 
 Journal store: the coordinator and its worker are killed; the same command again re-queues the
-dead worker's run (pid + start time) and finishes. PostgreSQL: a real server on a loopback port,
+dead worker's run (pid + start time) and finishes. PostgreSQL: a real server on a Unix socket,
 two workers, one killed; the survivor re-queues the dead one's run after its heartbeat goes stale.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import optuna
 import pytest
+import services
 from conftest import TINY_GRID, run_cli, start_cli, write_grid
 
 from sweep import vocab
 from sweep.store import Store, epochs_of, status_of
+
+pytestmark = pytest.mark.system
 
 GRID = """\
     name: crash
@@ -33,7 +37,6 @@ GRID = """\
     grid:
       train.lr: [0.001, 0.002]
 """
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
 
 def _wait_for_running_epoch(study_of, timeout: float = 180) -> optuna.trial.FrozenTrial:
@@ -58,7 +61,6 @@ def _assert_each_run_done_once(study: optuna.Study, runs: int, epochs: int) -> N
     assert all([r["epoch"] for r in epochs_of(t)] == list(range(1, epochs + 1)) for t in complete)
 
 
-@pytest.mark.slow
 def test_kill_9_of_coordinator_and_worker_then_rerun_finishes_exactly_once(
     tmp_path: Path, started: list[subprocess.Popen]
 ) -> None:
@@ -82,46 +84,48 @@ def test_kill_9_of_coordinator_and_worker_then_rerun_finishes_exactly_once(
     assert epochs_of(killed)  # the records it made before the kill are kept, not lost
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture()
 def postgres_url():
-    """A throwaway PostgreSQL server on a loopback port, run as the postgres user when we are root.
+    """A throwaway PostgreSQL server on a Unix socket only (no TCP port, so none another process can take
+    first), run as the postgres user when we are root. The URL names the socket's folder:
+    postgresql://postgres@/sweeps?host=FOLDER&port=5432.
 
     Its folder is made directly in /tmp: pytest's tmp folders are private to root (mode 700),
     which the postgres user cannot enter.
     """
+    services.require("postgres")
+    bin_ = services.postgres_bin()
+    assert bin_ is not None  # require() returned: it is here
     folder = Path(tempfile.mkdtemp(prefix="batchsweep-pg-"))
-    data, port = folder / "data", _free_port()
+    data, port = folder / "data", 5432  # the socket's name, .s.PGSQL.5432, in a folder of its own
     as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     if as_pg:
         shutil.chown(folder, "postgres")
-    run = lambda *cmd: subprocess.run([*as_pg, *map(str, cmd)], check=True, capture_output=True)  # noqa: E731
-    run(PG_BIN / "initdb", "-D", data, "-A", "trust", "-U", "postgres")
-    run(
-        PG_BIN / "pg_ctl",
-        "-D",
-        data,
-        "-l",
-        folder / "log",
-        "-w",
-        "start",
-        "-o",
-        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1",
-    )
+
+    def run(*cmd: object, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run([*as_pg, *map(str, cmd)], capture_output=True, text=True)
+        assert done.returncode == 0 or not check, f"{cmd[0]}: {done.stdout}{done.stderr}"
+        return done
+
     try:
-        run(PG_BIN / "createdb", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "sweeps")
-        yield f"postgresql://postgres@127.0.0.1:{port}/sweeps"
+        run(bin_ / "initdb", "-D", data, "-A", "trust", "-U", "postgres")
+        options = f"-p {port} -k {folder} -c listen_addresses=''"
+        run(bin_ / "pg_ctl", "-D", data, "-l", folder / "log", "-w", "start", "-o", options)
+        import psycopg  # not createdb: a client program, which PATH may not hold beside initdb
+
+        with psycopg.connect(host=str(folder), port=port, user="postgres", dbname="postgres", autocommit=True) as db:
+            db.execute("CREATE DATABASE sweeps")
+        yield f"postgresql://postgres@/sweeps?host={folder}&port={port}"
     finally:
-        run(PG_BIN / "pg_ctl", "-D", data, "-m", "immediate", "stop")
+        pid_file = data / "postmaster.pid"
+        if pid_file.exists():  # started, even if it never became ready
+            stopped = run(bin_ / "pg_ctl", "-D", data, "-m", "immediate", "stop", check=False)
+            if stopped.returncode != 0 and pid_file.exists():  # then by its pid
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.mark.slow
 def test_postgres_two_workers_one_killed_every_run_done_once(
     tmp_path: Path, started: list[subprocess.Popen], postgres_url: str
 ) -> None:
@@ -148,7 +152,6 @@ def test_postgres_two_workers_one_killed_every_run_done_once(
     assert redone[0].user_attrs["worker_pid"] != victim.user_attrs["worker_pid"]  # the survivor finished it
 
 
-@pytest.mark.slow
 def test_ctrl_c_requeues_the_running_run_and_exits_130(tmp_path: Path, started: list[subprocess.Popen]) -> None:
     write_grid(tmp_path, GRID)
     journal = tmp_path / "results" / "crash" / "journal.log"
@@ -168,7 +171,6 @@ def test_ctrl_c_requeues_the_running_run_and_exits_130(tmp_path: Path, started: 
     _assert_each_run_done_once(study_of(), runs=4, epochs=3)
 
 
-@pytest.mark.slow
 def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "S3cretPW"
     url = postgres_url.replace("postgres@", f"postgres:{secret}@")  # trust auth accepts any password
@@ -177,21 +179,20 @@ def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str, m
     outputs = [
         run_cli("run", "grid.yaml", "--storage", url, cwd=tmp_path),
         run_cli("status", "grid.yaml", "--storage", "@store.url", cwd=tmp_path),
-        run_cli("run", "grid.yaml", "--storage", url.replace("/sweeps", "/nosuchdb"), cwd=tmp_path),
+        run_cli("run", "grid.yaml", "--storage", url.replace("@/sweeps?", "@/nosuchdb?"), cwd=tmp_path),
     ]
     monkeypatch.setenv("BATCHSWEEP_STORAGE", url)  # the third way the README gives
     outputs.append(run_cli("status", "grid.yaml", cwd=tmp_path))
     assert outputs[0].returncode == 0 and outputs[1].returncode == 0, outputs[0].stderr + outputs[1].stderr
     assert outputs[3].returncode == 0 and "2 done" in outputs[3].stdout, outputs[3].stdout + outputs[3].stderr
     assert outputs[2].returncode == 2 and "postgres:***@" in outputs[2].stderr
-    assert "Store: postgresql://postgres:***@127.0.0.1" in outputs[0].stdout
+    assert "Store: postgresql://postgres:***@/sweeps?host=" in outputs[0].stdout
     texts = [o.stdout + o.stderr for o in outputs]
     texts += [p.read_text(errors="replace") for p in (tmp_path / "results").rglob("*") if p.is_file()]
     assert len(texts) > 10  # logs, runs.csv, epochs.csv, tables, report.md, report.html, ...
     assert not [t for t in texts if secret in t]
 
 
-@pytest.mark.slow
 def test_a_workers_command_line_holds_no_storage_url(
     tmp_path: Path, started: list[subprocess.Popen], postgres_url: str
 ) -> None:
@@ -211,7 +212,8 @@ def test_a_workers_command_line_holds_no_storage_url(
         assert workers, "no worker process started"
         cmdline = Path(f"/proc/{workers[0].pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         assert "sweep worker --study crash" in cmdline
-        assert not [piece for piece in (secret, "postgresql", "127.0.0.1", "store.url") if piece in cmdline], cmdline
+        socket_folder = parse_qs(urlsplit(postgres_url).query)["host"][0]
+        assert not [piece for piece in (secret, "postgresql", socket_folder, "store.url") if piece in cmdline], cmdline
     finally:
         coordinator.send_signal(signal.SIGINT)
         coordinator.communicate(timeout=120)

@@ -10,6 +10,8 @@ import pytest
 
 from sweep import scaling, vocab
 
+pytestmark = pytest.mark.unit
+
 
 def run(
     steps: list[int],

@@ -15,6 +15,8 @@ from sweep import analysis, scaling
 from sweep.report import steps
 from sweep.report.document import Doc, Paragraph, Table
 
+pytestmark = pytest.mark.unit
+
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 FOLDERS = (RESULTS / "lr_search", RESULTS / "batch_sizes")
 

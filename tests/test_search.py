@@ -36,12 +36,14 @@ def _grid(tmp_path: Path, text: str = SEARCH_GRID):
 # --- the search: block (no TensorFlow)
 
 
+@pytest.mark.unit
 def test_search_block_is_read_with_defaults(tmp_path: Path) -> None:
     search = _grid(tmp_path).search
     assert (search.lr_low, search.lr_high, search.lr_log) == (1e-4, 1e-1, True)  # 1e-4 is a number, not a string
     assert (search.trials, search.metric, search.seed, search.prune) == (4, "val_acc", 7, True)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "search, expected",
     [
@@ -68,6 +70,7 @@ def test_bad_search_blocks_get_one_precise_line(tmp_path: Path, search: str, exp
     assert str(err.value) == expected
 
 
+@pytest.mark.unit
 def test_the_searched_lr_cannot_also_be_varied_or_scaled(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="train.lr is tuned by search.lr; remove it from grid"):
         load_grid(
@@ -83,6 +86,7 @@ def test_the_searched_lr_cannot_also_be_varied_or_scaled(tmp_path: Path) -> None
         )
 
 
+@pytest.mark.unit
 def test_one_search_per_point_with_ids_that_survive_more_trials(tmp_path: Path) -> None:
     grid = _grid(tmp_path)
     groups = search_groups(grid)
@@ -116,6 +120,7 @@ def _finish_slot(store: Store, search: Search, value: float) -> float:
     return claim.spec.point.train.lr
 
 
+@pytest.mark.unit
 def test_searches_enqueue_once_sample_in_range_and_pick_the_best(tmp_path: Path) -> None:
     from sweep.store.search import best_lr
 
@@ -144,6 +149,7 @@ def test_searches_enqueue_once_sample_in_range_and_pick_the_best(tmp_path: Path)
     assert store.claim_next().spec.run_id == tuned[0].run_id  # the sweep's own queue comes first
 
 
+@pytest.mark.unit
 def test_search_studies_are_opened_once_per_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Read paths (counts, tables, slots) use the studies the store opened; they open nothing."""
     store = _store(tmp_path)
@@ -161,6 +167,7 @@ def test_search_studies_are_opened_once_per_store(tmp_path: Path, monkeypatch: p
     assert (tmp_path / "j.log").read_bytes() == journal  # reading a sweep writes nothing
 
 
+@pytest.mark.unit
 def test_the_same_history_draws_the_same_lr(tmp_path: Path) -> None:
     """Seeded per trial: two stores with the same history sample the same learning rates."""
     drawn = []
@@ -171,6 +178,7 @@ def test_the_same_history_draws_the_same_lr(tmp_path: Path) -> None:
     assert drawn[0] == drawn[1]
 
 
+@pytest.mark.unit
 def test_a_curve_below_the_median_is_pruned(tmp_path: Path) -> None:
     store = _store(tmp_path)
     search = store.register_searches(search_groups(_grid(tmp_path)))[0]
@@ -188,6 +196,7 @@ def test_a_curve_below_the_median_is_pruned(tmp_path: Path) -> None:
 # --- end to end: real workers, real TensorFlow
 
 
+@pytest.mark.integration
 def test_run_searches_then_trains_the_best_lr_at_every_seed(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -237,6 +246,7 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(
     assert again.exit_code == 0 and "all 4 runs of s are already finished; nothing to train." in lines.out
 
 
+@pytest.mark.unit
 def test_runs_left_queued_in_a_grid_without_searches_are_not_called_tuned_runs(tmp_path: Path) -> None:
     """A second round in a grid without searches (its workers stopped with runs still queued) says so plainly."""
     from sweep import orchestrate

@@ -10,6 +10,8 @@ from conftest import TINY_GRID, write_grid
 from sweep import cli
 from sweep.store import STORAGE_ENV, redact
 
+pytestmark = pytest.mark.unit
+
 FORMS = [
     "postgresql:///nodb?user=u&password=Zq9secret&host=127.0.0.1&port=1",  # libpq's query form
     "postgresql://u:Zq9/secret@127.0.0.1:1/db",  # userinfo with /
@@ -41,6 +43,26 @@ def test_status_never_shows_the_password(
         assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
         assert not _shown(captured.out + captured.err), captured.err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.yaml", "store.url"]  # nothing written
+
+
+def test_a_storage_file_under_the_home_folder_is_read_from_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--storage @~/store.url` (or $BATCHSWEEP_STORAGE=@~/...) reads ~/store.url, wherever the command runs."""
+    from sweep import cli_cluster
+
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir()
+    elsewhere.mkdir()
+    (home / "store.url").write_text(FORMS[1] + "\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(elsewhere)
+    assert cli._storage_arg("@~/store.url") == FORMS[1]
+    monkeypatch.setenv(STORAGE_ENV, "@~/store.url")
+    assert cli._storage_arg(None) == FORMS[1]
+    # a worker started elsewhere (Slurm) is handed the file's absolute path, never a password or a literal ~
+    assert cli_cluster._worker_storage("@~/store.url", FORMS[1]) == f"@{home.resolve() / 'store.url'}"
+    assert not (elsewhere / "~").exists()
 
 
 @pytest.mark.parametrize(

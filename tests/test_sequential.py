@@ -20,6 +20,8 @@ from scipy.special import stdtr
 from sweep.estimates import ALPHA, Check, estimate
 from sweep.sequential import Plan, Reading, Status, decide, decide_readings, reading, schedule, spending
 
+pytestmark = pytest.mark.unit
+
 PLAN = Plan.between(3, 30)
 REPLICATIONS = 20_000
 

@@ -4,6 +4,7 @@ puts its run back in the sweep's queue, where the next start finishes it with ev
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -12,14 +13,15 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
+import services
 import slurm_cluster
 from conftest import cli_env, write_grid
-from test_resume import postgres_url  # noqa: F401 - the fixture: a real PostgreSQL on a loopback port
+from test_resume import postgres_url  # noqa: F401 - the fixture: a real PostgreSQL on a Unix socket
 
 from sweep import vocab
 from sweep.store import Store, epochs_of, status_of
 
-pytestmark = pytest.mark.slow  # Slurm daemons, a database server, worker processes
+pytestmark = pytest.mark.system  # Slurm daemons, a database server, worker processes
 
 ARRAY_GRID = """\
     name: array
@@ -43,9 +45,7 @@ ARRAY_SECONDS = 600
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[slurm_cluster.Cluster]:
-    why = slurm_cluster.missing()
-    if why:
-        pytest.skip(f"no Slurm here: {why}")
+    services.require("slurm")
     with slurm_cluster.cluster() as found:
         yield found
 
@@ -102,7 +102,7 @@ def test_a_job_array_trains_every_run_exactly_once(
     assert len(runs) == 4 and set(runs[vocab.STATUS]) == {vocab.DONE} and runs.run_id.is_unique
     assert set(runs.visible_devices) == {"0"}, logs
     script = (tmp_path / "results" / "array" / "slurm" / "worker.sbatch").read_text()
-    assert "#SBATCH --array=0-1" in script and f"--storage {postgres_url}" in script
+    assert "#SBATCH --array=0-1" in script and f"--storage {shlex.quote(postgres_url)}" in script
 
 
 def test_a_requeued_task_puts_its_run_back_and_the_run_finishes_once_with_every_epoch(

@@ -48,6 +48,7 @@ def _statuses(results: Path) -> dict[int, str]:
     return dict(zip(runs[vocab.SEED], runs[vocab.STATUS], strict=True))
 
 
+@pytest.mark.integration
 def test_export_of_a_grid_writes_every_run_and_the_report_of_the_finished_ones(
     partly: tuple[Path, Path], capsys: pytest.CaptureFixture
 ) -> None:
@@ -68,6 +69,7 @@ def test_export_of_a_grid_writes_every_run_and_the_report_of_the_finished_ones(
     assert store.counts() == {**{s: 0 for s in vocab.STATUSES}, vocab.DONE: 1, vocab.RUNNING: 1, vocab.PENDING: 1}
 
 
+@pytest.mark.integration
 def test_export_of_a_results_folder_reads_its_journal(partly: tuple[Path, Path], capsys) -> None:
     _, results = partly
     (results / vocab.RUNS_CSV).unlink()
@@ -76,6 +78,7 @@ def test_export_of_a_results_folder_reads_its_journal(partly: tuple[Path, Path],
     assert "missing: 2 of 3 runs" in capsys.readouterr().out
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -98,7 +101,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.yaml"]
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_export_never_loads_tensorflow(partly: tuple[Path, Path]) -> None:
     grid, results = partly
     script = (

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import Built
 from scipy import stats
 
 from sweep import analysis as an
@@ -32,6 +33,7 @@ def interval_rule(check: Check) -> bool | None:
     return None
 
 
+@pytest.mark.unit
 def test_p_value_is_the_t_test_of_the_interval_and_decides_as_the_interval_does() -> None:
     rng = np.random.default_rng(0)
     for _ in range(300):
@@ -46,6 +48,7 @@ def test_p_value_is_the_t_test_of_the_interval_and_decides_as_the_interval_does(
                 assert side == (e.mean > low)
 
 
+@pytest.mark.unit
 def test_a_band_holds_by_tost() -> None:
     values = [0.004, -0.006, 0.001, 0.003]
     check = Check("x", estimate(values), -0.02, 0.02)
@@ -55,6 +58,7 @@ def test_a_band_holds_by_tost() -> None:
     assert side is True and p == pytest.approx(2 * max(above, below))
 
 
+@pytest.mark.unit
 def test_holm_by_hand() -> None:
     # sorted 0.01, 0.03, 0.04 times 3, 2, 1 -> 0.03, 0.06, 0.04, made monotone -> 0.06
     assert holm([0.01, 0.04, 0.03, math.nan])[:3] == pytest.approx([0.03, 0.06, 0.06])
@@ -68,6 +72,7 @@ def _finding(*means: float, rule: str = "all") -> Finding:
     return Finding(checks, "constructed", rule=rule)
 
 
+@pytest.mark.unit
 def test_a_check_decided_alone_is_undecided_after_holm() -> None:
     """p = 0.049 holds on its own; 13 checks in the family make it undecided, and the claim inconclusive."""
     claim = by_id("C1")
@@ -86,6 +91,7 @@ def test_a_check_decided_alone_is_undecided_after_holm() -> None:
     assert weak is not None and weak.checks[0].uncorrected() is False and weak.verdict == "inconclusive"
 
 
+@pytest.mark.unit
 def test_c4_says_its_any_of_rule_in_the_verdict() -> None:
     c4 = by_id("C4")
     one_holds = Finding(
@@ -100,6 +106,7 @@ def test_c4_says_its_any_of_rule_in_the_verdict() -> None:
     assert verdict_text(c4, one_holds).startswith("supported (any-of rule: supported when 1 of its 2 checks holds")
 
 
+@pytest.mark.unit
 def test_power_matches_the_textbook_sample_sizes() -> None:
     # one-sample / paired t-test, two-sided 0.05, 80% power: d = 0.5 -> 34, d = 1 -> 10 (G*Power)
     assert power.seeds_for_power((0.5,), 1.0, 0.05) == 34
@@ -108,6 +115,7 @@ def test_power_matches_the_textbook_sample_sizes() -> None:
     assert power.sd_interval(1.0, 3) == pytest.approx((0.52066, 6.28473), rel=1e-4)
 
 
+@pytest.mark.unit
 def test_seeds_needed_plans_at_the_family_level_with_the_sds_range() -> None:
     check = Check("x", Estimate(0.25, 0.1, 3, 0.0, 0.5), low=0.2)  # d = 0.5
     alone = power.seeds_needed(check)
@@ -123,18 +131,26 @@ def test_seeds_needed_plans_at_the_family_level_with_the_sds_range() -> None:
 
 
 @pytest.fixture(scope="module")
-def claims_csv(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    from sweep import report
-
-    out = tmp_path_factory.mktemp("stats")
-    report.build([FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gpus"], out)
-    return pd.read_csv(out / "tables" / "claims.csv")
+def claims_csv(fixtures_report: Built) -> pd.DataFrame:
+    return pd.read_csv(fixtures_report.out / "tables" / "claims.csv")
 
 
+def holm_by_hand(raw: np.ndarray) -> np.ndarray:
+    """Holm's adjustment written out, not sweep.estimates.holm: the i-th smallest of m raw p-values
+    times m - i, capped at 1, then made monotone (a running maximum in rank order)."""
+    order = np.argsort(raw, kind="stable")
+    adjusted = np.empty(len(raw))
+    adjusted[order] = np.maximum.accumulate(np.minimum(1.0, (len(raw) - np.arange(len(raw))) * raw[order]))
+    return adjusted
+
+
+@pytest.mark.integration
 def test_claims_csv_holds_raw_and_holm_p_values(claims_csv: pd.DataFrame) -> None:
     checks = claims_csv.dropna(subset=["check"])
     assert len(checks) == 14 and (checks["family"] == 14).all()
-    assert checks["p_holm"].to_numpy() == pytest.approx(holm(checks["p_value"].tolist()))
+    raw = checks["p_value"].to_numpy()
+    assert checks["p_holm"].to_numpy() == pytest.approx(holm_by_hand(raw))
+    assert checks["p_holm"].min() == pytest.approx(14 * raw.min())  # the smallest is multiplied by the family size
     decided = checks["p_holm"] < 0.05
     assert (checks.loc[~decided, "outcome"] == "undecided").all()
     assert (checks.loc[decided, "outcome"] == checks.loc[decided, "p_side"]).all()
@@ -145,6 +161,7 @@ def test_claims_csv_holds_raw_and_holm_p_values(claims_csv: pd.DataFrame) -> Non
     assert (undecided["seeds_needed_low"] <= undecided["seeds_needed"]).all()
 
 
+@pytest.mark.unit
 def test_c2_p_value_is_the_paired_t_test_on_the_raw_rows() -> None:
     summary = an.run_summary(an.load([FIXTURES / "fx_causes"]).epochs)
     finding = by_id("C2").evaluate(summary)
@@ -158,6 +175,7 @@ def test_c2_p_value_is_the_paired_t_test_on_the_raw_rows() -> None:
     assert increase.p_value()[0] == pytest.approx(expected)
 
 
+@pytest.mark.unit
 def test_seeds_figure_has_a_row_per_undecided_check_and_is_not_redrawn(tmp_path: Path) -> None:
     from sweep.report import claims, seeds_figure
 
@@ -167,6 +185,21 @@ def test_seeds_figure_has_a_row_per_undecided_check_and_is_not_redrawn(tmp_path:
     rows = seeds_figure.rows(findings)
     assert len(rows) == len(undecided) > 0
     assert [r[2] for r in rows] == [power.seeds_needed(c) for c in undecided]
+    # independently with scipy.stats: the smallest n whose one-sided t-test at (0.05 / 13) / 2 has 80% power
+    # when the true mean lies where the observed one does (13 checks in the family: Bonferroni's level)
+    n = np.arange(2, 1001)
+
+    def by_scipy(check: Check, alpha: float) -> int | None:
+        e = check.estimate
+        distance = min(abs(e.mean - b) for b in (check.low, check.high) if math.isfinite(b))
+        reached = 1 - stats.nct.cdf(stats.t.ppf(1 - alpha / 2, n - 1), n - 1, distance * np.sqrt(n) / e.sd) >= 0.8
+        return int(n[reached][0]) if reached.any() else None
+
+    assert {c.family for c in undecided} == {13}
+    assert [(r[2].n, r[2].alpha) for r in rows] == [
+        (by_scipy(c, 0.05 / 13), pytest.approx(0.05 / 13)) for c in undecided
+    ]
+    assert (rows[0][2].n, by_scipy(undecided[0], 0.05)) == (6, 4)  # C1 at batch 64: 6 seeds in the family, 4 alone
     drawn = seeds_figure.draw(findings, tmp_path)
     assert drawn is not None and drawn.png.is_file() and drawn.title == "Seeds to decide at 80% power"
     before = drawn.png.stat().st_mtime_ns
@@ -175,6 +208,7 @@ def test_seeds_figure_has_a_row_per_undecided_check_and_is_not_redrawn(tmp_path:
     assert seeds_figure.draw(decided, tmp_path / "none") is None
 
 
+@pytest.mark.unit
 def test_c8_chooses_on_the_other_seeds_and_tests_on_the_held_out_one() -> None:
     """fx_bs (batch 8, 16, 64) with final val_acc set by hand. Batch 8 wins on average only through seed 0;
     each held-out seed is tested with the winner of the other two, so 8's lucky seed never picks itself."""
@@ -196,6 +230,7 @@ def test_c8_chooses_on_the_other_seeds_and_tests_on_the_held_out_one() -> None:
     assert in_sample.mean == pytest.approx((0.51 - 0.2 - 0.2) / 3)
 
 
+@pytest.mark.unit
 def test_epoch_time_spread_leaves_out_epoch_one() -> None:
     """...and the records inside epochs (every 36 steps in fx_bs), which time only part of one."""
     raw = pd.read_csv(FIXTURES / "fx_bs" / "epochs.csv")
@@ -207,6 +242,7 @@ def test_epoch_time_spread_leaves_out_epoch_one() -> None:
         assert spread.tolist() == pytest.approx([later.min(), later.median(), later.max()])
 
 
+@pytest.mark.integration
 def test_a_run_timed_in_two_folders_names_both_timings(tmp_path: Path) -> None:
     """The same runs in two folders, the second timed 3x slower: C6 reads the first folder's and names both."""
     from sweep import report
@@ -235,6 +271,7 @@ def test_a_run_timed_in_two_folders_names_both_timings(tmp_path: Path) -> None:
     assert spread and "fastest / median of the runs' medians / slowest" in spread[0]
 
 
+@pytest.mark.integration
 def test_c6_says_which_runs_trained_packed(tmp_path: Path) -> None:
     """A packed run's epoch time is its share of its pack's: C6 names those runs, per batch size and pack size."""
     from sweep import report
@@ -263,6 +300,7 @@ def test_c6_says_which_runs_trained_packed(tmp_path: Path) -> None:
     assert note in (tmp_path / "out-packed" / "report.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.unit
 def test_c6_reads_the_median_epoch_time_not_the_mean() -> None:
     summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
     summary["epoch_seconds"] = 1.0  # a mean that says "no faster": the check must not read it
@@ -275,6 +313,7 @@ def test_c6_reads_the_median_epoch_time_not_the_mean() -> None:
 COMMITTED = [REPO / "results" / n for n in ("article", "batch_sizes", "causes", "controls", "gpus", "lr_search")]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not all((f / "epochs.csv").is_file() for f in COMMITTED), reason="committed results missing")
 def test_the_committed_results_report(tmp_path: Path) -> None:
     """The combined reference report: every check in the family, verdicts that follow the Holm-adjusted
@@ -284,7 +323,7 @@ def test_the_committed_results_report(tmp_path: Path) -> None:
     written = report.build(COMMITTED, tmp_path)
     checks = pd.read_csv(tmp_path / "tables" / "claims.csv").dropna(subset=["check"])
     assert (checks["family"] == len(checks)).all() and checks["p_value"].notna().all()
-    assert checks["p_holm"].to_numpy() == pytest.approx(holm(checks["p_value"].tolist()))
+    assert checks["p_holm"].to_numpy() == pytest.approx(holm_by_hand(checks["p_value"].to_numpy()))
     for claim, finding in written.findings:
         assert finding is not None
         rows = checks[checks["claim"] == claim.id]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,6 +39,7 @@ def _record(epoch: float, val_acc: float) -> dict:
     return record
 
 
+@pytest.mark.unit
 def test_the_optuna_internals_it_relies_on_still_hold() -> None:
     """Fails with a one-line message naming what moved when an Optuna upgrade changes them."""
     internals.verify()
@@ -47,13 +49,14 @@ def test_the_optuna_internals_it_relies_on_still_hold() -> None:
     )
 
 
+@pytest.mark.unit
 def test_only_one_module_names_optunas_private_attributes() -> None:
-    hits = subprocess.run(
-        ["grep", "-rln", r"\._storage\|_study_id\|_trial_id", str(REPO / "sweep")], capture_output=True, text=True
-    ).stdout.split()
-    assert [Path(h).relative_to(REPO).as_posix() for h in hits if h.endswith(".py")] == ["sweep/store/internals.py"]
+    private = re.compile(r"\._storage|_study_id|_trial_id")
+    hits = [p for p in sorted((REPO / "sweep").rglob("*.py")) if private.search(p.read_text(encoding="utf-8"))]
+    assert [p.relative_to(REPO).as_posix() for p in hits] == ["sweep/store/internals.py"]
 
 
+@pytest.mark.unit
 def test_enqueue_is_idempotent(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     assert store.enqueue(runs) == 4
@@ -62,6 +65,7 @@ def test_enqueue_is_idempotent(tmp_path: Path) -> None:
     assert store.counts([r.run_id for r in runs])[vocab.PENDING] == 4
 
 
+@pytest.mark.unit
 def test_claims_are_exclusive_and_records_arrive_per_epoch(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
@@ -86,6 +90,7 @@ def test_claims_are_exclusive_and_records_arrive_per_epoch(tmp_path: Path) -> No
     assert store.enqueue(runs) == 0  # diverged is final: enqueueing again adds nothing for it
 
 
+@pytest.mark.unit
 def test_a_claim_races_another_for_the_same_trial_and_one_wins(tmp_path: Path) -> None:
     """Threads of two clients claim from a 4-run queue at once: every run is claimed exactly once."""
     _store(tmp_path).enqueue(_runs(tmp_path))
@@ -104,6 +109,7 @@ def test_a_claim_races_another_for_the_same_trial_and_one_wins(tmp_path: Path) -
     assert sorted(claimed) == sorted(r.run_id for r in _runs(tmp_path))
 
 
+@pytest.mark.unit
 def test_failed_runs_get_a_new_attempt_from_the_next_enqueue(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
@@ -114,6 +120,7 @@ def test_failed_runs_get_a_new_attempt_from_the_next_enqueue(tmp_path: Path) -> 
     assert (row.status, row.attempt) == (vocab.PENDING, 2)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("retries, retryable, expected", [(1, True, True), (0, True, False), (1, False, False)])
 def test_the_retry_policy_decides_an_immediate_retry(
     tmp_path: Path, retries: int, retryable: bool, expected: bool
@@ -131,6 +138,21 @@ def test_the_retry_policy_decides_an_immediate_retry(
         assert not store.retry(again, RetryPolicy(retries), retryable)
 
 
+@pytest.mark.unit
+def test_the_shipped_heartbeat_and_worker_memory_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README: on a database a worker beats every 20 s and a run whose worker stops beating for 3
+    intervals is queued again; a worker is reused while its memory stays under 4 GiB, then replaced."""
+    from sweep import worker
+
+    for name in ("BATCHSWEEP_HEARTBEAT", "BATCHSWEEP_WORKER_MAX_MB"):
+        monkeypatch.delenv(name, raising=False)
+    database = storage.open_storage(f"sqlite:///{tmp_path / 'store.db'}")
+    assert isinstance(database, optuna.storages.RDBStorage)
+    assert (database.heartbeat_interval, database.grace_period) == (20, 3 * 20)
+    assert worker.max_rss_mb() == 4096  # MB: 4 GiB
+
+
+@pytest.mark.system
 def test_dead_workers_runs_are_requeued(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
@@ -159,6 +181,7 @@ print(c.spec.run_id)
     assert store.requeue_dead() == []
 
 
+@pytest.mark.unit
 def test_a_live_workers_run_is_left_alone(tmp_path: Path) -> None:
     store = _store(tmp_path)
     store.enqueue(_runs(tmp_path))
@@ -166,6 +189,26 @@ def test_a_live_workers_run_is_left_alone(tmp_path: Path) -> None:
     assert store.requeue_dead() == [] and store.may_come_back() is True
 
 
+@pytest.mark.unit
+def test_a_reused_pid_with_another_start_time_is_a_dead_worker(tmp_path: Path, monkeypatch) -> None:
+    """The pid is alive (it is this very process) but started at another time: the worker that
+    claimed the run is gone and its pid was reused, so the run is queued again."""
+    import psutil
+
+    started = psutil.Process().create_time()
+    real = crash.worker_identity()
+    assert (real[crash.WORKER_PID], real[crash.WORKER_STARTED]) == (os.getpid(), started)
+    assert crash._alive(os.getpid(), started)  # this process, its real start time: alive
+    assert not crash._alive(os.getpid(), started - 3600.0)  # same pid, started an hour earlier: another process
+    store = _store(tmp_path)
+    store.enqueue(_runs(tmp_path)[:1])
+    monkeypatch.setattr(crash, "worker_identity", lambda: {**real, crash.WORKER_STARTED: started - 3600.0})
+    claim = store.claim_next()
+    assert store.requeue_dead() == [claim.spec.run_id]
+    assert store.runs_table().set_index(vocab.RUN_ID).loc[claim.spec.run_id, vocab.STATUS] == vocab.PENDING
+
+
+@pytest.mark.unit
 def test_plain_optuna_reads_the_sweep(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
@@ -182,6 +225,7 @@ def test_plain_optuna_reads_the_sweep(tmp_path: Path) -> None:
     assert loaded.trials[done.index[0]].intermediate_values == {1: 0.25}
 
 
+@pytest.mark.unit
 def test_export_writes_tidy_tables(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
@@ -207,6 +251,7 @@ def _cut_inside_epoch_two(journal: Path) -> None:
         handle.truncate(cut)
 
 
+@pytest.mark.unit
 def test_a_journal_cut_mid_line_by_a_crash_loses_only_that_line(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
@@ -223,6 +268,7 @@ def test_a_journal_cut_mid_line_by_a_crash_loses_only_that_line(tmp_path: Path) 
     assert len(_store(tmp_path).sweep.trials) == 4
 
 
+@pytest.mark.unit
 def test_a_line_cut_while_the_store_is_open_is_dropped_before_the_next_append(tmp_path: Path) -> None:
     """Another process dies mid-write while this one keeps the store open: the next append of this
     process does not glue its line onto the cut one (the journal would become unreadable)."""
@@ -238,6 +284,7 @@ def test_a_line_cut_while_the_store_is_open_is_dropped_before_the_next_append(tm
     assert [r[vocab.VAL_ACC] for r in epochs_of(fresh.sweep.get_trials()[other.trial.number])] == [0.75]
 
 
+@pytest.mark.unit
 def test_the_repair_waits_for_optunas_lock(tmp_path: Path) -> None:
     """A line being written by another process (which holds Optuna's lock) is not taken for a cut one."""
     journal = tmp_path / "journal.log"
@@ -287,7 +334,7 @@ def _append_slowly(journal: str, count: int) -> None:
         study.enqueue_trial({}, user_attrs={"writer": "other", "i": i})
 
 
-@pytest.mark.slow  # a second process
+@pytest.mark.system  # a second process
 def test_the_repair_and_appends_while_another_process_appends_lose_and_double_nothing(tmp_path: Path) -> None:
     journal = tmp_path / "journal.log"
     study = _store(tmp_path).sweep
@@ -311,6 +358,7 @@ def test_the_repair_and_appends_while_another_process_appends_lose_and_double_no
     assert written == sorted([("other", i) for i in range(60)] + [("this", i) for i in range(mine)])
 
 
+@pytest.mark.unit
 def test_a_run_queued_by_a_newer_version_is_refused_not_claimed(tmp_path: Path) -> None:
     import json
 
@@ -327,6 +375,7 @@ def test_a_run_queued_by_a_newer_version_is_refused_not_claimed(tmp_path: Path) 
     assert store.counts()[vocab.PENDING] == 1  # still queued, for a newer worker
 
 
+@pytest.mark.unit
 def test_records_inside_an_epoch_are_all_kept_in_step_order(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
@@ -340,6 +389,7 @@ def test_records_inside_an_epoch_are_all_kept_in_step_order(tmp_path: Path) -> N
     assert trial.intermediate_values == {1: 0.1, 2: 0.1}  # Optuna sees end-of-epoch values only
 
 
+@pytest.mark.unit
 def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, monkeypatch) -> None:
     """Under load a worker read a claim whose identity was half written (pid not yet there) and
     re-queued it as dead, 50 ms after the claim (benchmarks/load.py, 4 workers). The identity is
@@ -366,6 +416,7 @@ def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, mon
     assert attempts == [1, 2]  # queued again, nothing lost
 
 
+@pytest.mark.unit
 def test_a_requeue_of_an_attempt_another_process_ended_adds_nothing(tmp_path: Path) -> None:
     store = _store(tmp_path)
     store.enqueue(_runs(tmp_path)[:1])

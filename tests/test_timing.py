@@ -42,6 +42,7 @@ def timed_results(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.unit
 def test_one_configuration_per_batch_size_whatever_the_seed_or_lr() -> None:
     specs = plan(load_grid(REPO / "experiments" / "lr_search.yaml"))
     chosen = timing.configurations(specs)
@@ -49,6 +50,7 @@ def test_one_configuration_per_batch_size_whatever_the_seed_or_lr() -> None:
     assert len(specs) == 12  # 3 seeds each share their batch size's row
 
 
+@pytest.mark.unit
 def test_every_record_gets_its_configurations_seconds_through_the_csvs(timed_results: Path) -> None:
     """Values that went through runs.csv (1.0, True, an empty ghost batch size) match the spec's own."""
     epochs = an.load([timed_results]).epochs
@@ -57,6 +59,7 @@ def test_every_record_gets_its_configurations_seconds_through_the_csvs(timed_res
     assert (epochs[timing.QUIET_STEP_SECONDS] == expected).all()
 
 
+@pytest.mark.unit
 def test_one_spelling_for_what_a_csv_may_have_retyped() -> None:
     """A column with an empty cell comes back from pandas as float (8 -> 8.0) or object ('True')."""
     keys = ["data.classes", "model.batchnorm", "model.ghost_batch_size", "train.optimizer"]
@@ -67,6 +70,7 @@ def test_one_spelling_for_what_a_csv_may_have_retyped() -> None:
     assert timing.config_key({**spec, "data.classes": 16}, keys) != timing.config_key(csv, keys)
 
 
+@pytest.mark.unit
 def test_a_run_of_another_configuration_gets_none(timed_results: Path) -> None:
     table = pd.read_csv(timed_results / vocab.TIMING_CSV)
     table = table[table["train.batch_size"] != 64]
@@ -76,6 +80,7 @@ def test_a_run_of_another_configuration_gets_none(timed_results: Path) -> None:
     assert (missing == (epochs[an.BATCH_SIZE] == 64)).all()
 
 
+@pytest.mark.unit
 def test_quiet_seconds_to_target_are_steps_times_seconds_per_step(timed_results: Path) -> None:
     [reading] = [r for r in scaling.read(an.load([timed_results])) if r.targets]
     hit = reading.reaches[reading.reaches["reached"]]
@@ -91,6 +96,7 @@ def test_quiet_seconds_to_target_are_steps_times_seconds_per_step(timed_results:
     assert not (table.loc[shown, "seconds_runs_mean"] == table.loc[shown, "seconds_quiet_mean"]).any()
 
 
+@pytest.mark.unit
 def test_c6_names_the_quiet_epoch_times_beside_the_runs_own(timed_results: Path) -> None:
     from sweep import report
 
@@ -107,6 +113,7 @@ def test_c6_names_the_quiet_epoch_times_beside_the_runs_own(timed_results: Path)
     assert f"a relative change of {change:+.3f} at batch 256" in note
 
 
+@pytest.mark.unit
 def test_no_timing_csv_no_quiet_column(tmp_path: Path) -> None:
     folder = tmp_path / "plain"
     folder.mkdir()
@@ -130,7 +137,7 @@ TIMED_GRID = """\
 """
 
 
-@pytest.mark.slow  # three processes start TensorFlow
+@pytest.mark.system  # three processes start TensorFlow
 def test_sweep_time_writes_one_row_per_configuration_and_replaces_only_its_own(tmp_path: Path) -> None:
     grid = write_grid(tmp_path, TIMED_GRID)
     results = tmp_path / "out"
@@ -154,6 +161,7 @@ def test_sweep_time_writes_one_row_per_configuration_and_replaces_only_its_own(t
     assert table["repeats"].to_dict() == {(4, 2): 2, (8, 2): 2, (4, 1): 1, (8, 1): 1}
 
 
+@pytest.mark.system
 def test_sweep_time_refuses_a_replica_count_the_grid_has_not(tmp_path: Path) -> None:
     grid = write_grid(tmp_path, TIMED_GRID)
     results = tmp_path / "out"

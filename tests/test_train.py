@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import time
 
 import pytest
 
@@ -29,9 +30,37 @@ def without_timings(records: list) -> list[dict]:
     return [{k: v for k, v in r.to_dict().items() if k not in TIMINGS} for r in records]
 
 
-def test_records_have_every_metric_and_consistent_numbers(tf_replicas: None) -> None:
-    run = Run(tiny_spec())
-    records = list(run.epochs())
+@pytest.mark.integration
+def test_records_have_every_metric_and_consistent_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = tiny_spec()
+    data = spec.point.data
+    images = round(data.classes * data.samples_per_class * (1 - data.val_fraction))  # 4 x 10 x 0.8 per epoch
+    run = Run(spec)
+    fits: list[float] = []  # each Keras fit call, timed around it here
+    model_fit = type(run.model).fit
+
+    def timed_fit(model: object, *args: object, **kwargs: object) -> object:
+        started = time.perf_counter()
+        try:
+            return model_fit(model, *args, **kwargs)
+        finally:
+            fits.append(time.perf_counter() - started)
+
+    monkeypatch.setattr(type(run.model), "fit", timed_fit)
+    records, walls = [], []  # walls: from asking for a record to having it (its fit and its evaluations)
+    epochs = run.epochs()
+    while True:
+        started = time.perf_counter()
+        record = next(epochs, None)
+        if record is None:
+            break
+        records.append(record)
+        walls.append(time.perf_counter() - started)
+    assert len(fits) == len(records) == 2  # one fit per epoch
+    for r, fit, wall in zip(records, fits, walls, strict=True):
+        # epoch_seconds is the epoch's fit: no shorter than the fit call, no longer than the epoch's whole record
+        assert fit <= r.epoch_seconds <= wall
+        assert images / wall <= r.samples_per_second <= images / fit
     assert [r.epoch for r in records] == [1, 2]
     # 4 classes x 8 train images, batch 8 -> 4 steps per epoch
     assert run.info.train_samples == 32 and run.info.val_samples == 8
@@ -45,7 +74,8 @@ def test_records_have_every_metric_and_consistent_numbers(tf_replicas: None) -> 
     assert (run.info.replicas, run.info.per_replica_batch, run.info.virtual_devices) == (1, 8, False)
 
 
-def test_same_spec_gives_identical_records(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_same_spec_gives_identical_records() -> None:
     first = without_timings(list(Run(tiny_spec()).epochs()))
     second = without_timings(list(Run(tiny_spec()).epochs()))
     assert first == second
@@ -53,7 +83,8 @@ def test_same_spec_gives_identical_records(tf_replicas: None) -> None:
     assert other_seed != first
 
 
-def test_absurd_learning_rate_diverges(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_absurd_learning_rate_diverges() -> None:
     with pytest.raises(Diverged) as info:
         list(Run(tiny_spec(optimizer="sgd", lr=1e12)).epochs())
     assert info.value.epoch == 1 and not math.isfinite(info.value.loss)
@@ -76,14 +107,15 @@ def assert_reuse_trains_like_fresh(specs: list[RunSpec]) -> None:
     assert in_sequence[0] != in_sequence[1]
 
 
-def test_a_reused_compiled_model_trains_like_a_fresh_one(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_a_reused_compiled_model_trains_like_a_fresh_one() -> None:
     """A worker keeps its last compiled model for the next run with the same graph: another seed
     and learning rate, and the gradient noise scale (its traced gradient function is kept too)."""
     assert_reuse_trains_like_fresh([tiny_spec(seed=0, noise_scale=True), tiny_spec(seed=1, lr=0.003, noise_scale=True)])
 
 
-@pytest.mark.slow  # 12 more fresh and reused models (about 70 s): every other kind of graph a worker reuses
-def test_a_reused_compiled_model_trains_like_a_fresh_one_for_every_graph(tf_replicas: None) -> None:
+@pytest.mark.system  # 12 more fresh and reused models (about 70 s): every other kind of graph a worker reuses
+def test_a_reused_compiled_model_trains_like_a_fresh_one_for_every_graph() -> None:
     """Optimizer state (momentum), a warm-up schedule, two replicas, and runs without the noise scale."""
     assert_reuse_trains_like_fresh(
         [
@@ -99,7 +131,8 @@ def test_a_reused_compiled_model_trains_like_a_fresh_one_for_every_graph(tf_repl
     )
 
 
-def test_a_run_records_how_it_was_computed(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_a_run_records_how_it_was_computed() -> None:
     run = Run(tiny_spec(batch_size=16))
     assert (run.info.jit_compile, run.info.steps_per_execution) == (False, 8)  # 128 images per call
     # the same numbers need the same thread count and CPU model; this process set no thread count
@@ -109,7 +142,8 @@ def test_a_run_records_how_it_was_computed(tf_replicas: None) -> None:
     assert Run(tiny_spec(batch_size=16, gpus=2)).info.steps_per_execution == 1
 
 
-def test_two_replicas_split_the_global_batch(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_two_replicas_split_the_global_batch() -> None:
     run = Run(tiny_spec(gpus=2))
     records = list(run.epochs())
     assert (run.info.replicas, run.info.per_replica_batch, run.info.virtual_devices) == (2, 4, True)
@@ -134,7 +168,8 @@ def labels_fitted(run: Run) -> list[list[list[int]]]:
     return fitted
 
 
-def test_an_unshuffled_run_trains_on_class_sorted_single_class_batches(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_an_unshuffled_run_trains_on_class_sorted_single_class_batches() -> None:
     """data.shuffle: false, through the trainer: 4 classes x 8 images, batch 8, the same batches every epoch."""
     sorted_batches = [[k] * 8 for k in range(4)]
     assert labels_fitted(Run(tiny_spec(shuffle=False))) == [sorted_batches, sorted_batches]
@@ -143,7 +178,8 @@ def test_an_unshuffled_run_trains_on_class_sorted_single_class_batches(tf_replic
     assert [sorted(sum(epoch, [])) for epoch in shuffled] == [sum(sorted_batches, [])] * 2  # every image, once
 
 
-def test_an_imbalanced_run_records_balanced_train_accuracy(tf_replicas: None) -> None:
+@pytest.mark.integration
+def test_an_imbalanced_run_records_balanced_train_accuracy() -> None:
     """data.imbalance > 0: train_eval_balanced_acc is the mean recall over classes of the end-of-epoch
     model on the train_eval subset; a balanced run does not record it."""
     spec = tiny_spec()

@@ -59,6 +59,7 @@ def summary(layout: until.Layout, seeds: int, gaps: dict[int, list[float]]) -> p
     return pd.DataFrame(rows)
 
 
+@pytest.mark.unit
 def test_only_the_points_of_undecided_claims_get_the_next_seeds_and_they_are_new_values(tmp_path: Path) -> None:
     grid = load_grid(write_grid(tmp_path, GRID.format(seeds="5, 0, 2")))
     layout = until.Layout.of(grid, 5)
@@ -86,6 +87,7 @@ def test_only_the_points_of_undecided_claims_get_the_next_seeds_and_they_are_new
     assert until.look(decided, layout, 0).grow == ()  # every check decided: no seeds anywhere
 
 
+@pytest.mark.unit
 def test_a_check_missing_at_a_later_look_counts_as_one_without_a_p_value() -> None:
     first = Check("gap", Estimate(0.5, 0.1, 3, 0.25, 0.75), low=0.2)
     missing = until._same_check({}, "C1", first)  # the claim has no finding at this look
@@ -101,6 +103,7 @@ def _runs_per_point(results: Path, layout: until.Layout) -> dict[int, int]:
     return dict(Counter(point_of[h] for h in analysis.spec_hash(done["run_id"])))
 
 
+@pytest.mark.integration
 def test_until_decided_adds_seeds_only_where_a_check_is_undecided(tmp_path: Path) -> None:
     grid = load_grid(write_grid(tmp_path, GRID.format(seeds="0, 1, 2, 3")))
     results = tmp_path / "results"
@@ -156,7 +159,7 @@ def _wait_for_added_seed_running(journal: Path, seed: int, timeout: float = 600)
     raise AssertionError(f"no run at seed {seed} started in time")
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_kill_9_during_an_added_seed_then_the_same_command_finishes_without_training_twice(
     tmp_path: Path, started: list[subprocess.Popen]
 ) -> None:
@@ -199,6 +202,7 @@ def _statuses(*rows: tuple[str, int, bool]) -> pd.DataFrame:
     )
 
 
+@pytest.mark.unit
 def test_the_verdict_after_until_decided_is_the_sequential_one() -> None:
     """Decided checks give the claim's verdict by its rule; an undecided check at the cap says so, with the
     seeds 80% power would need; one with looks to come says to rerun."""
@@ -225,6 +229,7 @@ def test_the_verdict_after_until_decided_is_the_sequential_one() -> None:
     )
 
 
+@pytest.mark.unit
 def test_the_sequential_verdict_is_given_only_for_the_checks_it_decided() -> None:
     """A combined report can answer a claim from another folder's runs (C5 from the map grids' data sizes):
     then that folder's decisions are about other numbers, and the verdict is the fixed-n one of the checks
@@ -238,6 +243,7 @@ def test_the_sequential_verdict_is_given_only_for_the_checks_it_decided() -> Non
     assert verdict_where(claim, finding, None, other).startswith("undecided at 3 seeds, after Holm correction")
 
 
+@pytest.mark.unit
 def test_a_claim_continued_in_one_folder_is_read_from_that_folders_runs() -> None:
     """A combined report reads a claim from the folder that ran it --until-decided, even where another folder's
     group would win the usual choice (here by command-line order), so the sequential verdict is about the
@@ -256,12 +262,14 @@ def test_a_claim_continued_in_one_folder_is_read_from_that_folders_runs() -> Non
     assert dict(claims.evaluate(table, {"C7": "elsewhere"}))[by_id("C7")].run_ids == by_default.run_ids
 
 
+@pytest.mark.unit
 def test_a_report_without_decisions_has_no_until_section(tmp_path: Path) -> None:
     doc = Doc()
     until_section.section(doc, until_section.read([tmp_path]))
     assert doc.blocks == []
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("seeds", "extra", "args", "says"),
     [
@@ -287,6 +295,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.yaml"]
 
 
+@pytest.mark.unit
 def test_a_sweep_started_with_another_cap_is_refused_untouched(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -302,6 +311,7 @@ def test_a_sweep_started_with_another_cap_is_refused_untouched(
     assert journal.read_bytes() == before and sorted(p.name for p in journal.parent.iterdir()) == ["journal.log"]
 
 
+@pytest.mark.integration
 def test_report_prints_the_verdicts_its_table_gives(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """`sweep report` on a folder continued with --until-decided says on the terminal what the report says:
     the committed gpus reference reached its 12-seed cap with C9 undecided."""

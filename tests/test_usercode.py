@@ -60,6 +60,7 @@ def own_folder(tmp_path: Path, grid: str = GRID) -> Path:
     return write_grid(tmp_path, grid)
 
 
+@pytest.mark.integration
 def test_a_builder_outside_sweep_trains_and_runs_csv_counts_its_parameters(tmp_path: Path) -> None:
     import keras
 
@@ -78,6 +79,7 @@ def test_a_builder_outside_sweep_trains_and_runs_csv_counts_its_parameters(tmp_p
     assert runs["model.options"].iloc[0] == '{"filters": 6}'
 
 
+@pytest.mark.integration
 def test_a_loader_gives_colour_images_and_ghost_batch_norm_swaps_the_builders_layer(tmp_path: Path) -> None:
     grid = GRID.replace(
         "data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 12}",
@@ -92,6 +94,7 @@ def test_a_loader_gives_colour_images_and_ghost_batch_norm_swaps_the_builders_la
     assert runs["parameters"].iloc[0] == 3 * 3 * 3 * 6 + 6 + 2 * 6 + 6 * 3 + 3
 
 
+@pytest.mark.integration
 def test_the_ghost_swap_keeps_the_users_layers_and_replaces_batch_norm(tmp_path: Path) -> None:
     from sweep.config import ModelConfig
     from sweep.model import build_model
@@ -102,6 +105,7 @@ def test_the_ghost_swap_keeps_the_users_layers_and_replaces_batch_norm(tmp_path:
     assert "GhostBatchNormalization" in names and "BatchNormalization" not in names and "Conv2D" in names
 
 
+@pytest.mark.integration
 def test_early_stopping_ends_a_run_before_its_epochs_and_runs_csv_says_when(tmp_path: Path) -> None:
     # min_delta 1.0: val_acc can never improve by more than 1, so the run stops after epoch 1 + patience
     grid = GRID.replace("train: {epochs: 2, batch_size: 8}", "train: {epochs: 6, batch_size: 8}") + (
@@ -119,6 +123,7 @@ def test_early_stopping_ends_a_run_before_its_epochs_and_runs_csv_says_when(tmp_
     assert stopped["final_val_acc"] == epochs[epochs["run_id"] == stopped["run_id"]]["val_acc"].iloc[-1]
 
 
+@pytest.mark.integration
 def test_a_callback_from_the_users_file_is_used_and_can_stop_the_run(tmp_path: Path) -> None:
     grid = GRID.replace("train: {epochs: 2, batch_size: 8}", 'train: {epochs: 4, callbacks: ["models.py:stopper"]}')
     outcome, _ = sweep_here(own_folder(tmp_path, grid))
@@ -128,7 +133,7 @@ def test_a_callback_from_the_users_file_is_used_and_can_stop_the_run(tmp_path: P
     assert (runs["epochs_done"].iloc[0], runs["stopped_early"].iloc[0]) == (2, 2)
 
 
-@pytest.mark.slow
+@pytest.mark.system
 @pytest.mark.parametrize(
     ("base", "expected"),
     [
@@ -151,6 +156,7 @@ def test_a_broken_reference_is_one_line_exit_2_and_nothing_is_written(tmp_path: 
     assert "Traceback" not in done.stderr and not (tmp_path / "results").exists()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
@@ -170,7 +176,7 @@ def test_settings_that_do_not_fit_together_are_refused(tmp_path: Path, settings:
         load_grid(write_grid(tmp_path, f"name: bad\nbase:\n  {settings}\n"))
 
 
-@pytest.mark.slow  # four runs of six epochs: a minute
+@pytest.mark.system  # four runs of six epochs: a minute
 def test_a_readme_example_builder_trains(tmp_path: Path) -> None:
     """The README's "Your own model and data" example, copied out of the README and run as written."""
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
@@ -190,6 +196,7 @@ def test_a_readme_example_builder_trains(tmp_path: Path) -> None:
     assert (runs["num_classes"] == 10).all() and (tmp_path / "results" / "my_model" / "report.md").is_file()
 
 
+@pytest.mark.unit
 def test_a_loader_is_held_to_the_npz_contract_before_anything_is_queued(tmp_path: Path) -> None:
     from sweep import usercode
 

@@ -56,3 +56,24 @@ def test_the_article_sweep_time_quoted_is_the_reference_runs() -> None:
     span = pd.to_datetime(runs["finished"]).max() - pd.to_datetime(runs["started"]).min()
     minutes = span.total_seconds() / 60
     assert minutes <= quick <= minutes + 1.5, (quick, round(minutes, 2))
+
+
+def _minutes_and_seconds(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 60} min {whole % 60} s" if whole >= 60 else f"{whole} s"
+
+
+def test_the_test_times_quoted_are_the_measured_ones() -> None:
+    """README and CONTRIBUTING.md quote the default run's and the unit tier's times; they are the runs
+    saved in results/bench (pytest's own total for the default run, /usr/bin/time's wall for the unit tier)."""
+    bench = REPO / "results" / "bench"
+    default = float(re.search(r"passed, \d+ deselected, .* in ([\d.]+)s", (bench / "tests_default.txt").read_text())[1])
+    wall = re.search(r"under /usr/bin/time -v: (\d+):([\d.]+) wall", (bench / "tests_unit.txt").read_text())
+    unit = 60 * int(wall[1]) + float(wall[2])
+    contributing = (REPO / "CONTRIBUTING.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    assert f"the default: {_minutes_and_seconds(default)}" in contributing
+    assert f"the inner loop: {_minutes_and_seconds(unit)}" in contributing
+    assert f"unit and integration tiers ({_minutes_and_seconds(default)} on 2 cores)" in readme
+    assert f"({_minutes_and_seconds(default)} of tests\non 2 cores" in readme
+    assert f"`pytest -m unit` the unit tier ({_minutes_and_seconds(unit)})" in readme

@@ -217,11 +217,11 @@ def save_model(folder: Path, run_id: str, model: Any) -> Path:
 
 
 def load_model(path: Path | str, compile: bool = True) -> Any:
-    """A saved final model, with the classes a built-in model may hold (GhostBatchNormalization).
-    A run with a warm-up schedule (train.warmup_epochs) loads with compile=False: the schedule's
-    class is made per run and cannot be rebuilt from its config."""
+    """A saved final model, with the classes a built-in model may hold (GhostBatchNormalization, and
+    a warm-up schedule's `batchsweep>Warmup`, which importing `sweep.warmup` registers)."""
     import keras
 
+    import sweep.warmup  # noqa: F401 - registers the warm-up schedule's class with Keras
     from sweep.model import ghost_batch_norm_class
 
     custom = {"GhostBatchNormalization": ghost_batch_norm_class()}

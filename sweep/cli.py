@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from sweep import backends, cli_cluster, cli_export, stamp, timing, vocab
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
-from sweep.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, UsageError
+from sweep.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ORPHANED, EXIT_USAGE, UsageError
 from sweep.plan import RunSpec, plan
 from sweep.usercode import UserCodeError
 
@@ -351,6 +351,15 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    from sweep import coordinator
+
+    if not coordinator.watch_parent():  # before anything is claimed
+        print(
+            f"error: the coordinator that started this worker has exited; exiting without claiming a run "
+            f"(exit {EXIT_ORPHANED})",
+            file=sys.stderr,
+        )
+        return EXIT_ORPHANED
     from sweep import orchestrate
 
     options = _options(args)

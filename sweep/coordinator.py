@@ -176,9 +176,12 @@ def _start(
 ) -> subprocess.Popen:
     env = devices.worker_environment(dict(os.environ), threads=threads, visible=visible, towers=towers)
     env[vocab.STORAGE_ENV] = storage
+    env[vocab.PARENT_PID_ENV] = str(os.getpid())  # the worker arms its own parent-death signal: watch_parent
     log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by _relay when the worker ends
     # A session of its own: Ctrl-C reaches only the coordinator, which then
     # stops each worker exactly once (SIGTERM), so no worker is cut short twice.
+    # Nothing runs in the child between fork and exec (Python code there can deadlock while
+    # the relay threads run): the worker sets its parent-death signal itself (watch_parent).
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -188,22 +191,36 @@ def _start(
         text=True,
         bufsize=1,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
     )
     proc.visible_devices = visible  # type: ignore[attr-defined]  # a replacement gets the same devices
     threading.Thread(target=_relay, args=(proc, log, inbox), daemon=True).start()
     return proc
 
 
-def _die_with_parent() -> None:
-    """Linux: SIGTERM this worker when the coordinator dies (even by kill -9), so no
-    orphan keeps claiming runs; it re-queues its run on the way out."""
+PR_SET_PDEATHSIG = 1  # prctl's option, from <linux/prctl.h>
+
+
+def watch_parent() -> bool:
+    """The first thing a worker does. Started by a coordinator ($BATCHSWEEP_PARENT_PID, its pid), on
+    Linux: have SIGTERM sent to this process when the coordinator dies (even by kill -9), so no
+    orphan keeps claiming runs (it re-queues its run on the way out); then check that the
+    coordinator is still its parent. False: the coordinator died before the signal was armed, and
+    the worker must exit without claiming anything (`EXIT_ORPHANED`). True otherwise: a worker
+    started by hand or by Slurm has no such variable, and elsewhere than Linux a worker notices a
+    dead coordinator at its next event (broken pipe). The variable is taken out of the
+    environment, so no process this one starts inherits it."""
+    expected = os.environ.pop(vocab.PARENT_PID_ENV, None)
+    if expected is None or not sys.platform.startswith("linux"):
+        return True
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
-        pass  # not Linux: a worker notices a dead coordinator at its next event (broken pipe)
+        pass  # no prctl to call: the broken pipe, as elsewhere; the check below still holds
+    # Armed: a coordinator that dies from now on sends SIGTERM. One that died before has left
+    # this process to another parent (init, or a subreaper), which the signal never concerns.
+    return os.getppid() == int(expected)
 
 
 def _relay(proc: subprocess.Popen, log: TextIO, inbox: queue.Queue) -> None:

@@ -15,3 +15,4 @@ EXIT_NEEDS_MORE_DEVICES = 3  # a queued run needs more replicas than this proces
 EXIT_UNREADABLE = 2  # the queue holds runs written by a newer version
 EXIT_RECYCLE = 4  # memory grew past the bound, or another replica count: start a fresh worker
 EXIT_DISK_FULL = 5  # the store cannot be written: stop, the coordinator says what to do
+EXIT_ORPHANED = 6  # the coordinator that started this worker died before it could watch it: nothing claimed

@@ -25,19 +25,10 @@ def learning_rate(cfg: TrainConfig, steps_per_epoch: int) -> Any:
 
 
 def warmup_schedule(lr: float, warmup_steps: int) -> Any:
-    import keras
+    """The warm-up schedule, `sweep.warmup.Warmup` (imported here: it imports Keras at its top)."""
+    from sweep.warmup import Warmup
 
-    class Warmup(keras.optimizers.schedules.LearningRateSchedule):
-        """lr x min(1, (step + 1) / warmup_steps): step 0 uses lr / warmup_steps, then linear up to lr."""
-
-        def __call__(self, step: Any) -> Any:
-            ramp = keras.ops.minimum(1.0, (keras.ops.cast(step, "float32") + 1.0) / warmup_steps)
-            return lr * ramp
-
-        def get_config(self) -> dict[str, Any]:
-            return {"lr": lr, "warmup_steps": warmup_steps}
-
-    return Warmup()
+    return Warmup(lr, warmup_steps)
 
 
 def make_optimizer(name: str, lr: Any) -> Any:

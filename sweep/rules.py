@@ -8,10 +8,11 @@ run ids are the ids they would have without it.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from sweep import stopping
-from sweep.keys import FOLDER, NPZ, Key, PointConfig, conditional, default, yaml_text
+from sweep.keys import DIGITS, FOLDER, NPZ, Key, PointConfig, conditional, default, yaml_text
 from sweep.vocab import RECAL
 
 
@@ -67,6 +68,8 @@ def _file_problem(point: PointConfig) -> str | None:
         return f"data.path must be a .npz file for dataset npz, got {data.path}"
     if data.dataset == FOLDER and data.path and not Path(data.path).is_dir():
         return f"data.path must be a folder (one sub-folder per class) for dataset folder, got {data.path}"
+    if data.dataset == DIGITS and importlib.util.find_spec("sklearn") is None:
+        return "data.dataset: digits is scikit-learn's digits; install it with pip install 'batchsweep[digits]'"
     return None
 
 

@@ -101,3 +101,4 @@ TIMING_CSV = "timing.csv"  # quiet per-configuration training times (sweep/timin
 DECISIONS_CSV, LOOKS_CSV = "decisions.csv", "looks.csv"  # a `run --until-decided`'s verdicts (sweep/decisions.py)
 LOG_DIR = "logs"
 STORAGE_ENV = "BATCHSWEEP_STORAGE"  # how a password-bearing URL reaches workers: never on a command line
+PARENT_PID_ENV = "BATCHSWEEP_PARENT_PID"  # the coordinator's pid, set for the workers it starts (sweep/coordinator.py)

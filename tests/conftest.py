@@ -30,6 +30,9 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Datasets render into a per-session cache, never the user's ~/.cache."""
     os.environ["BATCHSWEEP_CACHE"] = str(tmp_path_factory.mktemp("cache"))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    # matplotlib builds its font list (running fc-list) the first time it is imported on a machine:
+    # here, before any test, not inside the first unit test that draws a figure.
+    import matplotlib.font_manager  # noqa: F401
 
 
 TIERS = ("unit", "integration", "system")

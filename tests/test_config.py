@@ -348,3 +348,20 @@ def test_the_smallest_image_the_model_uses_is_accepted(tmp_path: Path) -> None:
 def test_the_committed_experiments_still_load() -> None:
     grids = [*(REPO / "experiments").glob("*.yaml"), *(REPO / "tests" / "fixtures" / "grids").glob("*.yaml")]
     assert len(grids) >= 10 and all(load_grid(path).name for path in grids)
+
+
+def test_digits_without_scikit_learn_is_refused_with_its_install_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scikit-learn is the `digits` extra, not a dependency: a grid asking for digits without it stops at load."""
+    import importlib.util
+
+    from sweep import rules
+
+    grid = "name: x\nbase: {data: {dataset: digits}}\n"
+    assert load_grid(write_grid(tmp_path, grid)).base.data.dataset == "digits"  # the test extra has scikit-learn
+    real = importlib.util.find_spec
+    monkeypatch.setattr(rules.importlib.util, "find_spec", lambda name: None if name == "sklearn" else real(name))
+    assert error_of(tmp_path, grid).endswith(
+        "data.dataset: digits is scikit-learn's digits; install it with pip install 'batchsweep[digits]'"
+    )

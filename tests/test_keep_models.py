@@ -3,6 +3,7 @@ final val_acc on its validation split; without it, a finished run leaves no chec
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -59,3 +60,37 @@ def test_without_the_flag_finished_runs_leave_no_checkpoint(tmp_path: Path) -> N
     results = tmp_path / "results" / "keep"
     assert list((results / checkpoint.CHECKPOINTS_DIR).iterdir()) == []
     assert not (results / checkpoint.MODELS_DIR).exists()
+
+
+WARMUP_GRID = """\
+    name: warm
+    seeds: [0]
+    base:
+      data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 12}
+      train: {epochs: 2, batch_size: 8, warmup_epochs: 1}
+"""
+
+
+def test_a_kept_model_with_warm_up_reloads_compiled_and_reproduces_final_val_acc(tmp_path: Path) -> None:
+    """The warm-up schedule is a registered class (`batchsweep>Warmup`): the model loads with its
+    compiled optimizer, as a user loads it (README, "Preemption-safe runs"), not only with compile=False."""
+    import keras
+
+    import sweep.warmup  # what a user imports before loading: it registers the schedule's class
+    from sweep.config import load_grid
+
+    grid = write_grid(tmp_path, WARMUP_GRID)
+    outcome, _ = sweep_here(grid, keep_models=True)
+    assert outcome.exit_code == 0
+    runs = pd.read_csv(outcome.runs_csv).set_index(vocab.RUN_ID)
+    (spec,) = plan(load_grid(grid))
+    path = tmp_path / "results" / "warm" / checkpoint.MODELS_DIR / f"{spec.run_id}.keras"
+    model = keras.saving.load_model(path)  # compile on, the default
+    schedule = model.optimizer.get_config()["learning_rate"]  # as Keras serializes it
+    split = load_split(spec.point.data)
+    steps = math.ceil(len(split.y_train) / spec.point.train.batch_size)  # warmup_epochs: 1
+    assert schedule["registered_name"] == "batchsweep>Warmup"
+    assert schedule["config"] == {"lr": spec.point.train.lr, "warmup_steps": steps}
+    assert keras.saving.get_registered_object("batchsweep>Warmup") is sweep.warmup.Warmup
+    got = model.evaluate(split.x_val, split.y_val, batch_size=EVAL_BATCH, verbose=0, return_dict=True)
+    assert float(got["accuracy"]) == runs.loc[spec.run_id, "final_val_acc"]

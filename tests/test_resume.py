@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -19,11 +20,13 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import optuna
+import psutil
 import pytest
 import services
-from conftest import TINY_GRID, run_cli, start_cli, write_grid
+from conftest import TINY_GRID, cli_env, run_cli, start_cli, write_grid
 
 from sweep import vocab
+from sweep.exits import EXIT_ORPHANED
 from sweep.store import Store, epochs_of, status_of
 
 pytestmark = pytest.mark.system
@@ -82,6 +85,95 @@ def test_kill_9_of_coordinator_and_worker_then_rerun_finishes_exactly_once(
     killed = study.get_trials(deepcopy=False)[victim.number]
     assert killed.state == optuna.trial.TrialState.FAIL and killed.user_attrs["status"] == "interrupted"
     assert epochs_of(killed)  # the records it made before the kill are kept, not lost
+
+
+def test_a_worker_whose_coordinator_is_already_gone_exits_at_once_without_claiming(tmp_path: Path) -> None:
+    """A worker started by a coordinator arms its parent-death signal itself, after it starts: one whose
+    $BATCHSWEEP_PARENT_PID is not its parent (the coordinator died before the signal was armed) exits
+    at once, with one line on stderr, and leaves the store as it found it."""
+    write_grid(tmp_path, TINY_GRID)
+    queued = run_cli("run", "grid.yaml", "--no-train", cwd=tmp_path)
+    assert queued.returncode == 0, queued.stdout + queued.stderr
+    journal = tmp_path / "results" / "tiny" / vocab.JOURNAL_FILE
+    before = journal.read_bytes()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    worker = subprocess.run(
+        [sys.executable, "-m", "sweep", "worker", "--storage", str(journal), "--study", "tiny"],
+        cwd=tmp_path,
+        env=cli_env(**{vocab.PARENT_PID_ENV: gone.stdout.strip()}),  # an exited process: not its parent
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert worker.returncode == EXIT_ORPHANED, worker.stdout + worker.stderr
+    assert worker.stderr.splitlines() == [
+        f"error: the coordinator that started this worker has exited; exiting without claiming a run "
+        f"(exit {EXIT_ORPHANED})"
+    ]
+    assert worker.stdout == ""  # not one event
+    assert journal.read_bytes() == before
+    assert {t.state for t in Store.open(journal, "tiny", create=False).sweep.get_trials()} == {
+        optuna.trial.TrialState.WAITING
+    }
+
+
+# A pause of 30 s at the start of epoch 2: a worker that learns of its coordinator's death only
+# from the broken pipe of its next event would re-queue its run after it, not at once.
+PAUSE = """\
+import time
+
+import keras
+
+
+class Pause(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 1:
+            time.sleep(30)
+
+
+def make():
+    return Pause()
+"""
+
+
+def test_kill_9_of_the_coordinator_alone_stops_its_worker_which_requeues_its_run(
+    tmp_path: Path, started: list[subprocess.Popen]
+) -> None:
+    """The worker's parent-death signal (SIGTERM, armed by the worker at its start): when `run` is
+    killed with kill -9 its worker re-queues its run at once, mid-pause, and exits."""
+    write_grid(
+        tmp_path,
+        GRID.replace("seeds: [0, 1]", "seeds: [0]")
+        .replace("batch_size: 4}", 'batch_size: 4, callbacks: ["pause.py:make"]}')
+        .replace("train.lr: [0.001, 0.002]", "train.lr: [0.001]"),
+    )
+    (tmp_path / "pause.py").write_text(PAUSE)
+    journal = tmp_path / "results" / "crash" / "journal.log"
+    coordinator = start_cli(started, "run", "grid.yaml", cwd=tmp_path)
+    study_of = lambda: Store.open(journal, "crash", create=False).sweep  # noqa: E731
+    victim = _wait_for_running_epoch(study_of)  # epoch 1 recorded: the worker pauses at epoch 2's start
+    worker = psutil.Process(victim.user_attrs["worker_pid"])
+    try:
+        coordinator.kill()
+        coordinator.wait()
+        killed = time.monotonic()
+        while _alive(worker):  # an orphan's new parent may never reap it: a zombie has ended too
+            assert time.monotonic() - killed < 15, "the worker went on after its coordinator died"
+            time.sleep(0.1)
+    finally:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            worker.kill()  # an orphan (the test failed): not left training
+    stopped = study_of().get_trials(deepcopy=False)[victim.number]
+    assert stopped.state == optuna.trial.TrialState.FAIL and stopped.user_attrs["status"] == "interrupted"
+    assert stopped.user_attrs["error"] == "interrupted before the run finished"  # by the worker itself
+    assert len(epochs_of(stopped)) == 1
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 @pytest.fixture()

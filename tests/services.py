@@ -119,7 +119,7 @@ SERVICES = {
         Service("mount", "run the tests as root, with util-linux's mount", _mount_missing),
         Service(
             "torch",
-            "pip install -e '.[torch]' --extra-index-url https://download.pytorch.org/whl/cpu (README, Backends)",
+            "pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install -e '.[torch]'",
             _torch_missing,
         ),
         Service("registry", "a network route to pip's package index (pip config list)", _registry_missing),

@@ -77,3 +77,16 @@ def test_the_test_times_quoted_are_the_measured_ones() -> None:
     assert f"unit and integration tiers ({_minutes_and_seconds(default)} on 2 cores)" in readme
     assert f"({_minutes_and_seconds(default)} of tests\non 2 cores" in readme
     assert f"`pytest -m unit` the unit tier ({_minutes_and_seconds(unit)})" in readme
+
+
+def test_the_install_without_tensorflow_lists_every_other_dependency() -> None:
+    """README's command for a JAX or torch machine without TensorFlow names pyproject's dependencies, each
+    at its declared bound, less the two TensorFlow lines: one added to pyproject and not there fails here."""
+    import tomllib
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    wanted = sorted(d for d in declared if not d.startswith("tensorflow"))
+    readme = (REPO / "README.md").read_text()
+    command = re.search(r"^pip install --no-deps -e \. && pip install (.*) jax$", readme, re.M)
+    assert command is not None
+    assert sorted(re.findall(r"'([^']+)'", command[1])) == wanted

@@ -72,14 +72,15 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Where services are required (CI), a machine without one fails whichever tiers ran."""
-    if services.required() and exitstatus == pytest.ExitCode.OK and services.missing_here():
+    if services.required() and exitstatus == pytest.ExitCode.OK and services.missing_here(machine_only=True):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
     """After a run without the system tier, or on CI: the system tests not run and what this machine lacks."""
     missing = services.missing_here()
-    if not _DESELECTED_SYSTEM and not (services.required() and missing):
+    fails = services.required() and services.missing_here(machine_only=True)
+    if not _DESELECTED_SYSTEM and not fails:
         return
     write = terminalreporter.write_line
     terminalreporter.section("system tier")
@@ -90,7 +91,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
         write(f"  {service.name} MISSING ({why}); install: {service.install}")
     if not missing:
         write("  every service they need is here")
-    elif services.required():
+    if fails:
         write("services are required here (CI=true or --require-services): the session fails")
 
 

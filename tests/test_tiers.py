@@ -113,3 +113,20 @@ def test_on_ci_the_default_run_fails_where_a_service_is_missing(
     done.assert_outcomes(passed=1, deselected=1)
     assert done.ret == pytest.ExitCode.TESTS_FAILED
     assert "services are required here (CI=true or --require-services): the session fails" in done.stdout.str()
+
+
+def test_on_ci_a_missing_package_fails_only_the_tests_that_need_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch is installed into an environment, not onto the machine: the lower bounds' unit tier runs on
+    CI in an environment without it and passes; a test that needs torch still fails there."""
+    monkeypatch.setenv("CI", "true")
+    absent = services.Service("torch", "pip install torch", lambda: "absent")
+    monkeypatch.setattr(services, "SERVICES", {"torch": absent})  # a machine with every machine service
+    pytester.makepyfile(test_quick="import pytest\n\n@pytest.mark.unit\ndef test_quick():\n    pass\n")
+    done = _project(pytester, "import pytest\n", "-m", "unit")
+    done.assert_outcomes(passed=1, deselected=0)
+    assert done.ret == pytest.ExitCode.OK
+    needs = "import pytest\nimport services\n\npytestmark = pytest.mark.system\n\n"
+    done = _project(pytester, needs + "def test_a():\n    services.require('torch')\n", "-m", "system")
+    done.assert_outcomes(failed=1, deselected=1)

@@ -44,18 +44,6 @@ grid:
   train.gpus: [1, 2]
 """
 PACK_GRID = yaml.safe_dump({**yaml.safe_load(SMOKE.read_text(encoding="utf-8")), "seeds": [0, 1]})  # 4 runs
-PROBE = """
-import importlib.util, json, keras
-backend = keras.backend.backend()
-if backend == "torch":  # keras.distribution has no devices to list on torch: torch's own
-    import torch
-    devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())] or ["cpu"]
-else:
-    devices = [str(d) for d in keras.distribution.list_devices()]
-print(json.dumps({"backend": backend, "keras": keras.__version__,
-                  "backend_version": getattr(__import__(backend), "__version__", "?"),
-                  "devices": devices, "tensorflow": importlib.util.find_spec("tensorflow") is not None}))
-"""
 
 
 @dataclass(frozen=True)
@@ -112,7 +100,7 @@ def done_runs(results: Path) -> int:
 
 
 def check_devices(checker: Checker) -> tuple[Outcome, dict]:
-    ran = checker.run(sys.executable, "-c", PROBE)
+    ran = checker.run(sys.executable, "-m", "benchmarks.device_probe")  # from the checkout (Checker.run's cwd)
     if ran.code != 0:
         return not_passed("devices", ran, ran.seconds), {}
     found = json.loads(ran.stdout.strip().splitlines()[-1])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,26 +28,7 @@ from benchmarks import machine
 
 THIS = machine.THIS
 CALLS = 10
-CHILD = f"""
-import hashlib, json, statistics, time
-from sweep import data, model, recal
-from sweep.keys import DataConfig, ModelConfig
-from sweep.train import seed_everything
-seed_everything(0)  # the same weights in every process, and TensorFlow's op determinism, as a run
-split = data.load_split(DataConfig(samples_per_class=50))
-shape = split.x_train.shape
-build = lambda: model.build_model(ModelConfig(), shape[1], split.num_classes, shape[-1])
-weights = build().get_weights()
-twin = recal.Twin(build, eval_batch=512)
-twin.evaluate(weights, split)  # traces the pass
-seconds = []
-for _ in range({CALLS}):
-    started = time.perf_counter()
-    twin._recalibrate(split.x_train_eval)
-    seconds.append(time.perf_counter() - started)
-numbers = [v.numpy().tobytes() for n in twin.norms for v in (n.moving_mean, n.moving_variance)]
-print(json.dumps({{"seconds": statistics.median(seconds), "digest": hashlib.sha256(b"".join(numbers)).hexdigest()}}))
-"""
+PASS = Path(__file__).with_name("recal_pass.py")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -64,9 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="recal-speed-") as tmp:
         env = _worker_env(Path(tmp) / "cache")
+        # The pass runs by its path from a folder of its own, so `sweep` comes from the checkout timed
+        # (PYTHONPATH) and no module beside it (benchmarks/queue.py) hides one of the standard library's.
+        script = Path(shutil.copy(PASS, Path(tmp) / PASS.name))
         for repeat in range(args.repeats):
             for name, root in list(checkouts.items())[:: 1 if repeat % 2 == 0 else -1]:
-                found = _timed(root, env)
+                found = _timed(script, root, env)
                 rows.append({"code": name, "repeat": repeat, **found})
                 print(f"repeat {repeat}: {name}: {found['seconds']:.3f} s per pass", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -86,10 +71,14 @@ def _worker_env(cache: Path) -> dict[str, str]:
     return devices.worker_environment(machine.clean_env(cache), threads=machine.cores())
 
 
-def _timed(root: Path, env: dict[str, str]) -> dict[str, object]:
+def _timed(script: Path, root: Path, env: dict[str, str]) -> dict[str, object]:
     """One process with `root`'s code: the median seconds of a pass and the statistics' digest."""
     done = subprocess.run(
-        [sys.executable, "-c", CHILD], cwd=root, env={**env, "PYTHONPATH": str(root)}, capture_output=True, text=True
+        [sys.executable, str(script), str(CALLS)],
+        cwd=root,
+        env={**env, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
     )
     if done.returncode != 0:
         raise RuntimeError(f"the pass with {root}'s code exited {done.returncode}:\n{done.stderr[-3000:]}")

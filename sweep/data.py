@@ -24,7 +24,7 @@ Decisions:
 Registry: `SOURCES` maps a dataset name to a function
 ``(DataConfig) -> (images_per_class: list[np.ndarray uint8 (n, size, size[, 3])], class_names)``;
 add a dataset by adding one entry here and its name to `DATASETS` in sweep/keys.py
-(README, "Adding a dataset").
+(docs/data.md, "Adding a dataset").
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ class Key:
     name: str  # dotted, section.field; filled in by declarations()
     default: Any
     check: Check
-    doc: str  # one line, for --help and the README
+    doc: str  # one line, for --help and docs/grid.md
     slug: str  # its short name in run ids: bs64
     since: int  # the key version it appeared in; FIRST_RELEASE or later
     only: Only | None = None

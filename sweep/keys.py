@@ -4,7 +4,7 @@ Every field of `DataConfig`, `ModelConfig` and `TrainConfig` is declared once,
 with `key(...)`: its type (the annotation), default, check, doc line, slug (its
 short name in run ids), the key version it appeared in, where it is used
 (`Only`), and what the analysis needs to know of it. Everything else derives
-from these declarations: the grid file's checks, `--help`, the README's key list
+from these declarations: the grid file's checks, `--help`, docs/grid.md's key list
 (`readme_keys`), run-id slugs and the keys left out of ids at their default
 (`plan`), and the analysis tables (`control_defaults`, `post_defaults`, ...).
 docs/design.md, "Adding a grid key", walks through one.
@@ -394,7 +394,7 @@ def toggles() -> tuple[str, ...]:
 
 
 def readme_keys() -> str:
-    """The sections of the README's grid-file reference: every key with its default and doc."""
+    """The sections of docs/grid.md's grid-file reference: every key with its default and doc."""
     lines = []
     for section, cls in SECTIONS.items():
         lines.append(f"  {section}:")

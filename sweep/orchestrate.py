@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sweep import backends, checkpoint, coordinator, events, usercode, vocab
+from sweep import backends, checkpoint, coordinator, events, preflight, vocab
 from sweep.config import GridFile
 from sweep.exits import EXIT_FAILED, EXIT_OK, UsageError
 from sweep.plan import RunSpec, SearchGroup, plan, search_groups
@@ -129,9 +129,9 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     results, target = locations(grid, options)
     points = [point for point, _ in grid.points()]
     backends.check(grid.source, points)  # what this backend cannot do stops here, before any queueing
-    if any(usercode.uses_code(p) for p in points):
+    if any(preflight.uses_code(p) for p in points):
         console.say("checking model.builder, data.loader and train.callbacks (loads TensorFlow)")
-        usercode.preflight(points)  # a broken reference stops here, before anything is queued
+        preflight.check(points)  # a broken reference stops here, before anything is queued
     store, added = _queue(grid, target, runs, groups, console)
     code, planned, trained, rounds = EXIT_OK, list(runs), 0, 0
     for phase in range(PHASES):

@@ -16,9 +16,9 @@ from dataclasses import asdict
 from typing import Any
 
 from sweep import checkpoint, events, pack, resume, vocab
+from sweep.endings import Ending, end_run, pruned_error, should_prune
 from sweep.plan import RunSpec
 from sweep.store import Claim, Store
-from sweep.worker import Ending, end_run, pruned_error, should_prune
 
 
 def size_for(claim: Claim, limit: int | None, places: checkpoint.Places, alone: set[str]) -> int:

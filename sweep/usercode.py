@@ -20,8 +20,6 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sweep.keys import LOADER, PointConfig
-
 
 class UserCodeError(ValueError):
     """A model.builder, data.loader or train.callbacks reference that cannot be used."""
@@ -150,32 +148,6 @@ def _run_scoped(inner: Any) -> Any:
     for hook in EPOCH_AND_BATCH_HOOKS:
         setattr(RunScoped, hook, lambda self, *args, _hook=hook, **kw: getattr(self.inner, _hook)(*args, **kw))
     return RunScoped()
-
-
-def uses_code(point: PointConfig) -> bool:
-    return bool(point.model.builder or point.data.dataset == LOADER or point.train.callbacks)
-
-
-def preflight(points: Iterable[PointConfig]) -> None:
-    """Build each distinct model, load each distinct dataset and make each callback once; raise on
-    the first that fails. Imports TensorFlow only when a point uses the user's code."""
-    points = [p for p in points if uses_code(p)]
-    if not points:
-        return
-    from sweep import data
-
-    splits: dict[Any, Any] = {}
-    for point in points:
-        if point.data not in splits:
-            try:
-                splits[point.data] = data.load_split(point.data)
-            except data.DataError as err:
-                raise UserCodeError(str(err)) from None
-        split = splits[point.data]
-        if point.model.builder:
-            shape = (point.data.image_size, point.data.image_size, point.data.channels)
-            build_model(point.model.builder, point.model.options, shape, split.num_classes)
-        callbacks(point.train.callbacks)
 
 
 def _one_line(err: BaseException) -> str:

@@ -15,18 +15,18 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import optuna
 
 from sweep import checkpoint, events, resume, vocab
 from sweep.config import UnknownSettings
+from sweep.endings import Ending, end_run, pruned_error, rss_mb, should_prune, taken_back
 from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
 from sweep.store import Claim, RetryPolicy, Store, is_disk_full
 
 IDLE_POLL_SECONDS = 2.0
-RSS_FACT = "worker_rss_mb"
 DEFAULT_POLICY = RetryPolicy()
 
 
@@ -122,12 +122,6 @@ def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoi
             return EXIT_RECYCLE
 
 
-def rss_mb() -> float:
-    import psutil
-
-    return psutil.Process().memory_info().rss / 2**20
-
-
 def max_rss_mb() -> float:
     """Memory above which a worker is replaced between runs ($BATCHSWEEP_WORKER_MAX_MB, default 4096)."""
     return float(os.environ.get("BATCHSWEEP_WORKER_MAX_MB", "4096"))
@@ -135,13 +129,6 @@ def max_rss_mb() -> float:
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
-
-
-def _taken_back(run_id: str, emit: events.Emit) -> tuple[str, bool]:
-    """The store ended this attempt while it trained (its worker was presumed dead) and queued
-    the next one: drop this attempt's work quietly; the queued attempt trains the run."""
-    emit(events.RunInterrupted(run_id, "the store presumed this worker dead and queued the run again"))
-    return vocab.INTERRUPTED, False
 
 
 def run_one(store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Places | None = None) -> tuple[str, bool]:
@@ -199,7 +186,7 @@ def run_one(store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Pl
     except (DataError, UserCodeError):  # fails the same way again
         error, retryable = traceback.format_exc(), False
     except optuna.exceptions.UpdateFinishedTrialError:
-        return _taken_back(spec.run_id, emit)
+        return taken_back(spec.run_id, emit)
     except Exception:  # noqa: BLE001 - any error of one run is recorded, and the sweep goes on
         error = traceback.format_exc()
     finally:
@@ -207,47 +194,3 @@ def run_one(store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Pl
             forget_compiled()  # also on Ctrl-C, which leaves the status failed until the run is re-queued
     ending = Ending(status, error, epochs, last)
     return end_run(store, claim, emit, places, ending, run.model if run else None), retryable
-
-
-def should_prune(claim: Claim, epoch: float, epochs: int) -> bool:
-    """A search trial whose curve is below the pruner's median, at a whole epoch before its last:
-    pruning at the last epoch would save nothing and hide a finished trial from the sampler."""
-    return claim.search is not None and float(epoch).is_integer() and epoch < epochs and claim.trial.should_prune()
-
-
-def pruned_error(claim: Claim, epoch: float) -> str:
-    return f"pruned after epoch {epoch}: {claim.metric} below the search's median"
-
-
-@dataclass(frozen=True)
-class Ending:
-    """How a run ended: its status, error text, epochs it was to train and its last record."""
-
-    status: str
-    error: str | None
-    epochs: int
-    last: dict[str, Any] | None
-
-
-def end_run(
-    store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Places, ending: Ending, model: Any
-) -> str:
-    """Store how the run ended, keep or drop its model and checkpoint, say so; returns its status."""
-    status, last, error = ending.status, ending.last, ending.error
-    value = last[claim.metric] if last and status == vocab.DONE else None
-    try:
-        resume.keep_model(places, claim.spec.run_id, status, model)  # before the run ends
-        store.record_fact(claim, RSS_FACT, round(rss_mb(), 1))  # memory growth across runs, measured
-        store.finish(claim, status, value=value, error=error)
-    except optuna.exceptions.UpdateFinishedTrialError:
-        return _taken_back(claim.spec.run_id, emit)[0]
-    resume.drop_checkpoint(places, claim.spec.run_id, status)
-    emit(
-        events.RunEnded(
-            claim.spec.run_id,
-            status,
-            max(0, ending.epochs - math.ceil(last[vocab.EPOCH] if last else 0)),
-            error.strip().splitlines()[-1] if error else None,
-        )
-    )
-    return status

@@ -157,7 +157,7 @@ def test_a_worker_joins_a_queued_sweep_and_trains_it(tmp_path: Path, capsys: pyt
 def test_in_process_ignores_workers_and_devices(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`run --in-process --workers 3 --devices 5,6` (README): every run trains in this process, one at
+    """`run --in-process --workers 3 --devices 5,6` (docs/commands.md): every run trains in this process, one at
     a time; no worker process starts, and GPUs 5 and 6 are asked of nothing."""
     import dataclasses
     import os

@@ -1,4 +1,4 @@
-"""The README stays true: every grid key documented, the Quick start commands are what CI runs."""
+"""The README and docs stay true: every grid key documented, the Quick start commands are what CI runs."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ pytestmark = pytest.mark.unit
 
 
 def grid_file_reference() -> str:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## The grid file") : readme.index("## Runs and run ids")]
+    grid = (REPO / "docs" / "grid.md").read_text()
+    section = grid[grid.index("## The grid file") : grid.index("## Runs and run ids")]
     return section[section.index("```yaml\n") + len("```yaml\n") : section.index("```\n")]
 
 
-def test_readme_lists_every_grid_key_with_its_default_and_doc() -> None:
+def test_the_grid_reference_lists_every_key_with_its_default_and_doc() -> None:
     reference = grid_file_reference()
-    assert keys.readme_keys() in reference, "README's keys differ from sweep/keys.py: paste keys.readme_keys()"
+    assert keys.readme_keys() in reference, "docs/grid.md's keys differ from sweep/keys.py: paste keys.readme_keys()"
     base = yaml.safe_load(reference)["base"]
     declared = keys.declarations()
     listed = {f"{s}.{key}": value for s, values in base.items() for key, value in values.items()}
@@ -41,14 +41,15 @@ def test_quick_start_test_command_is_what_ci_runs() -> None:
 
 
 def test_the_article_sweep_time_quoted_is_the_reference_runs() -> None:
-    """The Quick start, "Measured" and experiments/README.md quote one time for the article sweep, and
+    """The Quick start, docs/measured.md and experiments/README.md quote one time for the article sweep, and
     it is what the committed reference run took: its training span plus at most 1.5 minutes of
     TensorFlow's start and the report. An old time left in one place fails here."""
     import pandas as pd
 
     readme = (REPO / "README.md").read_text()
     quick = float(re.search(r"run the article sweep \(about ([\d.]+) minutes", readme).group(1))
-    measured = float(re.search(r"`experiments/article.yaml` \(6 runs.*?\): ([\d.]+) min wall", readme, re.S).group(1))
+    doc = (REPO / "docs" / "measured.md").read_text()
+    measured = float(re.search(r"`experiments/article.yaml` \(6 runs.*?\): ([\d.]+) min wall", doc, re.S).group(1))
     table = (REPO / "experiments" / "README.md").read_text()
     listed = float(re.search(r"^\| `article.yaml` \|.*\| ([\d.]+) min \|$", table, re.M).group(1))
     assert quick == measured == listed
@@ -80,13 +81,13 @@ def test_the_test_times_quoted_are_the_measured_ones() -> None:
 
 
 def test_the_install_without_tensorflow_lists_every_other_dependency() -> None:
-    """README's command for a JAX or torch machine without TensorFlow names pyproject's dependencies, each
+    """docs/backends.md's command for a JAX or torch machine without TensorFlow names pyproject's dependencies, each
     at its declared bound, less the two TensorFlow lines: one added to pyproject and not there fails here."""
     import tomllib
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     wanted = sorted(d for d in declared if not d.startswith("tensorflow"))
-    readme = (REPO / "README.md").read_text()
-    command = re.search(r"^pip install --no-deps -e \. && pip install (.*) jax$", readme, re.M)
+    backends = (REPO / "docs" / "backends.md").read_text()
+    command = re.search(r"^pip install --no-deps -e \. && pip install (.*) jax$", backends, re.M)
     assert command is not None
     assert sorted(re.findall(r"'([^']+)'", command[1])) == wanted

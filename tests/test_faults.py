@@ -119,7 +119,7 @@ def test_a_store_from_a_newer_version_is_refused_and_left_alone(
 def test_a_failed_or_diverged_run_leaves_no_checkpoint_like_a_done_one(tmp_path: Path) -> None:
     """A failed run is retried from epoch 0 and a diverged one never trains again: neither checkpoint
     is kept (nor a done run's); an interrupted run keeps its checkpoint to resume from, as --keep-models keeps all."""
-    from sweep import checkpoint, resume, worker
+    from sweep import checkpoint, endings, resume
 
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))))[:3])
@@ -131,7 +131,7 @@ def test_a_failed_or_diverged_run_leaves_no_checkpoint_like_a_done_one(tmp_path:
         path = places.checkpoint(claim.spec.run_id)
         path.write_bytes(b"a checkpoint")
         last = {vocab.EPOCH: 1.0, claim.metric: 0.5}
-        worker.end_run(store, claim, lambda event: None, places, worker.Ending(status, "boom", 2, last), None)
+        endings.end_run(store, claim, lambda event: None, places, endings.Ending(status, "boom", 2, last), None)
         ended[status] = path.exists()
     assert ended == {vocab.FAILED: False, vocab.DIVERGED: False, vocab.DONE: False}
     assert list(places.checkpoints.iterdir()) == []

@@ -177,10 +177,10 @@ def test_settings_that_do_not_fit_together_are_refused(tmp_path: Path, settings:
 
 
 @pytest.mark.system  # four runs of six epochs: a minute
-def test_a_readme_example_builder_trains(tmp_path: Path) -> None:
-    """The README's "Your own model and data" example, copied out of the README and run as written."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("## Your own model and data") : readme.index("## Measured")]
+def test_the_documented_example_builder_trains(tmp_path: Path) -> None:
+    """docs/data.md's "Your own model and data" example, copied out of it and run as written."""
+    reference = (Path(__file__).resolve().parent.parent / "docs" / "data.md").read_text()
+    section = reference[reference.index("## Your own model and data") :]
     files = {}
     for block in section.split("```")[1::2]:  # the fenced blocks: a language line, then "# file name"
         body = block.split("\n", 1)[1]
@@ -198,7 +198,7 @@ def test_a_readme_example_builder_trains(tmp_path: Path) -> None:
 
 @pytest.mark.unit
 def test_a_loader_is_held_to_the_npz_contract_before_anything_is_queued(tmp_path: Path) -> None:
-    from sweep import usercode
+    from sweep import preflight, usercode
 
     (tmp_path / "bad_data.py").write_text(
         "import numpy as np\n\ndef short():\n    return np.zeros((6, 12, 12), 'uint8'), np.arange(5)\n\n"
@@ -211,4 +211,4 @@ def test_a_loader_is_held_to_the_npz_contract_before_anything_is_queued(tmp_path
     ):
         grid = load_grid(write_grid(tmp_path, base % name))
         with pytest.raises(usercode.UserCodeError, match=expected):
-            usercode.preflight(point for point, _ in grid.points())
+            preflight.check(point for point, _ in grid.points())

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -27,9 +27,6 @@ from optuna.trial import FrozenTrial, TrialState
 from sweep import vocab
 from sweep.plan import RunSpec
 from sweep.store import internals
-
-if TYPE_CHECKING:
-    from sweep.store.search import Search
 
 EPOCH_PREFIX = "epoch_"
 SPEC = "spec"
@@ -59,6 +56,16 @@ class RetryPolicy:
         return status not in (*vocab.FINAL_STATUSES, vocab.RUNNING, vocab.PENDING)
 
 
+class SearchOfTrial(Protocol):
+    """What a claim needs of the learning-rate search its trial belongs to (`search.Search`; named by
+    its shape here, so this module does not import the one that builds on it)."""
+
+    @property
+    def settings(self) -> dict[str, Any]: ...
+
+    def start(self, claim: Claim) -> Claim: ...
+
+
 @dataclass(frozen=True)
 class Claim:
     """A run this worker has taken: its live trial, its spec, the queue it came from."""
@@ -66,7 +73,7 @@ class Claim:
     trial: optuna.Trial
     spec: RunSpec
     study: optuna.Study
-    search: Search | None = None  # set for a learning-rate search's trial slot
+    search: SearchOfTrial | None = None  # set for a learning-rate search's trial slot
 
     @property
     def metric(self) -> str:
@@ -171,7 +178,7 @@ def enqueue_next(study: optuna.Study, attrs: dict[str, Any]) -> None:
 def claim_next(
     study: optuna.Study,
     identity: dict[str, Any],
-    search: Search | None = None,
+    search: SearchOfTrial | None = None,
     accept: Callable[[RunSpec], bool] | None = None,
 ) -> Claim | None:
     """Atomically take the next WAITING trial of `study` (the next whose spec `accept`s, if given),

@@ -31,7 +31,7 @@ from sweep.keys import (
     declarations,
     field_docs,
 )
-from sweep.rules import inert, is_set, point_problem, without_inert
+from sweep.rules import inert, is_set, point_problem, unused, without_inert
 
 __all__ = [  # the grid file's API; the settings types are re-exported from sweep.keys for their users
     "DATASETS",
@@ -101,8 +101,8 @@ class GridFile:
         """
         unique: dict[tuple[PointConfig, tuple[Setting, ...]], None] = {}
         for point, settings in self.combinations():
-            unused = {k.name for k in inert(point)}
-            unique[(without_inert(point), tuple(s for s in settings if s[0] not in unused))] = None
+            idle = unused(point)
+            unique[(without_inert(point), tuple(s for s in settings if s[0] not in idle))] = None
         return list(unique)
 
 

@@ -25,6 +25,11 @@ def inert(point: PointConfig) -> list[Key]:
     return [k for k in conditional() if is_set(point, k) and k.only and point.value(k.only.on) not in k.only.values]
 
 
+def unused(point: PointConfig) -> set[str]:
+    """The names of the keys `point` does not use, set or not (bn_momentum without BatchNorm)."""
+    return {k.name for k in conditional() if k.only and point.value(k.only.on) not in k.only.values}
+
+
 def without_inert(point: PointConfig) -> PointConfig:
     """`point` with the keys it does not use at their defaults."""
     for k in inert(point):

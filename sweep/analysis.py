@@ -257,11 +257,14 @@ IN_CLAIMS = "in_claims"  # run_health's column: does the run answer the claims?
 def run_health(results: Results) -> pd.DataFrame:
     """Runs with a problem, and whether they still answer the claims: run_id, status, problem, in_claims.
 
-    No run is left out for what it learned: a one-class predictor is exactly what C2, C3 and
-    large batches can produce, so leaving it out would bias the verdicts towards the claims.
+    A run is left out of the claims for what it learned only when it learned nothing: a model at
+    chance on its training set cannot show a gap, a cause or a generalisation effect. A one-class
+    predictor of an imbalanced set (C2) learned the prior and stays in.
 
     - diverged: the loss became NaN or infinite; it has no finished epochs, so no final
       numbers to read (never in `epochs`); listed and counted, not in the claims;
+    - did not train: a done run whose every accuracy at its last record is at most twice chance
+      (`_did_not_train`); counted and named, in no interval and no decision;
     - stuck: a done run whose val_acc and train_eval_acc never changed over 3 or more
       records while val_acc sits at 1 / classes, i.e. the model predicts one class; it stays
       in the claims, and the report says whether any verdict changes without such runs;
@@ -287,7 +290,10 @@ def run_health(results: Results) -> pd.DataFrame:
     epochs = results.epochs
     if not epochs.empty:
         for run_id, rows in epochs.groupby(vocab.RUN_ID, sort=True):
-            if _stuck(rows, runs):
+            untrained = _did_not_train(rows, runs)
+            if untrained:
+                problems.append((run_id, vocab.DONE, untrained, False))
+            elif _stuck(rows, runs):
                 problems.append(
                     (
                         run_id,
@@ -299,6 +305,38 @@ def run_health(results: Results) -> pd.DataFrame:
                 )
     columns = [vocab.RUN_ID, vocab.STATUS, "problem", IN_CLAIMS]
     return pd.DataFrame(problems, columns=columns).drop_duplicates(vocab.RUN_ID)
+
+
+UNTRAINED_TIMES_CHANCE = 2.0  # "did not train": every accuracy at its last record at most twice chance
+DID_NOT_TRAIN = "did not train"
+
+
+def _did_not_train(rows: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """Why a done run learned nothing, or "": at its last record every training accuracy (running,
+    inference mode, recalibrated where measured) and every validation accuracy is at most twice chance.
+
+    Such a run says nothing about what a setting does to generalisation: an interval over it is a
+    failure to train (often of width 0: every seed at chance), so it enters no check. A model that
+    predicts its training set's majority class (C2's imbalance) learned that prior and is not one.
+    """
+    classes = _classes(rows, runs)
+    if classes is None:
+        return ""
+    last = rows.loc[rows[vocab.EPOCH].idxmax()]
+    names = [vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.TRAIN_EVAL_ACC_RECAL, vocab.VAL_ACC, vocab.VAL_ACC_RECAL]
+    read = {n: float(last[n]) for n in names if n in last.index and pd.notna(last[n])}
+    limit = UNTRAINED_TIMES_CHANCE / classes
+    if not read or max(read.values()) > limit:
+        return ""
+    shown = ", ".join(f"{n} {v:.3f}" for n, v in read.items())
+    return f"{DID_NOT_TRAIN}: at its last record {shown}, none above twice chance ({limit:.3f} for {classes} classes)"
+
+
+def _classes(rows: pd.DataFrame, runs: pd.DataFrame) -> int | None:
+    if "num_classes" not in runs:
+        return None
+    found = runs.loc[runs[vocab.RUN_ID] == rows[vocab.RUN_ID].iloc[0], "num_classes"].dropna()
+    return int(found.iloc[0]) if len(found) and found.iloc[0] >= 2 else None
 
 
 def _stuck(rows: pd.DataFrame, runs: pd.DataFrame) -> bool:
@@ -317,6 +355,14 @@ def without(epochs: pd.DataFrame, health: pd.DataFrame, everything: bool = False
         return epochs
     dropped = health if everything else health[~health[IN_CLAIMS].astype(bool)]
     return epochs[~epochs[vocab.RUN_ID].isin(dropped[vocab.RUN_ID])]
+
+
+def untrained(epochs: pd.DataFrame, health: pd.DataFrame) -> pd.DataFrame:
+    """The records of the runs `run_health` found did not train."""
+    if epochs.empty or not len(health):
+        return epochs.iloc[0:0]
+    ids = health.loc[health["problem"].astype(str).str.startswith(DID_NOT_TRAIN), vocab.RUN_ID]
+    return epochs[epochs[vocab.RUN_ID].isin(ids)]
 
 
 def claims_summary(results: Results, health: pd.DataFrame | None = None) -> pd.DataFrame:

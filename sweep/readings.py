@@ -84,7 +84,9 @@ def has_recalibrated(table: pd.DataFrame) -> bool:
 
 
 def recalibrated(summary: pd.DataFrame) -> pd.DataFrame:
-    """The summary with inference-mode numbers replaced by their recalibrated versions (gap rebuilt).
+    """The summary with inference-mode numbers replaced by their recalibrated versions; the gap becomes
+    eval_gap_recal (train_eval_acc_recal - val_acc_recal: one model, one mode, on both sets), never the
+    running training-mode train_acc minus a recalibrated val_acc, which mixes two measurements.
 
     A run without them (measured without train.recalibrate_bn) gets empty cells, never its raw numbers,
     so a check on such runs has no value rather than a raw one under the recalibrated name."""
@@ -93,10 +95,8 @@ def recalibrated(summary: pd.DataFrame) -> pd.DataFrame:
         for raw, recal in RECALIBRATED.items():
             if column(recal, when) in summary:
                 swapped[column(raw, when)] = summary[column(recal, when)]
-        if column(vocab.VAL_ACC_RECAL, when) in summary:
-            swapped[column(vocab.GAP, when)] = (
-                summary[column(vocab.TRAIN_ACC, when)] - swapped[column(vocab.VAL_ACC, when)]
-            )
+        if column(vocab.EVAL_GAP_RECAL, when) in summary:  # never the running train_acc minus a recalibrated val
+            swapped[column(vocab.GAP, when)] = summary[column(vocab.EVAL_GAP_RECAL, when)]
     return summary.assign(**swapped)
 
 

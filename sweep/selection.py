@@ -44,17 +44,25 @@ class Selection:
     candidates: int  # how many groups could have answered
 
     def tested_at(self) -> str:
-        """The settings the group ran at, in a few words: the ones every reader needs (NAMED) and every
-        other one not at its default, with the seed count; "batch_size=32, samples_per_class=50, ...; 3 seeds"."""
+        """The settings the group ran at, in a few words: the ones every reader needs (NAMED, the optimizer
+        even where the rows lack its column: then the default) and every other one not at its default, with
+        the seed count; "optimizer=adam, lr=0.001, batch_size=32, samples_per_class=50, ...; 3 seeds"."""
         settings = [c for c in setting_columns(self.rows) if c != self.axis and c not in RECORDING_KEYS]
         columns = [c for c in NAMED if c in settings] + [c for c in settings if c not in NAMED]
         filled = with_defaults(self.rows, columns)
-        named = []
+        named = [] if OPTIMIZER in settings else [f"optimizer={self.values_of(OPTIMIZER)}"]  # always named
         for c in columns:
             values = filled[c].dropna().unique()
             if len(values) == 1 and (c in NAMED or not _is_key_default(c, values[0])):
                 named.append(f"{c.rsplit('.', 1)[-1]}={fmt_value(values[0])}")
         return f"{', '.join(named) or 'the defaults'}; {self.rows[vocab.SEED].nunique()} seeds"
+
+    def values_of(self, key: str) -> str:
+        """The distinct values of one setting in these rows (empty cells read as its default), "0.001, 0.01"."""
+        if key not in self.rows:
+            return fmt_value(keys.default(key))
+        filled = with_defaults(self.rows, [key])[key]
+        return ", ".join(fmt_value(v) for v in sorted_values(filled))
 
     def describe(self) -> str:
         fixed = ", ".join(f"{k}={fmt_value(v)}" for k, v in self.context.items() if not pd.isna(v))
@@ -65,10 +73,11 @@ class Selection:
         return f"{self.axis} in {{{values}}}, {seeds} seeds; {chosen}{fixed}"
 
 
+OPTIMIZER, LR = "train.optimizer", "train.lr"
 # Keys that change what is recorded, not how a run trains: they never set two groups of runs apart.
 RECORDING_KEYS = ("train.eval_every_steps", "train.noise_scale", "train.recalibrate_bn")
 # Settings a verdict always names where they are fixed: the post names none of them, and each can flip a claim.
-NAMED = ("train.batch_size", "data.samples_per_class", "train.lr", "train.epochs")
+NAMED = (OPTIMIZER, LR, "train.batch_size", "data.samples_per_class", "train.epochs")
 
 
 @functools.lru_cache(maxsize=None, typed=True)  # typed: True and 1 are different cells; asked per column per check

@@ -57,7 +57,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     until = until_section.read(results.folders)
     decided_in = until_section.folders_by_claim(until)
     findings = evaluate(claims_summary, decided_in)
-    condition_maps = maps.maps(claims_summary)
+    condition_maps = maps.maps(claims_summary, analysis.run_summary(analysis.untrained(results.epochs, health)))
     # Drawing (matplotlib) is most of a report's time: a child process draws, and reads the steps to
     # target the steps figures show, while this one checks the claims; neither needs the other's work.
     # The child starts as early as the figures' inputs allow.

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from sweep import vocab
 from sweep.estimates import Estimate, fmt_estimate
+from sweep.report import headline
 from sweep.report.findings import Claim, Finding
 from sweep.report.map_section import NEAR, Candidate
 from sweep.report.maps import ConditionMap
@@ -29,6 +30,8 @@ def sentences(
     out = []
     if "C1" in found:
         out.append(_picture(found["C1"], mapped.get("C1")))
+    if "C1" in mapped:
+        out.extend(headline.sentences(mapped["C1"]))
     if candidates:
         out.append(_closest(candidates[0], len(candidates)))
     if "C8" in found:
@@ -61,8 +64,9 @@ def _picture(finding: Finding, found: ConditionMap | None) -> str:
 
 def _closest(best: Candidate, tested: int) -> str:
     near = "comes within" if best.distance <= NEAR else "does not come within"
+    which = "with the post's pattern closest to its numbers" if best.pattern else "closest to the post's numbers"
     return (
-        f"Of {tested} settings with batch 8 and 64, the one closest to the post's numbers ({best.label}) "
+        f"Of {tested} settings with batch 8 and 64, the one {which} ({best.label}) "
         f"{near} {NEAR:g} of all four: its largest distance is {best.distance:.2f}, in {best.farthest()}."
     )
 

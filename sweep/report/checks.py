@@ -36,6 +36,8 @@ from sweep.report.findings import (
     Finding,
 )
 from sweep.selection import (
+    LR,
+    OPTIMIZER,
     Selection,
     choose_context,
     fmt_value,
@@ -75,7 +77,11 @@ def _finding(
     described = "; ".join(dict.fromkeys(s.describe() for s in sels))
     run_ids = tuple(sorted({str(r) for s in sels for r in s.rows[vocab.RUN_ID]}))
     tested_at = " | ".join(dict.fromkeys(s.tested_at() for s in sels))
-    return Finding(tuple(checks), described, tuple(evidence), tuple(notes), rule, run_ids, tested_at)
+    optimizer = " | ".join(dict.fromkeys(s.values_of(OPTIMIZER) for s in sels))
+    lr = " | ".join(dict.fromkeys(s.values_of(LR) for s in sels))
+    return Finding(
+        tuple(checks), described, tuple(evidence), tuple(notes), rule, run_ids, tested_at, optimizer=optimizer, lr=lr
+    )
 
 
 # --- C1: the post's picture at epoch 2
@@ -103,9 +109,18 @@ def gap_at_two_batch_sizes(claim: Claim, sel: Selection, large: Any) -> Finding:
     evidence = tuple(
         (f"{metric} at batch {bs}, epoch 2", _est(rows, BATCH_SIZE, bs, column(metric, "epoch2")))
         for bs in (large, small)
-        for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP)
+        for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *_cause(rows, "epoch2"))
     )
     return _finding(checks, sel, evidence, (_measurement_share(rows, small, large),))
+
+
+# The cause behind a symptom: the same weights with BatchNorm's statistics recomputed, where recorded.
+CAUSE_METRICS = (vocab.TRAIN_EVAL_ACC_RECAL, vocab.VAL_ACC_RECAL, vocab.EVAL_GAP_RECAL)
+
+
+def _cause(rows: pd.DataFrame, when: str) -> tuple[str, ...]:
+    """CAUSE_METRICS where every run has them at `when` (none for runs recorded without recalibration)."""
+    return tuple(m for m in CAUSE_METRICS if column(m, when) in rows and rows[column(m, when)].notna().all())
 
 
 def _measurement_share(rows: pd.DataFrame, small: int, large: int) -> str:
@@ -161,7 +176,7 @@ def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
     measured = (vocab.TRAIN_EVAL_BALANCED_ACC,) if balanced in sel.rows and sel.rows[balanced].notna().any() else ()
     evidence = tuple(
         (f"{metric} at {at}, epoch 2", _est(sel.rows, axis, value, column(metric, "epoch2")))
-        for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *measured)
+        for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *measured, *_cause(sel.rows, "epoch2"))
     )
     evidence += (
         (

@@ -7,11 +7,14 @@ answer it. docs/report.md explains every threshold to readers.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
 
 import pandas as pd
 
-from sweep.analysis import BATCH_SIZE, GPUS, SOURCE
+from sweep import readings, vocab
+from sweep.analysis import BATCH_SIZE, GPUS, SOURCE, column
 from sweep.report.checks import (
     check_capacity_overfits,
     check_cause_raises_gap,
@@ -27,8 +30,15 @@ from sweep.report.findings import (
     CAUSE_RAISES_GAP,
     CLOSE_GAP,
     FAR_GAP,
+    GENERALISATION,
+    READ_RAW,
+    READ_RECAL,
+    READ_SYMPTOM,
+    READ_TIME,
     SAME_VAL,
     SPEEDUP,
+    SYMPTOM,
+    TIME,
     VAL_DROP,
     Claim,
     Finding,
@@ -51,6 +61,7 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(ARTICLE_GRID, (BATCH_SIZE,), values=(8, 64)),
         (FAR_GAP, CLOSE_GAP),
         check_gap_at_two_batch_sizes,
+        reads=SYMPTOM,
     ),
     Claim(
         "C2",
@@ -61,6 +72,7 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(CAUSES_GRID, ("data.imbalance",), reference=0.0),
         (FAR_GAP, CAUSE_RAISES_GAP),
         check_cause_raises_gap,
+        reads=SYMPTOM,
     ),
     Claim(
         "C3",
@@ -70,6 +82,7 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(CAUSES_GRID, ("data.shuffle",), reference=True),
         (FAR_GAP, CAUSE_RAISES_GAP),
         check_cause_raises_gap,
+        reads=SYMPTOM,
     ),
     Claim(
         "C4",
@@ -96,6 +109,7 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)),
         (SPEEDUP,),
         check_large_batch_faster,
+        reads=TIME,
     ),
     Claim(
         "C7",
@@ -152,7 +166,49 @@ def _evaluate_in(claim: Claim, table: pd.DataFrame, folder: str | None) -> Findi
     """The claim on one folder's runs when it was decided there (all runs if that folder cannot answer it)."""
     if folder is not None and SOURCE in table:
         own = table[table[SOURCE] == folder]
-        finding = claim.evaluate(own) if len(own) else None
+        finding = read(claim, own) if len(own) else None
         if finding is not None:
             return finding
-    return claim.evaluate(table)
+    return read(claim, table)
+
+
+def read(claim: Claim, table: pd.DataFrame) -> Finding | None:
+    """The claim's finding from the numbers its question needs (`Claim.reads`), the reading named.
+
+    A claim about generalisation or fit reads the recalibrated numbers when every run its check chose
+    recorded them: raw inference-mode accuracy after few optimizer steps is BatchNorm's lag, not the
+    weights. The choice of runs depends on settings only, so both readings compare the same runs.
+    """
+    finding = claim.evaluate(table)
+    if finding is None or claim.reads != GENERALISATION:
+        words = {SYMPTOM: READ_SYMPTOM, TIME: READ_TIME}
+        return None if finding is None else dataclasses.replace(finding, reading=words.get(claim.reads, READ_RAW))
+    if _all_recalibrated(table, finding.run_ids):
+        recal = claim.evaluate(readings.recalibrated(table))
+        if recal is not None:
+            return dataclasses.replace(relabelled(recal), reading=READ_RECAL)
+    return dataclasses.replace(finding, reading=READ_RAW)
+
+
+def _all_recalibrated(table: pd.DataFrame, run_ids: tuple[str, ...]) -> bool:
+    name = column(vocab.VAL_ACC_RECAL, "last")
+    if name not in table:
+        return False
+    chosen = table[table[vocab.RUN_ID].astype(str).isin(run_ids)]
+    return len(chosen) > 0 and bool(chosen[name].notna().all())
+
+
+# The names a check's label gives the numbers it read, and their recalibrated versions' names.
+_RECAL_NAMES = {raw: recal for raw, recal in readings.RECALIBRATED.items()} | {vocab.GAP: vocab.EVAL_GAP_RECAL}
+_NAME = re.compile(r"\b(" + "|".join(sorted(map(re.escape, _RECAL_NAMES), key=len, reverse=True)) + r")\b")
+
+
+def relabelled(finding: Finding) -> Finding:
+    """A finding read on `readings.recalibrated` numbers, its labels naming them (val_acc -> val_acc_recal)."""
+
+    def name(label: str) -> str:
+        return _NAME.sub(lambda m: _RECAL_NAMES[m.group(1)], label)
+
+    checks = tuple(dataclasses.replace(c, label=name(c.label)) for c in finding.checks)
+    evidence = tuple((name(label), e) for label, e in finding.evidence)
+    return dataclasses.replace(finding, checks=checks, evidence=evidence)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from sweep import readings, vocab
 from sweep.estimates import fmt_estimate
-from sweep.report.claims import by_id
+from sweep.report.claims import by_id, relabelled
 from sweep.report.findings import Claim, Finding, outcome_text
 from sweep.selection import choose_context
 
@@ -47,6 +47,8 @@ def comparable(summary: pd.DataFrame, epochs: pd.DataFrame) -> list[Read]:
                 variants.append((RECALIBRATED, readings.recalibrated(table)))
             for batchnorm, rows in variants:
                 finding = claim.evaluate(rows) if not rows.empty else None
+                if finding is not None and batchnorm == RECALIBRATED:
+                    finding = relabelled(finding)
                 if finding is not None and all(c.estimate.n == 0 for c in finding.checks):
                     finding = None  # no run has a record at the point
                 found.append(Read(claim, reading, batchnorm, finding, _points(_used(claim, rows), finding, reading)))
@@ -113,10 +115,9 @@ def lag_sentence(found: list[Read], claim_id: str, reading: readings.Reading) ->
     if raw is None or recal is None:
         return None
     parts = [
-        f"{a.label}: {a.estimate.mean:+.3f} raw, {b.estimate.mean:+.3f} recalibrated, BatchNorm lag "
+        f"{a.label}: {a.estimate.mean:+.3f} raw, {b.estimate.mean:+.3f} as {b.label.split(',')[0]}, BatchNorm lag "
         f"{a.estimate.mean - b.estimate.mean:+.3f}"
-        for a, b in zip(raw.checks, recal.checks, strict=False)
-        if a.label == b.label
+        for a, b in zip(raw.checks, recal.checks, strict=True)  # one check function: the same checks in order
     ]
     return "; ".join(parts) + "." if parts else None
 

@@ -50,6 +50,18 @@ class Needs:
 
 ALL, ANY = "all", "any"  # how a claim's checks combine: every one must hold (C4: at least one)
 
+# Which numbers a claim is read from (docs/report.md, "How each claim is read"):
+# - the symptom as the post saw it: running training-mode train_acc against val_acc;
+# - generalisation and fit: the same weights with BatchNorm's statistics recomputed (the *_recal columns),
+#   so that BatchNorm's lag after few steps is not read as worse generalisation;
+# - raw inference-mode numbers where the runs did not record recalibrated ones (said so);
+# - time: epoch seconds.
+SYMPTOM, GENERALISATION, TIME = "symptom", "generalisation", "time"
+READ_SYMPTOM = "the post's reading: running train_acc vs val_acc (raw)"
+READ_RECAL = "recalibrated BatchNorm (*_recal: without BatchNorm's lag)"
+READ_RAW = "raw inference mode (these runs did not record recalibrated numbers)"
+READ_TIME = "epoch seconds"
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -62,6 +74,9 @@ class Finding:
     rule: str = ALL
     run_ids: tuple[str, ...] = ()  # the runs its selection(s) read (the run summary's run_id), sorted
     tested_at: str = ""  # the settings its runs ran at, in a few words (`Selection.tested_at`)
+    optimizer: str = ""  # the optimizer(s) its runs trained with: "adam"
+    lr: str = ""  # their learning rate: "0.001", or "tuned per batch size over [0.0001, 0.03]"
+    reading: str = ""  # which numbers decide, and where: READ_SYMPTOM, READ_RECAL or READ_RAW, with the epoch
 
     @property
     def outcome(self) -> bool | None:
@@ -93,6 +108,7 @@ class Claim:
     needs: Needs
     thresholds: tuple[Threshold, ...]
     check: Callable[[Claim, pd.DataFrame], Finding | None]  # None: these runs cannot test it
+    reads: str = GENERALISATION  # SYMPTOM | GENERALISATION | TIME: which numbers decide
 
     @property
     def experiments(self) -> str:
@@ -149,6 +165,9 @@ def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
             "claim": claim.id,
             "verdict": finding.verdict if finding else NOT_TESTED,
             "experiments": claim.experiments,
+            "optimizer": finding.optimizer if finding else "",
+            "lr": finding.lr if finding else "",
+            "reading": finding.reading if finding else "",
         }
         if finding is None:
             rows.append(head)

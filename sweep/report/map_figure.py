@@ -1,7 +1,8 @@
 """The condition-map figure: one panel per check of the claim, one row per cell of the map.
 
-Each row is the check's mean with its 95% interval over seeds, coloured by the check's
-outcome after the map's Holm correction; the shaded band is where the check holds. Drawn
+Each row is the check's mean with its 95% interval over seeds, coloured by where that
+interval lies against the claim's threshold (a description, not a test); the shaded band
+is the claim's side of the threshold. Drawn
 like the per-folder figures (`sweep.plots`), again only when what it shows changed.
 """
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 COLOURS = {True: "tab:green", False: "tab:red", None: "tab:gray"}
-WORDS = {True: "holds", False: "fails", None: "undecided"}
+WORDS = {True: "interval beyond the threshold", False: "interval short of it", None: "interval spans it"}
 
 
 def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, plots.FigureFile]:
@@ -36,8 +37,8 @@ def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, p
         key.update(Path(__file__).read_bytes())
         caption = (
             f"{m.claim.id} at every setting of {m.source}: each check's mean over seeds with its 95% t-interval, "
-            f"coloured by its outcome after Holm's correction over the map's {m.family_size()} checks "
-            "(green holds, red fails, grey undecided); shaded: where the check holds."
+            "green where the interval lies wholly beyond the claim's threshold, red wholly short of it, grey where "
+            "it spans it (a description per setting, not a test); shaded: the claim's side of the threshold."
         )
         name = f"map-{m.claim.id}"
         make = functools.partial(figure, m)

@@ -6,14 +6,20 @@ on every *cell*: every group of runs that share all settings but the claim's axi
 both of the values it compares (C1: batch 8 and 64; C3: shuffled and not). Cells come from
 one results folder, the one with the most cells, so every cell ran the same code and grid.
 
-The map is a family of its own under Holm's correction (its every check), so its words
-"holds for ..., fails for ..., undecided for ..." are simultaneous at the 5% level; the
-verdict table's family is separate. `where` names each set of cells by the fewest settings
-that cover it exactly (`batchnorm=False` for all cells without BatchNorm).
+A map describes; it does not decide. Each cell is its checks' estimates with their 95%
+intervals: a cell "shows" the claim's pattern when every interval lies wholly on the claim's
+side of its threshold, "does not" when one lies wholly on the other side, and is "unclear"
+otherwise. With 3 seeds per cell and dozens of cells, threshold tests corrected for
+multiplicity could decide almost nothing, and uncorrected ones would claim too much; so no
+error rate is claimed here, and only the verdict table decides. Runs that did not train
+(`sweep.analysis.run_health`) are in no cell; the map names the settings that lost them.
+`where` names each set of cells by the fewest settings that cover it exactly
+(`batchnorm=False` for all cells without BatchNorm).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import numbers
 from collections.abc import Callable, Sequence
@@ -27,7 +33,6 @@ from sweep import keys, vocab
 from sweep.analysis import BATCH_SIZE, SOURCE, SOURCE_RANK, column, setting_columns
 from sweep.report.checks import cause_raises_gap, gap_at_two_batch_sizes
 from sweep.report.claims import by_id
-from sweep.report.family import corrected
 from sweep.report.findings import Claim, Finding
 from sweep.selection import (
     RECORDING_KEYS,
@@ -41,8 +46,9 @@ from sweep.selection import (
 from sweep.selection import where as rows_at
 
 Judge = Callable[[Claim, Selection, Any], Finding]
-OUTCOME_WORDS = {True: "holds", False: "fails", None: "undecided"}
-CELL_WORDS = {True: "holds for", False: "fails for", None: "undecided for"}
+OUTCOME_WORDS = {True: "beyond the threshold", False: "short of it", None: "unclear"}  # one check's interval
+PATTERN_WORDS = {True: "shows it", False: "does not", None: "unclear"}  # a cell
+CELL_WORDS = {True: "shows the post's pattern at", False: "does not at", None: "unclear at"}
 MIN_CELLS = 2  # one cell is the verdict itself, not a map
 
 
@@ -102,30 +108,34 @@ class ConditionMap:
     mapped: Mapped
     source: str  # the results folder the cells come from
     cells: tuple[Cell, ...]
+    untrained: tuple[tuple[str, int], ...] = ()  # (setting, runs) of the source's runs that did not train
 
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(k for k, _ in self.cells[0].conditions) if self.cells else ()
-
-    def family_size(self) -> int:
-        return sum(len(c.finding.checks) for c in self.cells)
 
     def seeds(self) -> str:
         counts = sorted({int(c.finding.checks[0].estimate.n) for c in self.cells})
         return "-".join(str(n) for n in (counts[0], counts[-1])) if counts[0] != counts[-1] else str(counts[0])
 
     def summary(self, words: dict[bool | None, str] = CELL_WORDS) -> str:
-        """ "holds for A; fails for B; undecided for C", each part only where it has cells."""
+        """ "shows the post's pattern at A; does not at B; unclear at C", each part only where it has cells,
+        then the runs that did not train."""
         parts = []
         for outcome in (True, False, None):
             chosen = [c for c in self.cells if c.outcome is outcome]
             if chosen:
                 parts.append(f"{words[outcome]} {where(self.cells, chosen)}")
+        if self.untrained:
+            parts.append(f"{sum(n for _, n in self.untrained)} runs did not train ({self.untrained_words()})")
         return "; ".join(parts)
+
+    def untrained_words(self) -> str:
+        return ", ".join(f"{setting}: {n}" for setting, n in self.untrained)
 
     def counts(self) -> str:
         tally = [sum(c.outcome is o for c in self.cells) for o in (True, False, None)]
-        return f"{tally[0]} hold, {tally[1]} fail, {tally[2]} undecided of {len(self.cells)} settings"
+        return f"{tally[0]} show it, {tally[1]} do not, {tally[2]} unclear of {len(self.cells)} settings"
 
 
 def short(key: str) -> str:
@@ -137,14 +147,29 @@ def shown(value: Any) -> str:
     return "none" if value is None or (isinstance(value, float) and value != value) else fmt_value(value)
 
 
-def maps(table: pd.DataFrame) -> list[ConditionMap]:
-    """Every mapped claim's map, where a results folder has at least MIN_CELLS cells for it."""
+def maps(table: pd.DataFrame, untrained: pd.DataFrame | None = None) -> list[ConditionMap]:
+    """Every mapped claim's map, where a results folder has at least MIN_CELLS cells for it.
+
+    `untrained`: the run summary of the runs that did not train (in no cell; each map names its own)."""
     found = []
     for mapped in MAPPED:
         chosen = condition_map(by_id(mapped.claim_id), mapped, table)
         if chosen is not None:
-            found.append(chosen)
+            found.append(dataclasses.replace(chosen, untrained=_untrained(chosen, untrained)))
     return found
+
+
+def _untrained(m: ConditionMap, untrained: pd.DataFrame | None) -> tuple[tuple[str, int], ...]:
+    """The settings of the map's folder whose runs did not train, named by the map's keys and its axis."""
+    if untrained is None or untrained.empty or SOURCE not in untrained:
+        return ()
+    rows = untrained[untrained[SOURCE] == m.source]
+    names = [k for k in (*m.keys, m.claim.needs.axes[0]) if k in rows]
+    if rows.empty or not names:
+        return ()
+    filled = with_defaults(rows, names)
+    labels = [", ".join(f"{short(k)}={shown(r[k])}" for k in dict.fromkeys(names)) for _, r in filled.iterrows()]
+    return tuple(sorted(pd.Series(labels).value_counts().items()))
 
 
 def condition_map(claim: Claim, mapped: Mapped, table: pd.DataFrame) -> ConditionMap | None:
@@ -254,14 +279,11 @@ def _distinct(keys: Sequence[str], found: list[tuple[Any, Selection]]) -> list[s
 
 
 def _judged(claim: Claim, mapped: Mapped, found: list[tuple[Any, Selection]]) -> tuple[Cell, ...]:
-    """Every cell's checks, Holm-corrected across the whole map."""
-    findings: list[tuple[Claim, Finding | None]] = [(claim, mapped.judge(claim, sel, value)) for value, sel in found]
-    fixed = corrected(findings)
+    """Every cell's checks, each described by its own 95% interval (no correction: a map decides nothing)."""
     reference = _reference(claim)[0]
     cells = [
-        Cell(tuple(sel.context.items()), value, reference, finding, sel.rows)
-        for (value, sel), (_, finding) in zip(found, fixed, strict=True)
-        if finding is not None
+        Cell(tuple(sel.context.items()), value, reference, mapped.judge(claim, sel, value), sel.rows)
+        for value, sel in found
     ]
     return tuple(sorted(cells, key=lambda c: [_order(v) for _, v in c.conditions]))
 
@@ -330,12 +352,9 @@ def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
                         "ci_low": e.low,
                         "ci_high": e.high,
                         "n": e.n,
-                        "holds_when": check.region(),
-                        "p_value": check.p_value()[0],
-                        "p_holm": check.p_holm,
-                        "family": check.family,
-                        "outcome": OUTCOME_WORDS[check.outcome()],
-                        "cell_outcome": OUTCOME_WORDS[cell.outcome],
+                        "pattern_when": check.region(),
+                        "interval": OUTCOME_WORDS[check.outcome()],
+                        "cell": PATTERN_WORDS[cell.outcome],
                     }
                 )
     return pd.DataFrame(rows)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from sweep import provenance, readings, scaling, tuning, vocab
-from sweep.analysis import BACKEND_DEFAULT, IN_CLAIMS, Results, varying
+from sweep.analysis import BACKEND_DEFAULT, DID_NOT_TRAIN, IN_CLAIMS, Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report import answer, comparable, family, map_section, until_section
@@ -74,13 +74,14 @@ def document(
     mapped = {m.claim.id: m for m in where.maps}
     sequential = until_section.by_claim(until)
     doc.table(
-        ("claim", "the post", "verdict, and where it was tested", "deciding numbers"),
+        ("claim", "the post", "estimate [95% CI] (n)", "verdict", "read from, and where"),
         [
             (
                 c.id,
                 c.quote,
-                verdict_where(c, f, mapped.get(c.id), sequential.get(c.id)),
                 "; ".join(f"{k.label}: {fmt_estimate(k.estimate)}" for k in f.checks) if f else "",
+                verdict_where(c, f, mapped.get(c.id), sequential.get(c.id)),
+                domain(f),
             )
             for c, f in findings
         ],
@@ -120,11 +121,16 @@ def verdict_where(
     """The verdict at the settings it read (the sequential one after `run --until-decided`), then, where
     the claim was mapped, where it is supported and where not."""
     text = verdict(claim, finding, sequential)
-    if finding is not None and finding.tested_at:
-        text += f" (at {finding.tested_at})"
     if found is not None:
-        text += f". Over {len(found.cells)} settings of {found.source}: {found.summary(CLAIM_WORDS)}"
+        text += f". Over {len(found.cells)} settings of {found.source}: {found.summary()}"
     return text
+
+
+def domain(finding: Finding | None) -> str:
+    """Where a verdict holds: the numbers it read, its optimizer and learning rate, and the other settings."""
+    if finding is None:
+        return ""
+    return f"{finding.reading}; optimizer {finding.optimizer}, lr {finding.lr}; at {finding.tested_at}"
 
 
 def verdict(claim: Claim, finding: Finding | None, sequential: pd.DataFrame | None = None) -> str:
@@ -132,9 +138,6 @@ def verdict(claim: Claim, finding: Finding | None, sequential: pd.DataFrame | No
     if finding is not None and sequential is not None and until_section.applies(finding, sequential):
         return until_section.verdict(finding, sequential)
     return verdict_text(claim, finding)
-
-
-CLAIM_WORDS = {True: "supported at", False: "contradicted at", None: "undecided at"}
 
 
 # --- header: the results, then where the report was made
@@ -200,12 +203,15 @@ def health_section(doc: Doc, health: pd.DataFrame, sensitivity: str = "") -> Non
         return
     doc.h(2, "Runs with problems")
     kept = int(health[IN_CLAIMS].astype(bool).sum())
+    untrained = int(health["problem"].astype(str).str.startswith(DID_NOT_TRAIN).sum())
     doc.p(
-        f"{len(health)} run(s) have a problem. No run is left out for its outcome: the {kept} stuck run(s) (a model "
-        "that predicts one class, which a cause or a large batch can produce) stay in every verdict and in the "
-        f"attribution. The {len(health) - kept} other(s) are not in any verdict: a diverged run has no finished "
-        "epochs to read, and a validation set of one class cannot compare settings; a setting that lost seeds "
-        "to them has fewer seeds and a wider interval, and one that lost all is 'not tested'."
+        f"{len(health)} run(s) have a problem; {untrained} did not train. A run that did not train (every "
+        "accuracy at its last record at most twice chance) decides nothing: it is in no interval, no verdict and "
+        "no condition-map cell, and a setting that lost all its seeds to it is 'not tested' there. The "
+        f"{kept} stuck run(s) (a model that predicts one class, which a cause or a large batch can produce, above "
+        "chance on its training set) stay in every verdict and in the attribution. A diverged run has no "
+        "finished epochs to read, and a validation set of one class cannot compare settings; a setting that lost "
+        "seeds to them has fewer seeds and a wider interval."
     )
     if sensitivity:
         doc.p(sensitivity)
@@ -264,7 +270,7 @@ def claim_section(doc: Doc, claim: Claim, finding: Finding | None) -> None:
     if finding is None:
         doc.p(f"This sweep has no runs that compare what the claim needs; `{claim.experiments}` tests it.")
         return
-    doc.p(f"Runs used: {finding.selection}.")
+    doc.p(f"Read from: {domain(finding)}. Runs used: {finding.selection}.")
     doc.table(
         ("check", "mean [95% CI] (n)", "holds when", "p (Holm-adjusted)", "outcome"),
         [(c.label, fmt_estimate(c.estimate), c.region(), fmt_p(c), outcome_text(c)) for c in finding.checks],
@@ -379,9 +385,11 @@ def tuning_section(doc: Doc, tun: tuning.Tuning | None) -> None:
         return
     doc.p(
         "Shallue et al. (2019) compare batch sizes each at a learning rate tuned for it. Each search below drew "
-        "learning rates with TPE at one seed, pruned trials whose val_acc curve fell below the median, and re-ran "
-        "the best lr at every seed of the grid; the fixed lr is the grid's own runs of the same point. Changes are "
-        "paired by seed."
+        "learning rates with TPE at one seed, pruned trials whose curve of the search's metric fell below the "
+        "median, and re-ran the best lr at every seed of the grid; the fixed lr is the grid's own runs of the same "
+        "point. Changes are paired by seed. Each row reads val_acc_recal (BatchNorm statistics recomputed for the "
+        "weights) where every record of its tuned and fixed-lr runs has it, else val_acc, which lags behind the "
+        "weights at a large batch size; the 'read on' column names which."
     )
     fmt = fmt_estimate
     doc.table(
@@ -390,8 +398,9 @@ def tuning_section(doc: Doc, tun: tuning.Tuning | None) -> None:
             "context",
             "best lr",
             "fixed lr",
-            "val_acc at best lr, last epoch",
-            "val_acc at fixed lr",
+            "read on",
+            "at best lr, last epoch",
+            "at fixed lr",
             "tuned - fixed (paired)",
             "gap at epoch 2: best lr / fixed lr",
         ),
@@ -401,6 +410,7 @@ def tuning_section(doc: Doc, tun: tuning.Tuning | None) -> None:
                 p.context or "-",
                 tuning.describe(p.best_lr),
                 tuning.describe(p.fixed_lr),
+                p.metric,
                 fmt(p.tuned_val),
                 fmt(p.fixed_val),
                 fmt(p.change),
@@ -409,11 +419,16 @@ def tuning_section(doc: Doc, tun: tuning.Tuning | None) -> None:
             for p in tun.points
         ],
     )
+    for p in tun.points:
+        if p.edge():
+            where = f"batch {p.batch_size}" + (f" ({p.context})" if p.context else "")
+            doc.p(f"The best lr of {where}, {tuning.describe(p.best_lr)}, is {p.edge()}.")
     doc.table(
-        ("batch size", "search trials: lr -> final val_acc (status)"),
+        ("batch size", "search chose on", "search trials: lr -> final value of the read-on metric (status)"),
         [
             (
                 str(p.batch_size),
+                p.search_metric or "not recorded",
                 "; ".join(f"{lr:.3g} -> {v:.3f}{'' if s == vocab.DONE else f' ({s})'}" for lr, v, s in p.trials),
             )
             for p in tun.points

@@ -1,0 +1,120 @@
+"""Which numbers decide each claim (sweep.report.claims.read): the symptom from the post's raw
+reading, generalisation from recalibrated numbers where every chosen run recorded them (raw, and
+said so, where not), the optimizer and learning rate named; runs that did not train
+(sweep.analysis.run_health) in no interval. On constructed tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from sweep import analysis as an
+from sweep import vocab
+from sweep.report import claims
+from sweep.report.findings import READ_RAW, READ_RECAL, READ_SYMPTOM, claims_table
+
+pytestmark = pytest.mark.unit
+
+BS = "train.batch_size"
+FILLER = {an.column(m, w): 0.0 for m in an.SNAPSHOT_METRICS for w in ("epoch2", "last")}
+FILLER |= {"epoch_seconds": 1.0, "epoch_seconds_median": 1.0, "samples_per_second": 1.0}
+VAL, VAL_RECAL = an.column(vocab.VAL_ACC, "last"), an.column(vocab.VAL_ACC_RECAL, "last")
+TRAIN_EVAL, TRAIN_EVAL_RECAL = an.column(vocab.TRAIN_EVAL_ACC, "last"), an.column(vocab.TRAIN_EVAL_ACC_RECAL, "last")
+
+# BatchNorm's lag: raw, batch 256 looks far worse; recalibrated, it is slightly better.
+RAW_VAL = {8: [0.60, 0.62, 0.61], 256: [0.10, 0.12, 0.11]}
+RECAL_VAL = {8: [0.60, 0.62, 0.61], 256: [0.65, 0.66, 0.68]}
+
+
+def batch_table(recalibrated: bool = True, **fixed: Any) -> pd.DataFrame:
+    rows = []
+    for bs in (8, 256):
+        for seed in range(3):
+            row = {"run_id": f"bs{bs}-s{seed}", "seed": seed, BS: bs, **fixed, **FILLER}
+            row |= {VAL: RAW_VAL[bs][seed], TRAIN_EVAL: RAW_VAL[bs][seed] + 0.1}
+            if recalibrated:
+                row |= {VAL_RECAL: RECAL_VAL[bs][seed], TRAIN_EVAL_RECAL: RECAL_VAL[bs][seed] + 0.1}
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_c7_reads_the_recalibrated_numbers_and_says_so() -> None:
+    finding = claims.read(claims.by_id("C7"), batch_table(**{"train.optimizer": "momentum", "train.lr": 0.1}))
+    assert finding is not None and finding.reading == READ_RECAL
+    val = next(c for c in finding.checks if c.label.startswith("val_acc_recal, batch 256 - batch 8"))
+    assert val.estimate.mean == pytest.approx(0.0533, abs=1e-3)  # recalibrated: +0.053, raw would be -0.50
+    assert (finding.optimizer, finding.lr) == ("momentum", "0.1")
+    assert finding.tested_at.startswith("optimizer=momentum, lr=0.1")
+
+
+def test_without_recalibrated_numbers_c7_reads_raw_and_says_so() -> None:
+    finding = claims.read(claims.by_id("C7"), batch_table(recalibrated=False))
+    assert finding is not None and finding.reading == READ_RAW
+    val = next(c for c in finding.checks if c.label.startswith("val_acc, batch 256 - batch 8"))
+    assert val.estimate.mean == pytest.approx(-0.50)
+    assert finding.optimizer == "adam"  # the rows lack the column: the default, named all the same
+    assert finding.tested_at == "optimizer=adam; 3 seeds"
+
+
+def test_c8_picks_the_best_batch_size_on_recalibrated_val_acc() -> None:
+    finding = claims.read(claims.by_id("C8"), batch_table())
+    assert finding is not None and finding.reading == READ_RECAL
+    (check,) = finding.checks
+    assert check.estimate.mean == pytest.approx(-0.0533, abs=1e-3)  # batch 8 minus batch 256: the large one wins
+
+
+def test_the_symptom_is_read_as_the_post_read_it() -> None:
+    gap2 = an.column(vocab.GAP, "epoch2")
+    table = batch_table().assign(**{BS: lambda t: t[BS].map({8: 8, 256: 64})})
+    table[gap2] = [0.05, 0.04, 0.06, 0.5, 0.55, 0.6]
+    finding = claims.read(claims.by_id("C1"), table)
+    assert finding is not None and finding.reading == READ_SYMPTOM
+    assert finding.checks[0].estimate.mean == pytest.approx(0.55)
+
+
+def test_claims_csv_names_optimizer_lr_and_reading_on_every_row() -> None:
+    found = claims.evaluate(batch_table(**{"train.lr": 0.001}))
+    rows = claims_table(found)
+    tested = rows[rows["verdict"] != "not tested by this sweep"]
+    assert set(tested["claim"]) >= {"C7", "C8"}
+    assert (tested["optimizer"] == "adam").all() and (tested["lr"] == "0.001").all()
+    assert set(tested.loc[tested["claim"].isin(["C7", "C8"]), "reading"]) == {READ_RECAL}
+
+
+# --- did it train?
+
+
+def epochs_of(run_id: str, train: float, val: float, train_eval: float | None = None) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            vocab.RUN_ID: [run_id] * 2,
+            vocab.EPOCH: [1, 2],
+            vocab.TRAIN_ACC: [train, train],
+            vocab.TRAIN_EVAL_ACC: [train if train_eval is None else train_eval] * 2,
+            vocab.VAL_ACC: [val, val],
+            vocab.VAL_ACC_RECAL: [val, val],
+        }
+    )
+
+
+def health(*runs: pd.DataFrame) -> pd.DataFrame:
+    epochs = pd.concat(runs, ignore_index=True)
+    ids = epochs[vocab.RUN_ID].unique()
+    table = pd.DataFrame({vocab.RUN_ID: ids, vocab.STATUS: vocab.DONE, "num_classes": 120})
+    return an.run_health(an.Results(folders=(), runs=table, epochs=epochs))
+
+
+def test_a_run_at_chance_did_not_train_and_answers_no_claim() -> None:
+    found = health(epochs_of("flat", 0.008, 0.009), epochs_of("learning", 0.30, 0.02))
+    assert list(found[vocab.RUN_ID]) == ["flat"]
+    (problem,) = found["problem"]
+    assert problem.startswith("did not train: at its last record train_acc 0.008")
+    assert "twice chance (0.017 for 120 classes)" in problem
+    assert not found[an.IN_CLAIMS].iloc[0]
+
+
+def test_a_majority_class_predictor_learned_the_prior_and_stays_in() -> None:
+    """C2's imbalanced runs: train accuracy 0.95 from always answering class 0, val at chance."""
+    assert health(epochs_of("prior", 0.95, 0.008, train_eval=0.95)).empty

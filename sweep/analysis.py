@@ -413,6 +413,8 @@ def _speed(epochs: pd.DataFrame) -> pd.DataFrame:
         ordered = epochs.assign(fraction=epochs[vocab.EPOCH] % 1).sort_values("fraction", kind="stable")
         rate = ordered[timing.QUIET_STEP_SECONDS] * ordered[vocab.STEP] / ordered[vocab.EPOCH]  # whole epochs first:
         speed = speed.join(rate.groupby(ordered[vocab.RUN_ID]).first().rename(QUIET_EPOCH_SECONDS))  # exact there
+    if timing.QUIET_REPEATS in epochs:  # C6's quiet reading: every repeat of the run's configuration
+        speed = speed.join(epochs.groupby(vocab.RUN_ID)[timing.QUIET_REPEATS].first())
     return speed
 
 

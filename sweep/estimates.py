@@ -19,6 +19,7 @@ Pure statistics: numbers in, numbers and words out (numpy and scipy only, no tab
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Iterable, Sequence
@@ -90,13 +91,22 @@ class Check:
     high: float = math.inf
     p_holm: float | None = None
     family: int = 1
+    # After `run --until-decided` (optional stopping) the fixed-n p-value is not valid; the check's sequential
+    # p-value (sweep.sequential: min over planned looks of p / share) is, whenever the looks stopped.
+    p_sequential: float | None = None
+    side_sequential: bool | None = None  # the side the look that gave it pointed to (None: not recorded)
 
     def p_value(self) -> tuple[float, bool | None]:
-        """(p, side): the two-sided p-value and the outcome it points to (True: holds, False: fails)."""
+        """(p, side): the two-sided p-value and the outcome it points to (True: holds, False: fails);
+        the sequential p-value where the check was continued with `run --until-decided`."""
         holds, fails = self._one_sided()
-        if not (math.isfinite(holds) and math.isfinite(fails)):
+        fixed = holds < fails if math.isfinite(holds) and math.isfinite(fails) else None
+        if self.p_sequential is not None and math.isfinite(self.p_sequential):
+            side = self.side_sequential if self.side_sequential is not None else fixed
+            return (self.p_sequential, side) if side is not None else (math.nan, None)
+        if fixed is None:
             return math.nan, None
-        return min(1.0, 2 * min(holds, fails)), holds < fails
+        return min(1.0, 2 * min(holds, fails)), fixed
 
     def _one_sided(self) -> tuple[float, float]:
         """One-sided p-values of "the mean lies in the region" and "it lies outside"."""
@@ -119,8 +129,11 @@ class Check:
         return side if used < ALPHA else None
 
     def uncorrected(self) -> bool | None:
-        """The outcome from its own 95% interval, as if it were the only check in the report."""
-        return Check(self.label, self.estimate, self.low, self.high).outcome()
+        """The outcome from its own 95% interval (or sequential p-value), as if it were the only check."""
+        alone = Check(self.label, self.estimate, self.low, self.high)
+        return dataclasses.replace(
+            alone, p_sequential=self.p_sequential, side_sequential=self.side_sequential
+        ).outcome()
 
     def region(self) -> str:
         if math.isinf(self.low):

@@ -43,6 +43,8 @@ SHAPE_KEYS = ("data.dataset", "data.classes", "data.image_size", "train.optimize
 CONFIG = "config"  # the normalised TIMING_KEYS values, one string per configuration
 STEP_SECONDS = "step_seconds_best"
 QUIET_STEP_SECONDS = "quiet_step_seconds"  # the column `attach` adds to epochs
+REPEATS_SECONDS = "epoch_seconds_all"  # timing.csv: every repeat's epoch seconds, in the order measured
+QUIET_REPEATS = "quiet_epoch_seconds_repeats"  # the column `attach` adds: that text, per run
 DEFAULT_REPEATS = 3
 
 
@@ -118,7 +120,7 @@ def _row(key: str, spec: RunSpec, run: Any, seconds: list[float], load: tuple[fl
         "repeats": len(seconds),
         "epoch_seconds_best": min(seconds),
         "epoch_seconds_median": statistics.median(seconds),
-        "epoch_seconds_all": " ".join(f"{s:.4f}" for s in seconds),
+        REPEATS_SECONDS: " ".join(f"{s:.4f}" for s in seconds),
         STEP_SECONDS: min(seconds) / steps,
         "threads": run.info.threads,
         "cpu": run.info.cpu,
@@ -168,17 +170,22 @@ def read(path: Path) -> pd.DataFrame | None:
 
 
 def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
-    """`epochs` with each run's quiet seconds per optimizer step from `folder/timing.csv` (NaN where none matched)."""
+    """`epochs` with each run's quiet seconds per optimizer step from `folder/timing.csv`, and its configuration's
+    repeats' epoch seconds as text in the order measured (empty where none matched)."""
     timing = read(folder / TIMING_CSV)
     if timing is None or epochs.empty:
         return epochs
     names = timing_keys(timing.columns)
     names += [k for k in timing_keys(epochs.columns) if k not in names]  # either file may predate a key
-    per_config = dict(zip(timing.apply(lambda row: config_key(row, names), axis=1), timing[STEP_SECONDS], strict=True))
+    keys_of = timing.apply(lambda row: config_key(row, names), axis=1)
+    per_config = dict(zip(keys_of, timing[STEP_SECONDS], strict=True))
+    repeats = dict(zip(keys_of, timing[REPEATS_SECONDS].astype(str), strict=True)) if REPEATS_SECONDS in timing else {}
     runs = epochs.drop_duplicates(vocab.RUN_ID)  # settings are per run: one key each, not one per record
     per_run = dict(zip(runs[vocab.RUN_ID], runs.apply(lambda row: config_key(row, names), axis=1), strict=True))
     configs = epochs[vocab.RUN_ID].map(per_run)
-    return epochs.assign(**{QUIET_STEP_SECONDS: configs.map(per_config).astype(float)})
+    return epochs.assign(
+        **{QUIET_STEP_SECONDS: configs.map(per_config).astype(float), QUIET_REPEATS: configs.map(repeats)}
+    )
 
 
 def describe(folder: Path) -> str:

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 
 from sweep import analysis as an
-from sweep import vocab
+from sweep import timing, vocab
 from sweep.report import claims
-from sweep.report.findings import READ_RAW, READ_RECAL, READ_SYMPTOM, claims_table
+from sweep.report.findings import READ_QUIET, READ_RAW, READ_RECAL, READ_SYMPTOM, READ_TIME, claims_table
 
 pytestmark = pytest.mark.unit
 
@@ -118,3 +118,23 @@ def test_a_run_at_chance_did_not_train_and_answers_no_claim() -> None:
 def test_a_majority_class_predictor_learned_the_prior_and_stays_in() -> None:
     """C2's imbalanced runs: train accuracy 0.95 from always answering class 0, val at chance."""
     assert health(epochs_of("prior", 0.95, 0.008, train_eval=0.95)).empty
+
+
+# --- C6: the quiet measurement decides where there is one
+
+
+def test_c6_reads_the_quiet_repeats_paired_by_round() -> None:
+    repeats = {8: "10.0 12.0 11.0", 256: "5.0 9.0 4.4"}
+    table = batch_table().assign(**{timing.QUIET_REPEATS: lambda t: t[BS].map(repeats)})
+    finding = claims.read(claims.by_id("C6"), table)
+    assert finding is not None and finding.reading == READ_QUIET
+    (check,) = finding.checks
+    assert check.label.startswith("quiet epoch time at batch 256 relative to batch 8")
+    assert check.estimate.mean == pytest.approx((5 / 10 + 9 / 12 + 4.4 / 11) / 3 - 1)
+    assert check.estimate.n == 3
+
+
+def test_without_a_quiet_measurement_c6_reads_the_runs_own_times_and_says_so() -> None:
+    finding = claims.read(claims.by_id("C6"), batch_table())
+    assert finding is not None and finding.reading == READ_TIME
+    assert finding.checks[0].label.startswith("median epoch time")

@@ -109,7 +109,7 @@ def test_c6_names_the_quiet_epoch_times_beside_the_runs_own(timed_results: Path)
     [c6] = [c for c in report.CLAIMS if c.id == "C6"]
     finding = c6.evaluate(summary)
     change = per_step(256) * steps[256] / (per_step(8) * steps[8]) - 1
-    [note] = [n for n in finding.notes if n.startswith("A quiet measurement")]
+    [note] = [n for n in finding.notes if n.startswith("The quiet measurement")]
     assert f"batch 8: {per_step(8) * steps[8]:.2f} s" in note
     assert f"a relative change of {change:+.3f} at batch 256" in note
 

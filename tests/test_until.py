@@ -202,45 +202,66 @@ def _statuses(*rows: tuple[str, int, bool]) -> pd.DataFrame:
     )
 
 
+def _sequential(finding: Finding, sides: tuple[bool | None, ...]) -> Finding:
+    """The finding as the report's family leaves it: each check's sequential p-value, Holm-adjusted
+    (decided where the side is given)."""
+    checks = tuple(
+        replace(c, p_sequential=0.9 if s is None else 0.001, side_sequential=s, p_holm=0.9 if s is None else 0.002)
+        for c, s in zip(finding.checks, sides, strict=True)
+    )
+    return replace(finding, checks=checks)
+
+
 @pytest.mark.unit
 def test_the_verdict_after_until_decided_is_the_sequential_one() -> None:
-    """Decided checks give the claim's verdict by its rule; an undecided check at the cap says so, with the
-    seeds 80% power would need; one with looks to come says to rerun."""
+    """Checks decided in the report's family give the claim's verdict by its rule, at the seeds that decided
+    it; an undecided check at the cap says so, with the seeds 80% power would need; one with looks to come
+    says to rerun."""
     noisy = Estimate(mean=0.3, sd=0.2, n=3, low=-0.2, high=0.8)
     finding = Finding((Check("k0", noisy, low=0.2), Check("k1", noisy, low=0.05)), "runs")
-    assert until_section.verdict(finding, _statuses(("holds", 8, False), ("holds", 12, False))) == (
+    both = _statuses(("holds", 8, False), ("holds", 12, False))
+    assert until_section.verdict(_sequential(finding, (True, True)), both) == (
         "supported (sequential, decided by 12 seeds)"
     )
-    assert until_section.verdict(finding, _statuses(("fails", 5, False), ("", 30, False))) == (
+    one = _statuses(("fails", 5, False), ("", 30, False))
+    assert until_section.verdict(_sequential(finding, (False, None)), one) == (
         "contradicted (sequential, decided by 5 seeds)"  # one failing check settles an all-of claim
     )
     either = Finding(finding.checks, "runs", rule=ANY)  # C4: one kind of mismatch is enough
     rule = "(any-of rule: supported when 1 of its 2 checks holds, contradicted when all fail)"
-    assert until_section.verdict(either, _statuses(("holds", 5, False), ("", 12, False))) == (
+    first = _statuses(("holds", 5, False), ("", 12, False))
+    assert until_section.verdict(_sequential(either, (True, None)), first) == (
         f"supported {rule} (sequential, decided by 5 seeds)"
     )
-    assert until_section.verdict(either, _statuses(("fails", 5, False), ("fails", 8, False))) == (
-        f"contradicted {rule} (sequential, decided by 8 seeds)"
-    )
-    capped = until_section.verdict(finding, _statuses(("holds", 8, False), ("", 30, False)))
-    assert capped == f"undecided at the 30-seed cap; {finding.seeds_needed().words()} seeds per setting for 80% power"
-    assert until_section.verdict(finding, _statuses(("holds", 8, False), ("", 12, True))).startswith(
-        "undecided after 12 seeds, with looks still to come"
-    )
+    assert until_section.verdict(
+        _sequential(either, (False, False)), _statuses(("fails", 5, False), ("fails", 8, False))
+    ) == (f"contradicted {rule} (sequential, decided by 8 seeds)")
+    capped = until_section.verdict(_sequential(finding, (True, None)), _statuses(("holds", 8, False), ("", 30, False)))
+    assert capped.startswith("undecided at the 30-seed cap; ")
+    assert until_section.verdict(
+        _sequential(finding, (True, None)), _statuses(("holds", 8, False), ("", 12, True))
+    ).startswith("undecided after 12 seeds, with looks still to come")
+    # the folder decided both, but in the report's larger family one is left undecided: the family rules
+    assert until_section.verdict(_sequential(finding, (True, None)), both).startswith("undecided at the 30-seed cap")
 
 
 @pytest.mark.unit
-def test_the_sequential_verdict_is_given_only_for_the_checks_it_decided() -> None:
-    """A combined report can answer a claim from another folder's runs (C5 from the map grids' data sizes):
-    then that folder's decisions are about other numbers, and the verdict is the fixed-n one of the checks
-    shown."""
+def test_sequential_p_values_enter_only_the_checks_they_decided() -> None:
+    """A combined report can answer a claim from another folder's runs (C5 from the map grids' data sizes), or
+    on other numbers (recalibrated where the looks read raw): then that folder's decisions are about other
+    numbers, and the check keeps its fixed-n p-value in the family."""
     noisy = Estimate(mean=0.3, sd=0.2, n=3, low=-0.2, high=0.8)
     finding = Finding((Check("k0", noisy, low=0.2), Check("k1", noisy, low=0.05)), "runs")
-    claim = by_id("C3")
-    decided = _statuses(("holds", 8, False), ("holds", 12, False))
-    assert verdict_where(claim, finding, None, decided).startswith("supported (sequential, decided by 12 seeds)")
+    decided = _statuses(("holds", 8, False), ("holds", 12, False)).assign(p_seq=[0.001, 0.002])
+    joined = claims.with_sequential(finding, decided)
+    assert joined is not None and [(c.p_value()) for c in joined.checks] == [(0.001, True), (0.002, True)]
     other = decided.assign(check=["k0", "spc 50 -> 25"])
-    assert verdict_where(claim, finding, None, other).startswith("undecided at 3 seeds, after Holm correction")
+    assert claims.with_sequential(finding, other) == finding
+    (_, corrected), *_ = claims.corrected([(by_id("C3"), joined)])
+    assert verdict_where(by_id("C3"), corrected, None, decided).startswith(
+        "supported (sequential, decided by 12 seeds)"
+    )
+    assert verdict_where(by_id("C3"), finding, None, other).startswith("undecided at 3 seeds, after Holm correction")
 
 
 @pytest.mark.unit

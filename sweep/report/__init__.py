@@ -56,7 +56,8 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     claims_summary = analysis.claims_summary(results, health)  # a run timed in two folders: C6 names both
     until = until_section.read(results.folders)
     decided_in = until_section.folders_by_claim(until)
-    findings = evaluate(claims_summary, decided_in)
+    sequential = until_section.by_claim(until)
+    findings = evaluate(claims_summary, decided_in, sequential)
     condition_maps = maps.maps(claims_summary, analysis.run_summary(analysis.untrained(results.epochs, health)))
     # Drawing (matplotlib) is most of a report's time: a child process draws, and reads the steps to
     # target the steps figures show, while this one checks the claims; neither needs the other's work.
@@ -88,7 +89,6 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")
     page.write_text(to_html(doc), encoding="utf-8")
-    sequential = until_section.by_claim(until)
     verdicts = [(c.id, sections.verdict(c, f, sequential.get(c.id))) for c, f in findings]
     return Written(md, page, findings, verdicts)
 
@@ -120,7 +120,11 @@ def stuck_sensitivity(
     stuck = health[health[analysis.IN_CLAIMS].astype(bool)] if len(health) else health
     if stuck.empty:
         return ""
-    others = evaluate(analysis.run_summary(analysis.without(results.epochs, health, everything=True)), decided_in)
+    others = evaluate(
+        analysis.run_summary(analysis.without(results.epochs, health, everything=True)),
+        decided_in,
+        until_section.by_claim(until_section.read(results.folders)),
+    )
     changed = [
         f"{claim.id} would be {_word(alt)} instead of {_word(f)}"
         for (claim, f), (_, alt) in zip(findings, others, strict=True)

@@ -131,8 +131,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(
         "C9",
         "with multi_gpu_model a model is copied onto G GPUs and each batch is split between them",
-        f"at one global batch, final val_acc with G replicas is within +-{SAME_VAL.value:g} of one device (paired) "
-        "for every G tested",
+        "the sentence itself describes the API (copies of the model, each batch split) and is true by "
+        "construction; tested is what it implies for training: at one global batch, G replicas, each normalising "
+        f"its own share of the batch (per-replica BatchNorm), end with val_acc within +-{SAME_VAL.value:g} of one "
+        "device (paired) for every G tested",
         Needs(GPUS_GRID, (GPUS,), reference=1),
         (SAME_VAL,),
         check_replicas_learn_alike,
@@ -149,17 +151,51 @@ def thresholds() -> tuple[Threshold, ...]:
     return tuple(dict.fromkeys(t for claim in CLAIMS for t in claim.thresholds))
 
 
-def evaluate(table: pd.DataFrame, decided_in: Mapping[str, str] | None = None) -> list[tuple[Claim, Finding | None]]:
-    """Every claim against a run summary table (`analysis.run_summary`), Holm-corrected across all their checks.
+def evaluate(
+    table: pd.DataFrame,
+    decided_in: Mapping[str, str] | None = None,
+    sequential: Mapping[str, pd.DataFrame] | None = None,
+) -> list[tuple[Claim, Finding | None]]:
+    """Every claim against a run summary table (`analysis.run_summary`), Holm-corrected across all their checks:
+    one family, so the whole report's chance of any wrong decision stays below 5%.
 
     `decided_in` maps a claim to the results folder that continued it with `run --until-decided`: the claim is
     read from that folder's runs alone, so its sequential verdict and the numbers shown are about the same
     runs (a combined report would otherwise answer C5 from a map grid's broader but thinner data sizes).
+    `sequential` holds each such claim's rows of decisions.csv: a check they decided on the same numbers
+    enters the family with its sequential p-value, valid after the optional stopping.
     """
     if table.empty:
         return [(claim, None) for claim in CLAIMS]
-    where = decided_in or {}
-    return corrected([(claim, _evaluate_in(claim, table, where.get(claim.id))) for claim in CLAIMS])
+    where, looks = decided_in or {}, sequential or {}
+    found = []
+    for claim in CLAIMS:
+        finding = _evaluate_in(claim, table, where.get(claim.id))
+        found.append((claim, with_sequential(finding, looks.get(claim.id))))
+    return corrected(found)
+
+
+def with_sequential(finding: Finding | None, decisions: pd.DataFrame | None) -> Finding | None:
+    """The finding with each check's sequential p-value, where decisions.csv holds exactly its checks (the same
+    labels: the same numbers; a check read on other numbers, or from another folder, keeps its fixed-n p)."""
+    if finding is None or decisions is None or not sequential_applies(finding, decisions):
+        return finding
+    rows = decisions.set_index("check")
+    sides = {"holds": True, "fails": False}
+    checks = tuple(
+        dataclasses.replace(
+            c,
+            p_sequential=float(rows.at[c.label, "p_seq"]),
+            side_sequential=sides.get(str(rows.at[c.label, "side"])),
+        )
+        for c in finding.checks
+    )
+    return dataclasses.replace(finding, checks=checks)
+
+
+def sequential_applies(finding: Finding, decisions: pd.DataFrame) -> bool:
+    """Whether a folder's decisions are about this finding's checks (the same labels, so the same numbers)."""
+    return len(decisions) > 0 and set(decisions["check"]) == {k.label for k in finding.checks}
 
 
 def _evaluate_in(claim: Claim, table: pd.DataFrame, folder: str | None) -> Finding | None:
@@ -182,7 +218,9 @@ def read(claim: Claim, table: pd.DataFrame) -> Finding | None:
     finding = claim.evaluate(table)
     if finding is None or claim.reads != GENERALISATION:
         words = {SYMPTOM: READ_SYMPTOM, TIME: READ_TIME}
-        return None if finding is None else dataclasses.replace(finding, reading=words.get(claim.reads, READ_RAW))
+        if finding is None or finding.reading:  # C6 names its own: quiet or in-run
+            return finding
+        return dataclasses.replace(finding, reading=words.get(claim.reads, READ_RAW))
     if _all_recalibrated(table, finding.run_ids):
         recal = claim.evaluate(readings.recalibrated(table))
         if recal is not None:

@@ -60,7 +60,8 @@ SYMPTOM, GENERALISATION, TIME = "symptom", "generalisation", "time"
 READ_SYMPTOM = "the post's reading: running train_acc vs val_acc (raw)"
 READ_RECAL = "recalibrated BatchNorm (*_recal: without BatchNorm's lag)"
 READ_RAW = "raw inference mode (these runs did not record recalibrated numbers)"
-READ_TIME = "epoch seconds"
+READ_TIME = "in-run epoch seconds (on a machine shared with other work; no quiet `sweep time` measurement)"
+READ_QUIET = "quiet epoch seconds (`sweep time`, timing.csv: alternating repeats, training only)"
 
 
 @dataclass(frozen=True)

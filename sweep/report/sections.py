@@ -135,7 +135,7 @@ def domain(finding: Finding | None) -> str:
 
 def verdict(claim: Claim, finding: Finding | None, sequential: pd.DataFrame | None = None) -> str:
     """The claim's verdict: the sequential one where `run --until-decided` decided its checks, else fixed-n."""
-    if finding is not None and sequential is not None and until_section.applies(finding, sequential):
+    if finding is not None and sequential is not None and any(c.p_sequential is not None for c in finding.checks):
         return until_section.verdict(finding, sequential)
     return verdict_text(claim, finding)
 

@@ -45,23 +45,18 @@ def folders_by_claim(found: Sequence[Found]) -> dict[str, str]:
     return folders
 
 
-def applies(finding: Finding, checks: pd.DataFrame) -> bool:
-    """Whether a folder's decisions are about this finding's checks. A combined report may answer a claim
-    from another folder's runs (C5 from the map grids' data sizes); then the sequential verdict is about
-    other numbers and the fixed-n verdict of the checks shown is the one to give (`claims.evaluate` reads a
-    decided claim from its own folder, so this happens only when that folder could not answer it)."""
-    return len(checks) > 0 and set(checks["check"]) == {k.label for k in finding.checks}
-
-
 def verdict(finding: Finding, checks: pd.DataFrame) -> str:
-    """A claim's verdict from its checks' sequential statuses: decided ones by their side, and an undecided
-    one at the cap with the seeds per setting 80% power would still need (from the finding's own check)."""
+    """A claim's verdict from its checks' sequential p-values after the report's Holm correction (one family
+    with every other check of the report), and an undecided one at the cap with the seeds per setting 80%
+    power would still need (from the finding's own check)."""
     combine = any_of if finding.rule == ANY else all_of
-    sides = [{"holds": True, "fails": False}.get(str(side)) for side in checks["side"]]
+    sides = [c.outcome() for c in finding.checks]
+    seen = dict(zip(checks["check"].astype(str), checks["n"], strict=True))
+    counts = [int(seen[c.label]) for c in finding.checks]
     outcome = combine(sides)
-    seeds, rule = int(checks["n"].max()), rule_words(finding)
+    seeds, rule = max(counts), rule_words(finding)
     if outcome is not None:
-        by = _decided_by(combine, sides, [int(n) for n in checks["n"]])
+        by = _decided_by(combine, sides, counts)
         return f"{'supported' if outcome else 'contradicted'}{rule} (sequential, decided by {by} seeds)"
     capped = not checks["more_seeds"].astype(str).eq("True").any()
     needed = finding.seeds_needed()

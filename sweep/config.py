@@ -32,6 +32,7 @@ from sweep.keys import (
     field_docs,
 )
 from sweep.rules import inert, is_set, point_problem, unused, without_inert
+from sweep.vocab import RECAL
 
 __all__ = [  # the grid file's API; the settings types are re-exported from sweep.keys for their users
     "DATASETS",
@@ -106,8 +107,15 @@ class GridFile:
         return list(unique)
 
 
-# The metric a learning-rate search optimises, at the last epoch, and in which direction.
-SEARCH_METRICS: dict[str, Literal["maximize", "minimize"]] = {"val_acc": "maximize", "val_loss": "minimize"}
+# The metric a learning-rate search optimises, at the last epoch, and in which direction. The `_recal`
+# ones read BatchNorm statistics recomputed for the weights (train.recalibrate_bn): raw val_acc lags
+# behind the weights where few steps were taken, so it scores such trials on that lag, not only their lr.
+SEARCH_METRICS: dict[str, Literal["maximize", "minimize"]] = {
+    "val_acc": "maximize",
+    "val_loss": "minimize",
+    "val_acc_recal": "maximize",
+    "val_loss_recal": "minimize",
+}
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,8 @@ SEARCH_KEYS = ("lr", "trials", "metric", "seed", "prune")
 SEARCH_DOCS = {
     "search.lr": "{low, high, log}: the range learning rates are drawn from (log: true, the default, = log-uniform)",
     "search.trials": "learning rates tried per grid point (default 8; the first half at random, then TPE)",
-    "search.metric": "val_acc (maximised, the default) | val_loss (minimised), at the last epoch",
+    "search.metric": "val_acc (maximised, the default) | val_loss (minimised) | val_acc_recal | val_loss_recal "
+    "(the same with recalibrated BatchNorm; need train.recalibrate_bn: true), at the last epoch",
     "search.seed": "the seed the trials run at (default 0; pick one outside seeds: so the re-runs are fresh)",
     "search.prune": "stop a trial below the median of earlier trials from epoch 2 (default true)",
 }
@@ -364,8 +373,9 @@ def _check_points(grid_file: GridFile) -> None:
         problem = point_problem(without_inert(point))
         problem = problem or (_search_problem(point, settings) if grid_file.search else None)
         if problem:
-            where = "base" if not settings else "grid point " + ", ".join(f"{k}={v}" for k, v in settings)
-            raise _KeyError(where, problem)
+            raise _KeyError(_point_name(settings), problem)
+        if grid_file.search:
+            _check_search_metric(grid_file.search, point, settings)
     for k in conditional():  # a key set only where it is inert: no point uses it
         if k.name in set_but_idle - set_and_used:
             raise _KeyError(
@@ -399,6 +409,22 @@ def _where_set(grid_file: GridFile, dotted: str) -> str:
         for i, variant in enumerate(grid_file.variants)
         if any(key == dotted for key, _ in variant)
     )
+
+
+def _point_name(settings: tuple[Setting, ...]) -> str:
+    return "base" if not settings else "grid point " + ", ".join(f"{k}={v}" for k, v in settings)
+
+
+def _check_search_metric(search: SearchConfig, point: PointConfig, settings: tuple[Setting, ...]) -> None:
+    """A `_recal` metric is in a run's records only with train.recalibrate_bn: true; without it every trial
+    would fail at the end of its first epoch, when the search reads it."""
+    if search.metric.endswith(RECAL) and not point.train.recalibrate_bn:
+        raw = " | ".join(m for m in SEARCH_METRICS if not m.endswith(RECAL))
+        raise _KeyError(
+            "search.metric",
+            f"{search.metric} is recorded only with train.recalibrate_bn: true, which {_point_name(settings)} does "
+            f"not set; set it, or use {raw}",
+        )
 
 
 def _search_problem(point: PointConfig, settings: tuple[Setting, ...]) -> str | None:

@@ -3,8 +3,10 @@
 McCandlish et al. (2018) predict S(B) = S_min (1 + B_noise / B) steps to a target, with
 B_noise approximately the measured B_simple. This module reads B_simple from the runs that
 measured it, predicts each batch size's steps from the nearest smaller batch size that
-reached the target with every seed, and says where the prediction holds or misses. Every
-number a sentence quotes is a field here, so the report says only what the data support.
+reached the target with every seed, and says where the prediction holds or misses. How far
+training got is read on the curve's own metric (`scaling.Curve.metric`: val_acc_recal where
+recorded), the one its steps to target are read on. Every number a sentence quotes is a field
+here, so the report says only what the data support.
 pandas and numpy only; docs/report.md ("Gradient noise scale") explains the readings.
 """
 
@@ -19,17 +21,17 @@ from sweep import analysis as an
 from sweep import scaling, vocab
 from sweep.estimates import Estimate, estimate
 
-BARELY_TRAINED = scaling.TARGET_LADDER[0]  # a run whose best val_acc stays below the lowest target
+BARELY_TRAINED = scaling.TARGET_LADDER[0]  # a run whose best metric stays below the lowest target
 
 
 @dataclass(frozen=True)
 class NoiseCell:
-    """B_simple over seeds at one batch size and epoch end, with val_acc there (how far training got)."""
+    """B_simple over seeds at one batch size and epoch end, with the curve's metric there (how far training got)."""
 
     batch_size: int
     epoch: int
     b_simple: Estimate
-    val_acc: Estimate
+    val: Estimate  # the curve's metric: val_acc_recal where recorded, else val_acc
 
 
 @dataclass(frozen=True)
@@ -46,17 +48,17 @@ class NoiseReading:
 
 def noise_reading(curve: scaling.Curve) -> NoiseReading | None:
     """None when the curve's runs did not measure B_simple."""
-    epochs = curve.epochs
+    epochs, metric = curve.epochs, curve.metric
     if vocab.NOISE_SCALE not in epochs or epochs[vocab.NOISE_SCALE].isna().all():
         return None
     measured = epochs[epochs[vocab.NOISE_SCALE].notna()]
     ends = measured[np.isclose(measured[vocab.EPOCH] % 1, 0)]
     cells = tuple(
-        NoiseCell(int(b), int(e), estimate(rows[vocab.NOISE_SCALE]), estimate(rows[vocab.VAL_ACC]))
+        NoiseCell(int(b), int(e), estimate(rows[vocab.NOISE_SCALE]), estimate(rows[metric]))
         for (b, e), rows in ends.groupby([an.BATCH_SIZE, vocab.EPOCH], sort=True)
     )
     last = measured.loc[measured.groupby(vocab.RUN_ID)[vocab.STEP].idxmax()]
-    best = epochs.groupby(vocab.RUN_ID)[vocab.VAL_ACC].max()
+    best = epochs.groupby(vocab.RUN_ID)[metric].max()
     last = last.assign(best_val=last[vocab.RUN_ID].map(best))
     barely = {
         int(b): (
@@ -152,8 +154,8 @@ def _range(values: list[float], digits: int = 0) -> str:
 
 
 def condition(curve: scaling.Curve) -> str:
-    """The reading's conditions: lr, results folder, seeds."""
-    return f"lr {curve.lr} ({curve.source}, seeds {', '.join(map(str, curve.seeds))})"
+    """The reading's conditions: lr, results folder, seeds, metric."""
+    return f"lr {curve.lr} ({curve.source}, seeds {', '.join(map(str, curve.seeds))}; read on {curve.metric})"
 
 
 def noise_sentences(reading: NoiseReading) -> list[str]:
@@ -165,7 +167,8 @@ def noise_sentences(reading: NoiseReading) -> list[str]:
     ]
     for b, (vlo, vhi, blo, bhi) in sorted(reading.barely.items()):
         said.append(
-            f"At batch {b} these runs never reach val_acc {BARELY_TRAINED:g} (best {_range([vlo, vhi], 3)}), so their "
+            f"At batch {b} these runs never reach {reading.curve.metric} {BARELY_TRAINED:g} "
+            f"(best {_range([vlo, vhi], 3)}), so their "
             f"B_simple ({_range([blo, bhi])}) describes a model that has barely trained."
         )
     return said
@@ -177,22 +180,23 @@ def _fmt(e: Estimate) -> str:
     return f"{e.mean:.0f} [{e.low:.0f}, {e.high:.0f}]"
 
 
-def _measured(p: Prediction) -> str:
+def _measured(p: Prediction, metric: str) -> str:
     row = p.row
     if p.outcome == MISSED:
         best = _range(list(row.best_val_missed), 3)
         return (
             f"{row.not_reached} of {row.n_runs} seeds had not reached it after {row.budget_steps} steps "
-            f"(their best val_acc {best})"
+            f"(their best {metric} {best})"
         )
     return f"it took {_fmt(row.steps)} steps ({row.n_reached} of {row.n_runs} seeds)"
 
 
 def prediction_sentence(p: Prediction, reading: NoiseReading) -> str:
+    metric = reading.curve.metric
     return (
         f"At batch {p.batch_size}, S = S_min (1 + B_noise / B) with B_noise = B_simple "
         f"({reading.last_low:.0f}-{reading.last_high:.0f}), from batch {p.anchor}'s {_fmt(p.anchor_steps)} steps, "
-        f"predicts val_acc {p.target:g} within {p.low:.0f}-{p.high:.0f} steps; {_measured(p)}: {p.outcome}."
+        f"predicts {metric} {p.target:g} within {p.low:.0f}-{p.high:.0f} steps; {_measured(p, metric)}: {p.outcome}."
     )
 
 
@@ -241,5 +245,8 @@ def fit_sentence(reading: NoiseReading, fits: list[scaling.Fit]) -> str:
             side = "lies above every measured B_simple"
         else:
             side = "overlaps the range of B_simple"
-        parts.append(f"at val_acc {f.target:g}, B_crit {f.b_crit:.0f} [{f.b_crit_low:.0f}, {f.b_crit_high:.0f}] {side}")
+        parts.append(
+            f"at {reading.curve.metric} {f.target:g}, B_crit {f.b_crit:.0f} [{f.b_crit_low:.0f}, {f.b_crit_high:.0f}] "
+            f"{side}"
+        )
     return f"Fitted critical batch size: {'; '.join(parts)}."

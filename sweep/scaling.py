@@ -1,11 +1,15 @@
-"""Steps to a target val_acc per batch size, and the fit S = S_min (1 + B_crit / B) (Shallue et al. 2019).
+"""Steps to a target accuracy per batch size, and the fit S = S_min (1 + B_crit / B) (Shallue et al. 2019).
 
 Reads what `sweep.analysis.load` returns; pandas, numpy and scipy only, no TensorFlow.
 docs/report.md ("Steps to target") explains every reading to the report's users.
 
 - A *curve* is a group of runs that differ only in batch size (and, for runs re-run at a
   search's best lr, in that lr): one results folder, one role, every other setting equal.
-- A run reaches a target at the first record whose val_acc is at or above it; the step is
+- A curve reads `val_acc_recal` (BatchNorm statistics recomputed for the weights) when every record of
+  every one of its runs has it, else raw `val_acc`; `Curve.metric` names which. Raw val_acc of a large
+  batch lags behind its weights (BatchNorm's moving statistics move once per step, and a large batch
+  takes few), so it would count steps the model did not need.
+- A run reaches a target at the first record whose metric is at or above it; the step is
   read by linear interpolation in steps between that record and the one before (the first
   record is preceded by step 0 at chance accuracy, 1 / classes: validation is balanced).
   Records may sit inside epochs (`train.eval_every_steps`); `step` is always exact.
@@ -32,7 +36,7 @@ from sweep import timing, vocab
 from sweep.estimates import CONFIDENCE, Estimate, estimate
 from sweep.selection import CONTROL_DEFAULTS, POST_DEFAULTS, at_post, is_default, settings_key
 
-TARGET_LADDER = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # candidate val_acc levels
+TARGET_LADDER = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # candidate levels of a curve's metric
 MIN_REACHED = 2  # fewer seeds at a target give no interval (and no fit point)
 MIN_FIT_BATCHES = 3  # two batch sizes fit the two parameters exactly: nothing tests the shape
 LR_COLUMN = "train.lr"
@@ -51,6 +55,7 @@ class Curve:
     seeds: tuple[int, ...]
     epochs: pd.DataFrame  # its runs' records
     chance: dict[str, float]  # run_id -> 1 / classes
+    metric: str = vocab.VAL_ACC  # what the targets are levels of: val_acc_recal where every run recorded it
 
     def label(self) -> str:
         return f"{self.source}, lr {self.lr}, seeds {', '.join(map(str, self.seeds))}"
@@ -103,7 +108,14 @@ def _curve(rows: pd.DataFrame, tuned: bool, runs: pd.DataFrame) -> Curve:
     )
     source = str(rows[an.SOURCE].iloc[0]) if an.SOURCE in rows else ""
     seeds = tuple(int(s) for s in sorted(rows[vocab.SEED].unique()))
-    return Curve(source, lr, context, seeds, rows.reset_index(drop=True), _chance(rows, runs))
+    return Curve(source, lr, context, seeds, rows.reset_index(drop=True), _chance(rows, runs), metric_of(rows))
+
+
+def metric_of(epochs: pd.DataFrame) -> str:
+    """val_acc_recal when every record has it (runs with `train.recalibrate_bn: true`), else val_acc:
+    one metric for the whole curve, so its batch sizes are compared on the same reading."""
+    recal = vocab.VAL_ACC_RECAL
+    return recal if recal in epochs and epochs[recal].notna().all() else vocab.VAL_ACC
 
 
 def _chance(rows: pd.DataFrame, runs: pd.DataFrame) -> dict[str, float]:
@@ -130,7 +142,7 @@ class Reach:
     seconds: float  # wall time from the run's own epoch_seconds (includes graph tracing in epoch 1)
     quiet_seconds: float  # step x the configuration's quiet seconds per step (timing.csv); NaN without one
     budget_step: int  # the run's last record
-    best_val: float  # the run's highest val_acc (what a run that missed got to)
+    best_val: float  # the run's highest value of the metric (what a run that missed got to)
     at_first_record: bool  # reached by the first record: read from step 0 at chance accuracy
 
     @property
@@ -174,17 +186,17 @@ class _Records:
     quiet_per_step: float  # NaN without a timing.csv
 
 
-def first_reach(run: pd.DataFrame, target: float, chance: float = 0.0) -> Reach:
-    """The step, epoch and seconds at which one run's val_acc first reaches `target`, interpolated."""
-    return _reach(_records(run), target, chance)
+def first_reach(run: pd.DataFrame, target: float, chance: float = 0.0, metric: str = vocab.VAL_ACC) -> Reach:
+    """The step, epoch and seconds at which one run's `metric` first reaches `target`, interpolated."""
+    return _reach(_records(run, metric), target, chance)
 
 
-def _records(run: pd.DataFrame) -> _Records:
+def _records(run: pd.DataFrame, metric: str) -> _Records:
     run = run.sort_values(vocab.STEP)
     head = run.iloc[0]
     has_seconds = vocab.EPOCH_SECONDS in run and run[vocab.EPOCH_SECONDS].notna().all()
     seconds = elapsed_seconds(run).to_numpy() if has_seconds else np.full(len(run), math.nan)
-    val = run[vocab.VAL_ACC].to_numpy(dtype=float)
+    val = run[metric].to_numpy(dtype=float)
     # the run before its first record: step 0, epoch 0, 0 s (and chance accuracy, added per target)
     steps, epochs = (np.concatenate([[0.0], run[c].to_numpy(dtype=float)]) for c in (vocab.STEP, vocab.EPOCH))
     missed = Reach(
@@ -226,7 +238,7 @@ def reaches(curve: Curve, targets: tuple[float, ...]) -> pd.DataFrame:
     """One row per (run, target): the `Reach` fields and `reached`."""
     rows = []
     for run_id, run in curve.epochs.groupby(vocab.RUN_ID, sort=True):
-        records = _records(run)
+        records = _records(run, curve.metric)
         for target in targets:
             r = _reach(records, target, curve.chance.get(str(run_id), 0.0))
             rows.append({**r.__dict__, "reached": r.reached})
@@ -268,7 +280,7 @@ class TargetRow:
     seconds: Estimate
     quiet_seconds: Estimate  # NaN without a timing.csv for the runs' configuration
     budget_steps: int  # the largest last-record step among the runs
-    best_val_missed: tuple[float, ...]  # highest val_acc of each run that did not reach it
+    best_val_missed: tuple[float, ...]  # highest value of the metric of each run that did not reach it
     at_first_record: int  # reached by the first record (read from step 0 at chance)
 
     @property

@@ -2,7 +2,8 @@
 
 A companion of `sweep.plots` (same conventions: `matplotlib.figure.Figure` directly, no
 pyplot, PNG into <out>/figures/), kept apart so the readings of `sweep.scaling` draw
-without touching the per-folder figures. One figure per curve; it names its seeds.
+without touching the per-folder figures. One figure per curve; it names its seeds and the metric
+its targets are levels of (val_acc_recal where every run recorded it, else val_acc).
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def draw(readings: list[CurveReading], out: Path, svg: bool = False) -> list[Fig
 
 
 def _drawing_key(reading: CurveReading) -> str:
-    """What one figure is drawn from: the curve's label, its per-run readings, the fits, this code."""
-    digest = hashlib.sha256(reading.curve.label().encode())
+    """What one figure is drawn from: the curve's label and metric, its per-run readings, the fits, this code."""
+    digest = hashlib.sha256(f"{reading.curve.label()} {reading.curve.metric}".encode())
     digest.update(pd.util.hash_pandas_object(reading.reaches, index=False).to_numpy().tobytes())
     digest.update(repr((reading.targets, reading.rows, reading.fits)).encode())
     digest.update(Path(__file__).read_bytes())
@@ -67,11 +68,11 @@ def steps_figure(reading: CurveReading) -> Figure:
     curve = reading.curve
     fig = Figure(figsize=(6.4, 4.8))
     ax = fig.subplots()
-    fig.suptitle(f"Steps to target val_acc: {curve.label()}", fontsize="medium")
+    fig.suptitle(f"Steps to target {curve.metric}: {curve.label()}", fontsize="medium")
     fits = {f.target: f for f in reading.fits}
     for i, target in enumerate(reading.targets):
         rows = sorted((r for r in reading.rows if r.target == target), key=lambda r: r.batch_size)
-        _target_lines(ax, rows, f"C{i % 10}", f"val_acc {target:g}")
+        _target_lines(ax, rows, f"C{i % 10}", f"{curve.metric} {target:g}")
         fit = fits.get(target)
         if fit is not None and fit.identified:
             xs = [r.batch_size for r in rows]

@@ -12,6 +12,8 @@ BACKEND = "backend"  # runs.csv: Keras's backend (sweep/backends.py); results wi
 ROLE = "role"  # grid | search | tuned (below)
 ATTEMPT = "attempt"
 SEARCH_GROUP = "search_group"
+# runs.csv, on a search's trials and tuned runs: what the search chose on, and the lr range it drew from
+SEARCH_METRIC, SEARCH_LR_LOW, SEARCH_LR_HIGH = "search_metric", "search_lr_low", "search_lr_high"
 ERROR = "error"
 
 # Per-epoch metrics, in the column order of epochs.csv.

@@ -1,6 +1,7 @@
 """Condition maps (sweep.report.maps): a claim's checks at every setting, each described by its own
-interval (no decision), the settings whose runs did not train, and the words that say where it shows; the reproduction ranking of the post's numbers; the generated answer;
-the settings a verdict names. On constructed run summary tables, then a report built from a fixture."""
+interval (no decision), the settings whose runs did not train, and the words that say where it shows;
+the reproduction ranking of the post's numbers; the generated answer; the settings a verdict names.
+On constructed run summary tables, then a report built from a fixture."""
 
 from __future__ import annotations
 
@@ -116,12 +117,20 @@ def test_a_cell_is_described_by_its_own_intervals_whatever_the_maps_size() -> No
 
 @pytest.mark.unit
 def test_a_map_names_the_settings_whose_runs_did_not_train() -> None:
+    """Runs that did not train are in no cell's numbers; a cell where every unshuffled run is one of them has
+    nothing to describe, and the map says where."""
     rows = c3_map_table().assign(source="results/m", source_rank=0)
-    at = (rows["train.batch_size"] == 8) & rows["model.batchnorm"] & ~rows["data.shuffle"]
-    untrained = rows[at].head(2)
-    (found,) = maps.maps(rows.drop(untrained.index), untrained)
-    assert found.untrained == (("batch_size=8, batchnorm=True, shuffle=False", 2),)
-    assert found.summary().endswith(f"; 2 runs did not train ({found.untrained_words()})")
+    lost = (rows["train.batch_size"] == 8) & rows["model.batchnorm"] & ~rows["data.shuffle"]
+    partly = (rows["train.batch_size"] == 32) & ~rows["model.batchnorm"] & ~rows["data.shuffle"] & (rows["seed"] == 0)
+    (found,) = maps.maps(rows[~lost & ~partly], rows[lost | partly])
+    cells = {c.label(): c for c in found.cells}
+    assert not cells["batch_size=8, batchnorm=True"].trained
+    assert cells["batch_size=8, batchnorm=True"].outcome is None
+    assert [k.estimate.n for k in cells["batch_size=32, batchnorm=False"].finding.checks] == [2, 2]  # lost a seed
+    assert found.summary().endswith("; shuffle=False did not train at batch_size=8, batchnorm=True")
+    assert found.counts() == "2 show it, 0 do not, 1 unclear, 1 did not train of 4 settings"
+    table = maps.table([found])
+    assert list(table.loc[table["cell"].str.contains("did not train"), "cell"]) == ["shuffle=False did not train"]
 
 
 @pytest.mark.unit

@@ -55,7 +55,8 @@ def test_search_block_is_read_with_defaults(tmp_path: Path) -> None:
         ),
         (
             "{lr: {low: 1e-4, high: 0.1}, metric: acc}",
-            "grid.yaml: search.metric: must be one of val_acc | val_loss, got 'acc'; did you mean 'val_acc'?",
+            "grid.yaml: search.metric: must be one of val_acc | val_loss | val_acc_recal | val_loss_recal, got 'acc'; "
+            "did you mean 'val_acc'?",
         ),
         (
             "{trials: 8}",
@@ -68,6 +69,44 @@ def test_bad_search_blocks_get_one_precise_line(tmp_path: Path, search: str, exp
     with pytest.raises(ConfigError) as err:
         load_grid(write_grid(tmp_path, f"name: x\nsearch: {search}\n"))
     assert str(err.value) == expected
+
+
+RECAL_SEARCH = "search: {lr: {low: 1e-4, high: 0.1}, metric: val_acc_recal}\n"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "grid, where",
+    [
+        ("", "base"),
+        ("base: {train: {recalibrate_bn: false}}\n", "base"),
+        ("grid: {train.recalibrate_bn: [true, false]}\n", "grid point train.recalibrate_bn=False"),
+    ],
+)
+def test_a_recalibrated_search_metric_needs_recalibrate_bn(tmp_path: Path, grid: str, where: str) -> None:
+    """val_acc_recal is in a run's records only with train.recalibrate_bn: true: refused at load, not after training."""
+    with pytest.raises(ConfigError) as err:
+        load_grid(write_grid(tmp_path, f"name: x\n{grid}{RECAL_SEARCH}"))
+    assert str(err.value) == (
+        f"grid.yaml: search.metric: val_acc_recal is recorded only with train.recalibrate_bn: true, which {where} "
+        "does not set; set it, or use val_acc | val_loss"
+    )
+    fine = load_grid(write_grid(tmp_path, f"name: x\nbase: {{train: {{recalibrate_bn: true}}}}\n{RECAL_SEARCH}"))
+    assert fine.search is not None and fine.search.metric == "val_acc_recal"
+
+
+@pytest.mark.unit
+def test_cli_plan_refuses_a_recalibrated_search_metric_without_recalibrate_bn_with_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    write_grid(tmp_path, "name: x\nsearch: {lr: {low: 1e-4, high: 0.1}, metric: val_loss_recal}\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["plan", "grid.yaml"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (
+        "error: grid.yaml: search.metric: val_loss_recal is recorded only with train.recalibrate_bn: true, which "
+        "base does not set; set it, or use val_acc | val_loss\n"
+    )
 
 
 @pytest.mark.unit
@@ -115,7 +154,7 @@ def _finish_slot(store: Store, search: Search, value: float) -> float:
     claim = store.start(store.claim_next())
     assert claim.search is search
     for epoch in (1, 2):
-        store.record_epoch(claim, {vocab.EPOCH: epoch, vocab.STEP: epoch, vocab.VAL_ACC: value})
+        store.record_epoch(claim, {vocab.EPOCH: epoch, vocab.STEP: epoch, claim.metric: value})
     store.finish(claim, vocab.DONE, value=value)
     return claim.spec.point.train.lr
 
@@ -193,6 +232,116 @@ def test_a_curve_below_the_median_is_pruned(tmp_path: Path) -> None:
     assert status_of(search.study.get_trials()[2]) == vocab.PRUNED
 
 
+RECAL_GRID = SEARCH_GRID.replace("lr: 0.001}", "lr: 0.001, recalibrate_bn: true}").replace(
+    "      seed: 7", "      seed: 7\n      metric: val_acc_recal\n      prune: false"
+)
+
+
+@pytest.mark.unit
+def test_a_search_on_val_acc_recal_chooses_on_it_not_on_raw_val_acc(tmp_path: Path) -> None:
+    """The worker's own path (store.record_epoch, then endings.end_run) on records where raw val_acc and
+    val_acc_recal rank the trials differently: Optuna sees val_acc_recal, and the best lr is its best."""
+    from sweep import checkpoint, endings
+    from sweep.store.search import best_lr
+
+    grid, store = _grid(tmp_path, RECAL_GRID), _store(tmp_path)
+    assert grid.search is not None and grid.search.metric == vocab.VAL_ACC_RECAL
+    groups = search_groups(grid)
+    search = store.register_searches(groups)[0]
+    places = checkpoint.Places(tmp_path / "checkpoints")
+    raw, recal = (0.10, 0.30, 0.05, 0.20), (0.60, 0.40, 0.70, 0.50)  # raw picks trial 2, recal trial 3
+    lrs = []
+    for v, r in zip(raw, recal, strict=True):
+        claim = store.start(store.claim_next())
+        assert claim.search is search
+        for epoch in (1, 2):
+            last = {vocab.EPOCH: float(epoch), vocab.STEP: epoch, vocab.VAL_ACC: v, vocab.VAL_ACC_RECAL: r}
+            store.record_epoch(claim, last)
+        endings.end_run(store, claim, lambda event: None, places, endings.Ending(vocab.DONE, None, 2, last), None)
+        lrs.append(claim.spec.point.train.lr)
+    trials = search.study.get_trials()
+    assert [t.value for t in trials] == list(recal)
+    assert [t.intermediate_values for t in trials] == [{1: r, 2: r} for r in recal]  # what the pruner reads
+    assert best_lr(search) == pytest.approx(lrs[2]) and lrs[2] != lrs[1]
+    assert [r.point.train.lr for r in store.enqueue_tuned(groups, grid.seeds)] == [lrs[2], lrs[2]]
+    table = store.runs_table()
+    searched = table[table.search_group == search.group_id]
+    assert (searched[vocab.SEARCH_METRIC] == vocab.VAL_ACC_RECAL).all() and len(searched) == 6  # trials and tuned
+    assert (searched[vocab.SEARCH_LR_LOW] == 1e-4).all() and (searched[vocab.SEARCH_LR_HIGH] == 1e-1).all()
+
+
+@pytest.mark.unit
+def test_a_search_on_a_loss_chooses_its_lowest(tmp_path: Path) -> None:
+    from sweep.store.search import best_lr
+
+    grid = _grid(tmp_path, RECAL_GRID.replace("metric: val_acc_recal", "metric: val_loss_recal"))
+    store = _store(tmp_path)
+    search = store.register_searches(search_groups(grid))[0]
+    lrs = [_finish_slot(store, search, value) for value in (0.9, 0.3, 0.6, 0.5)]
+    assert best_lr(search) == pytest.approx(lrs[1])
+
+
+@pytest.mark.unit
+def test_the_tuning_section_reads_val_acc_recal_where_recorded() -> None:
+    """The committed lr_search recorded val_acc_recal: the tuned and fixed lr are compared on it, and the
+    section says so; its runs.csv predates the search's metric and range columns, so neither is claimed."""
+    from sweep.report.document import Doc, Table
+    from sweep.report.sections import tuning_section
+
+    folder = Path(__file__).resolve().parent.parent / "results" / "lr_search"
+    found = tuning.tuning(analysis.load([folder]))
+    assert found is not None
+    epochs = pd.read_csv(folder / vocab.EPOCHS_CSV)
+    tuned = epochs[(epochs.role == vocab.TUNED) & (epochs.status == vocab.DONE)]
+    last = tuned.loc[tuned.groupby(vocab.RUN_ID)[vocab.EPOCH].idxmax()]
+    for point in found.points:
+        mine = last[last["train.batch_size"] == point.batch_size]
+        assert point.metric == vocab.VAL_ACC_RECAL
+        assert point.tuned_val.mean == pytest.approx(mine[vocab.VAL_ACC_RECAL].mean())
+        assert point.tuned_val.mean != pytest.approx(mine[vocab.VAL_ACC].mean())
+        assert (point.search_metric, point.lr_range, point.edge()) == ("", None, "")
+    assert found.conclusion().startswith("At its own best learning rate, batch 8 ends with a val_acc_recal ")
+    doc = Doc()
+    tuning_section(doc, found)
+    main, trials = [b for b in doc.blocks if isinstance(b, Table)]
+    assert main.head[4] == "read on" and {row[4] for row in main.rows} == {vocab.VAL_ACC_RECAL}
+    assert {row[1] for row in trials.rows} == {"not recorded"}
+
+
+def _point(best: float, lrs: tuple[float, ...], lr_range: tuple[float, float] | None) -> tuning.TunedPoint:
+    none = tuning.estimate([])
+    trials = tuple((lr, 0.5, vocab.DONE) for lr in lrs)
+    return tuning.TunedPoint(8, "", best, 0.001, trials, none, none, none, none, none, lr_range=lr_range)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "best, lrs, flagged",
+    [
+        (1.4e-4, (1.4e-4, 1e-3, 1e-2), True),  # the lowest trial, 1.4 x low
+        (1.6e-4, (1.6e-4, 1e-3, 1e-2), False),  # the lowest trial, 1.6 x low: not within 1.5
+        (1.4e-4, (1.2e-4, 1.4e-4, 1e-2), False),  # a lower trial did worse: the optimum is inside the range
+        (0.07, (1e-3, 1e-2, 0.07), True),  # the highest trial, high / 1.43
+        (0.06, (1e-3, 1e-2, 0.06), False),  # the highest trial, high / 1.67
+        (0.07, (1e-3, 0.07, 0.09), False),
+    ],
+)
+def test_a_best_lr_at_the_edge_of_the_searched_range_is_flagged(
+    best: float, lrs: tuple[float, ...], flagged: bool
+) -> None:
+    from sweep.report.document import Doc, Paragraph
+    from sweep.report.sections import tuning_section
+
+    point = _point(best, lrs, (1e-4, 0.1))
+    words = "at the edge of the range [0.0001, 0.1]: widen it"
+    assert point.edge() == (words if flagged else "")
+    assert _point(best, lrs, None).edge() == ""  # a range runs.csv does not record is not guessed
+    doc = Doc()
+    tuning_section(doc, tuning.Tuning((point,), None, None, None))
+    said = [b.text for b in doc.blocks if isinstance(b, Paragraph) and words in b.text]
+    assert said == ([f"The best lr of batch 8, {best:.3g}, is {words}."] if flagged else [])
+
+
 # --- end to end: real workers, real TensorFlow
 
 
@@ -232,6 +381,9 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(
     assert point.best_lr == best and point.fixed_lr == 0.001 and point.tuned_val.n == 2
     assert point.change.mean == pytest.approx((tuned.set_index("seed").final_val_acc - fixed).mean())
     assert len(point.trials) == 3
+    assert (point.metric, point.search_metric, point.lr_range) == (vocab.VAL_ACC, vocab.VAL_ACC, (1e-4, 1e-1))
+    searched = runs[runs.role != vocab.GRID]
+    assert (searched[vocab.SEARCH_METRIC] == vocab.VAL_ACC).all() and (searched[vocab.SEARCH_LR_HIGH] == 0.1).all()
     report = (tmp_path / "results" / "s" / "report.md").read_text()
     assert "## Batch sizes at their own best learning rate" in report and f"| 8 | - | {best:.3g} | 0.001 |" in report
     monkeypatch.chdir(tmp_path)
@@ -244,6 +396,41 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(
     )
     again, lines = sweep_here(grid)
     assert again.exit_code == 0 and "all 4 runs of s are already finished; nothing to train." in lines.out
+
+
+@pytest.mark.integration
+def test_a_real_search_on_val_acc_recal_reruns_the_lr_it_ranks_best(tmp_path: Path) -> None:
+    """A tiny real search with recalibrated BatchNorm: 8 steps leave BatchNorm's moving statistics far
+    behind the weights, so raw val_acc and val_acc_recal differ; Optuna's objective is val_acc_recal, the
+    search re-runs its best, and the report's tuning section reads and names it. (That the two metrics
+    pick different lrs is checked with made-up records in the unit test above.)"""
+    grid = write_grid(
+        tmp_path,
+        RECAL_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]")
+        .replace("trials: 4", "trials: 3")
+        .replace("seeds: [0, 1]", "seeds: [0]"),
+    )
+    done, lines = sweep_here(grid)
+    assert done.exit_code == 0, lines.text
+    runs = pd.read_csv(tmp_path / "results" / "s" / vocab.RUNS_CSV)
+    trials = runs[(runs.role == vocab.SEARCH) & (runs.status == vocab.DONE)]
+    assert len(trials) == 3  # prune: false
+    assert (trials["final_val_acc_recal"] != trials["final_val_acc"]).any()  # the data tell the two apart
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "results" / "s" / vocab.JOURNAL_FILE))
+    )
+    name = optuna.get_all_study_summaries(storage)[1].study_name
+    seen = {t.params["lr"]: t.value for t in optuna.load_study(study_name=name, storage=storage).trials}
+    assert seen == pytest.approx(dict(zip(trials["train.lr"], trials["final_val_acc_recal"], strict=True)))
+    # the best val_acc_recal; on a tie (8 validation images) the earliest trial, as the store picks
+    ranked = trials.assign(order=-trials["final_val_acc_recal"]).sort_values(["order", "trial_number"])
+    by_recal = ranked["train.lr"].iloc[0]
+    tuned = runs[runs.role == vocab.TUNED]
+    assert len(tuned) == 1 and (tuned["train.lr"] == by_recal).all()
+    assert (runs.loc[runs.role != vocab.GRID, vocab.SEARCH_METRIC] == vocab.VAL_ACC_RECAL).all()
+    point = tuning.tuning(analysis.load([tmp_path / "results" / "s"])).points[0]
+    assert (point.best_lr, point.metric, point.search_metric) == (by_recal, vocab.VAL_ACC_RECAL, vocab.VAL_ACC_RECAL)
+    assert point.tuned_val.mean == pytest.approx(tuned["final_val_acc_recal"].iloc[0])
 
 
 @pytest.mark.unit

@@ -20,7 +20,7 @@ import pandas as pd
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, CONTROL_DEFAULTS, column
 from sweep.estimates import Estimate, estimate, fmt_estimate
-from sweep.report.findings import FAR_GAP
+from sweep.report.findings import CLOSE_GAP, FAR_GAP
 from sweep.report.maps import Cell, ConditionMap
 from sweep.selection import where
 
@@ -33,20 +33,26 @@ class Setting:
     """One cell of the C1 map, read for the headline."""
 
     label: str
-    shows: bool | None  # the post's picture (raw): the cell's description
     steps: float  # batch 64's optimizer steps by epoch 2
     weight: float | None  # momentum ** steps: the initial statistics' weight left; None without BatchNorm
     gap: Estimate  # batch 64's gap (running train_acc - val_acc), the post's reading
+    gap_small: Estimate  # batch 8's
     recal_gap: Estimate  # batch 64's eval_gap_recal: the same weights without BatchNorm's lag
     recal_gap_small: Estimate  # batch 8's, for comparison
+
+    @property
+    def shows(self) -> bool:
+        """The post's picture in seed means: batch 64's gap above FAR_GAP, batch 8's within CLOSE_GAP (as the
+        reproduction ranks settings; with 3 seeds an interval inside the +-0.1 band is rarely reached)."""
+        return self.gap.mean > FAR_GAP.value and abs(self.gap_small.mean) < CLOSE_GAP.value
 
 
 def settings(m: ConditionMap) -> list[Setting]:
     """The map's cells as headline settings; empty when its runs did not record recalibrated numbers."""
-    recal = column(vocab.EVAL_GAP_RECAL, "epoch2")
-    if not m.cells or any(recal not in c.rows or c.rows[recal].isna().any() for c in m.cells):
+    recal, cells = column(vocab.EVAL_GAP_RECAL, "epoch2"), m.trained()
+    if not cells or any(recal not in c.rows or c.rows[recal].isna().any() for c in cells):
         return []
-    return [_setting(c) for c in m.cells]
+    return [_setting(c) for c in cells]
 
 
 def _setting(cell: Cell) -> Setting:
@@ -54,10 +60,10 @@ def _setting(cell: Cell) -> Setting:
     steps = float(large[column(vocab.STEP, "epoch2")].mean())
     return Setting(
         cell.label(),
-        cell.outcome,
         steps,
         _weight(large, steps),
         estimate(large[column(vocab.GAP, "epoch2")]),
+        estimate(small[column(vocab.GAP, "epoch2")]),
         estimate(large[column(vocab.EVAL_GAP_RECAL, "epoch2")]),
         estimate(small[column(vocab.EVAL_GAP_RECAL, "epoch2")]),
     )
@@ -78,17 +84,13 @@ def sentences(m: ConditionMap) -> list[str]:
         return []
     shows = [s for s in found if s.shows]
     head = (
-        f"Over {len(found)} settings of {m.source}, the post's picture (batch {LARGE}'s gap above "
-        f"{FAR_GAP.value:g} while batch {SMALL}'s is close, at epoch 2, read as the post read it) shows at "
-        f"{len(shows)}"
+        f"Over {len(found)} settings of {m.source}, the post's picture (in seed means, batch {LARGE}'s gap above "
+        f"{FAR_GAP.value:g} while batch {SMALL}'s is within +-{CLOSE_GAP.value:g}, at epoch 2, read as the post "
+        f"read it) shows at {len(shows)}"
     )
     if not shows:
         return [head + "."]
-    return [
-        f"{head}: {_labels(shows)}.",
-        _mechanism(shows, [s for s in found if not s.shows]),
-        _test(shows),
-    ]
+    return [f"{head}: {_labels(shows)}.", _mechanism(found), _test(shows)]
 
 
 def _labels(chosen: Sequence[Setting]) -> str:
@@ -100,27 +102,36 @@ def _span(values: Sequence[float], digits: int = 2) -> str:
     return f"{low:.{digits}f}" if f"{low:.{digits}f}" == f"{high:.{digits}f}" else f"{low:.{digits}f}-{high:.{digits}f}"
 
 
-def _mechanism(shows: Sequence[Setting], others: Sequence[Setting]) -> str:
-    weights = [s.weight for s in shows if s.weight is not None]
-    steps = _span([s.steps for s in shows], 0)
-    text = (
-        f"There batch {LARGE} has taken {steps} optimizer steps by epoch 2, and BatchNorm's moving statistics "
-        f"still weigh their initial values by momentum^steps = {_span(weights) if weights else 'n/a'}"
+def _mechanism(found: Sequence[Setting]) -> str:
+    """Batch 64's gap against the weight its moving statistics still give their initial values, raw and
+    recalibrated: if BatchNorm's lag makes the picture, the raw gap follows the weight and the other does not."""
+    by_weight: dict[str, list[Setting]] = {}
+    for s in found:
+        by_weight.setdefault("no BatchNorm" if s.weight is None else f"{s.weight:.2f}", []).append(s)
+    order = sorted(by_weight, key=lambda w: (w == "no BatchNorm", float(w) if w != "no BatchNorm" else 0.0))
+
+    def mean(chosen: list[Setting], pick: str) -> float:
+        return sum(getattr(s, pick).mean for s in chosen) / len(chosen)
+
+    raw = ", ".join(f"{mean(by_weight[w], 'gap'):.2f} {_weight_words(w)}" for w in order)
+    recal = ", ".join(f"{mean(by_weight[w], 'recal_gap'):.2f}" for w in order)
+    steps = _span([s.steps for s in found], 0)
+    return (
+        f"The mechanism: after batch {LARGE}'s {steps} optimizer steps by epoch 2, BatchNorm's moving statistics "
+        f"still weigh their initial values by momentum^steps. Batch {LARGE}'s gap, averaged over the settings at "
+        f"each weight, is {raw}; recalibrated (eval_gap_recal), {recal} in the same order."
     )
-    without_bn = sum(s.weight is None for s in shows)
-    if without_bn:
-        text += f" ({without_bn} of these settings have no BatchNorm)"
-    rest = [s.weight for s in others if s.weight is not None]
-    if rest:
-        text += f"; at the {len(others)} other settings the weight is {_span(rest)} where BatchNorm is on"
-    return text + "."
+
+
+def _weight_words(weight: str) -> str:
+    return "without BatchNorm" if weight == "no BatchNorm" else f"at weight {weight}"
 
 
 def _test(shows: Sequence[Setting]) -> str:
     """Does recomputing BatchNorm's statistics for the same weights close batch 64's gap?"""
     closed = [s for s in shows if math.isfinite(s.recal_gap.high) and s.recal_gap.high < FAR_GAP.value]
     listed = "; ".join(
-        f"{s.label}: gap {s.gap.mean:.2f} raw, eval_gap_recal {fmt_estimate(s.recal_gap)} at batch {LARGE} "
+        f"{s.label}: gap {fmt_estimate(s.gap)} raw, eval_gap_recal {fmt_estimate(s.recal_gap)} at batch {LARGE} "
         f"and {s.recal_gap_small.mean:.2f} at batch {SMALL}"
         for s in shows
     )

@@ -8,6 +8,7 @@ like the per-folder figures (`sweep.plots`), again only when what it shows chang
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -32,7 +33,9 @@ def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, p
     folder.mkdir(parents=True, exist_ok=True)
     index = plots.read_index(folder)  # the per-folder figures' index: one cache for every figure
     drawn = {}
-    for m in found:
+    for m in (dataclasses.replace(m, cells=m.trained()) for m in found):  # a cell that did not train has no numbers
+        if not m.cells:
+            continue
         key = hashlib.sha256(json.dumps(_numbers(m), default=str).encode())
         key.update(Path(__file__).read_bytes())
         caption = (

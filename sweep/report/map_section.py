@@ -70,6 +70,9 @@ def _header(m: ConditionMap) -> tuple[str, ...]:
 
 
 def _row(m: ConditionMap, cell: Cell) -> tuple[str, ...]:
+    if not cell.trained:
+        lost = ("did not train",) * len(m.mapped.panels)
+        return (*(shown(v) for _, v in cell.conditions), *lost, _accuracies(m, cell), "did not train")
     checks = [f"{fmt_estimate(k.estimate)} {OUTCOME_WORDS[k.outcome()]}" for k in cell.finding.checks]
     return (*(shown(v) for _, v in cell.conditions), *checks, _accuracies(m, cell), PATTERN_WORDS[cell.outcome])
 
@@ -81,6 +84,9 @@ def _accuracies(m: ConditionMap, cell: Cell) -> str:
     parts = []
     for value in (cell.value, cell.reference):
         at = where(rows, axis, value)
+        if at.empty:
+            parts.append(f"{short(axis)}={shown(value)}: did not train")
+            continue
         train, val = (at[column(metric, "epoch2")].mean() for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC))
         text = f"{short(axis)}={shown(value)}: {train:.2f} / {val:.2f}"
         if balanced in at and at[balanced].notna().any():

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from sweep import keys, vocab
-from sweep.analysis import BATCH_SIZE, SOURCE, SOURCE_RANK, column, setting_columns
+from sweep.analysis import BATCH_SIZE, DID_NOT_TRAIN, SOURCE, SOURCE_RANK, column, setting_columns
 from sweep.report.checks import cause_raises_gap, gap_at_two_batch_sizes
 from sweep.report.claims import by_id
 from sweep.report.findings import Claim, Finding
@@ -91,15 +91,22 @@ class Cell:
     conditions: tuple[tuple[str, Any], ...]
     value: Any  # the compared value (C1: the large batch; C3: shuffle False)
     reference: Any  # what it is compared with (C1: batch 8; C3: shuffle True)
-    finding: Finding
-    rows: pd.DataFrame  # the cell's runs
+    finding: Finding  # its checks on the runs that trained
+    rows: pd.DataFrame  # the cell's runs that trained
+    trained: bool = True  # False: every run of one compared value did not train, so the checks have no numbers
 
     @property
     def outcome(self) -> bool | None:
-        return self.finding.outcome
+        return self.finding.outcome if self.trained else None
 
     def label(self) -> str:
         return ", ".join(f"{short(k)}={shown(v)}" for k, v in self.conditions) or "the only setting"
+
+    def lost_sides(self, axis: str) -> list[str]:
+        """The compared values none of whose runs trained: ["shuffle=False"], both, or none."""
+        return [
+            f"{short(axis)}={shown(v)}" for v in (self.value, self.reference) if not matches(self.rows[axis], v).any()
+        ]
 
 
 @dataclass(frozen=True)
@@ -108,14 +115,16 @@ class ConditionMap:
     mapped: Mapped
     source: str  # the results folder the cells come from
     cells: tuple[Cell, ...]
-    untrained: tuple[tuple[str, int], ...] = ()  # (setting, runs) of the source's runs that did not train
 
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(k for k, _ in self.cells[0].conditions) if self.cells else ()
 
+    def trained(self) -> tuple[Cell, ...]:
+        return tuple(c for c in self.cells if c.trained)
+
     def seeds(self) -> str:
-        counts = sorted({int(c.finding.checks[0].estimate.n) for c in self.cells})
+        counts = sorted({int(c.finding.checks[0].estimate.n) for c in self.trained()}) or [0]
         return "-".join(str(n) for n in (counts[0], counts[-1])) if counts[0] != counts[-1] else str(counts[0])
 
     def summary(self, words: dict[bool | None, str] = CELL_WORDS) -> str:
@@ -123,19 +132,21 @@ class ConditionMap:
         then the runs that did not train."""
         parts = []
         for outcome in (True, False, None):
-            chosen = [c for c in self.cells if c.outcome is outcome]
+            chosen = [c for c in self.trained() if c.outcome is outcome]
             if chosen:
                 parts.append(f"{words[outcome]} {where(self.cells, chosen)}")
-        if self.untrained:
-            parts.append(f"{sum(n for _, n in self.untrained)} runs did not train ({self.untrained_words()})")
+        lost: dict[str, list[Cell]] = {}
+        for c in self.cells:
+            for side in c.lost_sides(self.claim.needs.axes[0]):
+                lost.setdefault(side, []).append(c)
+        parts += [f"{side} did not train at {where(self.cells, cells)}" for side, cells in lost.items()]
         return "; ".join(parts)
 
-    def untrained_words(self) -> str:
-        return ", ".join(f"{setting}: {n}" for setting, n in self.untrained)
-
     def counts(self) -> str:
-        tally = [sum(c.outcome is o for c in self.cells) for o in (True, False, None)]
-        return f"{tally[0]} show it, {tally[1]} do not, {tally[2]} unclear of {len(self.cells)} settings"
+        tally = [sum(c.outcome is o for c in self.trained()) for o in (True, False, None)]
+        lost = len(self.cells) - len(self.trained())
+        untrained = f", {lost} did not train" if lost else ""
+        return f"{tally[0]} show it, {tally[1]} do not, {tally[2]} unclear{untrained} of {len(self.cells)} settings"
 
 
 def short(key: str) -> str:
@@ -150,26 +161,16 @@ def shown(value: Any) -> str:
 def maps(table: pd.DataFrame, untrained: pd.DataFrame | None = None) -> list[ConditionMap]:
     """Every mapped claim's map, where a results folder has at least MIN_CELLS cells for it.
 
-    `untrained`: the run summary of the runs that did not train (in no cell; each map names its own)."""
+    `untrained`: the run summary of the runs that did not train: in a cell's runs, never in its numbers; a cell
+    where one compared value has none that trained is named as such."""
+    lost = untrained if untrained is not None and len(untrained) else table.iloc[0:0]
+    both = pd.concat([table.assign(**{LOST: False}), lost.assign(**{LOST: True})], ignore_index=True)
     found = []
     for mapped in MAPPED:
-        chosen = condition_map(by_id(mapped.claim_id), mapped, table)
+        chosen = condition_map(by_id(mapped.claim_id), mapped, both)
         if chosen is not None:
-            found.append(dataclasses.replace(chosen, untrained=_untrained(chosen, untrained)))
+            found.append(chosen)
     return found
-
-
-def _untrained(m: ConditionMap, untrained: pd.DataFrame | None) -> tuple[tuple[str, int], ...]:
-    """The settings of the map's folder whose runs did not train, named by the map's keys and its axis."""
-    if untrained is None or untrained.empty or SOURCE not in untrained:
-        return ()
-    rows = untrained[untrained[SOURCE] == m.source]
-    names = [k for k in (*m.keys, m.claim.needs.axes[0]) if k in rows]
-    if rows.empty or not names:
-        return ()
-    filled = with_defaults(rows, names)
-    labels = [", ".join(f"{short(k)}={shown(r[k])}" for k in dict.fromkeys(names)) for _, r in filled.iterrows()]
-    return tuple(sorted(pd.Series(labels).value_counts().items()))
 
 
 def condition_map(claim: Claim, mapped: Mapped, table: pd.DataFrame) -> ConditionMap | None:
@@ -278,13 +279,20 @@ def _distinct(keys: Sequence[str], found: list[tuple[Any, Selection]]) -> list[s
     return kept
 
 
+LOST = "_did_not_train"  # a column `maps` adds: the run did not train (in a cell's runs, never its numbers)
+
+
 def _judged(claim: Claim, mapped: Mapped, found: list[tuple[Any, Selection]]) -> tuple[Cell, ...]:
-    """Every cell's checks, each described by its own 95% interval (no correction: a map decides nothing)."""
+    """Every cell's checks on its runs that trained, each described by its own 95% interval (no correction:
+    a map decides nothing); a cell where one compared value has no run that trained has nothing to describe."""
     reference = _reference(claim)[0]
-    cells = [
-        Cell(tuple(sel.context.items()), value, reference, mapped.judge(claim, sel, value), sel.rows)
-        for value, sel in found
-    ]
+    cells = []
+    for value, sel in found:
+        kept = sel.rows[~sel.rows[LOST].astype(bool)] if LOST in sel.rows else sel.rows
+        kept = kept.drop(columns=LOST, errors="ignore").reset_index(drop=True)
+        trained = bool(matches(kept[sel.axis], reference).any() and matches(kept[sel.axis], value).any())
+        finding = mapped.judge(claim, dataclasses.replace(sel, rows=kept), value) if trained else Finding((), "")
+        cells.append(Cell(tuple(sel.context.items()), value, reference, finding, kept, trained))
     return tuple(sorted(cells, key=lambda c: [_order(v) for _, v in c.conditions]))
 
 
@@ -339,6 +347,14 @@ def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
     rows = []
     for m in found:
         for cell in m.cells:
+            if not cell.trained:
+                rows.append(
+                    {"claim": m.claim.id, "source": m.source, **{short(k): v for k, v in cell.conditions}}
+                    | {
+                        "interval": DID_NOT_TRAIN,
+                        "cell": " and ".join(cell.lost_sides(m.claim.needs.axes[0])) + f" {DID_NOT_TRAIN}",
+                    }
+                )
             for i, check in enumerate(cell.finding.checks):
                 e = check.estimate
                 rows.append(
@@ -353,8 +369,8 @@ def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
                         "ci_high": e.high,
                         "n": e.n,
                         "pattern_when": check.region(),
-                        "interval": OUTCOME_WORDS[check.outcome()],
-                        "cell": PATTERN_WORDS[cell.outcome],
+                        "interval": OUTCOME_WORDS[check.outcome()] if cell.trained else DID_NOT_TRAIN,
+                        "cell": PATTERN_WORDS[cell.outcome] if cell.trained else DID_NOT_TRAIN,
                     }
                 )
     return pd.DataFrame(rows)

@@ -2,7 +2,9 @@
 
 Numbers come from `sweep.scaling` (steps to target, the fit) and `sweep.critical` (B_simple
 and the prediction from it); this module only lays them out and writes
-`tables/steps_to_target.csv` and `tables/scaling_fit.csv`.
+`tables/steps_to_target.csv` and `tables/scaling_fit.csv`. Each row's `metric` column names what its
+curve was read on (val_acc_recal where every run recorded it, else val_acc); `target` is a level of
+that metric, and `best_not_reached` the best value of it a seed that missed the target got to.
 """
 
 from __future__ import annotations
@@ -56,8 +58,9 @@ def steps_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
                     "lr": c.lr,
                     "seeds": " ".join(map(str, c.seeds)),
                     "settings": c.context,
+                    "metric": c.metric,
                     "batch_size": r.batch_size,
-                    "target_val_acc": r.target,
+                    "target": r.target,
                     "n_runs": r.n_runs,
                     "n_reached": r.n_reached,
                     "n_not_reached_within_budget": r.not_reached,
@@ -67,7 +70,7 @@ def steps_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
                     **_columns("epochs", r.epochs),
                     **_columns("seconds_runs", r.seconds),
                     **_columns("seconds_quiet", r.quiet_seconds),
-                    "best_val_acc_not_reached": " ".join(f"{v:.4f}" for v in r.best_val_missed),
+                    "best_not_reached": " ".join(f"{v:.4f}" for v in r.best_val_missed),
                 }
             )
     return pd.DataFrame(rows)
@@ -89,7 +92,8 @@ def fit_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
                     "results": c.source,
                     "lr": c.lr,
                     "seeds": " ".join(map(str, c.seeds)),
-                    "target_val_acc": f.target,
+                    "metric": c.metric,
+                    "target": f.target,
                     "batch_sizes_fitted": " ".join(map(str, f.batch_sizes)),
                     "batch_sizes_left_out": " ".join(map(str, f.left_out)),
                     "points": f.n_points,
@@ -120,12 +124,15 @@ def steps_section(doc: Doc, readings: list[scaling.CurveReading], figures: list[
     doc.h(2, "Steps to target")
     with_targets = [r for r in readings if r.targets]
     if not with_targets:
-        doc.p("No group of runs covers two batch sizes that reach a common val_acc level: nothing to read here.")
+        doc.p("No group of runs covers two batch sizes that reach a common accuracy level: nothing to read here.")
         return
     doc.p(
-        "Shallue et al. (2019) compare batch sizes by the optimizer steps each needs to reach a target. Per run, the "
-        "step where val_acc first reaches the target is interpolated linearly between the record that reaches it and "
-        "the one before (before the first record: step 0 at chance accuracy, 1 / classes). Targets: the levels "
+        "Shallue et al. (2019) compare batch sizes by the optimizer steps each needs to reach a target. A group of "
+        "runs is read on val_acc_recal (BatchNorm statistics recomputed for the weights) where every one of its runs "
+        "recorded it, else on raw val_acc, which lags behind the weights at a large batch size (few steps move "
+        "BatchNorm's moving statistics); each group's heading names its metric. Per run, the step where the metric "
+        "first reaches the target is interpolated linearly between the record that reaches it and the one before "
+        "(before the first record: step 0 at chance accuracy, 1 / classes). Targets: the levels "
         f"{', '.join(f'{t:g}' for t in scaling.TARGET_LADDER)} above chance that at least half of a group's batch "
         f"sizes reach with at least {scaling.MIN_REACHED} seeds. A seed that never reaches a target is counted as "
         "not reached within its budget (its last record), never dropped or imputed; the mean is over the seeds "
@@ -153,10 +160,10 @@ def steps_section(doc: Doc, readings: list[scaling.CurveReading], figures: list[
 
 def _curve_block(doc: Doc, reading: scaling.CurveReading) -> None:
     c = reading.curve
-    doc.h(3, f"lr {c.lr}: {c.source} ({c.context}; seeds {', '.join(map(str, c.seeds))})")
+    doc.h(3, f"lr {c.lr}: {c.source} ({c.context}; seeds {', '.join(map(str, c.seeds))}), read on {c.metric}")
     quiet = any(r.quiet_seconds.n for r in reading.rows)
     doc.table(
-        ("batch", "target val_acc", "seeds reached", "steps [95% CI]", "epochs", "seconds (runs)")
+        ("batch", f"target {c.metric}", "seeds reached", "steps [95% CI]", "epochs", "seconds (runs)")
         + (("seconds (quiet)",) if quiet else ()),
         [
             (
@@ -172,8 +179,9 @@ def _curve_block(doc: Doc, reading: scaling.CurveReading) -> None:
         ],
     )
     doc.p(
-        "Fit of S = S_min (1 + B_crit / B), least squares in log steps over the per-seed steps of the batch sizes "
-        "where every seed reached the target; 95% profile-likelihood intervals (F test), not a bootstrap."
+        f"Fit of S = S_min (1 + B_crit / B) to the steps to each target {c.metric}, least squares in log steps over "
+        "the per-seed steps of the batch sizes where every seed reached the target; 95% profile-likelihood intervals "
+        "(F test), not a bootstrap."
     )
     doc.table(
         ("target", "batch sizes fitted", "left out (a seed did not reach)", "S_min [95% CI]", "B_crit [95% CI]"),
@@ -203,27 +211,29 @@ def noise_section(doc: Doc, readings: list[scaling.CurveReading]) -> None:
     doc.p(
         "B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018), estimated at every record from gradient norms at the "
         "run's batch size and at 4 times it (their appendix A.1), the two terms averaged separately over 1,024 "
-        "training images before the ratio. Mean [95% CI] over seeds at each epoch's end, with val_acc there (how far "
-        "training had got). McCandlish et al. predict S = S_min (1 + B_noise / B) steps to a target with B_noise close "
-        "to B_simple; below it a larger batch needs proportionally fewer steps. Below, each batch size's steps are "
-        "predicted from the nearest smaller batch size that reached the target with every seed (its 95% interval), "
-        "with B_noise anywhere in the range of the per-seed B_simple at the runs' last records."
+        "training images before the ratio. Mean [95% CI] over seeds at each epoch's end, with the group's metric "
+        "there (how far training had got: val_acc_recal where recorded, as for the steps to target). McCandlish et "
+        "al. predict S = S_min (1 + B_noise / B) steps to a target with B_noise close to B_simple; below it a larger "
+        "batch needs proportionally fewer steps. Below, each batch size's steps are predicted from the nearest "
+        "smaller batch size that reached the target with every seed (its 95% interval), with B_noise anywhere in the "
+        "range of the per-seed B_simple at the runs' last records."
     )
     for reading, noise in measured:
         _noise_block(doc, reading, noise)
 
 
 def _noise_block(doc: Doc, reading: scaling.CurveReading, noise: critical.NoiseReading) -> None:
-    doc.h(3, f"lr {noise.curve.lr}: {noise.curve.source} (seeds {', '.join(map(str, noise.curve.seeds))})")
+    curve = noise.curve
+    doc.h(3, f"lr {curve.lr}: {curve.source} (seeds {', '.join(map(str, curve.seeds))}), read on {curve.metric}")
     epochs = sorted({c.epoch for c in noise.cells})
     cells = {(c.batch_size, c.epoch): c for c in noise.cells}
     doc.table(
-        ("batch", *(f"epoch {e}: B_simple / val_acc" for e in epochs)),
+        ("batch", *(f"epoch {e}: B_simple / {curve.metric}" for e in epochs)),
         [
             (
                 str(b),
                 *(
-                    f"{_est(cells[(b, e)].b_simple, 0)} / {cells[(b, e)].val_acc.mean:.3f}" if (b, e) in cells else "-"
+                    f"{_est(cells[(b, e)].b_simple, 0)} / {cells[(b, e)].val.mean:.3f}" if (b, e) in cells else "-"
                     for e in epochs
                 ),
             )
@@ -232,7 +242,7 @@ def _noise_block(doc: Doc, reading: scaling.CurveReading, noise: critical.NoiseR
     )
     for sentence in critical.noise_sentences(noise):
         doc.p(sentence)
-    if noise.curve.lr != scaling.TUNED:
+    if curve.lr != scaling.TUNED:
         doc.p(
             "McCandlish et al.'s prediction assumes a learning rate tuned for each batch size, so it is compared "
             "with the steps only at the tuned lr."

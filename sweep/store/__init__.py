@@ -233,11 +233,14 @@ class Store:
         return tables.counts(self.trials(), run_ids)
 
     def runs_table(self) -> pd.DataFrame:
-        return tables.runs_table(self.trials())
+        return tables.runs_table(self.trials(), self._search_settings())
 
     def epochs_table(self) -> pd.DataFrame:
         return tables.epochs_table(self.trials())
 
     def export_csv(self, folder: Path) -> tuple[Path, Path]:
         """Write runs.csv and epochs.csv into `folder` atomically; return their paths."""
-        return tables.export_csv(self.trials(), folder)
+        return tables.export_csv(self.trials(), folder, self._search_settings())
+
+    def _search_settings(self) -> dict[str, dict[str, Any]]:
+        return {group_id: found.settings for group_id, found in self._searches.items()}

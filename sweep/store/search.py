@@ -6,8 +6,10 @@ listed in the sweep study's user attribute ``lr_searches`` with its settings, so
 another machine finds it without the grid file. Its slots are enqueued like runs (``run_id`` =
 ``<group>-t<k>``); the worker that claims one draws ``lr`` with the study's sampler
 (``trial.suggest_float``, so Optuna's dashboard shows lr against the metric) and the trial may
-end PRUNED. The best lr of a finished search is re-run at every seed in the sweep study, as
-runs with ``role`` = ``tuned``.
+end PRUNED. Its objective is the search's metric (``search.metric``, e.g. ``val_acc_recal``) read
+from each record (`queue.record_epoch` reports it, `endings.end_run` ends the trial with it). The
+best lr of a finished search is re-run at every seed in the sweep study, as runs with ``role`` =
+``tuned``.
 """
 
 from __future__ import annotations
@@ -112,5 +114,5 @@ def best_lr(search: Search) -> float | None:
     complete = [t for t in trials if t.state == TrialState.COMPLETE and LR_PARAM in t.params]
     if not complete:
         return None
-    pick = max if search.settings["metric"] == vocab.VAL_ACC else min
+    pick = max if SEARCH_METRICS[search.settings["metric"]] == "maximize" else min  # as the study's direction
     return float(pick(complete, key=lambda t: (t.value, -t.number)).params[LR_PARAM])

@@ -4,7 +4,7 @@ files (written atomically). Pure functions of the trials; no TensorFlow."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,10 @@ WORKER_FACTS = ("worker_host", "worker_pid", "visible_devices", "worker_rss_mb")
 RUN_FACTS = (vocab.STOPPED_EARLY, vocab.RESUMED_FROM_EPOCH)
 
 
-def runs_table(trials: Iterable[FrozenTrial]) -> pd.DataFrame:
-    """One row per run: spec columns, status, timings, run facts, final metrics."""
-    rows = [_run_row(t) for t in latest_by_run(trials).values()]
+def runs_table(trials: Iterable[FrozenTrial], searches: Mapping[str, dict[str, Any]] | None = None) -> pd.DataFrame:
+    """One row per run: spec columns, status, timings, run facts, final metrics; and on the runs of a search
+    in `searches` (group id -> its settings), what it chose on and its lr range, for the report."""
+    rows = [{**_run_row(t), **_search_of(t, searches or {})} for t in latest_by_run(trials).values()]
     return pd.DataFrame(rows).sort_values(vocab.RUN_ID).reset_index(drop=True) if rows else pd.DataFrame()
 
 
@@ -49,6 +50,17 @@ def _run_row(trial: FrozenTrial) -> dict[str, Any]:
         "trial_number": trial.number,
         **{k: trial.user_attrs.get(k) for k in WORKER_FACTS},
         **{k: trial.user_attrs[k] for k in RUN_FACTS if k in trial.user_attrs},
+    }
+
+
+def _search_of(trial: FrozenTrial, searches: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    settings = searches.get(trial.user_attrs.get(vocab.SEARCH_GROUP) or "")
+    if settings is None:
+        return {}
+    return {
+        vocab.SEARCH_METRIC: settings["metric"],
+        vocab.SEARCH_LR_LOW: settings["lr_low"],
+        vocab.SEARCH_LR_HIGH: settings["lr_high"],
     }
 
 
@@ -86,11 +98,13 @@ def epochs_table(trials: Iterable[FrozenTrial]) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values([vocab.RUN_ID, vocab.EPOCH]).reset_index(drop=True)
 
 
-def export_csv(trials: list[FrozenTrial], folder: Path) -> tuple[Path, Path]:
+def export_csv(
+    trials: list[FrozenTrial], folder: Path, searches: Mapping[str, dict[str, Any]] | None = None
+) -> tuple[Path, Path]:
     """Write runs.csv and epochs.csv atomically; return their paths."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = folder / vocab.RUNS_CSV, folder / vocab.EPOCHS_CSV
-    for table, path in zip((runs_table(trials), epochs_table(trials)), paths, strict=True):
+    for table, path in zip((runs_table(trials, searches), epochs_table(trials)), paths, strict=True):
         tmp = path.with_name(f".{path.name}.tmp")
         table.to_csv(tmp, index=False)
         os.replace(tmp, path)

@@ -1,0 +1,92 @@
+"""C1's headline (sweep.report.headline) on the committed results/map_c1: every number in its sentences
+recomputed here from runs.csv and epochs.csv with plain pandas, not with the report's code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sweep import analysis
+from sweep.report import headline, maps
+
+pytestmark = pytest.mark.unit
+
+MAP_C1 = Path(__file__).resolve().parent.parent / "results" / "map_c1"
+SETTING = ["model.batchnorm", "model.bn_momentum", "train.optimizer", "train.lr"]
+
+
+def epoch_two() -> pd.DataFrame:
+    """Epoch-2 records of the runs that trained (some accuracy at the last record above twice chance)."""
+    epochs = pd.read_csv(MAP_C1 / "epochs.csv")
+    runs = pd.read_csv(MAP_C1 / "runs.csv").set_index("run_id")
+    last = epochs.sort_values("epoch").groupby("run_id").last()
+    accuracies = ["train_acc", "train_eval_acc", "train_eval_acc_recal", "val_acc", "val_acc_recal"]
+    trained = last.index[last[accuracies].max(axis=1) > 2 / runs.loc[last.index, "num_classes"]]
+    rows = epochs[(epochs["epoch"] == 2) & epochs["run_id"].isin(trained)].copy()
+    rows["gap"] = rows["train_acc"] - rows["val_acc"]
+    rows.loc[~rows["model.batchnorm"], "model.bn_momentum"] = -1.0  # unused without BatchNorm
+    return rows
+
+
+def per_setting() -> pd.DataFrame:
+    """Seed means per setting and batch size, for settings that trained at both batch sizes."""
+    means = epoch_two().groupby([*SETTING, "train.batch_size"])[["gap", "eval_gap_recal", "step"]].mean()
+    wide = means.unstack("train.batch_size").dropna()
+    return wide
+
+
+def the_headline() -> list[str]:
+    results = analysis.load([MAP_C1])
+    health = analysis.run_health(results)
+    found = maps.maps(analysis.claims_summary(results, health))
+    (c1,) = [m for m in found if m.claim.id == "C1"]
+    return headline.sentences(c1)
+
+
+def test_the_headline_names_where_the_picture_shows_with_its_numbers() -> None:
+    wide = per_setting()
+    shows = wide[(wide[("gap", 64)] > 0.2) & (wide[("gap", 8)].abs() < 0.1)]
+    first, _, test = the_headline()
+    assert f"Over {len(wide)} settings of {MAP_C1}" in first
+    assert f"shows at {len(shows)}: " in first
+    for (bn, momentum, optimizer, lr), row in shows.iterrows():
+        label = f"batchnorm={bn}, bn_momentum={momentum:g}, optimizer={optimizer}, lr={lr:g}"
+        assert label in first
+        assert f"{label}: gap {row[('gap', 64)]:.3f} [" in test
+        assert f"eval_gap_recal {row[('eval_gap_recal', 64)]:.3f} [" in test
+        assert f"and {row[('eval_gap_recal', 8)]:.2f} at batch 8" in test
+
+
+def test_the_mechanism_sentence_is_the_gap_by_weight_of_the_initial_statistics() -> None:
+    wide = per_setting().reset_index()
+    steps = wide[("step", 64)].iloc[0]
+    weight = wide["model.bn_momentum"].map(lambda m: "none" if m < 0 else f"{m**steps:.2f}")
+    raw = wide[("gap", 64)].groupby(weight).mean()
+    recal = wide[("eval_gap_recal", 64)].groupby(weight).mean()
+    _, mechanism, _ = the_headline()
+    assert f"after batch 64's {steps:.0f} optimizer steps" in mechanism
+    bn_weights = sorted(w for w in raw.index if w != "none")
+    expected_raw = [f"{raw[w]:.2f} at weight {w}" for w in bn_weights] + [f"{raw['none']:.2f} without BatchNorm"]
+    assert f"is {', '.join(expected_raw)};" in mechanism
+    expected_recal = [f"{recal[w]:.2f}" for w in [*bn_weights, "none"]]
+    assert f"recalibrated (eval_gap_recal), {', '.join(expected_recal)} in the same order" in mechanism
+    assert bn_weights == [f"{0.99**steps:.2f}", f"{0.999**steps:.2f}"]
+
+
+def test_recalibration_closes_the_gap_only_where_its_interval_says_so() -> None:
+    *_, test = the_headline()
+    wide = per_setting()
+    shows = wide[(wide[("gap", 64)] > 0.2) & (wide[("gap", 8)].abs() < 0.1)]
+    runs = epoch_two()
+    closed = 0
+    for key in shows.index:
+        at = runs[(runs[SETTING].apply(tuple, axis=1) == key) & (runs["train.batch_size"] == 64)]
+        values = at["eval_gap_recal"]
+        half = 4.302652729911275 * values.std(ddof=1) / len(values) ** 0.5  # t(0.975, 2)
+        closed += values.mean() + half < 0.2
+    if closed == len(shows):
+        assert f"at all {len(shows)} the recalibrated gap's 95% interval lies below 0.2" in test
+    else:
+        assert f"at {closed} of {len(shows)} the recalibrated gap's 95% interval lies below 0.2" in test

@@ -138,3 +138,21 @@ def test_without_a_quiet_measurement_c6_reads_the_runs_own_times_and_says_so() -
     finding = claims.read(claims.by_id("C6"), batch_table())
     assert finding is not None and finding.reading == READ_TIME
     assert finding.checks[0].label.startswith("median epoch time")
+
+
+# --- batch-size advice at each batch size's own tuned learning rate
+
+
+def test_batch_size_advice_is_read_at_each_batch_sizes_tuned_lr() -> None:
+    grid = batch_table(**{"train.lr": 0.001})
+    tuned = batch_table().assign(**{"train.lr": lambda t: t[BS].map({8: 0.002, 256: 0.03})})
+    tuned[VAL_RECAL] = tuned[BS].map({8: 0.70, 256: 0.50}) + 0.01 * tuned["seed"]
+    searches = pd.DataFrame(
+        {vocab.ROLE: vocab.SEARCH, "train.lr": [1e-4, 0.03], vocab.SEARCH_LR_LOW: 1e-4, vocab.SEARCH_LR_HIGH: 0.03}
+    )
+    found = {c.id: f for c, f in claims.evaluate(grid, None, None, claims.tuned_lr(tuned, searches))}
+    c8 = found["C8"]
+    assert c8 is not None and c8.lr == "tuned per batch size over [0.0001, 0.03] (8: 0.002, 256: 0.03)"
+    assert c8.reading == f"{READ_RECAL}; {claims.READ_TUNED}"
+    assert c8.checks[0].estimate.mean == pytest.approx(0.20)  # the tuned runs: batch 8 ahead by 0.2
+    assert found["C6"] is not None and found["C6"].lr == "0.001"  # timing is not advice: the grid's runs

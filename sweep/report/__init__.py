@@ -30,7 +30,7 @@ from sweep.plots import FigureFile
 from sweep.report import attribution, comparable, map_figure, map_section, maps, sections, seeds_figure, until_section
 from sweep.report import steps as scaling_report
 from sweep.report.background import background
-from sweep.report.claims import CLAIMS, evaluate
+from sweep.report.claims import CLAIMS, evaluate, tuned_lr
 from sweep.report.document import to_html, to_markdown
 from sweep.report.findings import Claim, Finding, claims_table, verdict_text
 
@@ -57,7 +57,8 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     until = until_section.read(results.folders)
     decided_in = until_section.folders_by_claim(until)
     sequential = until_section.by_claim(until)
-    findings = evaluate(claims_summary, decided_in, sequential)
+    tuned = tuned_lr(analysis.run_summary(analysis.without(results.tuned, health)), results.runs)
+    findings = evaluate(claims_summary, decided_in, sequential, tuned)
     condition_maps = maps.maps(claims_summary, analysis.run_summary(analysis.untrained(results.epochs, health)))
     # Drawing (matplotlib) is most of a report's time: a child process draws, and reads the steps to
     # target the steps figures show, while this one checks the claims; neither needs the other's work.

@@ -155,6 +155,7 @@ def evaluate(
     table: pd.DataFrame,
     decided_in: Mapping[str, str] | None = None,
     sequential: Mapping[str, pd.DataFrame] | None = None,
+    tuned: pd.DataFrame | None = None,
 ) -> list[tuple[Claim, Finding | None]]:
     """Every claim against a run summary table (`analysis.run_summary`), Holm-corrected across all their checks:
     one family, so the whole report's chance of any wrong decision stays below 5%.
@@ -163,16 +164,47 @@ def evaluate(
     read from that folder's runs alone, so its sequential verdict and the numbers shown are about the same
     runs (a combined report would otherwise answer C5 from a map grid's broader but thinner data sizes).
     `sequential` holds each such claim's rows of decisions.csv: a check they decided on the same numbers
-    enters the family with its sequential p-value, valid after the optional stopping.
+    enters the family with its sequential p-value, valid after the optional stopping. `tuned` (`tuned_lr`):
+    the batch-size advice (TUNED_FIRST) is read there first, each batch size at its own best lr.
     """
-    if table.empty:
+    if table.empty and (tuned is None or tuned.empty):
         return [(claim, None) for claim in CLAIMS]
     where, looks = decided_in or {}, sequential or {}
-    found = []
+    found: list[tuple[Claim, Finding | None]] = []
     for claim in CLAIMS:
-        finding = _evaluate_in(claim, table, where.get(claim.id))
+        at_tuned = read(claim, tuned) if claim.id in TUNED_FIRST and tuned is not None and len(tuned) else None
+        if at_tuned is not None:
+            found.append((claim, dataclasses.replace(at_tuned, reading=f"{at_tuned.reading}; {READ_TUNED}")))
+            continue
+        finding = _evaluate_in(claim, table, where.get(claim.id)) if len(table) else None
         found.append((claim, with_sequential(finding, looks.get(claim.id))))
     return corrected(found)
+
+
+# Batch-size advice is read with each batch size at its own tuned learning rate where the results have one
+# (Shallue et al. 2019; the tuning playbook): at one fixed lr a batch size is judged at another's best lr.
+TUNED_FIRST = ("C7", "C8")
+READ_TUNED = "each batch size at its own tuned lr (the search's best, re-run at every seed)"
+
+
+def tuned_lr(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The tuned re-runs' summary with `train.lr` replaced by its description, so batch sizes that differ in
+    their best lr form one group: "tuned per batch size over [0.0001, 0.03] (8: 0.0068, 64: 0.0021)"."""
+    if summary.empty or "train.lr" not in summary:
+        return summary
+    best = summary.groupby(BATCH_SIZE)["train.lr"].first().sort_index()
+    listed = ", ".join(f"{int(b)}: {lr:.2g}" for b, lr in best.items())
+    return summary.assign(**{"train.lr": f"tuned per batch size over {_searched(runs)} ({listed})"})
+
+
+def _searched(runs: pd.DataFrame) -> str:
+    """The range the searches drew from (runs.csv records it on search runs), else the range their trials span."""
+    if vocab.SEARCH_LR_LOW in runs and runs[vocab.SEARCH_LR_LOW].notna().any():
+        return f"[{runs[vocab.SEARCH_LR_LOW].min():.2g}, {runs[vocab.SEARCH_LR_HIGH].max():.2g}]"
+    trials = runs[runs[vocab.ROLE] == vocab.SEARCH] if vocab.ROLE in runs else runs.iloc[0:0]
+    if trials.empty:
+        return "a search"
+    return f"trials at {trials['train.lr'].min():.2g}-{trials['train.lr'].max():.2g}"
 
 
 def with_sequential(finding: Finding | None, decisions: pd.DataFrame | None) -> Finding | None:

@@ -156,3 +156,15 @@ def test_batch_size_advice_is_read_at_each_batch_sizes_tuned_lr() -> None:
     assert c8.reading == f"{READ_RECAL}; {claims.READ_TUNED}"
     assert c8.checks[0].estimate.mean == pytest.approx(0.20)  # the tuned runs: batch 8 ahead by 0.2
     assert found["C6"] is not None and found["C6"].lr == "0.001"  # timing is not advice: the grid's runs
+
+
+def test_a_finding_counts_the_runs_of_its_groups_that_did_not_train() -> None:
+    trained = batch_table()
+    lost = batch_table().assign(run_id=lambda t: t["run_id"] + "-x", seed=lambda t: t["seed"] + 3)
+    lost = lost[lost[BS] == 256]
+    found = {c.id: f for c, f in claims.evaluate(trained, untrained=lost)}
+    assert found["C7"] is not None and found["C7"].untrained == 3
+    assert found["C7"].checks[0].estimate.n == 3  # none of them in a number
+    assert (
+        claims_table(list(claims.evaluate(trained, untrained=lost))).query("claim == 'C7'")["did_not_train"].eq(3).all()
+    )

@@ -58,8 +58,9 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     decided_in = until_section.folders_by_claim(until)
     sequential = until_section.by_claim(until)
     tuned = tuned_lr(analysis.run_summary(analysis.without(results.tuned, health)), results.runs)
-    findings = evaluate(claims_summary, decided_in, sequential, tuned)
-    condition_maps = maps.maps(claims_summary, analysis.run_summary(analysis.untrained(results.epochs, health)))
+    untrained = analysis.run_summary(analysis.untrained(results.epochs, health))
+    findings = evaluate(claims_summary, decided_in, sequential, tuned, untrained)
+    condition_maps = maps.maps(claims_summary, untrained)
     # Drawing (matplotlib) is most of a report's time: a child process draws, and reads the steps to
     # target the steps figures show, while this one checks the claims; neither needs the other's work.
     # The child starts as early as the figures' inputs allow.

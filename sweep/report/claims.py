@@ -156,6 +156,7 @@ def evaluate(
     decided_in: Mapping[str, str] | None = None,
     sequential: Mapping[str, pd.DataFrame] | None = None,
     tuned: pd.DataFrame | None = None,
+    untrained: pd.DataFrame | None = None,
 ) -> list[tuple[Claim, Finding | None]]:
     """Every claim against a run summary table (`analysis.run_summary`), Holm-corrected across all their checks:
     one family, so the whole report's chance of any wrong decision stays below 5%.
@@ -165,7 +166,8 @@ def evaluate(
     runs (a combined report would otherwise answer C5 from a map grid's broader but thinner data sizes).
     `sequential` holds each such claim's rows of decisions.csv: a check they decided on the same numbers
     enters the family with its sequential p-value, valid after the optional stopping. `tuned` (`tuned_lr`):
-    the batch-size advice (TUNED_FIRST) is read there first, each batch size at its own best lr.
+    the batch-size advice (TUNED_FIRST) is read there first, each batch size at its own best lr. `untrained`:
+    the summary of the runs that did not train (in no number); each finding counts those its groups lost.
     """
     if table.empty and (tuned is None or tuned.empty):
         return [(claim, None) for claim in CLAIMS]
@@ -177,8 +179,24 @@ def evaluate(
             found.append((claim, dataclasses.replace(at_tuned, reading=f"{at_tuned.reading}; {READ_TUNED}")))
             continue
         finding = _evaluate_in(claim, table, where.get(claim.id)) if len(table) else None
+        finding = with_lost(claim, finding, table, untrained, where.get(claim.id))
         found.append((claim, with_sequential(finding, looks.get(claim.id))))
     return corrected(found)
+
+
+def with_lost(
+    claim: Claim, finding: Finding | None, table: pd.DataFrame, untrained: pd.DataFrame | None, folder: str | None
+) -> Finding | None:
+    """The finding with the number of runs that did not train in the groups it compares: the same choice of
+    runs made with them back in (choices depend on settings only), counted, never read."""
+    if finding is None or untrained is None or untrained.empty:
+        return finding
+    everything = pd.concat([table, untrained], ignore_index=True)
+    chosen = _evaluate_in(claim, everything, folder)
+    if chosen is None:
+        return finding
+    lost = set(chosen.run_ids) & set(untrained[vocab.RUN_ID].astype(str))
+    return dataclasses.replace(finding, untrained=len(lost))
 
 
 # Batch-size advice is read with each batch size at its own tuned learning rate where the results have one

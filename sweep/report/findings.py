@@ -78,6 +78,7 @@ class Finding:
     optimizer: str = ""  # the optimizer(s) its runs trained with: "adam"
     lr: str = ""  # their learning rate: "0.001", or "tuned per batch size over [0.0001, 0.03]"
     reading: str = ""  # which numbers decide, and where: READ_SYMPTOM, READ_RECAL or READ_RAW, with the epoch
+    untrained: int = 0  # runs of the compared groups that did not train, left out of every number above
 
     @property
     def outcome(self) -> bool | None:
@@ -169,6 +170,7 @@ def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
             "optimizer": finding.optimizer if finding else "",
             "lr": finding.lr if finding else "",
             "reading": finding.reading if finding else "",
+            "did_not_train": finding.untrained if finding else 0,
         }
         if finding is None:
             rows.append(head)

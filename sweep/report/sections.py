@@ -121,6 +121,8 @@ def verdict_where(
     """The verdict at the settings it read (the sequential one after `run --until-decided`), then, where
     the claim was mapped, where it is supported and where not."""
     text = verdict(claim, finding, sequential)
+    if finding is not None and finding.untrained:
+        text += f"; {finding.untrained} of the runs it compares did not train and are left out of every number"
     if found is not None:
         text += f". Over {len(found.cells)} settings of {found.source}: {found.summary()}"
     return text

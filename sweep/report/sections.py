@@ -26,12 +26,13 @@ from sweep.report.findings import FAR_GAP, Claim, Finding, fmt_p, outcome_text, 
 from sweep.report.maps import MAPPED, ConditionMap
 
 TUNING_EXPERIMENTS = "experiments/lr_search.yaml"  # a grid with a search: block per batch size
+TUNING_MOMENTUM = "experiments/lr_search_momentum.yaml"  # the same with SGD with momentum
 SMOKE_EXPERIMENTS = "experiments/smoke.yaml"  # the quick check; no claim reads it
 # The grid files that ship in experiments/, by what reads their runs. The header names a
 # grid's file from this list, not from the disk: an installed package has no experiments/.
 SHIPPED_GRIDS = frozenset(
     {*(c.experiments for c in CLAIMS), *(m.experiments for m in MAPPED if m.experiments)}
-    | {attr.EXPERIMENTS, TUNING_EXPERIMENTS, SMOKE_EXPERIMENTS}
+    | {attr.EXPERIMENTS, TUNING_EXPERIMENTS, TUNING_MOMENTUM, SMOKE_EXPERIMENTS}
 )
 
 

@@ -168,3 +168,26 @@ def test_a_finding_counts_the_runs_of_its_groups_that_did_not_train() -> None:
     assert (
         claims_table(list(claims.evaluate(trained, untrained=lost))).query("claim == 'C7'")["did_not_train"].eq(3).all()
     )
+
+
+def test_each_folders_tuned_runs_name_their_own_search() -> None:
+    adam = batch_table(**{"source": "results/a", "train.optimizer": "adam"}).assign(
+        **{"train.lr": lambda t: t[BS].map({8: 0.002, 256: 0.01})}
+    )
+    sgd = batch_table(**{"source": "results/m", "train.optimizer": "momentum"}).assign(
+        **{"train.lr": lambda t: t[BS].map({8: 0.05, 256: 0.3})}
+    )
+    searches = pd.DataFrame(
+        {
+            "source": ["results/a", "results/m"],
+            vocab.ROLE: vocab.SEARCH,
+            "train.lr": [0.001, 0.1],
+            vocab.SEARCH_LR_LOW: [1e-4, 1e-3],
+            vocab.SEARCH_LR_HIGH: [0.03, 1.0],
+        }
+    )
+    named = claims.tuned_lr(pd.concat([adam, sgd], ignore_index=True), searches)
+    assert set(named["train.lr"]) == {
+        "tuned per batch size over [0.0001, 0.03] (8: 0.002, 256: 0.01)",
+        "tuned per batch size over [0.001, 1] (8: 0.05, 256: 0.3)",
+    }

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import REPO, write_grid
 
-from sweep import cli, decisions, until, vocab
+from sweep import cli, decisions, until
 from sweep.config import GridFile, load_grid
 from sweep.plan import RunSpec, at_lr, derive_seed, plan, search_groups
 
@@ -114,22 +113,6 @@ def until_seeds(grid: GridFile, folder: Path) -> set[str]:
     return {spec.run_id for runs in layout.runs for spec in runs[len(grid.seeds) :]}
 
 
-# results/lr_search was searched on val_acc, experiments/lr_search.yaml's metric until it moved to
-# val_acc_recal (a search's id hashes its metric); its runs.csv predates the search_metric column.
-SEARCHED_BEFORE = {"lr_search": vocab.VAL_ACC}
-
-
-def as_searched(grid: GridFile, stored: pd.DataFrame) -> GridFile:
-    """The grid with the metric its committed searches ranked on (runs.csv's search_metric where recorded)."""
-    if grid.search is None:
-        return grid
-    if vocab.SEARCH_METRIC in stored:
-        (metric,) = stored[vocab.SEARCH_METRIC].dropna().unique()
-    else:
-        metric = SEARCHED_BEFORE.get(grid.name, grid.search.metric)
-    return replace(grid, search=replace(grid.search, metric=metric))
-
-
 @pytest.mark.unit
 def test_every_committed_result_keeps_its_run_id() -> None:
     """Re-planning the committed grid files gives exactly the ids in their committed runs.csv:
@@ -141,7 +124,7 @@ def test_every_committed_result_keeps_its_run_id() -> None:
         role = stored["role"] if "role" in stored else pd.Series("grid", index=stored.index)
         planned = {r.run_id for r in plan(grid)}
         assert planned == set(stored.loc[role == "grid", "run_id"]) - until_seeds(grid, runs_csv.parent), grid_path.name
-        groups = {g.group_id: g for g in search_groups(as_searched(grid, stored))}
+        groups = {g.group_id: g for g in search_groups(grid)}
         for _, row in stored[role != "grid"].iterrows():
             group = groups[row["search_group"]]
             spec = (

@@ -207,12 +207,17 @@ READ_TUNED = "each batch size at its own tuned lr (the search's best, re-run at 
 
 def tuned_lr(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """The tuned re-runs' summary with `train.lr` replaced by its description, so batch sizes that differ in
-    their best lr form one group: "tuned per batch size over [0.0001, 0.03] (8: 0.0068, 64: 0.0021)"."""
+    their best lr form one group: "tuned per batch size over [0.0001, 0.03] (8: 0.0068, 64: 0.0021)", one
+    description per results folder (one folder, one searched grid; an optimizer's search per folder)."""
     if summary.empty or "train.lr" not in summary:
         return summary
-    best = summary.groupby(BATCH_SIZE)["train.lr"].first().sort_index()
-    listed = ", ".join(f"{int(b)}: {lr:.2g}" for b, lr in best.items())
-    return summary.assign(**{"train.lr": f"tuned per batch size over {_searched(runs)} ({listed})"})
+    parts = []
+    for folder, rows in summary.groupby(SOURCE, sort=False) if SOURCE in summary else [(None, summary)]:
+        best = rows.groupby(BATCH_SIZE)["train.lr"].first().sort_index()
+        listed = ", ".join(f"{int(b)}: {lr:.2g}" for b, lr in best.items())
+        searched = _searched(runs if folder is None or SOURCE not in runs else runs[runs[SOURCE] == folder])
+        parts.append(rows.assign(**{"train.lr": f"tuned per batch size over {searched} ({listed})"}))
+    return pd.concat(parts).loc[summary.index]
 
 
 def _searched(runs: pd.DataFrame) -> str:

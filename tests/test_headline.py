@@ -49,7 +49,7 @@ def test_the_headline_names_where_the_picture_shows_with_its_numbers() -> None:
     wide = per_setting()
     shows = wide[(wide[("gap", 64)] > 0.2) & (wide[("gap", 8)].abs() < 0.1)]
     first, _, test = the_headline()
-    assert f"Over {len(wide)} settings of {MAP_C1}" in first
+    assert f"Over the {len(wide)} settings of {MAP_C1} whose runs trained" in first
     assert f"shows at {len(shows)}: " in first
     for (bn, momentum, optimizer, lr), row in shows.iterrows():
         label = f"batchnorm={bn}, bn_momentum={momentum:g}, optimizer={optimizer}, lr={lr:g}"

@@ -74,8 +74,8 @@ def test_c3_map_says_where_the_claim_holds_fails_and_is_undecided() -> None:
         "batch_size=32, batchnorm=True": None,
     }
     assert found.summary() == (
-        "shows the post's pattern at batchnorm=False; does not at batch_size=8, batchnorm=True; "
-        "unclear at batch_size=32, batchnorm=True"
+        "the post's pattern shows at batchnorm=False; it does not at batch_size=8, batchnorm=True; "
+        "it is unclear at batch_size=32, batchnorm=True"
     )
     assert found.counts() == "2 show it, 1 do not, 1 unclear of 4 settings"
 
@@ -179,7 +179,7 @@ def test_a_key_that_moves_with_another_is_not_named() -> None:
     )
     (found,) = maps.maps(rows)
     assert found.keys == ("train.budget",)
-    assert found.summary() == "shows the post's pattern at budget=epochs; does not at budget=steps"
+    assert found.summary() == "the post's pattern shows at budget=epochs; it does not at budget=steps"
 
 
 @pytest.mark.unit
@@ -303,7 +303,7 @@ def test_c2_maps_every_degree_of_imbalance_against_its_own_balanced_runs() -> No
         "imbalance_keeps=total, imbalance=0.5": False,
         "imbalance_keeps=total, imbalance=0.95": True,
     }
-    assert found.summary() == "shows the post's pattern at imbalance=0.95; does not at imbalance=0.5"
+    assert found.summary() == "the post's pattern shows at imbalance=0.95; it does not at imbalance=0.5"
 
 
 @pytest.mark.unit
@@ -324,7 +324,7 @@ def test_a_setting_a_cell_does_not_use_is_shown_as_a_dash() -> None:
         "batchnorm=True, bn_momentum=0.99",
         "batchnorm=True, bn_momentum=0.999",
     ]
-    assert found.summary() == "shows the post's pattern at batchnorm=False; does not at batchnorm=True"
+    assert found.summary() == "the post's pattern shows at batchnorm=False; it does not at batchnorm=True"
 
 
 @pytest.mark.unit

@@ -77,28 +77,30 @@ def t_interval(values: list[float]) -> tuple[float, float]:
 
 
 def test_the_noise_conclusion_follows_from_the_prediction_at_batch_64(readings: list[scaling.CurveReading]) -> None:
-    """Batch 32's steps to val_acc_recal 0.4 and B_simple's range predict batch 64 in fewer steps than every
-    seed of batch 64 took (their interval lies above the prediction); batch 32 itself is predicted from
-    batch 8 within its interval. The first batch size where the prediction misses is the one the conclusion
-    names."""
+    """Batch 32's steps to val_acc_recal 0.4 and B_simple's range predict batch 64's steps; the row's word and
+    the conclusion follow where batch 64's measured interval lies against that prediction, computed here from
+    the records (on the committed lr_search, searched on val_acc_recal: inside it, so consistent)."""
     runs = tuned_runs()
     last = runs.loc[runs.groupby("run_id")["step"].idxmax(), "noise_scale"]
     at = {b: [steps_to(r, 0.4) for _, r in runs[runs["train.batch_size"] == b].groupby("run_id")] for b in (32, 64)}
     assert all(s is not None for s in at[32] + at[64])
-    # (1 + Bn / B) / (1 + Bn / B0) falls as Bn grows: the prediction's ceiling is at the smallest B_simple
-    ceiling = t_interval(at[32])[1] * (1 + last.min() / 64) / (1 + last.min() / 32)  # type: ignore[arg-type]
-    assert t_interval(at[64])[0] > ceiling  # the data: batch 64 needed more steps than predicted
+    # (1 + Bn / B) / (1 + Bn / B0) falls as Bn grows: the prediction spans [smallest at the largest B_simple,
+    # largest at the smallest B_simple]
+    low32, high32 = t_interval(at[32])  # type: ignore[arg-type]
+    floor = low32 * (1 + last.max() / 64) / (1 + last.max() / 32)
+    ceiling = high32 * (1 + last.min() / 64) / (1 + last.min() / 32)
+    low64, high64 = t_interval(at[64])  # type: ignore[arg-type]
+    expected = (
+        critical.MORE_STEPS if low64 > ceiling else critical.FEWER_STEPS if high64 < floor else critical.CONSISTENT
+    )
     doc = Doc()
     steps.noise_section(doc, readings)
     text = text_of(doc)
     rows = [b.rows for b in doc.blocks if isinstance(b, Table) and b.head[0] == "target"][0]
     row = next(r for r in rows if r[0] == "0.4" and r[1] == "64")
-    assert row[-1] == "more steps than predicted" and "3 of 3" in row[4]
-    assert all(r[-1] not in critical.FAILS for r in rows if r[1] == "32")  # batch 32 misses nowhere
-    assert "So at batch 64 the steps to target do not fall as B_noise = B_simple predicts" in text
-    assert "predicts val_acc_recal 0.4 within" in text
-    assert f"below every measured B_simple ({last.min():.0f})" in text
-    # where the prediction and the measurement overlap, the words say consistent, not confirmed
+    assert row[3] == f"{floor:.0f}-{ceiling:.0f}" and row[-1] == expected and "3 of 3" in row[4]
+    assert expected == critical.CONSISTENT  # the committed data
+    assert "batch 64 at 0.4" in text.split("consistent with B_simple there")[0]
     assert "consistent with B_simple there, which these few seeds do not pin down" in text
 
 
@@ -107,10 +109,13 @@ def test_the_steps_table_counts_every_seed_and_the_tuned_fit_is_compared_with_b_
 ) -> None:
     table = steps.steps_table(readings)
     assert set(table["metric"]) == {vocab.VAL_ACC_RECAL}  # every committed run recorded it
-    tuned = table[(table["lr"] == scaling.TUNED) & (table["batch_size"] == 128)]
-    at3 = tuned[tuned["target"] == 0.3].iloc[0]
-    assert (at3["n_runs"], at3["n_reached"], at3["n_not_reached_within_budget"]) == (3, 0, 3)
+    tuned = table[(table["lr"] == scaling.TUNED) & (table["batch_size"] == 128)].set_index("target")
     runs = tuned_runs()
+    for target, row in tuned.iterrows():  # every seed counted: reached, or not within the budget
+        got = [steps_to(r, target) for _, r in runs[runs["train.batch_size"] == 128].groupby("run_id")]
+        reached = sum(s is not None for s in got)
+        assert (row["n_runs"], row["n_reached"], row["n_not_reached_within_budget"]) == (3, reached, 3 - reached)
+    assert (tuned["n_reached"] < 3).any()  # the committed data: batch 128 misses its highest target
     expected = [steps_to(r, 0.3) for _, r in runs[runs["train.batch_size"] == 32].groupby("run_id")]
     at32 = table[(table["lr"] == scaling.TUNED) & (table["batch_size"] == 32) & (table["target"] == 0.3)]
     assert at32["steps_mean"].iloc[0] == pytest.approx(sum(expected) / 3)  # type: ignore[arg-type]
@@ -123,22 +128,26 @@ def test_the_steps_table_counts_every_seed_and_the_tuned_fit_is_compared_with_b_
         for b in (8, 32, 64, 128)
     }
     assert all(reached.values())
-    fit = tuned_fits.loc[0.1]
+    fit = tuned_fits.loc[0.2]
     assert fit["batch_sizes_fitted"] == "8 32 64 128" and fit["batch_sizes_left_out"] == ""
     assert fit["b_crit_ci_low"] < fit["b_crit"] < fit["b_crit_ci_high"]
-    # a fit wherever at least three batch sizes got there with every seed, none elsewhere
+    # a fit wherever at least three batch sizes got there with every seed, none elsewhere; a fit whose interval
+    # has no upper end (perfect scaling up to the largest batch, here at 0.1) gives no number and says why
     complete = {
         t: sum(all(steps_to(r, t) for _, r in runs[runs["train.batch_size"] == b].groupby("run_id")) for b in reached)
         for t in tuned_fits.index
     }
-    assert {t: n >= 3 for t, n in complete.items()} == tuned_fits["b_crit"].notna().to_dict()
+    fitted = tuned_fits["b_crit"].notna() | tuned_fits["not_identified"].fillna("").str.contains("no upper end")
+    assert {t: n >= 3 for t, n in complete.items()} == fitted.to_dict()
+    assert tuned_fits.loc[0.1, "not_identified"].startswith("B_crit's 95% interval has no upper end")
     last = runs.loc[runs.groupby("run_id")["step"].idxmax(), "noise_scale"]
-    assert fit["b_crit_ci_high"] < last.min()  # the whole interval lies below every B_simple measured
+    overlaps = fit["b_crit_ci_low"] <= last.max() and fit["b_crit_ci_high"] >= last.min()
+    assert overlaps  # the committed data, searched on val_acc_recal: B_crit's interval meets B_simple's range
     doc = Doc()
     steps.noise_section(doc, readings)
     assert (
-        f"Fitted critical batch size: at val_acc_recal 0.1, B_crit {fit['b_crit']:.0f} [{fit['b_crit_ci_low']:.0f}, "
-        f"{fit['b_crit_ci_high']:.0f}] lies below every measured B_simple"
+        f"Fitted critical batch size: at val_acc_recal 0.2, B_crit {fit['b_crit']:.0f} [{fit['b_crit_ci_low']:.0f}, "
+        f"{fit['b_crit_ci_high']:.0f}] overlaps the range of B_simple"
     ) in text_of(doc)
     doc = Doc()
     steps.steps_section(doc, readings, [])

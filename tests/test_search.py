@@ -283,8 +283,8 @@ def test_a_search_on_a_loss_chooses_its_lowest(tmp_path: Path) -> None:
 
 @pytest.mark.unit
 def test_the_tuning_section_reads_val_acc_recal_where_recorded() -> None:
-    """The committed lr_search recorded val_acc_recal: the tuned and fixed lr are compared on it, and the
-    section says so; its runs.csv predates the search's metric and range columns, so neither is claimed."""
+    """The committed lr_search recorded val_acc_recal and searched on it: the tuned and fixed lr are compared on
+    it, the section says so, and runs.csv's search metric and range reach each point (none at the edge)."""
     from sweep.report.document import Doc, Table
     from sweep.report.sections import tuning_section
 
@@ -299,13 +299,13 @@ def test_the_tuning_section_reads_val_acc_recal_where_recorded() -> None:
         assert point.metric == vocab.VAL_ACC_RECAL
         assert point.tuned_val.mean == pytest.approx(mine[vocab.VAL_ACC_RECAL].mean())
         assert point.tuned_val.mean != pytest.approx(mine[vocab.VAL_ACC].mean())
-        assert (point.search_metric, point.lr_range, point.edge()) == ("", None, "")
+        assert (point.search_metric, point.lr_range, point.edge()) == (vocab.VAL_ACC_RECAL, (1e-4, 0.03), "")
     assert found.conclusion().startswith("At its own best learning rate, batch 8 ends with a val_acc_recal ")
     doc = Doc()
     tuning_section(doc, found)
     main, trials = [b for b in doc.blocks if isinstance(b, Table)]
     assert main.head[4] == "read on" and {row[4] for row in main.rows} == {vocab.VAL_ACC_RECAL}
-    assert {row[1] for row in trials.rows} == {"not recorded"}
+    assert {row[1] for row in trials.rows} == {vocab.VAL_ACC_RECAL}
 
 
 def _point(best: float, lrs: tuple[float, ...], lr_range: tuple[float, float] | None) -> tuning.TunedPoint:

@@ -147,10 +147,10 @@ def holm_by_hand(raw: np.ndarray) -> np.ndarray:
 @pytest.mark.integration
 def test_claims_csv_holds_raw_and_holm_p_values(claims_csv: pd.DataFrame) -> None:
     checks = claims_csv.dropna(subset=["check"])
-    assert len(checks) == 14 and (checks["family"] == 14).all()
+    assert len(checks) == 12 and (checks["family"] == 12).all()  # C3's runs did not train: no checks
     raw = checks["p_value"].to_numpy()
     assert checks["p_holm"].to_numpy() == pytest.approx(holm_by_hand(raw))
-    assert checks["p_holm"].min() == pytest.approx(14 * raw.min())  # the smallest is multiplied by the family size
+    assert checks["p_holm"].min() == pytest.approx(12 * raw.min())  # the smallest is multiplied by the family size
     decided = checks["p_holm"] < 0.05
     assert (checks.loc[~decided, "outcome"] == "undecided").all()
     assert (checks.loc[decided, "outcome"] == checks.loc[decided, "p_side"]).all()
@@ -322,8 +322,9 @@ def test_the_committed_results_report(tmp_path: Path) -> None:
 
     written = report.build(COMMITTED, tmp_path)
     checks = pd.read_csv(tmp_path / "tables" / "claims.csv").dropna(subset=["check"])
-    assert (checks["family"] == len(checks)).all() and checks["p_value"].notna().all()
-    assert checks["p_holm"].to_numpy() == pytest.approx(holm_by_hand(checks["p_value"].to_numpy()))
+    tested = checks[checks["n"] >= 2]  # a check with fewer seeds (its runs did not train) has no p-value
+    assert (checks["family"] == len(tested)).all() and tested["p_value"].notna().all()
+    assert tested["p_holm"].to_numpy() == pytest.approx(holm_by_hand(tested["p_value"].to_numpy()))
     for claim, finding in written.findings:
         assert finding is not None
         rows = checks[checks["claim"] == claim.id]
@@ -335,12 +336,18 @@ def test_the_committed_results_report(tmp_path: Path) -> None:
         )
         assert finding.verdict == expected, claim.id
     undecided = checks[checks["outcome"] == "undecided"]
-    assert undecided["seeds_needed_low"].notna().all()
+    # seeds to decide for every undecided check with an interval: a number, or none where over 1000 seeds
+    # (C5's width effect, about 0.001 recalibrated) and the verdict says "> 1000"
+    planned = undecided[undecided["n"] >= 2]
+    assert (planned["seeds_needed_low"].notna() | planned["seeds_needed"].isna()).all()
+    for claim in planned.loc[planned["seeds_needed"].isna(), "claim"]:
+        assert "> 1000" in dict(written.verdicts)[claim], claim
     assert (tmp_path / "figures" / "claims-seeds_to_decide.png").is_file() == (len(undecided) > 0)
     md = written.markdown.read_text()
-    assert f"Holm's correction runs over a family of {len(checks)} checks" in md
+    assert f"Holm's correction runs over a family of {len(tested)} checks" in md
     assert "| C4 | train and validation preprocessed differently give low val_acc | " in md
-    assert re.search(r"\| C4 \| [^|]+ \| [\w ]+ \(any-of rule: supported when 1 of its \d checks holds", md)
+    # the verdict table: claim, the post, the estimates, then the verdict
+    assert re.search(r"\| C4 \| [^|]+ \| [^|]+ \| [\w ]+ \(any-of rule: supported when 1 of its \d checks holds", md)
     assert "leave one seed out" in checks[checks["claim"] == "C8"]["check"].item()
     # C6 names runs timed in two folders exactly when the committed folders share runs (they no longer do
     # since the batch_sizes rerun added records; the twice-timed test above covers the words)

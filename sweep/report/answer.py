@@ -25,7 +25,7 @@ def sentences(
     candidates: Sequence[Candidate] = (),
 ) -> list[str]:
     """The answer, one sentence per point the results can speak to."""
-    found = {c.id: f for c, f in findings if f is not None}
+    found = {c.id: f for c, f in findings if f is not None and f.checks}  # unanswered: no numbers to quote
     mapped = {m.claim.id: m for m in maps}
     out = []
     if "C1" in found:
@@ -36,7 +36,7 @@ def sentences(
         out.append(_closest(candidates[0], len(candidates)))
     if "C8" in found:
         out.append(_advice(found["C8"]))
-    causes = _causes(found, mapped)
+    causes = _causes({c.id: f for c, f in findings if f is not None}, mapped)
     if causes:
         out.append(causes)
     if not out:
@@ -58,7 +58,7 @@ def _picture(finding: Finding, found: ConditionMap | None) -> str:
             f"{fmt_estimate(eval_gap)} at batch 64"
         )
     if found is not None:
-        text += f". Over {len(found.cells)} settings of {found.source} it {found.summary()}"
+        text += f". Over {len(found.cells)} settings of {found.source}: {found.summary()}"
     return text + "."
 
 
@@ -85,8 +85,10 @@ def _causes(found: dict[str, Finding], mapped: dict[str, ConditionMap]) -> str:
     for claim_id, name in CAUSES.items():
         if claim_id in found:
             m = mapped.get(claim_id)
-            where = f" (over {len(m.cells)} settings of {m.source} it {m.summary()})" if m else ""
-            parts.append(f"{name} ({claim_id}) {VERDICT_WORDS[found[claim_id].outcome]}{where}")
+            where = f" (over {len(m.cells)} settings of {m.source}: {m.summary()})" if m else ""
+            finding = found[claim_id]
+            word = finding.verdict if finding.unanswered() else VERDICT_WORDS[finding.outcome]
+            parts.append(f"{name} ({claim_id}) {word}{where}")
     return (
         f"Of the post's other suspected causes of high train / low val accuracy: {'; '.join(parts)}." if parts else ""
     )

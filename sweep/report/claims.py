@@ -188,15 +188,18 @@ def with_lost(
     claim: Claim, finding: Finding | None, table: pd.DataFrame, untrained: pd.DataFrame | None, folder: str | None
 ) -> Finding | None:
     """The finding with the number of runs that did not train in the groups it compares: the same choice of
-    runs made with them back in (choices depend on settings only), counted, never read."""
-    if finding is None or untrained is None or untrained.empty:
+    runs made with them back in (choices depend on settings only), counted, never read. Where the claim had
+    nothing to read without them, a finding without checks says so."""
+    if untrained is None or untrained.empty:
         return finding
     everything = pd.concat([table, untrained], ignore_index=True)
     chosen = _evaluate_in(claim, everything, folder)
     if chosen is None:
         return finding
-    lost = set(chosen.run_ids) & set(untrained[vocab.RUN_ID].astype(str))
-    return dataclasses.replace(finding, untrained=len(lost))
+    lost = len(set(chosen.run_ids) & set(untrained[vocab.RUN_ID].astype(str)))
+    if finding is None:  # every run of a compared setting did not train: the claim has nothing to read
+        return Finding((), chosen.selection, run_ids=chosen.run_ids, tested_at=chosen.tested_at, untrained=lost)
+    return dataclasses.replace(finding, untrained=lost)
 
 
 # Batch-size advice is read with each batch size at its own tuned learning rate where the results have one
@@ -250,7 +253,10 @@ def with_sequential(finding: Finding | None, decisions: pd.DataFrame | None) -> 
 
 def sequential_applies(finding: Finding, decisions: pd.DataFrame) -> bool:
     """Whether a folder's decisions are about this finding's checks (the same labels, so the same numbers)."""
-    return len(decisions) > 0 and set(decisions["check"]) == {k.label for k in finding.checks}
+    if not len(decisions) or set(decisions["check"]) != {k.label for k in finding.checks}:
+        return False
+    seeds = dict(zip(decisions["check"], decisions["n"], strict=True))  # runs left out since: other numbers
+    return all(int(seeds[k.label]) == k.estimate.n for k in finding.checks)
 
 
 def _evaluate_in(claim: Claim, table: pd.DataFrame, folder: str | None) -> Finding | None:

@@ -49,6 +49,7 @@ class Needs:
 
 
 ALL, ANY = "all", "any"  # how a claim's checks combine: every one must hold (C4: at least one)
+DID_NOT_TRAIN_VERDICT = "not answered: its runs did not train"
 
 # Which numbers a claim is read from (docs/report.md, "How each claim is read"):
 # - the symptom as the post saw it: running training-mode train_acc against val_acc;
@@ -87,7 +88,11 @@ class Finding:
 
     @property
     def verdict(self) -> str:
-        return verdict(self.outcome)
+        return DID_NOT_TRAIN_VERDICT if self.unanswered() else verdict(self.outcome)
+
+    def unanswered(self) -> bool:
+        """No check has numbers because the runs of a compared setting all did not train."""
+        return not self.checks and self.untrained > 0
 
     def undecided(self) -> list[Check]:
         return [c for c in self.checks if c.outcome() is None]
@@ -126,10 +131,17 @@ class Claim:
 def verdict_text(claim: Claim, finding: Finding | None) -> str:
     if finding is None:
         return f"{NOT_TESTED} (see {claim.experiments})"
+    if finding.unanswered():
+        return f"{DID_NOT_TRAIN_VERDICT} (every run of a compared setting; {finding.untrained} runs in all)"
     rule = rule_words(finding)
     if finding.outcome is not None:
         return finding.verdict + rule
     if any(c.estimate.n < 2 for c in finding.undecided()):
+        if finding.untrained:
+            return (
+                f"{verdict(None)}{rule}: {finding.untrained} of the runs it compares did not train, which leaves "
+                "fewer than 2 seeds (or pairs) with numbers: no interval"
+            )
         return f"{verdict(None)}{rule}: fewer than 2 seeds (or pairs) give no interval; run 3 or more seeds"
     needed = finding.seeds_needed()
     more = f"; {needed.words()} seeds per setting for 80% power (`run --until-decided` adds them)" if needed else ""
@@ -172,7 +184,7 @@ def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
             "reading": finding.reading if finding else "",
             "did_not_train": finding.untrained if finding else 0,
         }
-        if finding is None:
+        if finding is None or not finding.checks:
             rows.append(head)
         for check in finding.checks if finding else ():
             e, (p, side) = check.estimate, check.p_value()

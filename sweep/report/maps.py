@@ -48,7 +48,7 @@ from sweep.selection import where as rows_at
 Judge = Callable[[Claim, Selection, Any], Finding]
 OUTCOME_WORDS = {True: "beyond the threshold", False: "short of it", None: "unclear"}  # one check's interval
 PATTERN_WORDS = {True: "shows it", False: "does not", None: "unclear"}  # a cell
-CELL_WORDS = {True: "shows the post's pattern at", False: "does not at", None: "unclear at"}
+CELL_WORDS = {True: "the post's pattern shows at", False: "it does not at", None: "it is unclear at"}
 MIN_CELLS = 2  # one cell is the verdict itself, not a map
 
 

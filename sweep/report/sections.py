@@ -122,7 +122,7 @@ def verdict_where(
     """The verdict at the settings it read (the sequential one after `run --until-decided`), then, where
     the claim was mapped, where it is supported and where not."""
     text = verdict(claim, finding, sequential)
-    if finding is not None and finding.untrained:
+    if finding is not None and finding.untrained and "did not train" not in text:
         text += f"; {finding.untrained} of the runs it compares did not train and are left out of every number"
     if found is not None:
         text += f". Over {len(found.cells)} settings of {found.source}: {found.summary()}"
@@ -133,7 +133,9 @@ def domain(finding: Finding | None) -> str:
     """Where a verdict holds: the numbers it read, its optimizer and learning rate, and the other settings."""
     if finding is None:
         return ""
-    return f"{finding.reading}; optimizer {finding.optimizer}, lr {finding.lr}; at {finding.tested_at}"
+    named = [] if "optimizer=" in finding.tested_at else [f"optimizer {finding.optimizer}"]
+    named += [] if "lr=" in finding.tested_at else [f"lr {finding.lr}"]  # several lrs: the tested_at omits them
+    return "; ".join([finding.reading, *named, f"at {finding.tested_at}"])
 
 
 def verdict(claim: Claim, finding: Finding | None, sequential: pd.DataFrame | None = None) -> str:

@@ -105,3 +105,11 @@ def test_report_docs_say_how_each_claim_is_read_as_the_code_reads_it() -> None:
     assert {c.id: words[c.reads] in rows.get(c.id, "") for c in CLAIMS} == {c.id: True for c in CLAIMS}
     budget = text[text.index("## The error budget") :]
     assert "at most 5%" in budget[:400] and "One family" in budget and "Maps decide nothing" in budget
+
+
+def test_readme_quotes_the_reference_reports_family_size() -> None:
+    import pandas as pd
+
+    family = pd.read_csv(REPO / "results" / "reference" / "tables" / "claims.csv")["family"].dropna().unique()
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"Holm\nover its {int(family[0])} checks" in readme or f"Holm over its {int(family[0])} checks" in readme

@@ -37,10 +37,16 @@ def family_size(findings: list[tuple[Claim, Finding | None]]) -> int:
 
 def describe(findings: list[tuple[Claim, Finding | None]]) -> str:
     """The family in words, for the report."""
-    per_claim = [f"{claim.id} {len(f.checks)}" for claim, f in findings if f is not None]
+    per_claim = [
+        f"{claim.id} {n}"
+        for claim, f in findings
+        if f is not None and (n := sum(math.isfinite(c.p_value()[0]) for c in f.checks))
+    ]
     return (
         f"Holm's correction runs over a family of {family_size(findings)} checks, every deciding check of every "
-        f"claim tested here ({', '.join(per_claim) or 'none'}); evidence rows, the attribution, the tuning and "
-        f"the noise scale are descriptive and not in it. A check is decided when its Holm-adjusted p-value is "
-        f"below {ALPHA:.2f}: the family-wise chance of any wrong decision stays below {ALPHA:.0%}."
+        f"claim tested here that has a p-value ({', '.join(per_claim) or 'none'}), with the sequential p-value "
+        "where a claim was continued with `run --until-decided`: one error budget for the whole report. Evidence "
+        "rows, the comparable readings, the condition maps, the attribution, the tuning and the noise scale are "
+        f"estimates and decide nothing. A check is decided when its Holm-adjusted p-value is below {ALPHA:.2f}: "
+        f"the chance of any wrong decision in the report stays below {ALPHA:.0%}."
     )

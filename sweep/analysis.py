@@ -263,8 +263,8 @@ def run_health(results: Results) -> pd.DataFrame:
 
     - diverged: the loss became NaN or infinite; it has no finished epochs, so no final
       numbers to read (never in `epochs`); listed and counted, not in the claims;
-    - did not train: a done run whose every accuracy at its last record is at most twice chance
-      (`_did_not_train`); counted and named, in no interval and no decision;
+    - did not train: a done run whose every accuracy at its last record is at most `untrained_limit`
+      (twice chance with many classes; `_did_not_train`); counted and named, in no interval and no decision;
     - stuck: a done run whose val_acc and train_eval_acc never changed over 3 or more
       records while val_acc sits at 1 / classes, i.e. the model predicts one class; it stays
       in the claims, and the report says whether any verdict changes without such runs;
@@ -307,13 +307,20 @@ def run_health(results: Results) -> pd.DataFrame:
     return pd.DataFrame(problems, columns=columns).drop_duplicates(vocab.RUN_ID)
 
 
-UNTRAINED_TIMES_CHANCE = 2.0  # "did not train": every accuracy at its last record at most twice chance
 DID_NOT_TRAIN = "did not train"
+
+
+def untrained_limit(classes: int) -> float:
+    """The accuracy at or below which a run learned nothing: chance plus the smaller of chance and a quarter
+    of what lies above it. Twice chance with many classes (0.017 for 120, 0.2 for 10); for two classes
+    twice chance would be 1.0, so the limit stays 0.625 there."""
+    chance = 1.0 / classes
+    return chance + min(chance, (1.0 - chance) / 4)
 
 
 def _did_not_train(rows: pd.DataFrame, runs: pd.DataFrame) -> str:
     """Why a done run learned nothing, or "": at its last record every training accuracy (running,
-    inference mode, recalibrated where measured) and every validation accuracy is at most twice chance.
+    inference mode, recalibrated where measured) and every validation accuracy is at most `untrained_limit`.
 
     Such a run says nothing about what a setting does to generalisation: an interval over it is a
     failure to train (often of width 0: every seed at chance), so it enters no check. A model that
@@ -325,11 +332,12 @@ def _did_not_train(rows: pd.DataFrame, runs: pd.DataFrame) -> str:
     last = rows.loc[rows[vocab.EPOCH].idxmax()]
     names = [vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.TRAIN_EVAL_ACC_RECAL, vocab.VAL_ACC, vocab.VAL_ACC_RECAL]
     read = {n: float(last[n]) for n in names if n in last.index and pd.notna(last[n])}
-    limit = UNTRAINED_TIMES_CHANCE / classes
+    limit = untrained_limit(classes)
     if not read or max(read.values()) > limit:
         return ""
     shown = ", ".join(f"{n} {v:.3f}" for n, v in read.items())
-    return f"{DID_NOT_TRAIN}: at its last record {shown}, none above twice chance ({limit:.3f} for {classes} classes)"
+    chance = f"chance {1 / classes:.3f}, {classes} classes"
+    return f"{DID_NOT_TRAIN}: at its last record {shown}, none above {limit:.3f} ({chance})"
 
 
 def _classes(rows: pd.DataFrame, runs: pd.DataFrame) -> int | None:

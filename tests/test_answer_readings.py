@@ -111,7 +111,7 @@ def test_a_run_at_chance_did_not_train_and_answers_no_claim() -> None:
     assert list(found[vocab.RUN_ID]) == ["flat"]
     (problem,) = found["problem"]
     assert problem.startswith("did not train: at its last record train_acc 0.008")
-    assert "twice chance (0.017 for 120 classes)" in problem
+    assert "none above 0.017 (chance 0.008, 120 classes)" in problem
     assert not found[an.IN_CLAIMS].iloc[0]
 
 
@@ -191,3 +191,9 @@ def test_each_folders_tuned_runs_name_their_own_search() -> None:
         "tuned per batch size over [0.0001, 0.03] (8: 0.002, 256: 0.01)",
         "tuned per batch size over [0.001, 1] (8: 0.05, 256: 0.3)",
     }
+
+
+def test_the_limit_of_learning_nothing_is_twice_chance_but_never_certainty() -> None:
+    assert an.untrained_limit(120) == pytest.approx(2 / 120)
+    assert an.untrained_limit(10) == pytest.approx(0.2)
+    assert an.untrained_limit(2) == pytest.approx(0.625)  # twice chance would call every binary model untrained

@@ -72,10 +72,11 @@ def _closest(best: Candidate, tested: int) -> str:
 
 
 def _advice(finding: Finding) -> str:
-    diff = finding.checks[0].estimate
+    check = finding.checks[0]
+    metric = check.label.split(",")[0]  # val_acc, or val_acc_recal where the runs recorded it
     return (
         f"Its advice, keep batch_size <= 32, is {VERDICT_WORDS[finding.outcome]} at {finding.tested_at}: the best "
-        f"small batch's val_acc minus the best large one's, at the last epoch, is {fmt_estimate(diff)} "
+        f"small batch's {metric} minus the best large one's, at the last epoch, is {fmt_estimate(check.estimate)} "
         "(95% interval before Holm's correction)."
     )
 

@@ -57,8 +57,13 @@ def maps_section(doc: Doc, found: Sequence[ConditionMap], figures: dict[str, Fig
     for m in found:
         doc.h(3, f"{m.claim.id} over {len(m.cells)} settings ({m.source})")
         doc.p(
-            f"{m.claim.id} {m.summary()}. Reading: the post's, equal epochs, at epoch 2; {m.seeds()} seeds per "
-            f"setting. {m.counts()}."
+            f"{m.claim.id} {m.summary()}. Reading: the post's, equal epochs, at epoch 2; "
+            + (
+                f"{m.seeds()} seeds per setting. "
+                if m.trained()
+                else "no setting has runs that trained on both sides. "
+            )
+            + f"{m.counts()}."
         )
         doc.table(_header(m), [_row(m, c) for c in m.cells])
         if m.claim.id in figures:

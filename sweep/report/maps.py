@@ -324,11 +324,23 @@ def where(cells: Sequence[Cell], chosen: Sequence[Cell]) -> str:
         words.append(fixed)
         left -= matched
     if len(words) == 1:
-        return ", ".join(words[0]) or "every setting mapped"
+        return ", ".join(words[0]) or f"every setting mapped ({_spans(keys, values)})"
     return " or ".join(f"({', '.join(w)})" if len(w) > 1 else w[0] for w in words)  # "(a=1, b=2) or c=3"
 
 
 FREE = "*"  # a pattern's free key
+
+
+def _spans(keys: Sequence[str], values: Sequence[Sequence[str]]) -> str:
+    """What "every setting" covers: "optimizer adam or momentum; lr 0.001, 0.01 or 0.1"."""
+    return "; ".join(
+        f"{short(k)} {_either(vs)}" for k, vs in zip(keys, values, strict=True) if any(v != INERT for v in vs)
+    )
+
+
+def _either(values: Sequence[str]) -> str:
+    shown_values = [v for v in values if v != INERT]
+    return shown_values[0] if len(shown_values) == 1 else f"{', '.join(shown_values[:-1])} or {shown_values[-1]}"
 
 
 def _natural(names: tuple[str, ...]) -> list[tuple[int, Any]]:

@@ -26,13 +26,13 @@ from sweep.report.findings import FAR_GAP, Claim, Finding, fmt_p, outcome_text, 
 from sweep.report.maps import MAPPED, ConditionMap
 
 TUNING_EXPERIMENTS = "experiments/lr_search.yaml"  # a grid with a search: block per batch size
-TUNING_MOMENTUM = "experiments/lr_search_momentum.yaml"  # the same with SGD with momentum
+TUNING_OTHERS = ("experiments/lr_search_momentum.yaml", "experiments/lr_search_sgd.yaml")  # other optimizers
 SMOKE_EXPERIMENTS = "experiments/smoke.yaml"  # the quick check; no claim reads it
 # The grid files that ship in experiments/, by what reads their runs. The header names a
 # grid's file from this list, not from the disk: an installed package has no experiments/.
 SHIPPED_GRIDS = frozenset(
     {*(c.experiments for c in CLAIMS), *(m.experiments for m in MAPPED if m.experiments)}
-    | {attr.EXPERIMENTS, TUNING_EXPERIMENTS, TUNING_MOMENTUM, SMOKE_EXPERIMENTS}
+    | {attr.EXPERIMENTS, TUNING_EXPERIMENTS, *TUNING_OTHERS, SMOKE_EXPERIMENTS}
 )
 
 
@@ -211,7 +211,8 @@ def health_section(doc: Doc, health: pd.DataFrame, sensitivity: str = "") -> Non
     untrained = int(health["problem"].astype(str).str.startswith(DID_NOT_TRAIN).sum())
     doc.p(
         f"{len(health)} run(s) have a problem; {untrained} did not train. A run that did not train (every "
-        "accuracy at its last record at most twice chance) decides nothing: it is in no interval, no verdict and "
+        "accuracy at its last record at most twice chance, or chance plus a quarter of the rest where that is "
+        "less) decides nothing: it is in no interval, no verdict and "
         "no condition-map cell, and a setting that lost all its seeds to it is 'not tested' there. The "
         f"{kept} stuck run(s) (a model that predicts one class, which a cause or a large batch can produce, above "
         "chance on its training set) stay in every verdict and in the attribution. A diverged run has no "

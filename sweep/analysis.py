@@ -475,13 +475,18 @@ def gap_table(epochs: pd.DataFrame) -> pd.DataFrame:
 # --- tables on disk
 
 
-def write_tables(results: Results, out: Path) -> list[Path]:
-    """curves.csv (every metric at every epoch), gaps.csv, run_summary.csv into out/tables/."""
+def write_tables(results: Results, out: Path, health: pd.DataFrame | None = None) -> list[Path]:
+    """curves.csv (every metric at every epoch), gaps.csv, run_summary.csv into out/tables/.
+
+    The curves and gaps summarise over seeds without the runs that did not train (`health`): an interval
+    over seeds at chance says nothing of a setting; run_summary.csv keeps one row per run, every run."""
     folder = out / "tables"
     folder.mkdir(parents=True, exist_ok=True)
+    lost = untrained(results.epochs, health) if health is not None else results.epochs.iloc[0:0]
+    trained = results.epochs.drop(index=lost.index)
     tables = {
-        "curves.csv": summarize(results.epochs),
-        "gaps.csv": gap_table(results.epochs),
+        "curves.csv": summarize(trained),
+        "gaps.csv": gap_table(trained),
         "run_summary.csv": run_summary(results.epochs),
     }
     paths = []

@@ -5,6 +5,7 @@ said so, where not), the optimizer and learning rate named; runs that did not tr
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -197,3 +198,20 @@ def test_the_limit_of_learning_nothing_is_twice_chance_but_never_certainty() -> 
     assert an.untrained_limit(120) == pytest.approx(2 / 120)
     assert an.untrained_limit(10) == pytest.approx(0.2)
     assert an.untrained_limit(2) == pytest.approx(0.625)  # twice chance would call every binary model untrained
+
+
+def test_the_curves_and_gaps_leave_out_the_runs_that_did_not_train(tmp_path: Path) -> None:
+    """tables/curves.csv and gaps.csv summarise over the seeds that trained; run_summary.csv lists every run."""
+    learning = [epochs_of(f"s{seed}", 0.30 + 0.01 * seed, 0.2) for seed in range(3)]
+    flat = epochs_of("s9", 0.008, 0.008)
+    epochs = pd.concat([*learning, flat], ignore_index=True).assign(step=lambda t: t[vocab.EPOCH] * 10)
+    epochs[[vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND]] = 1.0
+    epochs["seed"], epochs["source"] = [0, 0, 1, 1, 2, 2, 9, 9], "results/x"
+    runs = pd.DataFrame({vocab.RUN_ID: ["s0", "s1", "s2", "s9"], vocab.STATUS: vocab.DONE, "num_classes": 120})
+    results = an.Results(folders=(), runs=runs, epochs=epochs)
+    an.write_tables(results, tmp_path, an.run_health(results))
+    curves = pd.read_csv(tmp_path / "tables" / "curves.csv")
+    val = curves[(curves["metric"] == vocab.VAL_ACC) & (curves[vocab.EPOCH] == 2)]
+    assert list(val["n"]) == [3] and val["mean"].item() == pytest.approx(0.2)
+    assert set(pd.read_csv(tmp_path / "tables" / "gaps.csv")["n"]) == {3}
+    assert len(pd.read_csv(tmp_path / "tables" / "run_summary.csv")) == 4

@@ -65,7 +65,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     # target the steps figures show, while this one checks the claims; neither needs the other's work.
     # The child starts as early as the figures' inputs allow.
     with background(lambda: _draw(results, findings, condition_maps, target, svg)) as drawing:
-        analysis.write_tables(results, target)
+        analysis.write_tables(results, target, health)
         sensitivity = stuck_sensitivity(findings, results, health, decided_in)
         claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
         maps.table(condition_maps).to_csv(target / "tables" / "maps.csv", index=False)

@@ -1,4 +1,4 @@
-"""Which numbers decide each claim (sweep.report.claims.read): the symptom from the post's raw
+"""Which numbers decide each claim (sweep.report.basis.read): the symptom from the post's raw
 reading, generalisation from recalibrated numbers where every chosen run recorded them (raw, and
 said so, where not), the optimizer and learning rate named; runs that did not train
 (sweep.analysis.run_health) in no interval. On constructed tables."""
@@ -13,7 +13,7 @@ import pytest
 
 from sweep import analysis as an
 from sweep import timing, vocab
-from sweep.report import claims
+from sweep.report import basis, claims
 from sweep.report.findings import READ_QUIET, READ_RAW, READ_RECAL, READ_SYMPTOM, READ_TIME, claims_table
 
 pytestmark = pytest.mark.unit
@@ -42,7 +42,7 @@ def batch_table(recalibrated: bool = True, **fixed: Any) -> pd.DataFrame:
 
 
 def test_c7_reads_the_recalibrated_numbers_and_says_so() -> None:
-    finding = claims.read(claims.by_id("C7"), batch_table(**{"train.optimizer": "momentum", "train.lr": 0.1}))
+    finding = basis.read(claims.by_id("C7"), batch_table(**{"train.optimizer": "momentum", "train.lr": 0.1}))
     assert finding is not None and finding.reading == READ_RECAL
     val = next(c for c in finding.checks if c.label.startswith("val_acc_recal, batch 256 - batch 8"))
     assert val.estimate.mean == pytest.approx(0.0533, abs=1e-3)  # recalibrated: +0.053, raw would be -0.50
@@ -51,7 +51,7 @@ def test_c7_reads_the_recalibrated_numbers_and_says_so() -> None:
 
 
 def test_without_recalibrated_numbers_c7_reads_raw_and_says_so() -> None:
-    finding = claims.read(claims.by_id("C7"), batch_table(recalibrated=False))
+    finding = basis.read(claims.by_id("C7"), batch_table(recalibrated=False))
     assert finding is not None and finding.reading == READ_RAW
     val = next(c for c in finding.checks if c.label.startswith("val_acc, batch 256 - batch 8"))
     assert val.estimate.mean == pytest.approx(-0.50)
@@ -60,7 +60,7 @@ def test_without_recalibrated_numbers_c7_reads_raw_and_says_so() -> None:
 
 
 def test_c8_picks_the_best_batch_size_on_recalibrated_val_acc() -> None:
-    finding = claims.read(claims.by_id("C8"), batch_table())
+    finding = basis.read(claims.by_id("C8"), batch_table())
     assert finding is not None and finding.reading == READ_RECAL
     (check,) = finding.checks
     assert check.estimate.mean == pytest.approx(-0.0533, abs=1e-3)  # batch 8 minus batch 256: the large one wins
@@ -70,7 +70,7 @@ def test_the_symptom_is_read_as_the_post_read_it() -> None:
     gap2 = an.column(vocab.GAP, "epoch2")
     table = batch_table().assign(**{BS: lambda t: t[BS].map({8: 8, 256: 64})})
     table[gap2] = [0.05, 0.04, 0.06, 0.5, 0.55, 0.6]
-    finding = claims.read(claims.by_id("C1"), table)
+    finding = basis.read(claims.by_id("C1"), table)
     assert finding is not None and finding.reading == READ_SYMPTOM
     assert finding.checks[0].estimate.mean == pytest.approx(0.55)
 
@@ -127,7 +127,7 @@ def test_a_majority_class_predictor_learned_the_prior_and_stays_in() -> None:
 def test_c6_reads_the_quiet_repeats_paired_by_round() -> None:
     repeats = {8: "10.0 12.0 11.0", 256: "5.0 9.0 4.4"}
     table = batch_table().assign(**{timing.QUIET_REPEATS: lambda t: t[BS].map(repeats)})
-    finding = claims.read(claims.by_id("C6"), table)
+    finding = basis.read(claims.by_id("C6"), table)
     assert finding is not None and finding.reading == READ_QUIET
     (check,) = finding.checks
     assert check.label.startswith("quiet epoch time at batch 256 relative to batch 8")
@@ -136,7 +136,7 @@ def test_c6_reads_the_quiet_repeats_paired_by_round() -> None:
 
 
 def test_without_a_quiet_measurement_c6_reads_the_runs_own_times_and_says_so() -> None:
-    finding = claims.read(claims.by_id("C6"), batch_table())
+    finding = basis.read(claims.by_id("C6"), batch_table())
     assert finding is not None and finding.reading == READ_TIME
     assert finding.checks[0].label.startswith("median epoch time")
 
@@ -151,10 +151,10 @@ def test_batch_size_advice_is_read_at_each_batch_sizes_tuned_lr() -> None:
     searches = pd.DataFrame(
         {vocab.ROLE: vocab.SEARCH, "train.lr": [1e-4, 0.03], vocab.SEARCH_LR_LOW: 1e-4, vocab.SEARCH_LR_HIGH: 0.03}
     )
-    found = {c.id: f for c, f in claims.evaluate(grid, None, None, claims.tuned_lr(tuned, searches))}
+    found = {c.id: f for c, f in claims.evaluate(grid, None, None, basis.tuned_lr(tuned, searches))}
     c8 = found["C8"]
     assert c8 is not None and c8.lr == "tuned per batch size over [0.0001, 0.03] (8: 0.002, 256: 0.03)"
-    assert c8.reading == f"{READ_RECAL}; {claims.READ_TUNED}"
+    assert c8.reading == f"{READ_RECAL}; {basis.READ_TUNED}"
     assert c8.checks[0].estimate.mean == pytest.approx(0.20)  # the tuned runs: batch 8 ahead by 0.2
     assert found["C6"] is not None and found["C6"].lr == "0.001"  # timing is not advice: the grid's runs
 
@@ -187,7 +187,7 @@ def test_each_folders_tuned_runs_name_their_own_search() -> None:
             vocab.SEARCH_LR_HIGH: [0.03, 1.0],
         }
     )
-    named = claims.tuned_lr(pd.concat([adam, sgd], ignore_index=True), searches)
+    named = basis.tuned_lr(pd.concat([adam, sgd], ignore_index=True), searches)
     assert set(named["train.lr"]) == {
         "tuned per batch size over [0.0001, 0.03] (8: 0.002, 256: 0.01)",
         "tuned per batch size over [0.001, 1] (8: 0.05, 256: 0.3)",

@@ -22,7 +22,7 @@ from sweep import analysis, cli, decisions, orchestrate, until
 from sweep.config import load_grid
 from sweep.estimates import Check, Estimate
 from sweep.plan import plan
-from sweep.report import claims, until_section
+from sweep.report import basis, claims, until_section
 from sweep.report.claims import by_id
 from sweep.report.document import Doc
 from sweep.report.findings import ANY, Finding
@@ -256,12 +256,12 @@ def test_sequential_p_values_enter_only_the_checks_they_decided() -> None:
     noisy = Estimate(mean=0.3, sd=0.2, n=3, low=-0.2, high=0.8)
     finding = Finding((Check("k0", noisy, low=0.2), Check("k1", noisy, low=0.05)), "runs")
     decided = _statuses(("holds", 3, False), ("holds", 3, False)).assign(p_seq=[0.001, 0.002])
-    joined = claims.with_sequential(finding, decided)
+    joined = basis.with_sequential(finding, decided)
     assert joined is not None and [(c.p_value()) for c in joined.checks] == [(0.001, True), (0.002, True)]
     other = decided.assign(check=["k0", "spc 50 -> 25"])
-    assert claims.with_sequential(finding, other) == finding
+    assert basis.with_sequential(finding, other) == finding
     fewer = decided.assign(n=[3, 4])  # a run left out since the look (it did not train): other numbers
-    assert claims.with_sequential(finding, fewer) == finding
+    assert basis.with_sequential(finding, fewer) == finding
     (_, corrected), *_ = claims.corrected([(by_id("C3"), joined)])
     assert verdict_where(by_id("C3"), corrected, None, decided).startswith("supported (sequential, decided by 3 seeds)")
     assert verdict_where(by_id("C3"), finding, None, other).startswith("undecided at 3 seeds, after Holm correction")

@@ -30,7 +30,8 @@ from sweep.plots import FigureFile
 from sweep.report import attribution, comparable, map_figure, map_section, maps, sections, seeds_figure, until_section
 from sweep.report import steps as scaling_report
 from sweep.report.background import background
-from sweep.report.claims import CLAIMS, evaluate, tuned_lr
+from sweep.report.basis import tuned_lr
+from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
 from sweep.report.findings import Claim, Finding, claims_table, verdict_text
 

@@ -15,7 +15,8 @@ import pandas as pd
 
 from sweep import readings, vocab
 from sweep.estimates import fmt_estimate
-from sweep.report.claims import by_id, relabelled
+from sweep.report.basis import relabelled
+from sweep.report.claims import by_id
 from sweep.report.findings import Claim, Finding, outcome_text
 from sweep.selection import choose_context
 

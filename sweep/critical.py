@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sweep import analysis as an
-from sweep import scaling, vocab
+from sweep import scaling, scaling_fit, vocab
 from sweep.estimates import Estimate, estimate
 
 BARELY_TRAINED = scaling.TARGET_LADDER[0]  # a run whose best metric stays below the lowest target
@@ -200,7 +200,7 @@ def prediction_sentence(p: Prediction, reading: NoiseReading) -> str:
     )
 
 
-def conclusion(reading: NoiseReading, preds: list[Prediction], fits: list[scaling.Fit]) -> list[str]:
+def conclusion(reading: NoiseReading, preds: list[Prediction], fits: list[scaling_fit.Fit]) -> list[str]:
     """The noise-scale section's conclusion, from the predictions' outcomes and the fits' intervals."""
     said: list[str] = []
     fails = [p for p in preds if p.outcome in FAILS]
@@ -229,7 +229,7 @@ def conclusion(reading: NoiseReading, preds: list[Prediction], fits: list[scalin
     return said
 
 
-def fit_sentence(reading: NoiseReading, fits: list[scaling.Fit]) -> str:
+def fit_sentence(reading: NoiseReading, fits: list[scaling_fit.Fit]) -> str:
     identified = [f for f in fits if f.identified]
     if not identified:
         reason = fits[0].problem if fits else "no target was chosen"

@@ -6,7 +6,7 @@ this module decides which runs each look needs and trains them through `orchestr
 - The plan is `Plan.between(len(grid.seeds), N)`. Seed values come in one fixed order: the grid's seeds
   sorted, then max + 1, max + 2, ... (new values, never re-used), so the first `looks[k]` seeds of a point
   are always the same list.
-- Look k's checks are `claims.evaluate` on the claims' run summary (`analysis.claims_summary`, as the
+- Look k's checks are `claims.evaluate` on the claims' run summary (`health.claims_summary`, as the
   report builds it) restricted to the runs of the first `looks[k]` seeds. The family is every check of
   every claim with a finding at the first look, fixed for the whole sweep; a check missing at a later
   look counts there as a check without a p-value (p = 1).
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from sweep import analysis, decisions, vocab
+from sweep import analysis, decisions, health, vocab
 from sweep.config import GridFile
 from sweep.estimates import Check, Estimate
 from sweep.orchestrate import (
@@ -184,7 +184,7 @@ def run_until_decided(
     store.sweep.set_user_attr(PLAN_ATTR, list(layout.plan.looks))
     trained, rows, k, points = outcome.trained, [], 0, len(layout.runs)
     while True:
-        table = analysis.claims_summary(analysis.load([results]))
+        table = health.claims_summary(analysis.load([results]))
         now = look(table, layout, k)
         added = layout.new_runs(now.grow, k + 1) if now.grow else []
         rows.append(_look_row(layout, now, points))

@@ -1,7 +1,7 @@
 """Which numbers decide each claim (sweep.report.basis.read): the symptom from the post's raw
 reading, generalisation from recalibrated numbers where every chosen run recorded them (raw, and
 said so, where not), the optimizer and learning rate named; runs that did not train
-(sweep.analysis.run_health) in no interval. On constructed tables."""
+(sweep.health.run_health) in no interval. On constructed tables."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from sweep import analysis as an
+from sweep import health as health_of
 from sweep import timing, vocab
 from sweep.report import basis, claims
 from sweep.report.findings import READ_QUIET, READ_RAW, READ_RECAL, READ_SYMPTOM, READ_TIME, claims_table
@@ -104,7 +105,7 @@ def health(*runs: pd.DataFrame) -> pd.DataFrame:
     epochs = pd.concat(runs, ignore_index=True)
     ids = epochs[vocab.RUN_ID].unique()
     table = pd.DataFrame({vocab.RUN_ID: ids, vocab.STATUS: vocab.DONE, "num_classes": 120})
-    return an.run_health(an.Results(folders=(), runs=table, epochs=epochs))
+    return health_of.run_health(an.Results(folders=(), runs=table, epochs=epochs))
 
 
 def test_a_run_at_chance_did_not_train_and_answers_no_claim() -> None:
@@ -113,7 +114,7 @@ def test_a_run_at_chance_did_not_train_and_answers_no_claim() -> None:
     (problem,) = found["problem"]
     assert problem.startswith("did not train: at its last record train_acc 0.008")
     assert "none above 0.017 (chance 0.008, 120 classes)" in problem
-    assert not found[an.IN_CLAIMS].iloc[0]
+    assert not found[health_of.IN_CLAIMS].iloc[0]
 
 
 def test_a_majority_class_predictor_learned_the_prior_and_stays_in() -> None:
@@ -195,9 +196,9 @@ def test_each_folders_tuned_runs_name_their_own_search() -> None:
 
 
 def test_the_limit_of_learning_nothing_is_twice_chance_but_never_certainty() -> None:
-    assert an.untrained_limit(120) == pytest.approx(2 / 120)
-    assert an.untrained_limit(10) == pytest.approx(0.2)
-    assert an.untrained_limit(2) == pytest.approx(0.625)  # twice chance would call every binary model untrained
+    assert health_of.untrained_limit(120) == pytest.approx(2 / 120)
+    assert health_of.untrained_limit(10) == pytest.approx(0.2)
+    assert health_of.untrained_limit(2) == pytest.approx(0.625)  # twice chance would call every binary model untrained
 
 
 def test_the_curves_and_gaps_leave_out_the_runs_that_did_not_train(tmp_path: Path) -> None:
@@ -209,7 +210,7 @@ def test_the_curves_and_gaps_leave_out_the_runs_that_did_not_train(tmp_path: Pat
     epochs["seed"], epochs["source"] = [0, 0, 1, 1, 2, 2, 9, 9], "results/x"
     runs = pd.DataFrame({vocab.RUN_ID: ["s0", "s1", "s2", "s9"], vocab.STATUS: vocab.DONE, "num_classes": 120})
     results = an.Results(folders=(), runs=runs, epochs=epochs)
-    an.write_tables(results, tmp_path, an.run_health(results))
+    an.write_tables(results, tmp_path, health_of.trained(epochs, health_of.run_health(results)))
     curves = pd.read_csv(tmp_path / "tables" / "curves.csv")
     val = curves[(curves["metric"] == vocab.VAL_ACC) & (curves[vocab.EPOCH] == 2)]
     assert list(val["n"]) == [3] and val["mean"].item() == pytest.approx(0.2)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweep import analysis
+from sweep import analysis, health
 
 pytestmark = pytest.mark.unit
 
@@ -27,8 +27,8 @@ def stuck_anywhere() -> bool:
     """Whether any committed run is stuck (predicts one class above chance on its training set): its seeds can
     agree exactly, so a descriptive interval of width 0 is possible without a run that did not train."""
     folders = sorted(p.parent for p in RESULTS.glob("*/runs.csv"))
-    health = analysis.run_health(analysis.load(folders))
-    return bool(health[analysis.IN_CLAIMS].astype(bool).any()) if len(health) else False
+    found = health.run_health(analysis.load(folders))
+    return bool(found[health.IN_CLAIMS].astype(bool).any()) if len(found) else False
 
 
 def read(path: Path) -> pd.DataFrame:

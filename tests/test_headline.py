@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweep import analysis
+from sweep import analysis, health
 from sweep.report import headline, maps
 
 pytestmark = pytest.mark.unit
@@ -39,8 +39,8 @@ def per_setting() -> pd.DataFrame:
 
 def the_headline() -> list[str]:
     results = analysis.load([MAP_C1])
-    health = analysis.run_health(results)
-    found = maps.maps(analysis.claims_summary(results, health))
+    problems = health.run_health(results)
+    found = maps.maps(health.claims_summary(results, problems))
     (c1,) = [m for m in found if m.claim.id == "C1"]
     return headline.sentences(c1)
 

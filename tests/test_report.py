@@ -386,6 +386,7 @@ def test_stuck_runs_stay_in_the_verdicts_and_diverged_ones_are_named_and_counted
     import pandas as pd
 
     from sweep import analysis, report
+    from sweep import health as problems
 
     source = Path(__file__).parent / "fixtures" / "fx_bs"
     runs, epochs = pd.read_csv(source / "runs.csv"), pd.read_csv(source / "epochs.csv")
@@ -401,7 +402,7 @@ def test_stuck_runs_stay_in_the_verdicts_and_diverged_ones_are_named_and_counted
     runs.to_csv(tmp_path / "runs.csv", index=False)
     epochs.to_csv(tmp_path / "epochs.csv", index=False)
 
-    health = analysis.run_health(analysis.load([tmp_path]))
+    health = problems.run_health(analysis.load([tmp_path]))
     assert dict(zip(health.run_id, health.status, strict=True)) == {lost: "diverged", stuck: "done"}
     written = report.build([tmp_path])
     md = written.markdown.read_text()

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweep import scaling, vocab
+from sweep import scaling, scaling_fit, vocab
 
 pytestmark = pytest.mark.unit
 
@@ -107,7 +107,7 @@ def synthetic(s_min: float, b_crit: float, batches: tuple[int, ...], noise: floa
 
 
 def test_the_fit_recovers_a_known_s_min_and_b_crit() -> None:
-    fit = scaling.fit_scaling(synthetic(200.0, 64.0, (8, 16, 32, 64, 128, 256, 512), 0.05), 0.3)
+    fit = scaling_fit.fit_scaling(synthetic(200.0, 64.0, (8, 16, 32, 64, 128, 256, 512), 0.05), 0.3)
     assert fit.identified, fit.problem
     assert fit.s_min == pytest.approx(200.0, rel=0.1) and fit.b_crit == pytest.approx(64.0, rel=0.15)
     assert fit.s_min_low < 200.0 < fit.s_min_high and fit.b_crit_low < 64.0 < fit.b_crit_high
@@ -117,14 +117,14 @@ def test_the_fit_recovers_a_known_s_min_and_b_crit() -> None:
 
 def test_perfect_scaling_over_every_batch_size_leaves_b_crit_unbounded_above() -> None:
     """All batches far below B_crit: steps x B is constant, and no upper end of B_crit is supported."""
-    fit = scaling.fit_scaling(synthetic(1.0, 100_000.0, (8, 16, 32), 0.05), 0.3)
+    fit = scaling_fit.fit_scaling(synthetic(1.0, 100_000.0, (8, 16, 32), 0.05), 0.3)
     assert not fit.identified and math.isinf(fit.b_crit_high) and "no upper end" in fit.problem
 
 
 def test_fewer_than_three_batch_sizes_reaching_the_target_is_not_identified() -> None:
     table = synthetic(200.0, 64.0, (8, 16, 32), 0.05)
     table.loc[(table["batch_size"] == 32) & (table["seed"] == 0), ["step", "reached"]] = (math.nan, False)
-    fit = scaling.fit_scaling(table, 0.3)
+    fit = scaling_fit.fit_scaling(table, 0.3)
     assert fit.left_out == (32,) and fit.batch_sizes == (8, 16)
     assert not fit.identified and "only 2 batch size(s)" in fit.problem and math.isnan(fit.b_crit)
 

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from conftest import Lines, run_cli, start_cli, write_grid
 
-from sweep import analysis, cli, decisions, orchestrate, until
+from sweep import analysis, cli, decisions, health, orchestrate, until
 from sweep.config import load_grid
 from sweep.estimates import Check, Estimate
 from sweep.plan import plan
@@ -119,7 +119,7 @@ def test_until_decided_adds_seeds_only_where_a_check_is_undecided(tmp_path: Path
     got = decisions.read(results)
     assert got is not None
     table, looks = got
-    first = until.look(analysis.claims_summary(analysis.load([results])), layout, 0)
+    first = until.look(health.claims_summary(analysis.load([results])), layout, 0)
     # the points read by claims with an open check after look 1 got look 2's seed (4); the others none
     assert first.grow and len(first.grow) < len(layout.runs), lines.text
     per_point = _runs_per_point(results, layout)
@@ -186,7 +186,7 @@ def test_kill_9_during_an_added_seed_then_the_same_command_finishes_without_trai
     results = tmp_path / "results" / "until"
     grid = load_grid(tmp_path / "grid.yaml")
     layout = until.Layout.of(grid, 5)
-    table = analysis.claims_summary(analysis.load([results]))
+    table = health.claims_summary(analysis.load([results]))
     first, last = until.look(table, layout, 0), until.look(table, layout, 1)
     assert _runs_per_point(results, layout) == {p: 5 if p in first.grow else 4 for p in range(len(layout.runs))}
     assert len(complete) == 12 + len(first.grow)

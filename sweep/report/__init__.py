@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from sweep import analysis, plots, scaling, scaling_plots
+from sweep import health as runs_health
 from sweep.estimates import NOT_TESTED
 from sweep.plots import FigureFile
 from sweep.report import attribution, comparable, map_figure, map_section, maps, sections, seeds_figure, until_section
@@ -51,22 +52,22 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     results = analysis.load(folders)
     target = Path(out) if out is not None else Path(folders[0])
     target.mkdir(parents=True, exist_ok=True)
-    health = analysis.run_health(results)
-    healthy = analysis.without(results.epochs, health)  # stuck runs stay in: none is left out for its outcome
+    health = runs_health.run_health(results)
+    healthy = runs_health.without(results.epochs, health)  # stuck runs stay in: none is left out for its outcome
     summary = analysis.run_summary(healthy)
-    claims_summary = analysis.claims_summary(results, health)  # a run timed in two folders: C6 names both
+    claims_summary = runs_health.claims_summary(results, health)  # a run timed in two folders: C6 names both
     until = until_section.read(results.folders)
     decided_in = until_section.folders_by_claim(until)
     sequential = until_section.by_claim(until)
-    tuned = tuned_lr(analysis.run_summary(analysis.without(results.tuned, health)), results.runs)
-    untrained = analysis.run_summary(analysis.untrained(results.epochs, health))
+    tuned = tuned_lr(analysis.run_summary(runs_health.without(results.tuned, health)), results.runs)
+    untrained = analysis.run_summary(runs_health.untrained(results.epochs, health))
     findings = evaluate(claims_summary, decided_in, sequential, tuned, untrained)
     condition_maps = maps.maps(claims_summary, untrained)
     # Drawing (matplotlib) is most of a report's time: a child process draws, and reads the steps to
     # target the steps figures show, while this one checks the claims; neither needs the other's work.
     # The child starts as early as the figures' inputs allow.
     with background(lambda: _draw(results, findings, condition_maps, target, svg)) as drawing:
-        analysis.write_tables(results, target, health)
+        analysis.write_tables(results, target, runs_health.trained(results.epochs, health))
         sensitivity = stuck_sensitivity(findings, results, health, decided_in)
         claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
         maps.table(condition_maps).to_csv(target / "tables" / "maps.csv", index=False)
@@ -120,11 +121,11 @@ def stuck_sensitivity(
     decided_in: dict[str, str] | None = None,
 ) -> str:
     """Whether any verdict changes when the stuck runs (kept in every verdict) are left out; "" without any."""
-    stuck = health[health[analysis.IN_CLAIMS].astype(bool)] if len(health) else health
+    stuck = health[health[runs_health.IN_CLAIMS].astype(bool)] if len(health) else health
     if stuck.empty:
         return ""
     others = evaluate(
-        analysis.run_summary(analysis.without(results.epochs, health, everything=True)),
+        analysis.run_summary(runs_health.without(results.epochs, health, everything=True)),
         decided_in,
         until_section.by_claim(until_section.read(results.folders)),
     )

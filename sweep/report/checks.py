@@ -1,12 +1,11 @@
 """How each claim is checked: functions from a run summary table (`sweep.analysis.run_summary`)
 to a `Finding`, or None when the runs cannot answer the claim. Shared shapes are reused across
 claims: `check_cause_raises_gap` takes any toggle, `across_batch_sizes` hands a check the batch-size
-group with its smallest and largest batch.
+group with its smallest and largest batch. C6, read from timings, is `sweep.report.speed_check`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,9 +17,6 @@ from sweep.analysis import (
     BATCH_SIZE,
     CONTROL_DEFAULTS,
     GPUS,
-    PACK_SIZE,
-    QUIET_EPOCH_SECONDS,
-    TIMED_COPIES,
     column,
 )
 from sweep.estimates import Check, Estimate, estimate, fmt_estimate
@@ -30,10 +26,7 @@ from sweep.report.findings import (
     CAUSE_RAISES_GAP,
     CLOSE_GAP,
     FAR_GAP,
-    READ_QUIET,
-    READ_TIME,
     SAME_VAL,
-    SPEEDUP,
     VAL_DROP,
     Claim,
     Finding,
@@ -47,29 +40,27 @@ from sweep.selection import (
     matches,
     pair_keys,
     paired,
-    paired_relative,
     paired_values,
     sorted_values,
     toggle_values,
     where,
 )
-from sweep.timing import QUIET_REPEATS
 from sweep.tuning import SMALL_BATCH
 
 BN_MOMENTUM = "model.bn_momentum"
 
 
-def _est(rows: pd.DataFrame, axis: str, value: Any, metric: str) -> Estimate:
+def estimate_at(rows: pd.DataFrame, axis: str, value: Any, metric: str) -> Estimate:
     return estimate(rows[metric][matches(rows[axis], value)])  # `where` on one column: it is called ~1000 times
 
 
 def _means(rows: pd.DataFrame, axis: str, values: Sequence[Any], metric: str) -> dict[Any, float]:
-    """`_est(rows, axis, v, metric).mean` for each of `values`, the metric converted to an array once."""
+    """`estimate_at(rows, axis, v, metric).mean` for each of `values`, the metric converted to an array once."""
     numbers = rows[metric].to_numpy(dtype=float)
     return {v: estimate(numbers[matches(rows[axis], v).to_numpy()]).mean for v in values}
 
 
-def _finding(
+def finding_from(
     checks: Sequence[Check],
     read: Selection | Sequence[Selection],
     evidence: Sequence[tuple[str, Estimate]] = (),
@@ -102,20 +93,20 @@ def gap_at_two_batch_sizes(claim: Claim, sel: Selection, large: Any) -> Finding:
     """C1's checks on one group of runs with batch sizes `small` (the claim's first) and `large`."""
     small, gap2, rows = claim.needs.values[0], column(vocab.GAP, "epoch2"), sel.rows
     checks = (
-        Check(f"gap at batch {large}, epoch 2", _est(rows, BATCH_SIZE, large, gap2), low=FAR_GAP.value),
+        Check(f"gap at batch {large}, epoch 2", estimate_at(rows, BATCH_SIZE, large, gap2), low=FAR_GAP.value),
         Check(
             f"gap at batch {small}, epoch 2",
-            _est(rows, BATCH_SIZE, small, gap2),
+            estimate_at(rows, BATCH_SIZE, small, gap2),
             low=-CLOSE_GAP.value,
             high=CLOSE_GAP.value,
         ),
     )
     evidence = tuple(
-        (f"{metric} at batch {bs}, epoch 2", _est(rows, BATCH_SIZE, bs, column(metric, "epoch2")))
+        (f"{metric} at batch {bs}, epoch 2", estimate_at(rows, BATCH_SIZE, bs, column(metric, "epoch2")))
         for bs in (large, small)
         for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *_cause(rows, "epoch2"))
     )
-    return _finding(checks, sel, evidence, (_measurement_share(rows, small, large),))
+    return finding_from(checks, sel, evidence, (_measurement_share(rows, small, large),))
 
 
 # The cause behind a symptom: the same weights with BatchNorm's statistics recomputed, where recorded.
@@ -169,7 +160,7 @@ def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
     (axis,), reference, gap2 = claim.needs.axes, claim.needs.reference, column(vocab.GAP, "epoch2")
     at = f"{axis}={fmt_value(value)}"
     checks = (
-        Check(f"gap at {at}, epoch 2", _est(sel.rows, axis, value, gap2), low=FAR_GAP.value),
+        Check(f"gap at {at}, epoch 2", estimate_at(sel.rows, axis, value, gap2), low=FAR_GAP.value),
         Check(
             f"gap increase vs {axis}={fmt_value(reference)}, epoch 2 (paired)",
             paired(sel.rows, axis, reference, value, gap2),
@@ -179,7 +170,7 @@ def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
     balanced = column(vocab.TRAIN_EVAL_BALANCED_ACC, "epoch2")
     measured = (vocab.TRAIN_EVAL_BALANCED_ACC,) if balanced in sel.rows and sel.rows[balanced].notna().any() else ()
     evidence = tuple(
-        (f"{metric} at {at}, epoch 2", _est(sel.rows, axis, value, column(metric, "epoch2")))
+        (f"{metric} at {at}, epoch 2", estimate_at(sel.rows, axis, value, column(metric, "epoch2")))
         for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *measured, *_cause(sel.rows, "epoch2"))
     )
     evidence += (
@@ -188,7 +179,7 @@ def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
             paired(sel.rows, axis, reference, value, column(vocab.GAP, "last")),
         ),
     )
-    return _finding(checks, sel, evidence)
+    return finding_from(checks, sel, evidence)
 
 
 # --- C4: preprocessing validation differently lowers val_acc
@@ -214,7 +205,7 @@ def check_mismatch_lowers_val(claim: Claim, table: pd.DataFrame) -> Finding | No
     notes = (
         "Supported when at least one kind of mismatch lowers val_acc by more than the threshold; each kind is listed.",
     )
-    return _finding(checks, selections, (), notes, rule=ANY)
+    return finding_from(checks, selections, (), notes, rule=ANY)
 
 
 # --- C5: a model too large for the data overfits
@@ -250,7 +241,7 @@ def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None
         "model), not on the running train_acc. Expected sign: wider model or fewer images per class -> "
         "larger eval_gap.",
     )
-    return _finding(checks, selections, (), notes)
+    return finding_from(checks, selections, (), notes)
 
 
 # --- C6-C8: batch size, smallest vs largest, at the last epoch
@@ -269,112 +260,6 @@ def across_batch_sizes(
         return check(sel, sizes[0], sizes[-1])
 
     return run
-
-
-@across_batch_sizes
-def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding | None:
-    """Epoch time, largest vs smallest batch: from the quiet `sweep time` repeats where every run has them
-    (paired by repeat), else each run's median epoch time (epochs 2 onwards), paired by seed."""
-    median = f"{vocab.EPOCH_SECONDS}_median"
-    reading = median if median in sel.rows else vocab.EPOCH_SECONDS  # summaries written before the spread existed
-    in_run = paired_relative(sel.rows, BATCH_SIZE, small, large, reading)
-    in_run_label = (
-        f"median epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)} (paired; -0.5 = half)"
-    )
-    quiet = _quiet_change(sel.rows, small, large)
-    first: tuple[tuple[str, Estimate], ...] = ()
-    if quiet is not None:
-        label = (
-            f"quiet epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)} "
-            "(`sweep time`, paired by repeat; -0.5 = half)"
-        )
-        checks, first = (Check(label, quiet, high=-SPEEDUP.value),), ((f"in-run {in_run_label}", in_run),)
-    else:
-        checks = (Check(in_run_label, in_run, high=-SPEEDUP.value),)
-    evidence = first + tuple(
-        (f"{metric} at batch {fmt_value(bs)}", _est(sel.rows, BATCH_SIZE, bs, metric))
-        for metric in (vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND)
-        for bs in sorted_values(sel.rows[BATCH_SIZE])
-    )
-    notes = (
-        "In-run epoch time is each run's median over epochs 2 onwards (epoch 1 includes graph tracing and is left "
-        "out), measured while the runs trained on a shared machine, not in a benchmark: other work on the machine "
-        "slows some epochs. The spread of every timed epoch per batch size, fastest / median of the runs' "
-        f"medians / slowest (seconds): {_spread(sel.rows)}.",
-        *_copies_note(sel.rows),
-        *_packed_note(sel.rows),
-        *_quiet_note(sel.rows, small, large),
-    )
-    finding = _finding(checks, sel, evidence, notes)
-    return dataclasses.replace(finding, reading=READ_QUIET if quiet is not None else READ_TIME)
-
-
-def _quiet_change(rows: pd.DataFrame, small: Any, large: Any) -> Estimate | None:
-    """Relative change of the quiet epoch time per repeat (repeat k of every batch size ran in one round of
-    `sweep time`'s alternation, so they pair); None unless every run compared has its configuration's repeats."""
-    if QUIET_REPEATS not in rows or rows[QUIET_REPEATS].isna().any():
-        return None
-    times = {
-        bs: [float(x) for x in str(where(rows, BATCH_SIZE, bs)[QUIET_REPEATS].iloc[0]).split()] for bs in (small, large)
-    }
-    return estimate([b / a - 1.0 for a, b in zip(times[small], times[large], strict=False)])
-
-
-def _packed_note(rows: pd.DataFrame) -> tuple[str, ...]:
-    """Runs trained packed (`run --pack K`): their epoch times are shares of their pack's, not their own."""
-    if PACK_SIZE not in rows or not (rows[PACK_SIZE] > 1).any():
-        return ()
-    packed = rows[rows[PACK_SIZE] > 1]
-    per_batch = "; ".join(
-        f"batch {fmt_value(bs)}: {len(at)} of {len(where(rows, BATCH_SIZE, bs))} run(s), pack size "
-        + "/".join(str(int(k)) for k in sorted(at[PACK_SIZE].unique()))
-        for bs, at in packed.groupby(BATCH_SIZE, sort=True)
-    )
-    return (
-        f"{len(packed)} of the {len(rows)} runs compared trained packed ({per_batch}): each one's epoch time is "
-        "its share of its pack's time, which depends on the pack's size and on packing's gain at that batch "
-        "size, not the time the run takes alone. Rerun without --pack, or time with `sweep time`, to test this "
-        "claim.",
-    )
-
-
-def _quiet_note(rows: pd.DataFrame, small: Any, large: Any) -> tuple[str, ...]:
-    """The same comparison from timing.csv (`sweep time`), where every run has a quiet epoch time."""
-    quiet = QUIET_EPOCH_SECONDS
-    if quiet not in rows or rows[quiet].isna().any():
-        return ()
-    per_batch = rows.groupby(BATCH_SIZE)[quiet].median()
-    change = per_batch[large] / per_batch[small] - 1.0
-    listed = "; ".join(f"batch {fmt_value(b)}: {s:.2f} s" for b, s in per_batch.items())
-    return (
-        f"The quiet measurement (`sweep time`, timing.csv: alternating one-epoch timings per batch size, training "
-        f"only, the best of them) gives {listed}, a relative change of {change:+.3f} at batch {fmt_value(large)}.",
-    )
-
-
-def _spread(rows: pd.DataFrame) -> str:
-    cols = [f"{vocab.EPOCH_SECONDS}_{s}" for s in ("min", "median", "max")]
-    if not set(cols) <= set(rows.columns):
-        return "not recorded"
-    parts = []
-    for bs in sorted_values(rows[BATCH_SIZE]):
-        at = where(rows, BATCH_SIZE, bs)
-        parts.append(
-            f"batch {fmt_value(bs)}: {at[cols[0]].min():.2f} / {at[cols[1]].median():.2f} / {at[cols[2]].max():.2f}"
-        )
-    return "; ".join(parts)
-
-
-def _copies_note(rows: pd.DataFrame) -> tuple[str, ...]:
-    """Runs timed in more than one results folder: every timing, and which one the check used."""
-    if TIMED_COPIES not in rows or rows[TIMED_COPIES].dropna().empty:
-        return ()
-    timed = rows.dropna(subset=[TIMED_COPIES])
-    listed = "; ".join(f"{r[vocab.RUN_ID]}: {r[TIMED_COPIES]}" for _, r in timed.iterrows())
-    return (
-        f"{len(timed)} of these runs were timed more than once (stored in several results folders); the check uses "
-        f"the copy marked 'used' (the first folder on the command line). Median epoch time per copy: {listed}.",
-    )
 
 
 @across_batch_sizes
@@ -401,7 +286,7 @@ def check_large_batch_trains_small_generalises(sel: Selection, small: Any, large
         "Training error is judged on train_eval_acc (the final model in inference mode). Equal epochs mean "
         "fewer optimizer steps at the larger batch, and the learning rate was not re-tuned per batch size.",
     )
-    return _finding(checks, sel, evidence, notes)
+    return finding_from(checks, sel, evidence, notes)
 
 
 @across_batch_sizes
@@ -433,7 +318,7 @@ def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Fin
             low=0.0,
         ),
     )
-    means = {bs: _est(sel.rows, BATCH_SIZE, bs, metric) for bs in sizes}
+    means = {bs: estimate_at(sel.rows, BATCH_SIZE, bs, metric) for bs in sizes}
     in_sample = (max(small, key=lambda bs: means[bs].mean), max(large, key=lambda bs: means[bs].mean))
     evidence = tuple((f"val_acc at batch {fmt_value(bs)}, last epoch", e) for bs, e in means.items()) + (
         (
@@ -448,7 +333,7 @@ def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Fin
         "these held-out differences (they share the seeds that chose them, so its p-value is approximate). "
         f"Chosen (<= {SMALL_BATCH} vs > {SMALL_BATCH}) per held-out seed: {'; '.join(picks)}.",
     )
-    return _finding(checks, sel, evidence, notes)
+    return finding_from(checks, sel, evidence, notes)
 
 
 # --- C9: replicas
@@ -481,4 +366,4 @@ def check_replicas_learn_alike(claim: Claim, table: pd.DataFrame) -> Finding | N
         "Each replica normalises its own share of the batch (Keras BatchNormalization is not synchronised "
         "across replicas), so G replicas see batch statistics over batch/G images.",
     )
-    return _finding(checks, sel, evidence, notes)
+    return finding_from(checks, sel, evidence, notes)

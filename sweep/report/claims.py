@@ -18,7 +18,6 @@ from sweep.report.checks import (
     check_capacity_overfits,
     check_cause_raises_gap,
     check_gap_at_two_batch_sizes,
-    check_large_batch_faster,
     check_large_batch_trains_small_generalises,
     check_mismatch_lowers_val,
     check_replicas_learn_alike,
@@ -39,6 +38,7 @@ from sweep.report.findings import (
     Needs,
     Threshold,
 )
+from sweep.report.speed_check import check_large_batch_faster
 from sweep.tuning import SMALL_BATCH
 
 # The experiments files whose runs answer the claims (shipped in experiments/, named here so

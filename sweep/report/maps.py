@@ -12,7 +12,7 @@ side of its threshold, "does not" when one lies wholly on the other side, and is
 otherwise. With 3 seeds per cell and dozens of cells, threshold tests corrected for
 multiplicity could decide almost nothing, and uncorrected ones would claim too much; so no
 error rate is claimed here, and only the verdict table decides. Runs that did not train
-(`sweep.analysis.run_health`) are in no cell; the map names the settings that lost them.
+(`sweep.health.run_health`) are in no cell; the map names the settings that lost them.
 `where` names each set of cells by the fewest settings that cover it exactly
 (`batchnorm=False` for all cells without BatchNorm).
 """
@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from sweep import keys, vocab
-from sweep.analysis import BATCH_SIZE, DID_NOT_TRAIN, SOURCE, SOURCE_RANK, column, setting_columns
+from sweep.analysis import BATCH_SIZE, SOURCE, SOURCE_RANK, column, setting_columns
+from sweep.health import DID_NOT_TRAIN
 from sweep.report.checks import cause_raises_gap, gap_at_two_batch_sizes
 from sweep.report.claims import by_id
 from sweep.report.findings import Claim, Finding

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from sweep import provenance, readings, scaling, tuning, vocab
-from sweep.analysis import BACKEND_DEFAULT, DID_NOT_TRAIN, IN_CLAIMS, Results, varying
+from sweep.analysis import BACKEND_DEFAULT, Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
+from sweep.health import DID_NOT_TRAIN, IN_CLAIMS
 from sweep.plots import FigureFile
 from sweep.report import answer, comparable, family, map_section, until_section
 from sweep.report import attribution as attr

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweep import critical, scaling, timing
+from sweep import critical, scaling, scaling_fit, timing
 from sweep.estimates import Estimate
 from sweep.plots import FigureFile
 from sweep.report.document import Doc
@@ -134,9 +134,9 @@ def steps_section(doc: Doc, readings: list[scaling.CurveReading], figures: list[
         "first reaches the target is interpolated linearly between the record that reaches it and the one before "
         "(before the first record: step 0 at chance accuracy, 1 / classes). Targets: the levels "
         f"{', '.join(f'{t:g}' for t in scaling.TARGET_LADDER)} above chance that at least half of a group's batch "
-        f"sizes reach with at least {scaling.MIN_REACHED} seeds. A seed that never reaches a target is counted as "
+        f"sizes reach with at least {scaling_fit.MIN_REACHED} seeds. A seed that never reaches a target is counted as "
         "not reached within its budget (its last record), never dropped or imputed; the mean is over the seeds "
-        f"that reached it (lower than the truth when some did not), and fewer than {scaling.MIN_REACHED} give no "
+        f"that reached it (lower than the truth when some did not), and fewer than {scaling_fit.MIN_REACHED} give no "
         "interval. Seconds (runs) are the runs' own wall time (epoch_seconds summed; epoch 1 includes graph "
         "tracing), as noisy as the machine was while they ran. Seconds (quiet), where a results folder has a "
         "timing.csv (`python -m sweep time GRID`), are each run's steps to the target times the best of a "
@@ -189,7 +189,7 @@ def _curve_block(doc: Doc, reading: scaling.CurveReading) -> None:
     )
 
 
-def _fit_cells(f: scaling.Fit) -> tuple[str, ...]:
+def _fit_cells(f: scaling_fit.Fit) -> tuple[str, ...]:
     fitted = ", ".join(map(str, f.batch_sizes)) or "none"
     left = ", ".join(map(str, f.left_out)) or "none"
     if not f.identified:

@@ -136,6 +136,11 @@ def without(epochs: pd.DataFrame, health: pd.DataFrame, everything: bool = False
     return epochs[~epochs[vocab.RUN_ID].isin(dropped[vocab.RUN_ID])]
 
 
+def did_not_train(health: pd.DataFrame) -> pd.Series:
+    """Which rows of `run_health`'s table are runs that did not train."""
+    return health["problem"].astype(str).str.startswith(DID_NOT_TRAIN)
+
+
 def trained(epochs: pd.DataFrame, health: pd.DataFrame) -> pd.DataFrame:
     """The records of every run but those `run_health` found did not train."""
     return epochs.drop(index=untrained(epochs, health).index)
@@ -145,7 +150,7 @@ def untrained(epochs: pd.DataFrame, health: pd.DataFrame) -> pd.DataFrame:
     """The records of the runs `run_health` found did not train."""
     if epochs.empty or not len(health):
         return epochs.iloc[0:0]
-    ids = health.loc[health["problem"].astype(str).str.startswith(DID_NOT_TRAIN), vocab.RUN_ID]
+    ids = health.loc[did_not_train(health), vocab.RUN_ID]
     return epochs[epochs[vocab.RUN_ID].isin(ids)]
 
 

@@ -118,6 +118,12 @@ def _cause(rows: pd.DataFrame, when: str) -> tuple[str, ...]:
     return tuple(m for m in CAUSE_METRICS if column(m, when) in rows and rows[column(m, when)].notna().all())
 
 
+def bn_momentum(rows: pd.DataFrame) -> float:
+    """The BatchNorm momentum of a group of runs (its first row's; an empty cell or no column: the default)."""
+    recorded = rows[BN_MOMENTUM].iloc[0] if BN_MOMENTUM in rows and len(rows) else math.nan
+    return float(CONTROL_DEFAULTS[BN_MOMENTUM] if pd.isna(recorded) else recorded)
+
+
 def _measurement_share(rows: pd.DataFrame, small: int, large: int) -> str:
     """gap vs eval_gap at the large batch: how much of the post's picture is measurement."""
     at_large = where(rows, BATCH_SIZE, large)
@@ -125,8 +131,7 @@ def _measurement_share(rows: pd.DataFrame, small: int, large: int) -> str:
     eval_gap = estimate(at_large[column(vocab.EVAL_GAP, "epoch2")])
     artefact = estimate(at_large[column(vocab.TRAIN_ACC, "epoch2")] - at_large[column(vocab.TRAIN_EVAL_ACC, "epoch2")])
     steps = {bs: where(rows, BATCH_SIZE, bs)[column(vocab.STEP, "epoch2")].mean() for bs in (small, large)}
-    recorded = rows[BN_MOMENTUM].iloc[0] if BN_MOMENTUM in rows else math.nan
-    momentum = float(CONTROL_DEFAULTS[BN_MOMENTUM] if pd.isna(recorded) else recorded)  # empty: the default
+    momentum = bn_momentum(rows)
     weight = momentum ** steps[large] if math.isfinite(steps[large]) else math.nan
     fmt = fmt_estimate
     return (

@@ -38,6 +38,11 @@ SPEEDUP = Threshold(0.10, "faster = at least {:.0%} less time per epoch")  # C6:
 SAME_VAL = Threshold(0.02, "the same = within +-{:g} val_acc")  # C9: final val_acc, paired
 
 
+def shows_pattern(gap_large: float, gap_small: float) -> bool:
+    """The post's epoch-2 picture in two numbers: the large batch's gap far above, the small one's close."""
+    return gap_large > FAR_GAP.value and abs(gap_small) < CLOSE_GAP.value
+
+
 @dataclass(frozen=True)
 class Needs:
     """The runs a claim needs: a sweep like `experiments` that compares the `axes`."""

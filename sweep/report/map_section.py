@@ -19,7 +19,7 @@ from sweep.estimates import Estimate, estimate, fmt_estimate
 from sweep.plots import FigureFile
 from sweep.report.claims import by_id
 from sweep.report.document import Doc
-from sweep.report.findings import CLOSE_GAP, FAR_GAP
+from sweep.report.findings import CLOSE_GAP, FAR_GAP, shows_pattern
 from sweep.report.maps import MAPPED, OUTCOME_WORDS, PATTERN_WORDS, Cell, ConditionMap, groups_everywhere, short, shown
 from sweep.selection import where
 
@@ -116,9 +116,9 @@ class Candidate:
 
     @property
     def pattern(self) -> bool:
-        """The post's pattern in seed means: batch 64's gap above FAR_GAP, batch 8's within CLOSE_GAP."""
+        """The post's pattern in seed means (`shows_pattern`)."""
         gap = {bs: self.numbers[(bs, vocab.TRAIN_ACC)].mean - self.numbers[(bs, vocab.VAL_ACC)].mean for bs in (8, 64)}
-        return gap[64] > FAR_GAP.value and abs(gap[8]) < CLOSE_GAP.value
+        return shows_pattern(gap[64], gap[8])
 
     def farthest(self) -> str:
         k = max(POST_NUMBERS, key=lambda k: abs(self.numbers[k].mean - POST_NUMBERS[k]))

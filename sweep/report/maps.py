@@ -94,7 +94,11 @@ class Cell:
     reference: Any  # what it is compared with (C1: batch 8; C3: shuffle True)
     finding: Finding  # its checks on the runs that trained
     rows: pd.DataFrame  # the cell's runs that trained
-    trained: bool = True  # False: every run of one compared value did not train, so the checks have no numbers
+    lost: tuple[str, ...] = ()  # the compared values none of whose runs trained ("shuffle=False"): no numbers
+
+    @property
+    def trained(self) -> bool:
+        return not self.lost
 
     @property
     def outcome(self) -> bool | None:
@@ -102,12 +106,6 @@ class Cell:
 
     def label(self) -> str:
         return ", ".join(f"{short(k)}={shown(v)}" for k, v in self.conditions) or "the only setting"
-
-    def lost_sides(self, axis: str) -> list[str]:
-        """The compared values none of whose runs trained: ["shuffle=False"], both, or none."""
-        return [
-            f"{short(axis)}={shown(v)}" for v in (self.value, self.reference) if not matches(self.rows[axis], v).any()
-        ]
 
 
 @dataclass(frozen=True)
@@ -138,7 +136,7 @@ class ConditionMap:
                 parts.append(f"{words[outcome]} {where(self.cells, chosen)}")
         lost: dict[str, list[Cell]] = {}
         for c in self.cells:
-            for side in c.lost_sides(self.claim.needs.axes[0]):
+            for side in c.lost:
                 lost.setdefault(side, []).append(c)
         parts += [f"{side} did not train at {where(self.cells, cells)}" for side, cells in lost.items()]
         return "; ".join(parts)
@@ -291,9 +289,11 @@ def _judged(claim: Claim, mapped: Mapped, found: list[tuple[Any, Selection]]) ->
     for value, sel in found:
         kept = sel.rows[~sel.rows[LOST].astype(bool)] if LOST in sel.rows else sel.rows
         kept = kept.drop(columns=LOST, errors="ignore").reset_index(drop=True)
-        trained = bool(matches(kept[sel.axis], reference).any() and matches(kept[sel.axis], value).any())
-        finding = mapped.judge(claim, dataclasses.replace(sel, rows=kept), value) if trained else Finding((), "")
-        cells.append(Cell(tuple(sel.context.items()), value, reference, finding, kept, trained))
+        lost = tuple(
+            f"{short(sel.axis)}={shown(v)}" for v in (value, reference) if not matches(kept[sel.axis], v).any()
+        )
+        finding = mapped.judge(claim, dataclasses.replace(sel, rows=kept), value) if not lost else Finding((), "")
+        cells.append(Cell(tuple(sel.context.items()), value, reference, finding, kept, lost))
     return tuple(sorted(cells, key=lambda c: [_order(v) for _, v in c.conditions]))
 
 
@@ -365,7 +365,7 @@ def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
                     {"claim": m.claim.id, "source": m.source, **{short(k): v for k, v in cell.conditions}}
                     | {
                         "interval": DID_NOT_TRAIN,
-                        "cell": " and ".join(cell.lost_sides(m.claim.needs.axes[0])) + f" {DID_NOT_TRAIN}",
+                        "cell": " and ".join(cell.lost) + f" {DID_NOT_TRAIN}",
                     }
                 )
             for i, check in enumerate(cell.finding.checks):

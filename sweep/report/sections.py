@@ -16,7 +16,7 @@ import pandas as pd
 from sweep import provenance, readings, scaling, tuning, vocab
 from sweep.analysis import BACKEND_DEFAULT, Results, varying
 from sweep.estimates import Check, Estimate, fmt_estimate
-from sweep.health import DID_NOT_TRAIN, IN_CLAIMS
+from sweep.health import IN_CLAIMS, did_not_train
 from sweep.plots import FigureFile
 from sweep.report import answer, comparable, family, map_section, until_section
 from sweep.report import attribution as attr
@@ -209,7 +209,7 @@ def health_section(doc: Doc, health: pd.DataFrame, sensitivity: str = "") -> Non
         return
     doc.h(2, "Runs with problems")
     kept = int(health[IN_CLAIMS].astype(bool).sum())
-    untrained = int(health["problem"].astype(str).str.startswith(DID_NOT_TRAIN).sum())
+    untrained = int(did_not_train(health).sum())
     doc.p(
         f"{len(health)} run(s) have a problem; {untrained} did not train. A run that did not train (every "
         "accuracy at its last record at most twice chance, or chance plus a quarter of the rest where that is "

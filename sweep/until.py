@@ -235,7 +235,8 @@ def _check_plan(grid: GridFile, target: str, plan_: Plan) -> None:
         store = open_store(target, grid.name, create=False)
     except UsageError:
         return  # no such sweep yet: run_sweep starts it, or says why not
-    recorded = store.sweep.user_attrs.get(PLAN_ATTR)
+    with store:
+        recorded = store.sweep.user_attrs.get(PLAN_ATTR)
     if recorded is not None and tuple(recorded) != plan_.looks:
         raise UsageError(
             f"{grid.name} was started until decided with looks at {recorded[0]}..{recorded[-1]} seeds "

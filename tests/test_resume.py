@@ -42,12 +42,19 @@ GRID = """\
 """
 
 
-def _wait_for_running_epoch(study_of, timeout: float = 180) -> optuna.trial.FrozenTrial:
+def _trials(target: str | Path, name: str, states: tuple | None = None) -> list[optuna.trial.FrozenTrial]:
+    """The sweep's trials, read through a store closed at once: a test that polls a database store
+    must hand its connections back, or the server runs out of them."""
+    with Store.open(target, name, create=False) as store:
+        return store.sweep.get_trials(deepcopy=False, states=states)
+
+
+def _wait_for_running_epoch(trials_of, timeout: float = 180) -> optuna.trial.FrozenTrial:
     """A RUNNING trial with at least one finished epoch (so the kill lands mid-run, mid-epoch)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            running = study_of().get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+            running = trials_of(states=(optuna.trial.TrialState.RUNNING,))
         except KeyError:  # the coordinator has not created the study yet
             running = []
         for trial in running:
@@ -57,8 +64,8 @@ def _wait_for_running_epoch(study_of, timeout: float = 180) -> optuna.trial.Froz
     raise AssertionError("no run reached its first epoch in time")
 
 
-def _assert_each_run_done_once(study: optuna.Study, runs: int, epochs: int) -> None:
-    complete = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+def _assert_each_run_done_once(trials: list[optuna.trial.FrozenTrial], runs: int, epochs: int) -> None:
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     per_run = Counter(t.user_attrs["run_id"] for t in complete)
     assert len(per_run) == runs and set(per_run.values()) == {1}, per_run
     assert all([r["epoch"] for r in epochs_of(t)] == list(range(1, epochs + 1)) for t in complete)
@@ -70,19 +77,19 @@ def test_kill_9_of_coordinator_and_worker_then_rerun_finishes_exactly_once(
     write_grid(tmp_path, GRID)
     journal = tmp_path / "results" / "crash" / "journal.log"
     coordinator = start_cli(started, "run", "grid.yaml", cwd=tmp_path)
-    study_of = lambda: Store.open(journal, "crash", create=False).sweep  # noqa: E731
-    victim = _wait_for_running_epoch(study_of)
+    trials_of = lambda **kw: _trials(journal, "crash", **kw)  # noqa: E731
+    victim = _wait_for_running_epoch(trials_of)
     os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
     coordinator.kill()
     coordinator.wait()
-    assert study_of().get_trials(deepcopy=False)[victim.number].state == optuna.trial.TrialState.RUNNING
+    assert trials_of()[victim.number].state == optuna.trial.TrialState.RUNNING
 
     again = run_cli("run", "grid.yaml", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"re-queued 1 run(s) whose worker died: {victim.user_attrs['run_id']}" in again.stdout
-    study = study_of()
-    _assert_each_run_done_once(study, runs=4, epochs=3)
-    killed = study.get_trials(deepcopy=False)[victim.number]
+    trials = trials_of()
+    _assert_each_run_done_once(trials, runs=4, epochs=3)
+    killed = trials[victim.number]
     assert killed.state == optuna.trial.TrialState.FAIL and killed.user_attrs["status"] == "interrupted"
     assert epochs_of(killed)  # the records it made before the kill are kept, not lost
 
@@ -150,8 +157,8 @@ def test_kill_9_of_the_coordinator_alone_stops_its_worker_which_requeues_its_run
     (tmp_path / "pause.py").write_text(PAUSE)
     journal = tmp_path / "results" / "crash" / "journal.log"
     coordinator = start_cli(started, "run", "grid.yaml", cwd=tmp_path)
-    study_of = lambda: Store.open(journal, "crash", create=False).sweep  # noqa: E731
-    victim = _wait_for_running_epoch(study_of)  # epoch 1 recorded: the worker pauses at epoch 2's start
+    trials_of = lambda **kw: _trials(journal, "crash", **kw)  # noqa: E731
+    victim = _wait_for_running_epoch(trials_of)  # epoch 1 recorded: the worker pauses at epoch 2's start
     worker = psutil.Process(victim.user_attrs["worker_pid"])
     try:
         coordinator.kill()
@@ -163,7 +170,7 @@ def test_kill_9_of_the_coordinator_alone_stops_its_worker_which_requeues_its_run
     finally:
         with contextlib.suppress(psutil.NoSuchProcess):
             worker.kill()  # an orphan (the test failed): not left training
-    stopped = study_of().get_trials(deepcopy=False)[victim.number]
+    stopped = trials_of()[victim.number]
     assert stopped.state == optuna.trial.TrialState.FAIL and stopped.user_attrs["status"] == "interrupted"
     assert stopped.user_attrs["error"] == "interrupted before the run finished"  # by the worker itself
     assert len(epochs_of(stopped)) == 1
@@ -225,42 +232,59 @@ def test_postgres_two_workers_one_killed_every_run_done_once(
     enqueue = start_cli(
         started, "run", "grid.yaml", "--storage", postgres_url, "--workers", "2", cwd=tmp_path, BATCHSWEEP_HEARTBEAT="1"
     )
-    study_of = lambda: Store.open(postgres_url, "crash", create=False).sweep  # noqa: E731
-    victim = _wait_for_running_epoch(study_of)
+    trials_of = lambda **kw: _trials(postgres_url, "crash", **kw)  # noqa: E731
+    victim = _wait_for_running_epoch(trials_of)
     os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
     output, _ = enqueue.communicate(timeout=600)
     # the killed worker is reported, but the survivor re-queued and finished its run
     assert "a worker exited with code -9" in output
     assert enqueue.returncode == 0, output
-    study = study_of()
-    _assert_each_run_done_once(study, runs=4, epochs=3)
-    killed = study.get_trials(deepcopy=False)[victim.number]
+    trials = trials_of()
+    _assert_each_run_done_once(trials, runs=4, epochs=3)
+    killed = trials[victim.number]
     assert killed.state == optuna.trial.TrialState.FAIL and status_of(killed) == vocab.INTERRUPTED
     redone = [
         t
-        for t in study.get_trials(deepcopy=False)
+        for t in trials
         if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs["run_id"] == victim.user_attrs["run_id"]
     ]
     assert redone[0].user_attrs["worker_pid"] != victim.user_attrs["worker_pid"]  # the survivor finished it
+
+
+def test_a_closed_database_store_hands_its_connections_back(postgres_url: str) -> None:
+    """A process that opens a store again and again (`status` in a loop, a polling test) must not run
+    the server out of connections: each closed store leaves none behind."""
+    import psycopg
+
+    Store.open(postgres_url, "conn", create=True).close()
+    query = urlsplit(postgres_url).query
+    socket = parse_qs(query)["host"][0]
+    with psycopg.connect(host=socket, port=5432, user="postgres", dbname="postgres", autocommit=True) as db:
+        count = "SELECT count(*) FROM pg_stat_activity WHERE datname = 'sweeps'"
+        before = db.execute(count).fetchone()[0]
+        for _ in range(30):
+            with Store.open(postgres_url, "conn", create=False) as store:
+                assert store.counts()[vocab.PENDING] == 0
+        assert db.execute(count).fetchone()[0] == before
 
 
 def test_ctrl_c_requeues_the_running_run_and_exits_130(tmp_path: Path, started: list[subprocess.Popen]) -> None:
     write_grid(tmp_path, GRID)
     journal = tmp_path / "results" / "crash" / "journal.log"
     coordinator = start_cli(started, "run", "grid.yaml", cwd=tmp_path)
-    study_of = lambda: Store.open(journal, "crash", create=False).sweep  # noqa: E731
-    victim = _wait_for_running_epoch(study_of)
+    trials_of = lambda **kw: _trials(journal, "crash", **kw)  # noqa: E731
+    victim = _wait_for_running_epoch(trials_of)
     coordinator.send_signal(signal.SIGINT)
     output, _ = coordinator.communicate(timeout=60)
     assert coordinator.returncode == 130, output
     assert "running runs are cancelled and queued again" in output
-    cancelled = study_of().get_trials(deepcopy=False)[victim.number]
+    cancelled = trials_of()[victim.number]
     assert cancelled.state == optuna.trial.TrialState.FAIL and cancelled.user_attrs["status"] == "interrupted"
-    assert not study_of().get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+    assert not trials_of(states=(optuna.trial.TrialState.RUNNING,))
 
     again = run_cli("run", "grid.yaml", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
-    _assert_each_run_done_once(study_of(), runs=4, epochs=3)
+    _assert_each_run_done_once(trials_of(), runs=4, epochs=3)
 
 
 def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

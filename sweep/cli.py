@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweep import backends, cli_cluster, cli_export, stamp, timing, vocab
+from sweep import backends, cli_cluster, cli_export, lr_range, stamp, timing, vocab
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
 from sweep.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ORPHANED, EXIT_USAGE, UsageError
 from sweep.plan import RunSpec, plan
@@ -308,6 +308,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"{'; trials below the median curve are pruned' if search.prune else ''}); each point's best lr "
             f"is re-run at every seed: {points * search.trials} search trials + {len(runs)} tuned runs"
         )
+        if search.widen:
+            more = lr_range.extra_trials(search.trials)
+            print(
+                f"a search whose best lr sits at an edge of its range reaches a decade past it with {more} more "
+                f"trials, at most {search.widen} time(s) (search.widen)"
+            )
     return EXIT_OK
 
 

@@ -134,9 +134,10 @@ class SearchConfig:
     metric: str = "val_acc"
     seed: int = 0
     prune: bool = True
+    widen: int = 2  # times the range may reach a decade further when the best lr sits at its edge
 
 
-SEARCH_KEYS = ("lr", "trials", "metric", "seed", "prune")
+SEARCH_KEYS = ("lr", "trials", "metric", "seed", "prune", "widen")
 SEARCH_DOCS = {
     "search.lr": "{low, high, log}: the range learning rates are drawn from (log: true, the default, = log-uniform)",
     "search.trials": "learning rates tried per grid point (default 8; the first half at random, then TPE)",
@@ -144,6 +145,8 @@ SEARCH_DOCS = {
     "(the same with recalibrated BatchNorm; need train.recalibrate_bn: true), at the last epoch",
     "search.seed": "the seed the trials run at (default 0; pick one outside seeds: so the re-runs are fresh)",
     "search.prune": "stop a trial below the median of earlier trials from epoch 2 (default true)",
+    "search.widen": "times a search whose best lr sits at an edge of its range reaches a decade past that edge, "
+    "with half as many trials again (default 2; 0: never)",
 }
 SEARCH_LR_KEYS = ("low", "high", "log")
 TOP_LEVEL_KEYS = ("name", "seeds", "base", "grid", "variants", "search")
@@ -359,6 +362,7 @@ def _parse_search(raw: Any) -> SearchConfig:
         metric=_checked("search.metric", one_of(*SEARCH_METRICS), raw.get("metric", "val_acc")),
         seed=_checked("search.seed", non_negative_int, raw.get("seed", 0)),
         prune=_checked("search.prune", boolean, raw.get("prune", True)),
+        widen=_checked("search.widen", non_negative_int, raw.get("widen", 2)),
     )
 
 

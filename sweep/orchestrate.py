@@ -25,6 +25,7 @@ from sweep.store.queue import INFO
 from sweep.store.secrets import redact, secrets_of
 
 PHASES = 3  # grid and searches; then the tuned runs; a third pass only if a search finished late
+# (and one pass more for each widening a search may take: search.widen)
 
 
 def _out(text: str) -> None:
@@ -134,14 +135,17 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
         preflight.check(points)  # a broken reference stops here, before anything is queued
     store, added = _queue(grid, target, runs, groups, console)
     code, planned, trained, rounds = EXIT_OK, list(runs), 0, 0
-    for phase in range(PHASES):
+    for phase in range(PHASES + (grid.search.widen if grid.search else 0)):
+        widened = store.widen_searches(groups)
+        for line in widened:
+            console.say(f"{grid.name}: {line}")
         planned = runs + store.enqueue_tuned(groups, grid.seeds)
         if phase == 0:
             _warn_foreign(store, planned, console)
         todo = store.pending(planned)
         if not todo or code:
             break
-        _announce(store, phase, len(planned), todo, added, console, searched=bool(groups))
+        _announce(store, phase, len(planned), todo, added, console, searched=bool(groups), widened=bool(widened))
         code, done = _train(store, options, todo, results, console)
         trained, rounds = trained + done, rounds + 1
     if not rounds:
@@ -173,6 +177,8 @@ def queue_sweep(grid: GridFile, options: Options = Options(), console: Console =
     runs, groups = plan(grid), search_groups(grid)
     _, target = locations(grid, options)
     store, added = _queue(grid, target, runs, groups, console, here=False)  # workers elsewhere: their backend
+    for line in store.widen_searches(groups):
+        console.say(f"{grid.name}: {line}")
     planned = runs + store.enqueue_tuned(groups, grid.seeds)
     _warn_foreign(store, planned, console)
     return Queued(store, len(planned), added, len(store.pending(planned)), bool(groups))
@@ -207,7 +213,14 @@ def train_runs(store: Store, runs: list[RunSpec], options: Options, results: Pat
 
 
 def _announce(
-    store: Store, phase: int, planned: int, todo: list[RunSpec], added: int, console: Console, searched: bool
+    store: Store,
+    phase: int,
+    planned: int,
+    todo: list[RunSpec],
+    added: int,
+    console: Console,
+    searched: bool,
+    widened: bool = False,
 ) -> None:
     if phase == 0:
         searching = len(store.search_slots())
@@ -216,6 +229,8 @@ def _announce(
             f"{store.name}: {planned} runs{extra}; {len(todo)} to train ({_epochs(todo)} epochs; "
             f"{added} newly queued). Store: {store.shown}"
         )
+    elif widened:
+        console.say(f"{store.name}: training the widened searches' trials and the tuned runs ready: {len(todo)} run(s)")
     elif searched:
         console.say(
             f"{store.name}: learning-rate searches finished; training their best lr at every seed: {len(todo)} run(s)"
@@ -391,6 +406,7 @@ def status(grid: GridFile, options: Options = Options(), console: Console = Cons
     else:
         store = open_store(target, grid.name, create=False)
         runs = runs + [spec for specs in store.tuned_runs(groups, grid.seeds).values() for spec in specs]
+        slots = len(store.search_slots())  # widened searches have more than the grid's trials
         counts = store.counts([s.run_id for s in runs] + list(store.search_slots()))
     searched = f" + {slots} learning-rate search trials" if slots else ""
     console.say(f"{grid.name}: {len(runs)} runs{searched}: {counts_text(counts)}")

@@ -9,9 +9,9 @@ Reads what `sweep.analysis.load` returns; no TensorFlow. The question:
 - Each point reads val_acc_recal where every record of its tuned and fixed-lr runs has
   it (`scaling.metric_of`), else val_acc, and says which: raw val_acc of a large batch
   lags behind its weights (BatchNorm's moving statistics).
-- A search whose best lr is its lowest (highest) trial, within EDGE_FACTOR of the low
-  (high) end of the range it drew from, may have its optimum outside that range: the
-  point says so (the range is in runs.csv's search_lr_low / search_lr_high).
+- A search whose best lr is still at an edge of its range (`sweep.lr_range`) after the
+  widenings `search.widen` allows may have its optimum outside it: the point says so
+  (the range, widened, is in runs.csv's search_lr_low / search_lr_high).
 
 The gradient noise scale, and what it predicts about steps to a target, is read by
 `sweep.critical`.
@@ -26,12 +26,11 @@ from typing import Any
 import pandas as pd
 
 from sweep import analysis as an
-from sweep import scaling, vocab
+from sweep import lr_range, scaling, vocab
 from sweep.estimates import Estimate, estimate, fmt_estimate
 from sweep.selection import fmt_value, matches
 
 SMALL_BATCH = 32  # the post's advice, "batch_size 32 or less" (claim C8 and the tuned comparison)
-EDGE_FACTOR = 1.5  # a best lr this close to an end of the searched range is "at the edge"
 
 
 @dataclass(frozen=True)
@@ -53,15 +52,15 @@ class TunedPoint:
     lr_range: tuple[float, float] | None = None  # search.lr's low and high; None where runs.csv does not say
 
     def edge(self) -> str:
-        """The flag "at the edge of the range [low, high]: widen it" when the best lr is the lowest or highest
-        trial and within EDGE_FACTOR of that end of the range; "" otherwise (or where the range is not known)."""
-        lrs = [lr for lr, _, _ in self.trials if math.isfinite(lr)]
-        if self.lr_range is None or not lrs:
+        """The flag "at the edge of the range [low, high]: widen search.lr ..." when the best lr is at an edge
+        of the range the search ended with (`lr_range.edge_side`); "" otherwise (or where it is not known)."""
+        if self.lr_range is None:
             return ""
         low, high = self.lr_range
-        at_low = self.best_lr <= min(lrs) and self.best_lr <= low * EDGE_FACTOR
-        at_high = self.best_lr >= max(lrs) and self.best_lr >= high / EDGE_FACTOR
-        return f"at the edge of the range [{low:.3g}, {high:.3g}]: widen it" if at_low or at_high else ""
+        side = lr_range.edge_side(self.best_lr, (lr for lr, _, _ in self.trials if math.isfinite(lr)), low, high)
+        if not side:
+            return ""
+        return f"at the edge of the range [{low:.3g}, {high:.3g}]: widen search.lr or raise search.widen"
 
 
 @dataclass(frozen=True)

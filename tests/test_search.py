@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import optuna
@@ -51,7 +52,8 @@ def test_search_block_is_read_with_defaults(tmp_path: Path) -> None:
         ("{lr: {low: 0, high: 0.1}}", "grid.yaml: search.lr.low: must be a number in (0, inf), got 0"),
         (
             "{lr: {low: 1e-4, high: 0.1}, trails: 8}",
-            "grid.yaml: search.trails: unknown key; did you mean 'trials'? valid keys: lr, trials, metric, seed, prune",
+            "grid.yaml: search.trails: unknown key; did you mean 'trials'? "
+            "valid keys: lr, trials, metric, seed, prune, widen",
         ),
         (
             "{lr: {low: 1e-4, high: 0.1}, metric: acc}",
@@ -186,6 +188,79 @@ def test_searches_enqueue_once_sample_in_range_and_pick_the_best(tmp_path: Path)
     mine = table[(table.role == vocab.SEARCH) & (table.search_group == search.group_id)]
     assert sorted(mine["train.lr"]) == sorted(lrs + [last])  # each trial's row shows its own lr
     assert store.claim_next().spec.run_id == tuned[0].run_id  # the sweep's own queue comes first
+
+
+NARROW_GRID = SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]").replace(
+    "lr: {low: 1e-4, high: 1e-1}", "lr: {low: 1e-3, high: 1.2e-3}"
+)  # every lr drawn is within 1.5x of the high end: the best of an increasing curve sits at that edge
+
+
+def _finish_next(store: Store, value_of) -> float:
+    """Claim the next search slot, finish it with `value_of(its lr)`; return the lr."""
+    claim = store.start(store.claim_next())
+    lr = claim.spec.point.train.lr
+    store.finish(claim, vocab.DONE, value=value_of(lr))
+    return lr
+
+
+@pytest.mark.unit
+def test_a_search_whose_best_lr_sits_at_an_edge_widens_then_reruns_the_best_inside(tmp_path: Path) -> None:
+    """Best at the high edge: the range reaches a decade higher and 2 more trials (half of 4) are queued,
+    drawn from it; no tuned run is queued meanwhile. Best inside the wider range: no more widening,
+    the best lr is re-run, and runs.csv gives the widened range."""
+    from sweep.store.search import best_lr
+
+    grid, store = _grid(tmp_path, NARROW_GRID), _store(tmp_path)
+    groups = search_groups(grid)
+    search = store.register_searches(groups)[0]
+    peaked = lambda lr: -abs(math.log(lr / 3e-3))  # noqa: E731  (val_acc peaks above the grid's range)
+    first = [_finish_next(store, peaked) for _ in range(4)]
+    assert best_lr(search) == max(first)  # within the range the curve rises: its highest lr is best
+    assert store.widen_searches(groups) == [
+        f"{search.group_id}: best lr at the edge of [0.001, 0.0012]; 2 more trial(s) over [0.001, 0.012]"
+    ]
+    assert store.widen_searches(groups) == []  # unfinished again: nothing more until its new trials end
+    assert best_lr(search) is None and store.enqueue_tuned(groups, grid.seeds) == []
+    second = [_finish_next(store, peaked) for _ in range(2)]
+    assert all(1e-3 <= lr <= 1.2e-2 for lr in second) and max(second) > 1.2e-3  # drawn from the wider range
+    best = max(first + second, key=peaked)
+    assert best > 1.2e-3  # the widening found a better lr
+    assert store.widen_searches(groups) == [] and best_lr(search) == best
+    assert [r.point.train.lr for r in store.enqueue_tuned(groups, grid.seeds)] == [best, best]
+    table = store.runs_table()
+    searched = table[table.search_group == search.group_id]
+    assert len(searched) == 8 and searched[vocab.SEARCH_LR_HIGH].tolist() == pytest.approx([1.2e-2] * 8)
+
+
+@pytest.mark.unit
+def test_plan_says_what_a_search_runs_and_how_it_may_widen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_grid(tmp_path, SEARCH_GRID)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["plan", "grid.yaml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].endswith("each point's best lr is re-run at every seed: 8 search trials + 4 tuned runs")
+    assert lines[-1] == (
+        "a search whose best lr sits at an edge of its range reaches a decade past it with 2 more trials, "
+        "at most 2 time(s) (search.widen)"
+    )
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("widen, ranges", [(0, 1), (1, 2)])
+def test_a_search_widens_at_most_search_widen_times(tmp_path: Path, widen: int, ranges: int) -> None:
+    from sweep.store.search import best_lr
+
+    grid = _grid(tmp_path, NARROW_GRID.replace("seed: 7", f"seed: 7\n      widen: {widen}"))
+    assert grid.search is not None and grid.search.widen == widen
+    store = _store(tmp_path)
+    groups = search_groups(grid)
+    search = store.register_searches(groups)[0]
+    while store.pending([]) or store.widen_searches(groups):
+        _finish_next(store, lambda lr: lr)  # always best at the high edge
+    assert len(search.ranges()) == ranges and len(search.study.get_trials()) == 4 + 2 * (ranges - 1)
+    assert best_lr(search) == max(t.params["lr"] for t in search.study.get_trials())
 
 
 @pytest.mark.unit
@@ -333,7 +408,7 @@ def test_a_best_lr_at_the_edge_of_the_searched_range_is_flagged(
     from sweep.report.sections import tuning_section
 
     point = _point(best, lrs, (1e-4, 0.1))
-    words = "at the edge of the range [0.0001, 0.1]: widen it"
+    words = "at the edge of the range [0.0001, 0.1]: widen search.lr or raise search.widen"
     assert point.edge() == (words if flagged else "")
     assert _point(best, lrs, None).edge() == ""  # a range runs.csv does not record is not guessed
     doc = Doc()
@@ -396,6 +471,30 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(
     )
     again, lines = sweep_here(grid)
     assert again.exit_code == 0 and "all 4 runs of s are already finished; nothing to train." in lines.out
+
+
+@pytest.mark.integration
+def test_a_real_search_at_the_edge_of_its_range_widens_before_its_best_lr_is_rerun(tmp_path: Path) -> None:
+    """Real training: Adam's lrs of 1e-5..1.2e-5 barely move the weights, so val_loss falls with every
+    larger lr and the best trial is the highest, at the range's edge. The run widens the range a
+    decade, trains 2 more trials there, and re-runs the best of all 5 at every seed."""
+    text = (
+        SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]")
+        .replace("epochs: 2", "epochs: 1")
+        .replace("lr: {low: 1e-4, high: 1e-1}", "lr: {low: 1e-5, high: 1.2e-5}")
+        .replace("trials: 4", "trials: 3\n      metric: val_loss\n      widen: 1")
+    )
+    outcome, lines = sweep_here(write_grid(tmp_path, text))
+    assert outcome.exit_code == 0, lines.text
+    runs = pd.read_csv(tmp_path / "results" / "s" / vocab.RUNS_CSV)
+    search = runs[runs.role == vocab.SEARCH]
+    group = search[vocab.SEARCH_GROUP].iloc[0]
+    assert f"s: {group}: best lr at the edge of [1e-05, 1.2e-05]; 2 more trial(s) over [1e-05, 0.00012]" in lines.out
+    assert len(search) == 5 and search["train.lr"].max() > 1.2e-5  # the widened trials drew past the old edge
+    assert search[vocab.SEARCH_LR_HIGH].tolist() == pytest.approx([1.2e-4] * 5)
+    best = search.sort_values("final_val_loss", kind="stable")["train.lr"].iloc[0]
+    tuned = runs[runs.role == vocab.TUNED]
+    assert sorted(tuned.seed) == [0, 1] and (tuned["train.lr"] == best).all() and (tuned.status == vocab.DONE).all()
 
 
 @pytest.mark.integration

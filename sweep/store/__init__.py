@@ -126,6 +126,22 @@ class Store:
             search.enqueue_slots(self._searches[group.group_id], group.template)
         return [self._searches[g.group_id] for g in groups]
 
+    def widen_searches(self, groups: list[SearchGroup]) -> list[str]:
+        """Widen each finished search whose best lr sits at an edge of its range and queue its new
+        trial slots (`search.widen`); return one line per widened search."""
+        lines = []
+        for group in groups:
+            found = self._searches.get(group.group_id)
+            widened = search.widen(found) if found else None
+            if found and widened:
+                (low, high), (new_low, new_high) = widened
+                added = search.enqueue_slots(found, group.template)
+                lines.append(
+                    f"{group.group_id}: best lr at the edge of [{low:.3g}, {high:.3g}]; "
+                    f"{added} more trial(s) over [{new_low:.3g}, {new_high:.3g}]"
+                )
+        return lines
+
     def tuned_runs(self, groups: list[SearchGroup], seeds: tuple[int, ...]) -> dict[str, list[RunSpec]]:
         """group id -> its best lr's run at every seed, for each search that has finished (reads only)."""
         result = {}
@@ -257,4 +273,9 @@ class Store:
         return tables.export_csv(self.trials(), folder, self._search_settings())
 
     def _search_settings(self) -> dict[str, dict[str, Any]]:
-        return {group_id: found.settings for group_id, found in self._searches.items()}
+        """Each search's settings, with the range it ended with (widened, if it was)."""
+        settings = {}
+        for group_id, found in self._searches.items():
+            low, high = found.lr_range
+            settings[group_id] = {**found.settings, "lr_low": low, "lr_high": high}
+        return settings

@@ -10,6 +10,11 @@ end PRUNED. Its objective is the search's metric (``search.metric``, e.g. ``val_
 from each record (`queue.record_epoch` reports it, `endings.end_run` ends the trial with it). The
 best lr of a finished search is re-run at every seed in the sweep study, as runs with ``role`` =
 ``tuned``.
+
+A finished search whose best lr sits at an edge of its range (`sweep.lr_range`) is widened before
+its best lr is re-run: the range reaches a decade past that edge, kept on the search's study
+(``lr_ranges``, every range it drew from, the grid's first), and half as many trials again are
+queued, drawn by the same sampler from the wider range; at most ``search.widen`` times.
 """
 
 from __future__ import annotations
@@ -20,14 +25,15 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweep import vocab
+from sweep import lr_range, vocab
 from sweep.config import SEARCH_METRICS
 from sweep.plan import RunSpec, SearchGroup, at_lr, derive_seed
 from sweep.store import queue
 
 SEARCHES_ATTR = "lr_searches"  # on the sweep study: group id -> the search's settings, for every worker
-SETTINGS = ("lr_low", "lr_high", "lr_log", "trials", "metric", "seed", "prune")
+SETTINGS = ("lr_low", "lr_high", "lr_log", "trials", "metric", "seed", "prune", "widen")
 LR_PARAM = "lr"
+RANGES_ATTR = "lr_ranges"  # on a search's study: every range it drew from, the grid's first
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,18 @@ class Search:
             constant_liar=True,
             seed=derive_seed(s["seed"], "lr_search", self.group_id, trial.number),
         )
-        return trial.suggest_float(LR_PARAM, s["lr_low"], s["lr_high"], log=s["lr_log"])
+        low, high = self.lr_range
+        return trial.suggest_float(LR_PARAM, low, high, log=s["lr_log"])
+
+    def ranges(self) -> list[tuple[float, float]]:
+        """Every range this search drew from: the grid's, then each widening's."""
+        kept = self.study.user_attrs.get(RANGES_ATTR) or [(self.settings["lr_low"], self.settings["lr_high"])]
+        return [(float(lo), float(hi)) for lo, hi in kept]
+
+    @property
+    def lr_range(self) -> tuple[float, float]:
+        """The range trials are drawn from now: the last widening's, or the grid's."""
+        return self.ranges()[-1]
 
     def start(self, claim: queue.Claim) -> queue.Claim:
         """A claimed slot becomes a run: draw its lr, and keep the run's own spec on the trial."""
@@ -62,7 +79,9 @@ class Search:
         return replace(claim, spec=spec)
 
     def slot_ids(self) -> list[str]:
-        return [f"{self.group_id}-t{k}" for k in range(1, self.settings["trials"] + 1)]
+        trials = self.settings["trials"]
+        total = trials + (len(self.ranges()) - 1) * lr_range.extra_trials(trials)
+        return [f"{self.group_id}-t{k}" for k in range(1, total + 1)]
 
 
 def settings_of(group: SearchGroup) -> dict[str, Any]:
@@ -116,3 +135,21 @@ def best_lr(search: Search) -> float | None:
         return None
     pick = max if SEARCH_METRICS[search.settings["metric"]] == "maximize" else min  # as the study's direction
     return float(pick(complete, key=lambda t: (t.value, -t.number)).params[LR_PARAM])
+
+
+def widen(search: Search) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """Widen a finished search whose best lr sits at an edge of its range, if `widen` allows another:
+    record the wider range and return (old range, new range); the caller queues the new slots.
+    None when the search is unfinished, its best lr is inside the range, or its widenings are spent."""
+    best = best_lr(search)
+    ranges = search.ranges()
+    if best is None or len(ranges) > search.settings.get("widen", 0):
+        return None
+    drawn = [t.params[LR_PARAM] for t in search.study.get_trials(deepcopy=False) if LR_PARAM in t.params]
+    low, high = ranges[-1]
+    side = lr_range.edge_side(best, drawn, low, high)
+    if not side:
+        return None
+    new = lr_range.widened(low, high, side)
+    search.study.set_user_attr(RANGES_ATTR, [list(r) for r in (*ranges, new)])
+    return (low, high), new

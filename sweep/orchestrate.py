@@ -337,8 +337,7 @@ def _devices_note(slots: list[str | None]) -> str:
 
 
 def _warn_foreign(store: Store, runs: list[RunSpec], console: Console) -> None:
-    planned = {s.run_id for s in runs} | set(store.search_slots())
-    foreign = [r for r in store.current() if r not in planned]
+    foreign = store.unplanned(runs)
     if foreign:
         console.say(
             f"note: the store also holds {len(foreign)} run(s) not in this grid file "

@@ -42,6 +42,12 @@ class RunSpec:
         canonical = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:8]
 
+    @property
+    def settings_hash(self) -> str:
+        """The hash of its settings without the seed: the same for every seed of a grid point."""
+        canonical = json.dumps(self._point_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:8]
+
     def resolved(self) -> dict[str, Any]:
         """Everything that determines the run's numbers (not the sweep's name).
 

@@ -141,9 +141,22 @@ def test_until_decided_adds_seeds_only_where_a_check_is_undecided(tmp_path: Path
         row = next(line for line in report.splitlines() if line.startswith(f"| {claim} |"))
         assert "(sequential, decided by " in row or "undecided at the 5-seed cap" in row, row
 
+    lines.out.clear()
     again = until.run_until_decided(grid, options, max_seeds=5, console=console)  # resumable: nothing to train
     assert again.exit_code == 0 and again.trained == 0
     assert decisions.read(results)[0].equals(table)
+    assert not [line for line in lines.out if "not in this grid file" in line]  # its added seeds are its own
+
+
+@pytest.mark.unit
+def test_runs_at_an_added_seed_are_planned_and_runs_at_other_settings_are_not(tmp_path: Path) -> None:
+    grid = load_grid(write_grid(tmp_path, GRID.format(seeds="0, 1")))
+    store = Store.open(tmp_path / "j.log", "until")
+    runs = plan(grid)
+    added = until.Layout.of(grid, 3).new_runs((BASE,), 1)  # seed 2 of the first point, as a look adds it
+    other = plan(load_grid(write_grid(tmp_path, GRID.format(seeds="0").replace("epochs: 2", "epochs: 3"))))[0]
+    store.enqueue([*runs, *added, other])
+    assert store.unplanned(runs) == [other.run_id]
 
 
 def _wait_for_added_seed_running(journal: Path, seed: int, timeout: float = 600) -> optuna.trial.FrozenTrial:

@@ -252,6 +252,17 @@ class Store:
                 slots.setdefault(trial.user_attrs[vocab.RUN_ID], queue.spec_of(trial))
         return slots
 
+    def unplanned(self, runs: list[RunSpec]) -> list[str]:
+        """The runs this store holds at settings `runs` do not plan (an earlier version of the grid file?).
+        A planned point at another seed is planned: `run --until-decided` added it."""
+        planned = {s.run_id for s in runs} | set(self.search_slots())
+        points = {s.settings_hash for s in runs}
+        return [
+            run_id
+            for run_id, trial in self.current().items()
+            if run_id not in planned and queue.spec_of(trial).settings_hash not in points
+        ]
+
     def pending(self, runs: list[RunSpec]) -> list[RunSpec]:
         """The runs of `runs` and the search slots that are queued or running."""
         current = self.current()

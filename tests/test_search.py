@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pandas as pd
 import pytest
-from conftest import sweep_here, write_grid
+from conftest import REPO, sweep_here, write_grid
 
 from sweep import analysis, cli, tuning, vocab
 from sweep.config import ConfigError, load_grid
@@ -544,3 +545,24 @@ def test_runs_left_queued_in_a_grid_without_searches_are_not_called_tuned_runs(t
     orchestrate._announce(store, 1, 4, [], 0, console, searched=True)
     assert lines[0] == "g: 0 run(s) still queued after the workers stopped; training them now"
     assert "learning-rate searches finished" in lines[1] and "learning-rate" not in lines[0]
+
+
+@pytest.mark.integration
+def test_the_batch_size_advice_is_also_read_at_comparable_points_on_the_tuned_lr_reruns(tmp_path: Path) -> None:
+    """The committed lr search: tables/readings.csv reads C7 and C8 again on the re-runs of each batch size's
+    tuned lr, at every reading; at equal epochs (recalibrated) they are the numbers the verdicts read."""
+    from sweep import readings, report
+
+    report.build([REPO / "results" / "lr_search"], tmp_path)
+    rows = pd.read_csv(tmp_path / "tables" / "readings.csv")
+    claims = pd.read_csv(tmp_path / "tables" / "claims.csv").set_index("check")
+    tuned = rows[rows["lr"] == "tuned per batch size"]
+    assert set(tuned["claim"]) == {"C7", "C8"} and set(tuned["reading"]) == {r.name for r in readings.READINGS}
+    at_epochs = tuned[(tuned["reading"] == "equal epochs") & (tuned["batchnorm"] == "BatchNorm recalibrated")]
+    assert at_epochs["mean"].tolist() == pytest.approx(claims.loc[at_epochs["check"], "mean"].tolist())
+    fixed = rows[(rows["lr"] == "fixed") & rows["check"].isin(at_epochs["check"]) & (rows["reading"] == "equal epochs")]
+    assert len(fixed) == len(at_epochs) and not np.allclose(fixed["mean"], at_epochs["mean"])  # other runs
+    fit = tuned[(tuned["reading"] == "equal fit") & (tuned["batchnorm"] == "BatchNorm recalibrated")]
+    assert fit["n"].eq(3).all() and fit["mean"].notna().all()
+    md = (tmp_path / "report.md").read_text()
+    assert all(f"### {claim}, each batch size at its own tuned lr: " in md for claim in ("C7", "C8"))

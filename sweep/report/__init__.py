@@ -31,7 +31,7 @@ from sweep.plots import FigureFile
 from sweep.report import attribution, comparable, map_figure, map_section, maps, sections, seeds_figure, until_section
 from sweep.report import steps as scaling_report
 from sweep.report.background import background
-from sweep.report.basis import tuned_lr
+from sweep.report.basis import TUNED_FIRST, tuned_lr
 from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
 from sweep.report.findings import Claim, Finding, claims_table, verdict_text
@@ -71,7 +71,10 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         sensitivity = stuck_sensitivity(findings, results, health, decided_in)
         claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
         maps.table(condition_maps).to_csv(target / "tables" / "maps.csv", index=False)
-        reads = comparable.comparable(summary, healthy)
+        tuned_epochs = runs_health.without(results.tuned, health)
+        reads = comparable.comparable(summary, healthy) + comparable.comparable(
+            tuned, tuned_epochs, TUNED_FIRST, comparable.TUNED
+        )
         comparable.table(reads).to_csv(target / "tables" / "readings.csv", index=False)
         attributed, candidates = attribution.attribution(healthy), map_section.candidates(claims_summary)
         drawn = drawing.result()

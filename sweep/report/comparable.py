@@ -1,9 +1,11 @@
 """The batch-size claims at comparable points: each check at equal epochs, steps, fit and time, raw and
 with BatchNorm recalibrated, side by side (sweep/readings.py says how each point is found).
 
-The claim's own verdict is its equal-epochs, raw reading (the post's). The other readings run the same
+The claim's own verdict is read at equal epochs (`sweep.report.basis`). The other readings run the same
 check function on the run summary read elsewhere, so any difference between them comes from where the
-runs are read, not from a different test. Raw minus recalibrated is BatchNorm's lag.
+runs are read, not from a different test. Raw minus recalibrated is BatchNorm's lag. The batch-size
+advice (C7, C8) is also read on the re-runs of each batch size's own tuned lr (`lr` = TUNED), where a
+search exists: at a fixed lr a batch size is judged at another's best lr.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sweep.selection import choose_context
 
 CLAIMS_READ = ("C1", "C5", "C7", "C8")  # the claims that compare runs taking different numbers of steps
 RAW, RECALIBRATED = "raw", "BatchNorm recalibrated"
+FIXED, TUNED = "fixed", "tuned per batch size"  # the lr the runs read were trained at
 
 
 @dataclass(frozen=True)
@@ -33,12 +36,16 @@ class Read:
     batchnorm: str  # RAW | RECALIBRATED
     finding: Finding | None
     points: str  # where the runs were read, in words
+    lr: str = FIXED  # FIXED | TUNED
 
 
-def comparable(summary: pd.DataFrame, epochs: pd.DataFrame) -> list[Read]:
-    """Every claim of CLAIMS_READ at every reading, raw and (where measured) recalibrated."""
+def comparable(
+    summary: pd.DataFrame, epochs: pd.DataFrame, claim_ids: tuple[str, ...] = CLAIMS_READ, lr: str = FIXED
+) -> list[Read]:
+    """Every claim of `claim_ids` at every reading, raw and (where measured) recalibrated; `lr` names the
+    lr the runs were trained at (TUNED: `summary` is `basis.tuned_lr`'s, `epochs` the tuned re-runs')."""
     found: list[Read] = []
-    for claim in map(by_id, CLAIMS_READ):
+    for claim in map(by_id, claim_ids):
         if claim.evaluate(summary) is None:  # these runs cannot test it at all: nothing to re-read
             continue
         for reading in readings.READINGS:
@@ -52,7 +59,8 @@ def comparable(summary: pd.DataFrame, epochs: pd.DataFrame) -> list[Read]:
                     finding = relabelled(finding)
                 if finding is not None and all(c.estimate.n == 0 for c in finding.checks):
                     finding = None  # no run has a record at the point
-                found.append(Read(claim, reading, batchnorm, finding, _points(_used(claim, rows), finding, reading)))
+                where = _points(_used(claim, rows), finding, reading)
+                found.append(Read(claim, reading, batchnorm, finding, where, lr))
     return found
 
 
@@ -88,11 +96,12 @@ def _point_words(reading: readings.Reading, points: pd.Series) -> str:
 
 
 def table(found: list[Read]) -> pd.DataFrame:
-    """tables/readings.csv: one row per (claim, reading, batchnorm, check)."""
+    """tables/readings.csv: one row per (claim, lr, reading, batchnorm, check)."""
     rows: list[dict[str, Any]] = []
     for read in found:
         head = {
             "claim": read.claim.id,
+            "lr": read.lr,
             "reading": read.reading.name,
             "batchnorm": read.batchnorm,
             "read_at": read.points,
@@ -110,7 +119,8 @@ def table(found: list[Read]) -> pd.DataFrame:
 
 
 def lag_sentence(found: list[Read], claim_id: str, reading: readings.Reading) -> str | None:
-    """Per check of one claim at one reading: raw mean, recalibrated mean, and their difference (the lag)."""
+    """Per check of one claim at one reading: raw mean, recalibrated mean, and their difference (the lag).
+    `found`: the reads at one lr."""
     pair = {r.batchnorm: r.finding for r in found if r.claim.id == claim_id and r.reading == reading}
     raw, recal = pair.get(RAW), pair.get(RECALIBRATED)
     if raw is None or recal is None:

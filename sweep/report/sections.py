@@ -96,7 +96,8 @@ def document(
     until_section.section(doc, until)
     map_section.maps_section(doc, where.maps, where.figures)
     map_section.reproduction_section(doc, where.candidates)
-    comparable_section(doc, reads or [])
+    fixed = [r for r in reads or [] if r.lr == comparable.FIXED]
+    comparable_section(doc, fixed, [r for r in reads or [] if r.lr == comparable.TUNED])
     attribution_section(doc, att)
     tuning_section(doc, tuning.tuning(results))
     curves = scaling.read(results) if curves is None else curves
@@ -294,9 +295,9 @@ def claim_section(doc: Doc, claim: Claim, finding: Finding | None) -> None:
 # --- the batch-size claims at comparable points
 
 
-def comparable_section(doc: Doc, reads: list[comparable.Read]) -> None:
+def comparable_section(doc: Doc, reads: list[comparable.Read], tuned: Sequence[comparable.Read] = ()) -> None:
     doc.h(2, "Batch sizes compared at comparable points")
-    if not reads:
+    if not reads and not tuned:
         doc.p("These results have no runs for the batch-size claims.")
         return
     doc.p(
@@ -306,15 +307,27 @@ def comparable_section(doc: Doc, reads: list[comparable.Read]) -> None:
         + ". Steps, fit and time are interpolated between a run's records; fit is the "
         f"{readings.FIT_WORDS}. 'BatchNorm recalibrated' swaps the inference-mode numbers for those with "
         "BatchNorm's statistics recomputed for the current weights (train.recalibrate_bn); raw minus "
-        "recalibrated is BatchNorm's lag. The claim's verdict above is the equal-epochs raw reading; "
+        "recalibrated is BatchNorm's lag. The claim's verdict above is read at equal epochs; "
         "these rows use the same thresholds and uncorrected 95% intervals, for comparison."
     )
+    _comparable_tables(doc, reads, "")
+    if tuned:
+        doc.p(
+            "The batch-size advice again, with each batch size at its own tuned lr (the search's best, re-run at "
+            "every seed), as C7 and C8 are decided above: at a fixed lr a batch size is judged at another's best "
+            "lr. Steps to a target at the tuned lr are in 'Steps to target'."
+        )
+        _comparable_tables(doc, list(tuned), ", each batch size at its own tuned lr")
+
+
+def _comparable_tables(doc: Doc, reads: list[comparable.Read], at: str) -> None:
+    """One table per claim of `reads` (all at one lr), with BatchNorm's lag and whether the readings agree."""
     for claim_id in comparable.CLAIMS_READ:
         rows = comparable.rows_for(reads, claim_id)
         if not rows:
             continue
         first = next(r for r in reads if r.claim.id == claim_id)
-        doc.h(3, f"{claim_id}: {first.claim.test}")
+        doc.h(3, f"{claim_id}{at}: {first.claim.test}")
         doc.table(("reading", "BatchNorm", "read at", "verdict: each check's mean [95% CI] (n) and outcome"), rows)
         for reading in (readings.EPOCHS, readings.STEPS):
             lag = comparable.lag_sentence(reads, claim_id, reading)

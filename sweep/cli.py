@@ -298,7 +298,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for spec in runs:
         print(f"{spec.run_id:<{width}}  " + " ".join(f"{k}={v}" for k, v in spec.varying))
     points = len(runs) // len(grid.seeds)
-    print(f"{len(runs)} runs ({points} points x {len(grid.seeds)} seeds), {_budget_text(runs)}")
+    seeds = f"{len(grid.seeds)} seed{'' if len(grid.seeds) == 1 else 's'}"  # not selection's: it loads pandas
+    print(f"{len(runs)} runs ({points} points x {seeds}), {_budget_text(runs)}")
     if grid.search:
         search = grid.search
         space = f"{search.lr_low:g} to {search.lr_high:g}{', log scale' if search.lr_log else ''}"
@@ -416,14 +417,14 @@ def cmd_report(args: argparse.Namespace) -> int:
             )
     out = args.out if args.out is not None else args.folders[0]
     key = stamp.key(args.folders, out, args.svg)
-    verdicts = stamp.unchanged(out, key)  # nothing changed since the last report: keep it
-    if verdicts is None:
+    summary = stamp.unchanged(out, key)  # nothing changed since the last report: keep it
+    if summary is None:
         from sweep import report
 
         stamp.forget(out)
-        verdicts = report.build(args.folders, out, svg=args.svg).verdicts
-        stamp.write(out, key, verdicts)
-    for claim_id, verdict in verdicts:
-        print(f"{claim_id}: {verdict}")
-    print(f"report: {out / 'report.md'} and {out / 'report.html'}")
+        summary = report.build(args.folders, out, svg=args.svg).summary
+        stamp.write(out, key, summary)
+    for line in summary:
+        print(line)
+    print(f"report: {out / 'report.html'} (and report.md beside it)")
     return EXIT_OK

@@ -381,7 +381,9 @@ def write_report(results: Path, console: Console) -> tuple[Path, Path] | None:
             f"warning: report not written ({type(err).__name__}: {err}); retry with `python -m sweep report {results}`"
         )
         return None
-    console.say(f"report: {written.markdown} and {written.html}")
+    for line in written.summary:
+        console.say(line)
+    console.say(f"report: {written.html} (and report.md beside it)")
     return written.markdown, written.html
 
 

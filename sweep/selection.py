@@ -55,7 +55,7 @@ class Selection:
             values = filled[c].dropna().unique()
             if len(values) == 1 and (c in NAMED or not _is_key_default(c, values[0])):
                 named.append(f"{c.rsplit('.', 1)[-1]}={fmt_value(values[0])}")
-        return f"{', '.join(named) or 'the defaults'}; {self.rows[vocab.SEED].nunique()} seeds"
+        return f"{', '.join(named) or 'the defaults'}; {seed_count(self.rows[vocab.SEED].nunique())}"
 
     def values_of(self, key: str) -> str:
         """The distinct values of one setting in these rows (empty cells read as its default), "0.001, 0.01"."""
@@ -67,10 +67,15 @@ class Selection:
     def describe(self) -> str:
         fixed = ", ".join(f"{k}={fmt_value(v)}" for k, v in self.context.items() if not pd.isna(v))
         fixed = fixed or "the only candidate"
-        seeds = self.rows[vocab.SEED].nunique()
+        seeds = seed_count(self.rows[vocab.SEED].nunique())
         values = ", ".join(fmt_value(v) for v in sorted_values(self.rows[self.axis]))
         chosen = f"chosen from {self.candidates} candidate groups: " if self.candidates > 1 else ""
-        return f"{self.axis} in {{{values}}}, {seeds} seeds; {chosen}{fixed}"
+        return f"{self.axis} in {{{values}}}, {seeds}; {chosen}{fixed}"
+
+
+def seed_count(n: int) -> str:
+    """ "1 seed", "3 seeds"."""
+    return f"{n} seed{'' if n == 1 else 's'}"
 
 
 OPTIMIZER, LR = "train.optimizer", "train.lr"

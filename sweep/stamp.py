@@ -4,7 +4,8 @@ Rebuilding a report re-runs every claim's checks at every reading, seconds of pa
 `report` after a `run` that added nothing asks for exactly the report already on disk. The stamp
 (`<out>/.report-stamp.json`) records a key (the results folders' input files, the command's
 arguments, this package's source, the report's provenance rows) and a hash of every file the
-report wrote. When both still match, the command prints the recorded verdicts and writes nothing.
+report wrote. When both still match, the command prints the recorded summary (the verdicts in words)
+and writes nothing.
 Anything else (a changed epochs.csv, an edited module, a deleted figure, a hand-edited report.md)
 rebuilds. Only the command line uses it: `sweep.report.build` always builds.
 """
@@ -31,8 +32,8 @@ def key(folders: Sequence[Path], out: Path, svg: bool) -> dict[str, Any]:
     return {"inputs": inputs, "out": str(out), "svg": svg, "code": _code(), "provenance": provenance.rows()}
 
 
-def unchanged(out: Path, current: dict[str, Any]) -> list[tuple[str, str]] | None:
-    """The recorded verdicts if the stamp's key is `current` and every file it lists is as written; else None."""
+def unchanged(out: Path, current: dict[str, Any]) -> list[str] | None:
+    """The recorded summary if the stamp's key is `current` and every file it lists is as written; else None."""
     try:
         stamp = json.loads((out / STAMP).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -41,10 +42,8 @@ def unchanged(out: Path, current: dict[str, Any]) -> list[tuple[str, str]] | Non
         return None
     if stamp.get("outputs") != _outputs(out):
         return None
-    try:
-        return [(str(claim), str(verdict)) for claim, verdict in stamp["verdicts"]]
-    except (KeyError, TypeError, ValueError):
-        return None
+    summary = stamp.get("summary")
+    return [str(line) for line in summary] if isinstance(summary, list) else None
 
 
 def forget(out: Path) -> None:
@@ -52,8 +51,8 @@ def forget(out: Path) -> None:
     (out / STAMP).unlink(missing_ok=True)
 
 
-def write(out: Path, current: dict[str, Any], verdicts: Sequence[tuple[str, str]]) -> None:
-    stamp = {"key": current, "outputs": _outputs(out), "verdicts": [list(v) for v in verdicts]}
+def write(out: Path, current: dict[str, Any], summary: Sequence[str]) -> None:
+    stamp = {"key": current, "outputs": _outputs(out), "summary": list(summary)}
     (out / STAMP).write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 

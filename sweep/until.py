@@ -41,6 +41,7 @@ from sweep.orchestrate import (
     write_report,
 )
 from sweep.plan import RunSpec, plan
+from sweep.selection import seed_count
 from sweep.sequential import Plan, Status, decide
 from sweep.store import status_of
 
@@ -271,7 +272,7 @@ def _progress(layout: Layout, now: Look, adding: int) -> str:
         undecided = sum(not s.decided for s in now.statuses)
         tail = f"{undecided} undecided at the {plan_.cap}-seed cap" if undecided else "every check decided"
         return f"{head}: {tail}; done"
-    listed = ", ".join(f"{claim} {s.label} ({s.n} seeds)" for claim, s in opened)
+    listed = ", ".join(f"{claim} {s.label} ({seed_count(s.n)})" for claim, s in opened)
     return (
         f"{head}: {len(opened)} check(s) open: {listed}; training {adding} more run(s) at {len(now.grow)} "
         f"point(s) ({plan_.looks[k + 1]} seeds)"

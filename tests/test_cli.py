@@ -44,7 +44,7 @@ def test_run_status_and_rerun(tmp_path: Path, capsys: pytest.CaptureFixture, mon
     assert again.exit_code == 0 and again.trained == 0
     assert "all 4 runs of tiny are already finished; nothing to train." in lines.out
     assert again.report_md.is_file() and again.report_html.is_file()  # run ends with the report
-    assert f"report: {again.report_md} and {again.report_html}" in lines.out
+    assert f"report: {again.report_html} (and report.md beside it)" in lines.out
     backend = optuna.storages.journal.JournalFileBackend(str(first.runs_csv.parent / vocab.JOURNAL_FILE))
     assert len(optuna.load_study(study_name="tiny", storage=optuna.storages.JournalStorage(backend)).trials) == 4
 

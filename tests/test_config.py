@@ -321,7 +321,7 @@ def test_plan_accepts_a_grid_with_keys_inert_at_some_points(tmp_path: Path, caps
         tmp_path, "name: x\nbase: {train: {reference_batch_size: 8}}\ngrid: {train.lr_scaling: [none, linear, sqrt]}\n"
     )
     assert cli.main(["plan", str(path)]) == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("3 runs (3 points x 1 seeds)")
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("3 runs (3 points x 1 seed)")
 
 
 # --- image sizes the model can use

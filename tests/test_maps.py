@@ -282,7 +282,7 @@ def test_the_report_maps_c1_over_the_fixtures_control_arms(controls_report: Writ
     assert (out / "figures" / "map-C1.png").stat().st_size > 0
     verdict_row = next(line for line in md.splitlines() if line.startswith("| C1 |"))
     assert "Over 4 settings of" in verdict_row and "; at optimizer=" in verdict_row
-    assert md.index("## The answer in short") < md.index("## Verdicts")
+    assert md.index("## The answer in full") < md.index("## Verdicts in full")
 
 
 @pytest.mark.unit

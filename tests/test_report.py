@@ -36,7 +36,10 @@ def cli_report(*args: str | Path) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def combined(fixtures_report: Built) -> Path:
     """The combined report of the three fixtures (conftest builds it once per session)."""
-    assert fixtures_report.stdout.splitlines()[0].startswith("C1: undecided at 3 seeds, after Holm correction; ")
+    first = (
+        "C1 (batch 64: train_acc far above val_acc at epoch 2; batch 8: both close): undecided at 3 seeds, after Holm"
+    )
+    assert fixtures_report.stdout.splitlines()[0].startswith(first)
     return fixtures_report.out
 
 
@@ -188,9 +191,9 @@ def test_figures_are_redrawn_only_when_their_data_changes(tmp_path: Path) -> Non
     epochs.to_csv(folders[0] / "epochs.csv", index=False)
     assert cli_report(*folders, "--out", out)[0] == 0
     redrawn = {p.name for p in pngs if p.stat().st_mtime_ns != first[p.name]}
-    # the seeds-to-decide figure reads every folder's checks, fx_bs's among them
+    # the seeds-to-decide figure reads every folder's checks, fx_bs's among them; the post's picture, C1's runs
     assert redrawn - {"claims-seeds_to_decide.png"} == {
-        n for n in first if n.startswith(("fx_bs-", "steps_to_target-fx_bs"))
+        n for n in first if n.startswith(("fx_bs-", "steps_to_target-fx_bs", "the_post_picture"))
     }
     code, _, stderr = cli_report(*folders, "--out", out, "--svg")
     assert code == 0, stderr
@@ -262,6 +265,7 @@ def test_report_files(combined: Path) -> None:
         "fx_causes-toggles.png",
         "fx_gpus-gpus_curves.png",
         "steps_to_target-fx_bs_fixed_0_001.png",
+        "the_post_picture.png",
     ]
     assert not list((combined / "figures").glob("*.svg"))  # SVG on request only (--svg)
     md = (combined / "report.md").read_text()
@@ -277,8 +281,11 @@ def test_report_files(combined: Path) -> None:
 def test_html_is_self_contained(combined: Path) -> None:
     page = (combined / "report.html").read_text()
     assert "<script" not in page and "<link" not in page
-    sources = re.findall(r'(?:src|href)="([^"]*)"', page)
+    sources = re.findall(r'src="([^"]*)"', page)
     assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
+    links = re.findall(r'href="([^"]*)"', page)  # the contents and the verdict table: within the page only
+    ids = set(re.findall(r' id="([^"]+)"', page))
+    assert links and all(link.startswith("#") and link[1:] in ids for link in links)
 
 
 IMAGE_PROBE = """<script>
@@ -328,6 +335,64 @@ def test_html_renders_in_headless_chromium(combined: Path, tmp_path: Path) -> No
     assert "<h1>Batch-size claims report</h1>" in done.stdout
 
 
+FIRST_SCREEN_PROBE = """<script>
+window.addEventListener('load', () => {
+  const inside = (el) => { const r = el.getBoundingClientRect(); return r.height > 0 && r.bottom <= innerHeight; };
+  const rows = [...document.querySelectorAll('.row table tr')];
+  const figure = document.querySelector('.row img');
+  const probe = document.createElement('div');
+  probe.id = 'probe';
+  probe.dataset.viewport = innerWidth + 'x' + innerHeight;
+  probe.dataset.rows = rows.length;
+  probe.dataset.rowsInside = rows.filter(inside).length;
+  probe.dataset.figureInside = figure ? inside(figure) : 'none';
+  probe.dataset.contents = document.querySelectorAll('nav.contents a').length;
+  probe.dataset.folded = document.querySelectorAll('details:not([open])').length;
+  document.body.appendChild(probe);
+});
+</script>"""
+
+
+@pytest.mark.system  # a browser in a subprocess
+def test_the_committed_reference_report_shows_its_verdicts_and_main_figure_on_the_first_screen(
+    tmp_path: Path,
+) -> None:
+    """results/reference/report.html at 1400x900, as a reader opens it: every verdict row and the post's
+    picture lie inside the first viewport, and the sections after it are folded under a table of contents."""
+    services.require("chromium")
+    chromium = services.chromium_path()
+    assert chromium
+    page = tmp_path / "page.html"
+    reference = (REPO / "results" / "reference" / "report.html").read_text()
+    page.write_text(reference.replace("</body>", FIRST_SCREEN_PROBE + "</body>"))
+    done = subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1400,900",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    found = re.search(r'<div id="probe"([^>]*)>', done.stdout)
+    assert found, done.stderr[-2000:]
+    probe = dict(re.findall(r'data-([a-z-]+)="([^"]*)"', found.group(1)))
+    assert probe["viewport"].startswith("1400x")  # a 1400x900 window; its page area is smaller
+    claims = pd.read_csv(REPO / "results" / "reference" / "tables" / "claims.csv")
+    tested = claims[claims["verdict"] != "not tested"]["claim"].nunique()
+    assert int(probe["rows"]) == tested + 1  # the head and one row per tested claim
+    assert probe["rows-inside"] == probe["rows"] and probe["figure-inside"] == "true", probe
+    assert int(probe["contents"]) >= 10 and int(probe["folded"]) == int(probe["contents"])
+
+
 @pytest.mark.unit
 def test_cli_report_errors(tmp_path: Path) -> None:
     code, _, stderr = cli_report(tmp_path / "nowhere")
@@ -338,12 +403,39 @@ def test_cli_report_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.system  # a real sweep in a subprocess
+def test_the_smoke_run_ends_with_its_verdicts_in_words_and_its_report_says_only_what_one_seed_can(
+    tmp_path: Path,
+) -> None:
+    """`sweep run experiments/smoke.yaml`: the terminal ends with each tested claim's words, verdict, effect
+    and what it was read from, the untested claims in one line, why one seed decides nothing and what to
+    run, and the report's path; no warning reaches the terminal. The report has a row per tested claim only."""
+    done = run_cli("run", str(REPO / "experiments" / "smoke.yaml"), "--results", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    tail = done.stdout.splitlines()[-9:]
+    c1 = "C1 (batch 64: train_acc far above val_acc at epoch 2; batch 8: both close)"
+    assert tail[0] == f"{c1}: inconclusive: too few seeds with numbers"
+    assert re.fullmatch(
+        r"    gap at batch 64, epoch 2: \d\.\d{3} \(1 seed, no interval\); gap at batch 8, epoch 2: -?\d\.\d{3} "
+        r"\(1 seed, no interval\); adam, lr 0\.001; raw, as the post read it",
+        tail[1],
+    )
+    assert [line.split(" (")[0] for line in tail[0:6:2]] == ["C1", "C6", "C7"]
+    assert tail[6].startswith("Not tested by these results: C2, C3, C4, C5 (`experiments/causes.yaml` tests them)")
+    assert tail[7].startswith("With 1 seed per setting no check can be decided (C1, C6, C7): give the grid 3")
+    assert tail[8] == f"report: {Path('out/report.html')} (and report.md beside it)"
+    assert "Warning" not in done.stdout + done.stderr and "All-NaN" not in done.stderr
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert not re.search(r"\b1 seeds\b|family of 0|> 1000 \(range > 1000 to > 1000\)", md)
+    assert not re.search(r"^\| \[?C[2-5]\b", md, re.MULTILINE)  # no row for a claim the smoke grid does not test
+
+
+@pytest.mark.system  # a real sweep in a subprocess
 def test_run_ends_by_writing_the_report(tmp_path: Path) -> None:
     write_grid(tmp_path, TINY_GRID)
     done = run_cli("run", "grid.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     results = tmp_path / "results" / "tiny"
-    assert f"report: {Path('results/tiny/report.md')} and" in done.stdout
+    assert done.stdout.splitlines()[-1] == f"report: {Path('results/tiny/report.html')} (and report.md beside it)"
     md = (results / "report.md").read_text()
     assert "| runs | 2 (2 done) |" in md
     assert (results / "figures" / "tiny-accuracy_curves.png").is_file()

@@ -28,7 +28,18 @@ from sweep import analysis, plots, scaling, scaling_plots
 from sweep import health as runs_health
 from sweep.estimates import NOT_TESTED
 from sweep.plots import FigureFile
-from sweep.report import attribution, comparable, map_figure, map_section, maps, sections, seeds_figure, until_section
+from sweep.report import (
+    attribution,
+    comparable,
+    first_screen,
+    map_figure,
+    map_section,
+    maps,
+    post_figure,
+    sections,
+    seeds_figure,
+    until_section,
+)
 from sweep.report import steps as scaling_report
 from sweep.report.background import background
 from sweep.report.basis import TUNED_FIRST, tuned_lr
@@ -45,6 +56,7 @@ class Written:
     html: Path
     findings: list[tuple[Claim, Finding | None]]
     verdicts: list[tuple[str, str]]  # (claim id, its verdict as the report's table words it)
+    summary: list[str]  # the verdicts in words, for the terminal (`first_screen.terminal`)
 
 
 def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: bool = False) -> Written:
@@ -78,7 +90,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         comparable.table(reads).to_csv(target / "tables" / "readings.csv", index=False)
         attributed, candidates = attribution.attribution(healthy), map_section.candidates(claims_summary)
         drawn = drawing.result()
-    figures, curves, steps_figures, map_figures = drawn
+    figures, curves, steps_figures, map_figures, main_figure = drawn
     scaling_report.write_tables(curves, target)
     doc = sections.document(
         results,
@@ -92,12 +104,13 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         steps_figures,
         until,
         sections.Where(condition_maps, map_figures, candidates),
+        main_figure,
     )
     md, page = target / "report.md", target / "report.html"
     md.write_text(to_markdown(doc, target), encoding="utf-8")
     page.write_text(to_html(doc), encoding="utf-8")
     verdicts = [(c.id, sections.verdict(c, f, sequential.get(c.id))) for c, f in findings]
-    return Written(md, page, findings, verdicts)
+    return Written(md, page, findings, verdicts, first_screen.terminal(findings, dict(verdicts)))
 
 
 def _draw(
@@ -106,15 +119,16 @@ def _draw(
     condition_maps: list[maps.ConditionMap],
     target: Path,
     svg: bool,
-) -> tuple[list[FigureFile], list[scaling.CurveReading], list[FigureFile], dict[str, FigureFile]]:
+) -> tuple[list[FigureFile], list[scaling.CurveReading], list[FigureFile], dict[str, FigureFile], FigureFile | None]:
     """Every figure: the per-folder ones and seeds to decide; the steps to target (read here, returned
-    for the tables) and their figures; the condition maps."""
+    for the tables) and their figures; the condition maps; the first screen's picture of the post."""
     figures = plots.draw_all(results, target, svg=svg)
     seeds = seeds_figure.draw(findings, target, svg=svg)
     figures += [seeds] if seeds else []
     curves = scaling.read(results)
     steps_figures = scaling_plots.draw(curves, target, svg=svg)
-    return figures, curves, steps_figures, map_figure.draw(condition_maps, target, svg=svg)
+    main = post_figure.draw(results.epochs, findings, target, svg=svg)
+    return figures, curves, steps_figures, map_figure.draw(condition_maps, target, svg=svg), main
 
 
 def stuck_sensitivity(

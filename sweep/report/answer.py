@@ -66,7 +66,7 @@ def _closest(best: Candidate, tested: int) -> str:
     near = "comes within" if best.distance <= NEAR else "does not come within"
     which = "with the post's pattern closest to its numbers" if best.pattern else "closest to the post's numbers"
     return (
-        f"Of {tested} settings with batch 8 and 64, the one {which} ({best.label}) "
+        f"Of {tested} setting{'' if tested == 1 else 's'} with batch 8 and 64, the one {which} ({best.label}) "
         f"{near} {NEAR:g} of all four: its largest distance is {best.distance:.2f}, in {best.farthest()}."
     )
 

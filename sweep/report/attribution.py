@@ -28,7 +28,7 @@ from sweep.analysis import (
     setting_columns,
 )
 from sweep.estimates import Estimate, estimate, fmt_estimate
-from sweep.selection import at_post, fmt_value, is_default, matches, where
+from sweep.selection import at_post, fmt_value, is_default, matches, seed_count, where
 
 EXPERIMENTS = "experiments/controls.yaml"  # the sweep that runs every arm
 SMALL, LARGE = 8, 64  # C1's batch sizes
@@ -187,7 +187,7 @@ def _describe(group: pd.DataFrame) -> str:
     facts = ", ".join(
         f"{k}={fmt_value(group[k].iloc[0])}" for k in GROUP_FACTS if k in group and not pd.isna(group[k].iloc[0])
     )
-    return f"{len(group)} runs, {group[vocab.SEED].nunique()} seeds, batch {SMALL} and {LARGE}; {facts}"
+    return f"{len(group)} runs, {seed_count(group[vocab.SEED].nunique())}, batch {SMALL} and {LARGE}; {facts}"
 
 
 def _arm_of(row: pd.Series, off: list[str]) -> tuple[Mechanism, str] | None:

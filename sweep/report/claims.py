@@ -56,6 +56,7 @@ CLAIMS: tuple[Claim, ...] = (
         (FAR_GAP, CLOSE_GAP),
         check_gap_at_two_batch_sizes,
         reads=SYMPTOM,
+        brief="batch 64: train_acc far above val_acc at epoch 2; batch 8: both close",
     ),
     Claim(
         "C2",
@@ -67,6 +68,7 @@ CLAIMS: tuple[Claim, ...] = (
         (FAR_GAP, CAUSE_RAISES_GAP),
         check_cause_raises_gap,
         reads=SYMPTOM,
+        brief="class imbalance: high train_acc, low val_acc",
     ),
     Claim(
         "C3",
@@ -77,6 +79,7 @@ CLAIMS: tuple[Claim, ...] = (
         (FAR_GAP, CAUSE_RAISES_GAP),
         check_cause_raises_gap,
         reads=SYMPTOM,
+        brief="unshuffled data: high train_acc, low val_acc",
     ),
     Claim(
         "C4",
@@ -86,6 +89,7 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(CAUSES_GRID, ("data.preprocess_mismatch",), reference="none"),
         (VAL_DROP,),
         check_mismatch_lowers_val,
+        brief="train/val preprocessing mismatch lowers val_acc",
     ),
     Claim(
         "C5",
@@ -95,6 +99,7 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(CAUSES_GRID, ("model.width", "data.samples_per_class")),
         (),
         check_capacity_overfits,
+        brief="a model too large for the data overfits",
     ),
     Claim(
         "C6",
@@ -104,6 +109,7 @@ CLAIMS: tuple[Claim, ...] = (
         (SPEEDUP,),
         check_large_batch_faster,
         reads=TIME,
+        brief="large batches train faster",
     ),
     Claim(
         "C7",
@@ -112,6 +118,7 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)),
         (),
         check_large_batch_trains_small_generalises,
+        brief="large batches fit better, small ones generalise better",
     ),
     Claim(
         "C8",
@@ -121,6 +128,7 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)),
         (),
         check_small_batch_wins,
+        brief="keep batch_size <= 32",
     ),
     Claim(
         "C9",
@@ -132,6 +140,7 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(GPUS_GRID, (GPUS,), reference=1),
         (SAME_VAL,),
         check_replicas_learn_alike,
+        brief="G replicas learn like one device",
     ),
 )
 

@@ -42,9 +42,15 @@ def describe(findings: list[tuple[Claim, Finding | None]]) -> str:
         for claim, f in findings
         if f is not None and (n := sum(math.isfinite(c.p_value()[0]) for c in f.checks))
     ]
+    if not per_claim:
+        return (
+            "No check has a p-value (a check needs at least 2 seeds, or pairs, with numbers): nothing is decided "
+            "here, so there is no family for Holm's correction. Evidence rows, the comparable readings, the "
+            "condition maps, the attribution, the tuning and the noise scale are estimates and decide nothing."
+        )
     return (
         f"Holm's correction runs over a family of {family_size(findings)} checks, every deciding check of every "
-        f"claim tested here that has a p-value ({', '.join(per_claim) or 'none'}), with the sequential p-value "
+        f"claim tested here that has a p-value ({', '.join(per_claim)}), with the sequential p-value "
         "where a claim was continued with `run --until-decided`: one error budget for the whole report. Evidence "
         "rows, the comparable readings, the condition maps, the attribution, the tuning and the noise scale are "
         f"estimates and decide nothing. A check is decided when its Holm-adjusted p-value is below {ALPHA:.2f}: "

@@ -121,6 +121,7 @@ class Claim:
     thresholds: tuple[Threshold, ...]
     check: Callable[[Claim, pd.DataFrame], Finding | None]  # None: these runs cannot test it
     reads: str = GENERALISATION  # SYMPTOM | GENERALISATION | TIME: which numbers decide
+    brief: str = ""  # the claim in a few words, for the first screen's verdict table
 
     @property
     def experiments(self) -> str:
@@ -171,6 +172,8 @@ def fmt_p(check: Check) -> str:
 
 def outcome_text(check: Check) -> str:
     outcome = check.outcome()
+    if outcome is None and check.estimate.n < 2:  # no spread to plan from: the seeds needed are unknown
+        return "undecided (no interval from fewer than 2 seeds)"
     if outcome is None:
         return f"undecided (~{seeds_needed(check).words()} seeds)"
     return "holds" if outcome else "fails"

@@ -20,9 +20,10 @@ from sweep.health import IN_CLAIMS, did_not_train
 from sweep.plots import FigureFile
 from sweep.report import answer, comparable, family, map_section, until_section
 from sweep.report import attribution as attr
+from sweep.report import first_screen as first
 from sweep.report import steps as scaling_report
 from sweep.report.claims import CLAIMS, thresholds
-from sweep.report.document import TITLE, Doc
+from sweep.report.document import TITLE, Doc, Figure, Paragraph, Table
 from sweep.report.findings import FAR_GAP, Claim, Finding, fmt_p, outcome_text, verdict_text
 from sweep.report.maps import MAPPED, ConditionMap
 
@@ -58,41 +59,32 @@ def document(
     scaling_figures: list[FigureFile] | None = None,
     until: Sequence[until_section.Found] = (),
     where: Where | None = None,
+    main_figure: FigureFile | None = None,
 ) -> Doc:
-    """The report's blocks: header, verdicts, one section per claim, attribution, tuning, figures."""
+    """The report's blocks: the first screen (verdicts in short, the post's picture, what they mean), the
+    contents, then every section that supports them."""
     doc = Doc()
-    doc.h(1, TITLE)
     where = where or Where()
-    doc.h(2, "The answer in short")
-    doc.p(" ".join(answer.sentences(findings, where.maps, where.candidates)))
+    sequential = until_section.by_claim(until)
+    first_screen(doc, findings, sequential, where, main_figure)
+    doc.contents()
+    doc.h(2, "Where these numbers come from")
     doc.p(
-        "Does the blog post about Keras batch sizes hold? Each claim below is checked on the runs of this "
-        "sweep, with 95% Student-t intervals over seeds. Reproduce with `python -m sweep report "
+        "Does the blog post about Keras batch sizes hold? Each claim is checked on the runs of this sweep, with 95% "
+        "Student-t intervals over seeds. Reproduce with `python -m sweep report "
         + " ".join(str(f) for f in results.folders)
         + "`."
     )
     doc.table(("recorded", "value"), header(results))
-    doc.h(2, "Verdicts")
-    mapped = {m.claim.id: m for m in where.maps}
-    sequential = until_section.by_claim(until)
-    doc.table(
-        ("claim", "the post", "estimate [95% CI] (n)", "verdict", "read from, and where"),
-        [
-            (
-                c.id,
-                c.quote,
-                "; ".join(f"{k.label}: {fmt_estimate(k.estimate)}" for k in f.checks) if f else "",
-                verdict_where(c, f, mapped.get(c.id), sequential.get(c.id)),
-                domain(f),
-            )
-            for c, f in findings
-        ],
-    )
+    doc.h(2, "The answer in full")
+    doc.bullets(answer.sentences(findings, where.maps, where.candidates))
+    verdicts_section(doc, findings, where, sequential)
     health_section(doc, health if health is not None else pd.DataFrame(), sensitivity)
     statistics_section(doc)
     doc.p(family.describe(findings))
     for claim, finding in findings:
-        claim_section(doc, claim, finding)
+        if finding is not None:
+            claim_section(doc, claim, finding)
     until_section.section(doc, until)
     map_section.maps_section(doc, where.maps, where.figures)
     map_section.reproduction_section(doc, where.candidates)
@@ -116,6 +108,54 @@ def document(
         "`tables/steps_to_target.csv` and `tables/scaling_fit.csv` (the steps-to-target readings and fits)."
     )
     return doc
+
+
+def first_screen(
+    doc: Doc,
+    findings: list[tuple[Claim, Finding | None]],
+    sequential: dict[str, pd.DataFrame],
+    where: Where,
+    main_figure: FigureFile | None,
+) -> None:
+    """The title, each tested claim's verdict in short beside the post's picture, and what it means."""
+    doc.h(1, TITLE)
+    verdicts = {c.id: verdict(c, f, sequential.get(c.id)) for c, f in findings}
+    rows = first.rows(findings, verdicts)
+    table = Table(first.HEAD, tuple(rows)) if rows else Paragraph("These results test none of the post's claims.")
+    if main_figure is not None:
+        doc.row(table, Figure(main_figure))
+    else:
+        doc.blocks.append(table)
+    untested = first.untested(findings)
+    if untested:
+        doc.p(untested)
+    doc.bullets(first.bullets(findings, where.maps))
+
+
+def verdicts_section(
+    doc: Doc, findings: list[tuple[Claim, Finding | None]], where: Where, sequential: dict[str, pd.DataFrame]
+) -> None:
+    """Every tested claim: the post's words, each check's estimate, the verdict with where it was mapped, and
+    what it was read from in full."""
+    doc.h(2, "Verdicts in full")
+    mapped = {m.claim.id: m for m in where.maps}
+    doc.table(
+        ("claim", "the post", "estimate [95% CI] (n)", "verdict", "read from, and where"),
+        [
+            (
+                c.id,
+                c.quote,
+                "; ".join(f"{k.label}: {fmt_estimate(k.estimate)}" for k in f.checks),
+                verdict_where(c, f, mapped.get(c.id), sequential.get(c.id)),
+                domain(f),
+            )
+            for c, f in findings
+            if f is not None
+        ],
+    )
+    untested = first.untested(findings)
+    if untested:
+        doc.p(untested)
 
 
 def verdict_where(
@@ -272,7 +312,8 @@ def statistics_section(doc: Doc) -> None:
 
 
 def claim_section(doc: Doc, claim: Claim, finding: Finding | None) -> None:
-    doc.h(2, f"{claim.id}: {verdict_text(claim, finding)}")
+    doc.h(2, first.section_heading(claim))
+    doc.p(f"Verdict: {verdict_text(claim, finding)}.")
     doc.p(f'The post: "{claim.quote}".')
     doc.p(f"Checked: {claim.test}.")
     if finding is None:

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 import optuna
@@ -24,7 +24,7 @@ from sweep import checkpoint, events, resume, vocab
 from sweep.config import UnknownSettings
 from sweep.endings import Ending, end_run, pruned_error, rss_mb, should_prune, taken_back
 from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
-from sweep.store import Claim, RetryPolicy, Store, is_disk_full
+from sweep.store import Claim, RetryPolicy, Store, is_disk_full, redact
 
 IDLE_POLL_SECONDS = 2.0
 DEFAULT_POLICY = RetryPolicy()
@@ -58,19 +58,31 @@ def work(
     """
     if own_process:
         signal.signal(signal.SIGTERM, _raise_interrupt)
+    emit = masked(emit, store.target)
     try:
         return _work(store, emit, policy, places or checkpoint.places(store.target, store.name), pack)
     except UnknownSettings as err:  # a queued run this version cannot read: say so, touch nothing
         emit(events.WorkerStopped(str(err)))
-        print(f"error: {err}", file=sys.stderr)
+        print(redact(f"error: {err}", store.target), file=sys.stderr)
         return EXIT_UNREADABLE
     except OSError as err:
         if not is_disk_full(err):
             raise
         # Its run stays RUNNING; once this process is gone the next `run` re-queues it.
         emit(events.WorkerStopped(f"no space left on device: {err.filename or 'the store'}"))
-        print(f"error: {err}", file=sys.stderr)
+        print(redact(f"error: {err}", store.target), file=sys.stderr)
         return EXIT_DISK_FULL
+
+
+def masked(emit: events.Emit, target: str) -> events.Emit:
+    """`emit` with every text of an event passed through `redact`: an error's last line (a user's callback
+    may raise with the storage URL in its message) reaches the terminal, a log or a Slurm job's .out file."""
+
+    def emit_masked(event: events.Event) -> None:
+        texts = {f.name: redact(v, target) for f in fields(event) if isinstance(v := getattr(event, f.name), str)}
+        emit(replace(event, **texts))  # type: ignore[arg-type]  # a field of this event, by its name
+
+    return emit_masked
 
 
 def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoint.Places, pack: int | None) -> int:

@@ -309,6 +309,35 @@ def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str, m
     assert not [t for t in texts if secret in t]
 
 
+LEAK = """\
+import os
+
+import keras
+
+
+class Leak(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        raise ValueError("cannot reach " + os.environ["BATCHSWEEP_STORAGE"])
+
+
+def make():
+    return Leak()
+"""
+
+
+def test_a_failure_line_naming_the_store_is_masked_on_the_terminal(tmp_path: Path, postgres_url: str) -> None:
+    """A callback that raises with the storage URL in its message: the run fails, and neither the live
+    failure line nor anything written shows the password (a query parameter whose name holds it)."""
+    secret = "S3cretXyz"
+    url = postgres_url + f"&sslpassword={secret}"  # used only for an SSL key: harmless on a Unix socket
+    write_grid(tmp_path, TINY_GRID.replace("train: {", 'train: {callbacks: ["leak.py:make"], '))
+    (tmp_path / "leak.py").write_text(LEAK)
+    done = run_cli("run", "grid.yaml", "--storage", url, "--retries", "0", cwd=tmp_path)
+    assert done.returncode == 1 and "FAILED: ValueError: cannot reach postgresql://" in done.stdout, done.stdout
+    texts = [done.stdout + done.stderr] + [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(texts) > 10 and not [t for t in texts if secret in t]  # logs, CSVs, the report
+
+
 def test_a_workers_command_line_holds_no_storage_url(
     tmp_path: Path, started: list[subprocess.Popen], postgres_url: str
 ) -> None:

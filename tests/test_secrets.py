@@ -21,6 +21,10 @@ FORMS = [
     "postgresql://u:Zq9secret@127.0.0.1:1/db?sslmode=bogus",  # a driver error about the query
     "postgresql://u@127.0.0.1:1/db?PASSWORD='Zq9 secret'",  # quoted, upper case
     "host=127.0.0.1 port=1 user=u password=Zq9secret dbname=db",  # libpq key=value
+    "postgresql://u@127.0.0.1:1/db?sslpassword=Zq9secret",  # a query parameter whose name holds password
+    "postgresql://u@127.0.0.1:1/db?password=Zq9,secret",  # a , inside the password
+    "postgresql://u@127.0.0.1:1/db?password=Zq9;sec)ret&sslmode=bogus",  # ; and ) inside it
+    "host=127.0.0.1 port=1 user=u sslpassword='Zq9 secret' dbname=db",  # key=value, quoted
 ]
 
 
@@ -82,7 +86,28 @@ def test_a_storage_file_under_the_home_folder_is_read_from_there(
             None,
             "no url here: postgresql://postgres@127.0.0.1:5/db",
         ),
+        ("postgresql://u@h:1/db?sslpassword=S3cretXyz&x=1", None, "postgresql://u@h:1/db?sslpassword=***&x=1"),
+        ("?password=ab,Secr3t&host=h", None, "?password=***&host=h"),  # PostgreSQL accepts a , in a password
+        ("?password=ab;c)Secr3t", None, "?password=***"),
+        ("PGPASSWORD=Zq9secret psql", None, "PGPASSWORD=*** psql"),
+        ("mlflow at http://u:Zq9secret@mlflow:5000 refused", None, "mlflow at http://u:***@mlflow:5000 refused"),
+        ("val_acc 0.1 epoch 1", "postgresql://u:1@h/db", "val_acc 0.1 epoch 1"),  # a 1-character password
+        ("url postgresql://u:1@h/db", "postgresql://u:1@h/db", "url postgresql://u:***@h/db"),  # still in its form
     ],
 )
 def test_redact_masks_each_form(text: str, target: str | None, expected: str) -> None:
     assert redact(text, target) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://u@127.0.0.1:1/db?sslpassword=S3cretXyz", "postgresql://u@127.0.0.1:1/db?password=ab,S3cret"],
+)
+def test_a_url_with_a_password_in_any_query_parameter_never_reaches_a_workers_command_line(url: str) -> None:
+    """A worker started elsewhere (a Slurm array) gets the URL on its command line only when it holds no
+    password; otherwise it reads $BATCHSWEEP_STORAGE, which `ps` does not show."""
+    from sweep import cli_cluster
+
+    assert cli_cluster._worker_storage(url, url) is None
+    plain = "postgresql://u@127.0.0.1:1/db?sslmode=disable"
+    assert cli_cluster._worker_storage(plain, plain) == plain

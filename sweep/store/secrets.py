@@ -1,11 +1,15 @@
 """Masking passwords in anything that may show a storage target: console lines, errors, logs, CSVs.
 
 A password can reach text in several forms: a URL's userinfo (``scheme://user:PASSWORD@host``,
-the password holding ``/``, ``@``, ``:`` or percent-escapes), a ``password=`` pair (a URL's
-query or a libpq key=value string, quoted or not), or pieces of it echoed by a database
-driver's error (``failed to resolve host 'secret@127.0.0.1'``). `redact` masks the first two
-forms wherever they appear; given the target, it also masks the target's password and every
-longer piece of it, raw and percent-decoded, wherever they appear.
+any scheme: a database, MLflow's http; the password holding ``/``, ``@``, ``:`` or
+percent-escapes), a ``NAME=value`` pair whose name contains ``password`` (``password``,
+``sslpassword``, ``PGPASSWORD``; or ``passwd``, ``pwd``) in a URL's query or a libpq key=value
+string, quoted or not, or pieces of it echoed by a database driver's error (``failed to resolve
+host 'secret@127.0.0.1'``). `redact` masks the first two forms wherever they appear, the value
+whole: up to the next ``&`` or blank, since a password may hold ``,`` ``;`` or ``)``. Given the
+target, it also masks the target's password and every longer piece of it, raw and
+percent-decoded, wherever they appear; a password or piece shorter than SHORTEST_PIECE is masked
+only in those two forms, since masking ``1`` everywhere would turn ``epoch 1`` into ``epoch ***``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ MASK = "***"
 # scheme://user: ... @  -- up to the last @ of the token, so a password may hold / @ : or escapes
 _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][\w+.-]*://[^:/@\s?#]*:)[^\s]*@")
 _PAIR = re.compile(
-    r"(?P<key>\b(?:password|passwd|pwd))(?P<eq>\s*=\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^&\s;,)]*)", re.IGNORECASE
+    r"(?P<key>\b\w*(?:password|passwd)\w*|\bpwd)(?P<eq>\s*=\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^&\s]*)", re.IGNORECASE
 )
 SHORTEST_PIECE = 4  # pieces of a password shorter than this are too common to mask everywhere
 
@@ -37,4 +41,4 @@ def secrets_of(target: str) -> set[str]:
     found += [m["value"].strip("'\"") for m in _PAIR.finditer(target)]
     secrets = {form for raw in found if raw for form in (raw, unquote(raw))}
     pieces = {p for s in secrets for p in re.split(r"[^A-Za-z0-9]+", s) if len(p) >= SHORTEST_PIECE}
-    return {s for s in secrets | pieces if s != MASK}
+    return {s for s in secrets | pieces if s != MASK and len(s) >= SHORTEST_PIECE}

@@ -86,10 +86,12 @@ def cmd_export(args: argparse.Namespace, options: Options) -> int:
         folder = source
     if not destinations:
         return EXIT_OK
+    from sweep.store import redact
+
     try:
         lines = export.export(folder, destinations)
-    except export.ExportError as err:
-        raise UsageError(str(err)) from None
+    except export.ExportError as err:  # an MLflow server's URL may hold a password (http://user:pw@host)
+        raise UsageError(redact(str(err), args.mlflow)) from None
     for line in lines:
-        print(line)
+        print(redact(line, args.mlflow))
     return EXIT_OK

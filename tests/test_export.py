@@ -128,6 +128,13 @@ def test_bad_input_is_one_line_and_exit_2(
 
 
 @pytest.mark.unit
+def test_an_mlflow_uri_with_a_password_is_masked_in_its_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["export", str(ARTICLE), "--mlflow", "bogus://u:Zq9secret@127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --mlflow bogus://u:***@127.0.0.1:1: ") and "Zq9secret" not in err
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("extra", ["tensorboard", "mlflow"])
 def test_a_missing_extra_names_its_install_command(
     extra: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

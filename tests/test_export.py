@@ -127,7 +127,7 @@ def test_bad_input_is_one_line_and_exit_2(
     assert not (tmp_path / "tb").exists() and not (tmp_path / "m.db").exists()
 
 
-@pytest.mark.unit
+@pytest.mark.system  # MLflow starts a process (uname) as it loads
 def test_an_mlflow_uri_with_a_password_is_masked_in_its_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["export", str(ARTICLE), "--mlflow", "bogus://u:Zq9secret@127.0.0.1:1"]) == 2
     err = capsys.readouterr().err

@@ -16,8 +16,13 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
+from sweep import plot_layout as layout
 from sweep import plots
+from sweep.analysis import BATCH_SIZE
 from sweep.report.maps import ConditionMap
+from sweep.selection import Selection
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -36,12 +41,15 @@ def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, p
     for m in (dataclasses.replace(m, cells=m.trained()) for m in found):  # a cell that did not train has no numbers
         if not m.cells:
             continue
-        key = hashlib.sha256(json.dumps(_numbers(m), default=str).encode())
+        key = hashlib.sha256(json.dumps([_numbers(m), _question(m), _where(m)], default=str).encode())
         key.update(Path(__file__).read_bytes())
+        key.update(Path(layout.__file__).read_bytes())
         caption = (
-            f"{m.claim.id} at every setting of {m.source}: each check's mean over seeds with its 95% t-interval, "
-            "green where the interval lies wholly beyond the claim's threshold, red wholly short of it, grey where "
-            "it spans it (a description per setting, not a test); shaded: the claim's side of the threshold."
+            f"{m.claim.id} shows at a setting whose row is green in every panel and fails where a row is red; "
+            f"each check's mean over seeds at every setting of {m.source} with its 95% t-interval (clipped to "
+            "[-1, 1]), green where the interval lies wholly beyond the claim's threshold, red wholly short of it, "
+            "grey where it spans it (a description per setting, not a test); shaded: the claim's side of the "
+            "threshold."
         )
         name = f"map-{m.claim.id}"
         make = functools.partial(figure, m)
@@ -66,16 +74,15 @@ def figure(m: ConditionMap) -> Figure:
     panels = len(m.mapped.panels)
     fig = Figure(figsize=(4.2 * panels + 3.0, 1.2 + 0.32 * len(m.cells)), layout="constrained")
     axes = fig.subplots(1, panels, sharey=True, squeeze=False)[0]
-    fig.suptitle(f"{m.claim.id} at every setting of {m.source}: {m.counts()}", fontsize="medium")
+    layout.title(fig, _question(m), _where(m))
     ys = list(range(len(m.cells)))[::-1]
     for i, (ax, title) in enumerate(zip(axes, m.mapped.panels, strict=True)):
         checks = [c.finding.checks[i] for c in m.cells]
         _holds_band(ax, checks[0].low, checks[0].high)
         for y, check in zip(ys, checks, strict=True):
             e, colour = check.estimate, COLOURS[check.outcome()]
-            low = e.low if math.isfinite(e.low) else e.mean
-            high = e.high if math.isfinite(e.high) else e.mean
-            ax.errorbar([e.mean], [y], xerr=[[e.mean - low], [high - e.mean]], fmt="o", color=colour, capsize=3)
+            below, above = layout.clipped(e.low, e.mean, e.high, layout.DIFFERENCE)
+            ax.errorbar([e.mean], [y], xerr=[[below], [above]], fmt="o", color=colour, capsize=3)
         ax.set_title(title, fontsize="small")
         ax.set_xlabel("accuracy difference (fraction)")
         ax.grid(alpha=0.3, axis="x")
@@ -84,6 +91,16 @@ def figure(m: ConditionMap) -> Figure:
     handles = [axes[0].scatter([], [], color=c, label=WORDS[o]) for o, c in COLOURS.items()]
     fig.legend(handles=handles, fontsize="small", loc="outside lower center", ncols=3)
     return fig
+
+
+def _question(m: ConditionMap) -> str:
+    return f"At which settings does {m.claim.id} hold ({m.claim.test})?"
+
+
+def _where(m: ConditionMap) -> str:
+    """The map's folder, what every cell holds fixed (what sets cells apart is on the y axis), and the tally."""
+    rows = pd.concat([c.rows for c in m.cells], ignore_index=True)
+    return f"{m.source}: {Selection(BATCH_SIZE, rows, {}, 1).tested_at()}; {m.counts()}"
 
 
 def _limits(checks: list) -> tuple[float, float]:

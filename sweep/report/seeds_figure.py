@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sweep import plot_layout as layout
 from sweep import plots
 from sweep.power import MAX_SEEDS, SeedsNeeded, seeds_needed
 from sweep.report.findings import Claim, Finding
@@ -50,8 +51,11 @@ def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = Fa
     index = plots.read_index(folder)  # the per-folder figures' index: one cache for every figure
     key = hashlib.sha256(json.dumps([(r[0], r[1], r[2].n, r[2].low, r[2].high) for r in shown]).encode())
     key.update(Path(__file__).read_bytes())
+    key.update(Path(layout.__file__).read_bytes())
     alpha = shown[0][2].alpha
     caption = (
+        "A check whose dot lies near its x needs few more seeds to be decided; one far to the right, or an arrow, "
+        "cannot be decided at a seed count worth running. "
         f"Each undecided check: the seeds per setting for 80% power at two-sided level {alpha:.2g} "
         "(0.05 over the Holm family), taking the observed mean and sd as true (dot); the line spans the sd's "
         f"95% chi-square interval; an arrow: more than {MAX_SEEDS}; x: the seeds the check has now."
@@ -66,15 +70,20 @@ def figure(shown: list[Row]) -> Figure:
 
     fig = Figure(figsize=(9.0, 1.2 + 0.4 * len(shown)), layout="constrained")
     ax = fig.subplots()
-    fig.suptitle("Seeds to decide at 80% power")
+    layout.title(
+        fig,
+        "Seeds to decide at 80% power: how many seeds per setting would decide each undecided check?",
+        f"The report's {len(shown)} undecided checks, each at the runs its verdict reads (its claim's section names "
+        "the results folder, optimizer, lr and settings)",
+    )
     cap = MAX_SEEDS * 1.5  # where "more than MAX_SEEDS" is drawn
     for y, (_, now, need) in enumerate(shown):
         low, high = (cap if v is None else v for v in (need.low, need.high))
-        ax.plot([low, high], [y, y], color="C0", linewidth=2)
+        ax.hlines(y, low, high, color="C0", linewidth=2)  # a range per row, not a line: one collection
         if need.high is None:
-            ax.plot([cap], [y], marker=">", color="C0")
-        ax.plot([cap if need.n is None else need.n], [y], marker="o", color="C0")
-        ax.plot([now], [y], marker="x", color="C3")
+            ax.plot([cap], [y], marker=">", linestyle="none", color="C0")  # marks, not lines
+        ax.plot([cap if need.n is None else need.n], [y], marker="o", linestyle="none", color="C0")
+        ax.plot([now], [y], marker="x", linestyle="none", color="C3")
     ax.set_yticks(range(len(shown)), [r[0] for r in shown], fontsize="small")
     ax.invert_yaxis()
     ax.set_xscale("log")

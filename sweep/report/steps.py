@@ -18,6 +18,7 @@ from sweep import critical, scaling, scaling_fit, timing
 from sweep.estimates import Estimate
 from sweep.plots import FigureFile
 from sweep.report.document import Doc
+from sweep.scaling_plots import fixed_settings
 
 STEPS_CSV, FIT_CSV = "steps_to_target.csv", "scaling_fit.csv"
 
@@ -158,9 +159,15 @@ def steps_section(doc: Doc, readings: list[scaling.CurveReading], figures: list[
         doc.figure(fig)
 
 
+def _heading(c: scaling.Curve) -> str:
+    """A curve's heading: its folder and every setting it holds fixed, optimizer and lr first (two curves of
+    one folder at one lr differ in their optimizer), as its figure's title says them."""
+    return f"{c.source}: {fixed_settings(c)}; seeds {', '.join(map(str, c.seeds))}; read on {c.metric}"
+
+
 def _curve_block(doc: Doc, reading: scaling.CurveReading) -> None:
     c = reading.curve
-    doc.h(3, f"lr {c.lr}: {c.source} ({c.context}; seeds {', '.join(map(str, c.seeds))}), read on {c.metric}")
+    doc.h(3, _heading(c))
     quiet = any(r.quiet_seconds.n for r in reading.rows)
     doc.table(
         ("batch", f"target {c.metric}", "seeds reached", "steps [95% CI]", "epochs", "seconds (runs)")
@@ -224,7 +231,7 @@ def noise_section(doc: Doc, readings: list[scaling.CurveReading]) -> None:
 
 def _noise_block(doc: Doc, reading: scaling.CurveReading, noise: critical.NoiseReading) -> None:
     curve = noise.curve
-    doc.h(3, f"lr {curve.lr}: {curve.source} (seeds {', '.join(map(str, curve.seeds))}), read on {curve.metric}")
+    doc.h(3, _heading(curve))
     epochs = sorted({c.epoch for c in noise.cells})
     cells = {(c.batch_size, c.epoch): c for c in noise.cells}
     doc.table(

@@ -9,12 +9,14 @@ events handed to a callback. TensorFlow is imported only after the device set-up
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import asdict, fields, replace
 from typing import Any
 
@@ -116,12 +118,13 @@ def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoi
         if size > 1:
             claims += [store.start(m) for m in pack_worker.claim_mates(store, claim, size, places, alone)[1:]]
         try:
-            if len(claims) > 1:
-                statuses = pack_worker.run_pack(store, claims, emit, places)
-                ended = [(status, True) for status in statuses]
-                alone |= {c.spec.run_id for c, s in zip(claims, statuses, strict=True) if s == vocab.INTERRUPTED}
-            else:
-                ended = [run_one(store, claims[0], emit, places)]
+            with heartbeats(store, claims):
+                if len(claims) > 1:
+                    statuses = pack_worker.run_pack(store, claims, emit, places)
+                    ended = [(status, True) for status in statuses]
+                    alone |= {c.spec.run_id for c, s in zip(claims, statuses, strict=True) if s == vocab.INTERRUPTED}
+                else:
+                    ended = [run_one(store, claims[0], emit, places)]
         except KeyboardInterrupt:
             for taken in claims:
                 store.requeue(taken, "interrupted before the run finished")
@@ -132,6 +135,16 @@ def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoi
                 emit(events.RunRetried(taken.spec.run_id, taken.spec.point.train.epochs))
         if rss_mb() > max_rss_mb():
             return EXIT_RECYCLE
+
+
+@contextlib.contextmanager
+def heartbeats(store: Store, claims: list[Claim]) -> Iterator[None]:
+    """Each claimed run's heartbeat (database stores) from its claim to its end, alone or in a pack: a run
+    whose worker dies goes stale and is re-queued by any other worker."""
+    with contextlib.ExitStack() as beating:
+        for claim in claims:
+            beating.enter_context(store.heartbeat(claim))
+        yield
 
 
 def max_rss_mb() -> float:
@@ -165,28 +178,27 @@ def run_one(store: Store, claim: Claim, emit: events.Emit, places: checkpoint.Pl
     last: dict[str, Any] | None = None
     run = None
     try:
-        with store.heartbeat(claim):
-            run = Run(spec)
-            store.record_info(claim, asdict(run.info))
-            epochs = math.ceil(total_steps(spec.point.train, run.info.steps_per_epoch) / run.info.steps_per_epoch)
-            if epochs != spec.point.train.epochs:  # a steps budget: known once the data is loaded
-                emit(events.EpochsKnown(spec.run_id, spec.point.train.epochs, epochs))
-            resumed = resume.resume(store, claim, run, places)
-            last = resumed[1] if resumed else None
-            for record in run.epochs(resumed[0] if resumed else None):
-                last = record.to_dict()
-                with resume.uninterrupted():  # the store's record and its checkpoint, both or neither
-                    store.record_epoch(claim, last)
-                    resume.after_record(places, claim, run, last)
-                emit(events.EpochDone(spec.run_id, epochs, last))
-                if should_prune(claim, record.epoch, epochs):
-                    status = vocab.PRUNED
-                    error = pruned_error(claim, record.epoch)
-                    break
-            else:  # every epoch trained, or stopped early by its rule; an exception above leaves it failed
-                status = vocab.DONE
-                if run.stopped_early is not None:
-                    store.record_fact(claim, vocab.STOPPED_EARLY, run.stopped_early)
+        run = Run(spec)
+        store.record_info(claim, asdict(run.info))
+        epochs = math.ceil(total_steps(spec.point.train, run.info.steps_per_epoch) / run.info.steps_per_epoch)
+        if epochs != spec.point.train.epochs:  # a steps budget: known once the data is loaded
+            emit(events.EpochsKnown(spec.run_id, spec.point.train.epochs, epochs))
+        resumed = resume.resume(store, claim, run, places)
+        last = resumed[1] if resumed else None
+        for record in run.epochs(resumed[0] if resumed else None):
+            last = record.to_dict()
+            with resume.uninterrupted():  # the store's record and its checkpoint, both or neither
+                store.record_epoch(claim, last)
+                resume.after_record(places, claim, run, last)
+            emit(events.EpochDone(spec.run_id, epochs, last))
+            if should_prune(claim, record.epoch, epochs):
+                status = vocab.PRUNED
+                error = pruned_error(claim, record.epoch)
+                break
+        else:  # every epoch trained, or stopped early by its rule; an exception above leaves it failed
+            status = vocab.DONE
+            if run.stopped_early is not None:
+                store.record_fact(claim, vocab.STOPPED_EARLY, run.stopped_early)
     except Diverged as err:
         status, error = vocab.DIVERGED, str(err)
     except KeyboardInterrupt:

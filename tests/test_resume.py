@@ -309,6 +309,52 @@ def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str, m
     assert not [t for t in texts if secret in t]
 
 
+CLAIMER = """\
+import sys
+import time
+
+from sweep.store import Store
+
+claim = Store.open(sys.argv[1], "tiny", create=False).claim_next()
+print(claim.spec.run_id, flush=True)
+time.sleep(600)  # killed here: claimed, never trained
+"""
+
+
+def test_a_run_claimed_on_a_database_by_a_worker_killed_before_training_is_queued_again(
+    tmp_path: Path, started: list[subprocess.Popen], postgres_url: str
+) -> None:
+    """The first heartbeat is the claim's: a worker killed between its claim and its training (kill -9,
+    OOM, a lost node) leaves a run that goes stale and is re-queued, and the sweep finishes."""
+    write_grid(tmp_path, TINY_GRID)
+    queued = run_cli("run", "grid.yaml", "--storage", postgres_url, "--no-train", cwd=tmp_path)
+    assert queued.returncode == 0, queued.stdout + queued.stderr
+    (tmp_path / "claimer.py").write_text(CLAIMER)
+    claimer = subprocess.Popen(
+        [sys.executable, "claimer.py", postgres_url], cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, text=True
+    )
+    started.append(claimer)
+    assert claimer.stdout is not None
+    victim = claimer.stdout.readline().strip()
+    os.kill(claimer.pid, signal.SIGKILL)
+    claimer.wait()
+    done = subprocess.run(
+        [sys.executable, "-m", "sweep", "run", "grid.yaml", "--storage", postgres_url],
+        cwd=tmp_path,
+        env=cli_env(BATCHSWEEP_HEARTBEAT="1"),
+        capture_output=True,
+        text=True,
+        timeout=240,  # before the fix: the claimed run stayed RUNNING and every worker waited for it
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    trials = _trials(postgres_url, "tiny")
+    assert {t.user_attrs["run_id"] for t in trials if t.state == optuna.trial.TrialState.COMPLETE} == {
+        victim,
+        *(t.user_attrs["run_id"] for t in trials),
+    }
+    assert [status_of(t) for t in trials if t.user_attrs["run_id"] == victim][0] == vocab.INTERRUPTED
+
+
 LEAK = """\
 import os
 

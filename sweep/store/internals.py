@@ -12,7 +12,9 @@ Checked against Optuna 5.1.0 (`CHECKED_VERSIONS`). What is private, and why it i
   holds, so `storage.RepairingJournal` can repair the file and append under one hold of
   Optuna's (non-re-entrant) journal lock, through Optuna's own file backend;
 - ``optuna.storages._heartbeat.get_heartbeat_thread``: the thread that
-  ``Study.optimize`` runs beside a trial to record its heartbeat (database stores).
+  ``Study.optimize`` runs beside a trial to record its heartbeat (database stores);
+  ``BaseHeartbeat`` and ``is_heartbeat_enabled``: whether a storage keeps heartbeats, so a
+  claim records its first one at once.
 
 `verify()` exercises each of them on a throwaway in-memory study and raises
 `OptunaChanged` with a one-line message naming what broke; a test calls it, so an
@@ -46,11 +48,22 @@ def handle(study: optuna.Study, frozen: FrozenTrial) -> optuna.Trial:
 
 
 def take(study: optuna.Study, frozen: FrozenTrial) -> bool:
-    """Atomically move a WAITING trial to RUNNING; False if another process took it first."""
+    """Atomically move a WAITING trial to RUNNING, with a first heartbeat where the storage keeps them;
+    False if another process took it first.
+
+    The first heartbeat is what lets a claim survive its worker: Optuna fails only a stale heartbeat
+    (`fail_stale_trials`) and ignores a RUNNING trial that never had one, so a worker killed between
+    its claim and its heartbeat thread's start would leave the run RUNNING for ever."""
+    from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+
+    storage = study._storage
     try:
-        return bool(study._storage.set_trial_state_values(frozen._trial_id, state=TrialState.RUNNING))
+        taken = bool(storage.set_trial_state_values(frozen._trial_id, state=TrialState.RUNNING))
     except optuna.exceptions.UpdateFinishedTrialError:
         return False
+    if taken and isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage):
+        storage.record_heartbeat(frozen._trial_id)
+    return taken
 
 
 @contextlib.contextmanager

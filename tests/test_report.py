@@ -466,7 +466,7 @@ def test_a_sweep_with_only_non_default_controls_still_gets_a_report(tmp_path: Pa
     md = written.markdown.read_text()
     assert "| runs | 4 (4 done) |" in md
     assert (
-        "Of 1 settings with batch 8 and 64, the one closest to the post's numbers (optimizer=adam, lr=0.001, "
+        "Of 1 setting with batch 8 and 64, the one closest to the post's numbers (optimizer=adam, lr=0.001, "
         "samples_per_class=240, epochs=2, classes=8, image_size=16, bn_momentum=0.9; 2 seeds) does not come "
         f"within 0.1 of all four: its largest distance is {distance[farthest]:.2f}, in val_acc at batch 64." in md
     )

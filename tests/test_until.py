@@ -356,7 +356,9 @@ def test_report_prints_the_verdicts_its_table_gives(tmp_path: Path, capsys: pyte
     for name in ("runs.csv", "epochs.csv", "decisions.csv", "looks.csv"):
         (tmp_path / name).write_bytes((gpus / name).read_bytes())
     assert cli.main(["report", str(tmp_path)]) == 0
-    printed = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines() if line[:1] == "C")
-    assert printed["C9"].startswith("undecided at the 12-seed cap; ")
+    c9 = by_id("C9")
+    printed = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"C9 ({c9.brief}): "))
+    verdict = printed.split("): ", 1)[1]
+    assert verdict == "undecided at the 12-seed cap"
     row = next(line for line in (tmp_path / "report.md").read_text().splitlines() if line.startswith("| C9 |"))
-    assert row.startswith(f"| C9 | {by_id('C9').quote} | ") and f" | {printed['C9']} | " in row  # estimate, verdict
+    assert row.startswith(f"| C9 | {c9.quote} | ") and f" | {verdict}; " in row  # estimate, verdict

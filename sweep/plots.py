@@ -219,6 +219,21 @@ def _code_digest() -> bytes:
     return digest.digest()
 
 
+def prune(folder: Path, drawn: set[str]) -> list[str]:
+    """Remove the figures an earlier report drew here and this one did not (a setting no longer in the
+    results, a renamed figure): a stale PNG beside the report would show numbers it no longer holds.
+    Only names in the index go: files this harness did not draw are left alone. Returns the names removed."""
+    index = read_index(folder)
+    stale = sorted(name for name in index if name not in drawn)
+    for name in stale:
+        for suffix in (".png", ".svg"):
+            (folder / f"{name}{suffix}").unlink(missing_ok=True)
+        del index[name]
+    if stale:
+        (folder / INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return stale
+
+
 def read_index(folder: Path) -> dict[str, Any]:
     try:
         index = json.loads((folder / INDEX).read_text(encoding="utf-8"))

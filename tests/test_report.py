@@ -201,6 +201,24 @@ def test_figures_are_redrawn_only_when_their_data_changes(tmp_path: Path) -> Non
 
 
 @pytest.mark.integration
+def test_a_figure_the_report_no_longer_draws_is_removed_and_other_files_are_left(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "out"
+    assert cli_report(FIXTURES / "fx_bs", "--out", out)[0] == 0
+    figures = out / "figures"
+    index = json.loads((figures / "figures.json").read_text())
+    index["fx_bs-an_old_figure"] = {"key": "gone", "title": "drawn by an earlier report"}
+    (figures / "figures.json").write_text(json.dumps(index))
+    for name in ("fx_bs-an_old_figure.png", "fx_bs-an_old_figure.svg", "my_notes.png"):
+        (figures / name).write_bytes(b"x")
+    assert cli_report(FIXTURES / "fx_bs", "--out", out)[0] == 0
+    assert not (figures / "fx_bs-an_old_figure.png").exists() and not (figures / "fx_bs-an_old_figure.svg").exists()
+    assert (figures / "my_notes.png").read_bytes() == b"x"  # not the report's: left alone
+    assert "fx_bs-an_old_figure" not in json.loads((figures / "figures.json").read_text())
+
+
+@pytest.mark.integration
 def test_report_again_on_unchanged_data_writes_nothing_and_any_change_rebuilds(tmp_path: Path) -> None:
     """`sweep report` keeps the report on disk while its inputs, code and written files are unchanged (sweep.stamp)."""
     folder = tmp_path / "fx_bs"

@@ -91,6 +91,8 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         attributed, candidates = attribution.attribution(healthy), map_section.candidates(claims_summary)
         drawn = drawing.result()
     figures, curves, steps_figures, map_figures, main_figure = drawn
+    every = [*figures, *steps_figures, *map_figures.values(), *([main_figure] if main_figure else [])]
+    plots.prune(target / "figures", {f.name for f in every})
     scaling_report.write_tables(curves, target)
     doc = sections.document(
         results,

@@ -228,3 +228,14 @@ def test_epoch_time_error_bars_stop_at_zero_seconds() -> None:
     time_axis = next(ax for ax in fig.get_axes() if "seconds" in ax.get_ylabel())
     lows = [s[:, 1].min() for s in error_segments(time_axis)]
     assert len(lows) == 2 and min(lows) == pytest.approx(0.0)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("report", sorted(RESULTS.glob("*/report.md")), ids=lambda p: p.parent.name)
+def test_every_committed_report_has_figures_with_distinct_titles_and_a_caption(report: Path) -> None:
+    """What a reader of the committed reports sees: no two figures titled alike, none without a caption."""
+    text = report.read_text(encoding="utf-8")
+    titles = re.findall(r"^!\[([^\]]*)\]\(figures/", text, re.MULTILINE)
+    captions = re.findall(r"^\*([^*]+)\* (.+)$", text, re.MULTILINE)
+    assert titles and len(set(titles)) == len(titles), [t for t in titles if titles.count(t) > 1]
+    assert [title for title, _ in captions] == titles and all(len(c) > 20 for _, c in captions)

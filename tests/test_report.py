@@ -448,6 +448,18 @@ def test_the_smoke_run_ends_with_its_verdicts_in_words_and_its_report_says_only_
 
 
 @pytest.mark.system  # a real sweep in a subprocess
+def test_a_one_epoch_grid_runs_and_reports_without_a_warning(tmp_path: Path) -> None:
+    """One epoch: no epoch 2 for the post's reading, so every epoch-2 column is empty; nothing may warn."""
+    write_grid(tmp_path, TINY_GRID.replace("epochs: 2", "epochs: 1"))
+    done = run_cli("run", "grid.yaml", cwd=tmp_path)
+    again = run_cli("report", "results/tiny", cwd=tmp_path)
+    assert done.returncode == 0 and again.returncode == 0, done.stdout + done.stderr + again.stderr
+    printed = done.stdout + done.stderr + again.stdout + again.stderr
+    assert "Warning" not in printed and "All-NaN" not in printed, printed
+    assert again.stdout.splitlines()[-1] == f"report: {Path('results/tiny/report.html')} (and report.md beside it)"
+
+
+@pytest.mark.system  # a real sweep in a subprocess
 def test_run_ends_by_writing_the_report(tmp_path: Path) -> None:
     write_grid(tmp_path, TINY_GRID)
     done = run_cli("run", "grid.yaml", cwd=tmp_path)

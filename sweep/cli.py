@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -282,10 +283,24 @@ def _storage_arg(value: str | None) -> str | None:
     if value and value.startswith("@"):
         path = Path(value[1:]).expanduser()
         try:
-            value = path.read_text(encoding="utf-8").strip()
+            text = path.read_text(encoding="utf-8").strip()
         except OSError as err:
             raise UsageError(f"--storage {value}: cannot read {path}: {err.strerror}") from None
+        if not text:  # not a silent fall back to a local journal: each node would train every run alone
+            raise UsageError(f"--storage {value}: {path} is empty; write the store's URL in it")
+        value = text
+    if value and _DSN.match(value):
+        from sweep.store import redact
+
+        raise UsageError(
+            redact(f"--storage {value}: a libpq key=value string is not a store URL", value)
+            + "; give it as postgresql://USER:PASSWORD@HOST:PORT/DBNAME (or ?host=/socket/folder for a socket)"
+        )
     return value or None
+
+
+# A libpq connection string (`host=h dbname=d ...`): taken as a file name it would start a local journal
+_DSN = re.compile(r"^\s*(host|hostaddr|dbname|user|port|password|service)\s*=", re.IGNORECASE)
 
 
 # --- plan

@@ -111,3 +111,27 @@ def test_a_url_with_a_password_in_any_query_parameter_never_reaches_a_workers_co
     assert cli_cluster._worker_storage(url, url) is None
     plain = "postgresql://u@127.0.0.1:1/db?sslmode=disable"
     assert cli_cluster._worker_storage(plain, plain) == plain
+
+
+@pytest.mark.parametrize(
+    "storage, says",
+    [
+        (
+            "host=127.0.0.1 port=1 user=u dbname=db",
+            "a libpq key=value string is not a store URL; give it as postgresql://",
+        ),
+        ("@empty.url", "empty.url is empty; write the store's URL in it"),
+    ],
+)
+def test_a_store_given_in_a_form_it_cannot_be_is_refused_not_taken_as_a_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, storage: str, says: str
+) -> None:
+    """A connection string without a password, or an empty @file, would otherwise start a local journal
+    (on a cluster: every node training every run into its own)."""
+    write_grid(tmp_path, TINY_GRID)
+    (tmp_path / "empty.url").write_text("\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "grid.yaml", "--storage", storage, "--no-train"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.url", "grid.yaml"]  # nothing written

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweep import backends, keys, timing, vocab
+from sweep import atomic, backends, keys, timing, vocab
 from sweep.estimates import t_multiplier
 
 SOURCE = "source"  # column added by `load`: the results folder a row came from
@@ -357,6 +357,6 @@ def write_tables(results: Results, out: Path, trained: pd.DataFrame | None = Non
     }
     paths = []
     for name, table in tables.items():
-        table.to_csv(folder / name, index=False)
+        atomic.write_csv(table, folder / name)
         paths.append(folder / name)
     return paths

@@ -10,6 +10,7 @@ bar, the run and epoch counts and an ETA, so a log file reads like a terminal.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import queue
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sweep import devices, events, vocab
-from sweep.exits import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
+from sweep.exits import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, UsageError
 
 Say = Callable[[str], None]  # where progress lines go
 MAX_WORKER_RESTARTS = 3  # a worker that exits for more devices is replaced this many times
@@ -164,6 +165,18 @@ def _stop(procs: list[subprocess.Popen], say: Say) -> None:
             proc.kill()  # their runs stay RUNNING; the next `run` finds the dead pids and re-queues them
 
 
+def _open_log(path: Path) -> TextIO:
+    """A worker's log, appended to; a path that is a symbolic link (ln -s ~/victim logs/worker-0.log) is
+    refused (O_NOFOLLOW), not written through."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        return open(os.open(path, flags, 0o644), "a", encoding="utf-8")  # noqa: SIM115 - closed by _relay
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise UsageError(f"{path} is a symbolic link; remove it: worker logs are written as plain files") from None
+
+
 def _start(
     command: list[str],
     storage: str,
@@ -177,7 +190,7 @@ def _start(
     env = devices.worker_environment(dict(os.environ), threads=threads, visible=visible, towers=towers)
     env[vocab.STORAGE_ENV] = storage
     env[vocab.PARENT_PID_ENV] = str(os.getpid())  # the worker arms its own parent-death signal: watch_parent
-    log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by _relay when the worker ends
+    log = _open_log(log_path)
     # A session of its own: Ctrl-C reaches only the coordinator, which then
     # stops each worker exactly once (SIGTERM), so no worker is cut short twice.
     # Nothing runs in the child between fork and exec (Python code there can deadlock while

@@ -11,14 +11,13 @@ Pure pandas: no store, no TensorFlow, so `sweep report` reads them anywhere.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from sweep import vocab
+from sweep import atomic, vocab
 from sweep.sequential import Plan, Status
 
 DECISIONS_CSV, LOOKS_CSV = vocab.DECISIONS_CSV, vocab.LOOKS_CSV
@@ -80,10 +79,7 @@ def write(
     )
     folder.mkdir(parents=True, exist_ok=True)
     paths = folder / DECISIONS_CSV, folder / LOOKS_CSV
-    for table, path in zip((decisions, looked), paths, strict=True):
-        tmp = path.with_name(f".{path.name}.tmp")
-        table.to_csv(tmp, index=False)
-        os.replace(tmp, path)
+    atomic.write_csvs([(decisions, paths[0]), (looked, paths[1])])
     return paths
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from sweep import analysis as an
-from sweep import estimates, selection, vocab
+from sweep import atomic, estimates, selection, vocab
 from sweep import plot_layout as layout
 from sweep.estimates import estimate
 from sweep.selection import (
@@ -75,7 +75,7 @@ def draw_all(results: an.Results, out: Path, svg: bool = False) -> list[FigureFi
     index = read_index(folder)
     for source, epochs in results.folder_epochs.groupby(an.SOURCE, sort=False):
         figures += draw_source(epochs, folder, Path(str(source)).name, index, svg)
-    (folder / INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    write_index(folder, index)
     return figures
 
 
@@ -230,8 +230,12 @@ def prune(folder: Path, drawn: set[str]) -> list[str]:
             (folder / f"{name}{suffix}").unlink(missing_ok=True)
         del index[name]
     if stale:
-        (folder / INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        write_index(folder, index)
     return stale
+
+
+def write_index(folder: Path, index: dict[str, Any]) -> None:
+    atomic.write_text(folder / INDEX, json.dumps(index, indent=1, sort_keys=True) + "\n")
 
 
 def read_index(folder: Path) -> dict[str, Any]:

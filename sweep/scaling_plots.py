@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 import re
 from pathlib import Path
@@ -60,7 +59,7 @@ def draw(readings: list[CurveReading], out: Path, svg: bool = False) -> list[Fig
         key = _drawing_key(reading)
         make = functools.partial(steps_figure, reading)
         drawn.append(plots.cached_or_drawn(make, folder, name, CAPTION, key, index, svg))
-    (folder / plots.INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    plots.write_index(folder, index)
     return drawn
 
 

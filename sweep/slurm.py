@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweep import atomic
 from sweep.coordinator import MAX_WORKER_RESTARTS
 from sweep.exits import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
 
@@ -143,7 +144,7 @@ def _worker_loop(command: str) -> list[str]:
 def write_script(job: ArrayJob) -> Path:
     """The script in the results folder, where the user finds, edits and resubmits it."""
     job.folder.mkdir(parents=True, exist_ok=True)
-    job.script_path.write_text(script(job), encoding="utf-8")
+    atomic.write_text(job.script_path, script(job))
     return job.script_path
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweep import provenance, vocab
+from sweep import atomic, provenance, vocab
 
 STAMP = ".report-stamp.json"
 # Every file of a results folder the report reads (sweep.analysis, sweep.timing, sweep.decisions).
@@ -53,7 +53,7 @@ def forget(out: Path) -> None:
 
 def write(out: Path, current: dict[str, Any], summary: Sequence[str]) -> None:
     stamp = {"key": current, "outputs": _outputs(out), "summary": list(summary)}
-    (out / STAMP).write_text(json.dumps(stamp, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    atomic.write_text(out / STAMP, json.dumps(stamp, indent=1, sort_keys=True) + "\n")
 
 
 def _outputs(out: Path) -> dict[str, str | None]:

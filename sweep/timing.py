@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sweep import devices, keys, vocab
+from sweep import atomic, devices, keys, vocab
 from sweep.plan import RunSpec
 
 if TYPE_CHECKING:
@@ -138,9 +138,7 @@ def merge(path: Path, rows: list[dict[str, Any]]) -> pd.DataFrame:
     old = read(path)
     if old is not None:
         new = pd.concat([old[~old[CONFIG].isin(new[CONFIG])], new], ignore_index=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    new.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    atomic.write_csv(new, path)
     return new
 
 

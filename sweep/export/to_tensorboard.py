@@ -26,7 +26,7 @@ from tensorboard.plugins.scalar import summary_v2 as scalar
 from tensorboard.summary.writer.record_writer import RecordWriter
 
 from sweep import vocab
-from sweep.export import HEADLINE_METRICS, Results, plain
+from sweep.export import HEADLINE_METRICS, ExportError, Results, plain
 
 SUFFIX = ".batchsweep"  # the end of every event file this module writes
 
@@ -34,10 +34,19 @@ SUFFIX = ".batchsweep"  # the end of every event file this module writes
 def write(results: Results, where: str) -> str:
     """Write every run of `results` under the folder `where`; say what was written."""
     out = Path(where)
+    folders = [(out / _folder_name(str(run[vocab.RUN_ID])), run) for _, run in results.runs.iterrows()]
     _write_events(out, [_event(hp.hparams_config_pb(_hparams(results), _headline(results)))])
-    for _, run in results.runs.iterrows():
-        _write_events(out / str(run[vocab.RUN_ID]), _run_events(results, run))
+    for folder, run in folders:
+        _write_events(folder, _run_events(results, run))
     return f"tensorboard: {len(results.runs)} runs in {out} (tensorboard --logdir {out})"
+
+
+def _folder_name(run_id: str) -> str:
+    """A run's folder under the export's: its id, which runs.csv may hold in any form (a hand-edited or
+    hostile file), checked before anything is written, so no run writes or deletes outside it."""
+    if Path(run_id).name != run_id or run_id in ("", ".", "..") or "\\" in run_id or "\0" in run_id:
+        raise ExportError(f"--tensorboard: runs.csv has a run_id that is not a plain folder name: {run_id!r}")
+    return run_id
 
 
 def _hparams(results: Results) -> list[hp.HParam]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweep import analysis, plots, scaling, scaling_plots
+from sweep import analysis, atomic, plots, scaling, scaling_plots
 from sweep import health as runs_health
 from sweep.estimates import NOT_TESTED
 from sweep.plots import FigureFile
@@ -81,13 +81,13 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     with background(lambda: _draw(results, findings, condition_maps, target, svg)) as drawing:
         analysis.write_tables(results, target, runs_health.trained(results.epochs, health))
         sensitivity = stuck_sensitivity(findings, results, health, decided_in)
-        claims_table(findings).to_csv(target / "tables" / "claims.csv", index=False)
-        maps.table(condition_maps).to_csv(target / "tables" / "maps.csv", index=False)
+        atomic.write_csv(claims_table(findings), target / "tables" / "claims.csv")
+        atomic.write_csv(maps.table(condition_maps), target / "tables" / "maps.csv")
         tuned_epochs = runs_health.without(results.tuned, health)
         reads = comparable.comparable(summary, healthy) + comparable.comparable(
             tuned, tuned_epochs, TUNED_FIRST, comparable.TUNED
         )
-        comparable.table(reads).to_csv(target / "tables" / "readings.csv", index=False)
+        atomic.write_csv(comparable.table(reads), target / "tables" / "readings.csv")
         attributed, candidates = attribution.attribution(healthy), map_section.candidates(claims_summary)
         drawn = drawing.result()
     figures, curves, steps_figures, map_figures, main_figure = drawn
@@ -109,8 +109,8 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         main_figure,
     )
     md, page = target / "report.md", target / "report.html"
-    md.write_text(to_markdown(doc, target), encoding="utf-8")
-    page.write_text(to_html(doc), encoding="utf-8")
+    atomic.write_text(md, to_markdown(doc, target))
+    atomic.write_text(page, to_html(doc))
     verdicts = [(c.id, sections.verdict(c, f, sequential.get(c.id))) for c, f in findings]
     return Written(md, page, findings, verdicts, first_screen.terminal(findings, dict(verdicts)))
 

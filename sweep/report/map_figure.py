@@ -54,7 +54,7 @@ def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, p
         name = f"map-{m.claim.id}"
         make = functools.partial(figure, m)
         drawn[m.claim.id] = plots.cached_or_drawn(make, folder, name, caption, key.hexdigest(), index, svg)
-    (folder / plots.INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    plots.write_index(folder, index)
     return drawn
 
 

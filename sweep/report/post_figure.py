@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,7 +64,7 @@ def draw(
     drawn = plots.cached_or_drawn(
         lambda: _figure(rows, sizes, recal, title), folder, NAME, _caption(recal, rows), _key(rows, sizes), index, svg
     )
-    (folder / plots.INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    plots.write_index(folder, index)
     return dataclasses.replace(drawn, title=title)  # one line; the drawn title is wrapped
 
 

@@ -61,7 +61,7 @@ def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = Fa
         f"95% chi-square interval; an arrow: more than {MAX_SEEDS}; x: the seeds the check has now."
     )
     drawn = plots.cached_or_drawn(lambda: figure(shown), folder, NAME, caption, key.hexdigest(), index, svg)
-    (folder / plots.INDEX).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    plots.write_index(folder, index)
     return drawn
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweep import critical, scaling, scaling_fit, timing
+from sweep import atomic, critical, scaling, scaling_fit, timing
 from sweep.estimates import Estimate
 from sweep.plots import FigureFile
 from sweep.report.document import Doc
@@ -114,8 +114,8 @@ def fit_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
 def write_tables(readings: list[scaling.CurveReading], out: Path) -> None:
     folder = out / "tables"
     folder.mkdir(parents=True, exist_ok=True)
-    steps_table(readings).to_csv(folder / STEPS_CSV, index=False)
-    fit_table(readings).to_csv(folder / FIT_CSV, index=False)
+    atomic.write_csv(steps_table(readings), folder / STEPS_CSV)
+    atomic.write_csv(fit_table(readings), folder / FIT_CSV)
 
 
 # --- sections

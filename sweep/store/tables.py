@@ -3,7 +3,6 @@ files (written atomically). Pure functions of the trials; no TensorFlow."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import pandas as pd
 from optuna.trial import FrozenTrial
 
-from sweep import vocab
+from sweep import atomic, vocab
 from sweep.plan import RunSpec
 from sweep.store.queue import INFO, epochs_of, latest_by_run, spec_of, status_of
 from sweep.store.search import LR_PARAM
@@ -104,10 +103,7 @@ def export_csv(
     """Write runs.csv and epochs.csv atomically; return their paths."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = folder / vocab.RUNS_CSV, folder / vocab.EPOCHS_CSV
-    for table, path in zip((runs_table(trials, searches), epochs_table(trials)), paths, strict=True):
-        tmp = path.with_name(f".{path.name}.tmp")
-        table.to_csv(tmp, index=False)
-        os.replace(tmp, path)
+    atomic.write_csvs([(runs_table(trials, searches), paths[0]), (epochs_table(trials), paths[1])])
     return paths
 
 

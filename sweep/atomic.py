@@ -1,0 +1,52 @@
+"""Files written whole or not at all, and never through a link at their destination.
+
+Every file the harness writes into a results folder (tables, reports, decisions, timings) goes
+through `replacing`: the content goes to a temporary file of a unique name beside the destination,
+which then replaces it with `os.replace`. A reader sees the old file or the new one, never half
+of one; two processes writing the same file never share a temporary name; and a destination that
+is a symbolic link is replaced by the file, so `ln -s ~/victim results/x/report.md` cannot make a
+report overwrite the link's target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+
+
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A unique temporary path beside `path` to write to; it replaces `path` when the block ends
+    without an error, and is removed when it raises."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text(path: Path, text: str) -> None:
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    with replacing(path) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
+def write_csvs(frames: list[tuple[pd.DataFrame, Path]]) -> None:
+    """Several files written in full first, then replaced one right after another: readers of a pair
+    (runs.csv and epochs.csv) see mismatched files for only the instant between two renames."""
+    with contextlib.ExitStack() as stack:
+        for frame, path in frames:
+            frame.to_csv(stack.enter_context(replacing(path)), index=False)

@@ -1,0 +1,99 @@
+"""Files written only where they belong: no path built from a hostile run id, no write through a symbolic
+link at a destination, no two writers sharing a temporary name (concurrent exports)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO, TINY_GRID, write_grid
+
+from sweep import atomic, cli, vocab
+from sweep.config import load_grid
+from sweep.exits import UsageError
+from sweep.plan import plan
+from sweep.store import Store
+
+ARTICLE = REPO / "results" / "article"
+
+
+@pytest.mark.integration  # the TensorBoard export imports TensorBoard
+@pytest.mark.parametrize("run_id", ["../../escaped", "{tmp}/absolute", ".."])
+def test_a_run_id_that_is_not_a_folder_name_stops_the_tensorboard_export_before_anything_is_written(
+    tmp_path: Path, run_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "results"
+    shutil.copytree(ARTICLE, folder, ignore=shutil.ignore_patterns("figures", "tables", "*.html", "journal.log"))
+    runs = pd.read_csv(folder / vocab.RUNS_CSV)
+    runs.loc[0, vocab.RUN_ID] = run_id.format(tmp=tmp_path)  # an absolute path: outside the export too
+    runs.to_csv(folder / vocab.RUNS_CSV, index=False)
+    out = tmp_path / "a" / "b" / "tb"
+    before = sorted(p for p in tmp_path.rglob("*"))
+    assert cli.main(["export", str(folder), "--tensorboard", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "runs.csv has a run_id that is not a plain folder name" in err and err.count("\n") == 1
+    assert sorted(p for p in tmp_path.rglob("*")) == before  # nothing written, inside or outside the export
+
+
+@pytest.mark.integration  # a report: its figures are drawn in a forked child
+def test_a_report_replaces_a_symbolic_link_at_its_destination_and_never_writes_through_it(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    (out / "tables").mkdir(parents=True)
+    for name in ("report.md", "report.html", "tables/claims.csv", "tables/run_summary.csv"):
+        (out / name).symlink_to(victim)
+    assert cli.main(["report", str(REPO / "tests" / "fixtures" / "fx_bs"), "--out", str(out)]) == 0
+    assert victim.read_text() == "precious\n"
+    for name in ("report.md", "report.html", "tables/claims.csv", "tables/run_summary.csv"):
+        assert not (out / name).is_symlink() and (out / name).stat().st_size > 100
+
+
+@pytest.mark.unit
+def test_two_exports_of_one_store_at_once_never_collide(tmp_path: Path) -> None:
+    """Two processes exporting the same sweep (a `run` and a `status`/`export` beside it) once shared the
+    temporary name .runs.csv.tmp: one renamed the other's file away (FileNotFoundError)."""
+    store = Store.open(tmp_path / "j.log", "tiny")
+    store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
+    errors: list[BaseException] = []
+
+    def export() -> None:
+        try:
+            for _ in range(30):
+                store.export_csv(tmp_path / "out")
+        except BaseException as err:  # noqa: BLE001 - any failure of a writer fails the test
+            errors.append(err)
+
+    writers = [threading.Thread(target=export) for _ in range(2)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert errors == []
+    assert len(pd.read_csv(tmp_path / "out" / vocab.RUNS_CSV)) == 2
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [vocab.EPOCHS_CSV, vocab.RUNS_CSV]  # no leftovers
+
+
+@pytest.mark.unit
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("old\n")
+    with pytest.raises(RuntimeError), atomic.replacing(path) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed mid-write")
+    assert path.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["x.csv"]
+
+
+@pytest.mark.unit
+def test_a_worker_log_that_is_a_symbolic_link_is_refused(tmp_path: Path) -> None:
+    from sweep.coordinator import _open_log
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "worker-0.log").symlink_to(victim)
+    with pytest.raises(UsageError, match="worker-0.log is a symbolic link; remove it"):
+        _open_log(tmp_path / "worker-0.log")
+    assert victim.read_text() == "precious\n"

@@ -107,7 +107,7 @@ def read_from(finding: Finding) -> str:
 
 
 def bullets(findings: Sequence[tuple[Claim, Finding | None]], maps: Sequence[ConditionMap] = ()) -> list[str]:
-    """At most five short points: the post's picture, its cause, the batch-size advice, the other suspected
+    """At most four short points: the post's picture and its cause, the batch-size advice, the other suspected
     causes, and what would decide the claims still open."""
     found = {c.id: f for c, f in findings if f is not None}
     mapped = {m.claim.id: m for m in maps}
@@ -168,7 +168,7 @@ def _causes(found: Mapping[str, Finding]) -> str:
 
 
 def _open(findings: Sequence[tuple[Claim, Finding | None]]) -> str:
-    """Which claims are undecided or untested, and what would answer them."""
+    """Which tested claims are undecided, and what would decide them."""
     undecided = [c.id for c, f in findings if f is not None and f.checks and f.outcome is None]
     seeds = max((c.estimate.n for _, f in findings if f is not None for c in f.checks), default=0)
     if not undecided:

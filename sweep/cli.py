@@ -288,6 +288,7 @@ def _storage_arg(value: str | None) -> str | None:
             raise UsageError(f"--storage {value}: cannot read {path}: {err.strerror}") from None
         if not text:  # not a silent fall back to a local journal: each node would train every run alone
             raise UsageError(f"--storage {value}: {path} is empty; write the store's URL in it")
+        _check_private(value, path, text)
         value = text
     if value and _DSN.match(value):
         from sweep.store import redact
@@ -297,6 +298,18 @@ def _storage_arg(value: str | None) -> str | None:
             + "; give it as postgresql://USER:PASSWORD@HOST:PORT/DBNAME (or ?host=/socket/folder for a socket)"
         )
     return value or None
+
+
+def _check_private(value: str, path: Path, text: str) -> None:
+    """An @file holding a password must be readable by its owner only, as libpq demands of ~/.pgpass."""
+    from sweep.store import redact
+
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077 and redact(text, text) != text:
+        raise UsageError(
+            f"--storage {value}: {path} holds a password and is readable by others (mode {mode:o}); "
+            f"run: chmod 600 {path}"
+        )
 
 
 # A libpq connection string (`host=h dbname=d ...`): taken as a file name it would start a local journal

@@ -292,6 +292,7 @@ def test_a_database_password_is_never_shown(tmp_path: Path, postgres_url: str, m
     url = postgres_url.replace("postgres@", f"postgres:{secret}@")  # trust auth accepts any password
     write_grid(tmp_path, TINY_GRID)
     (tmp_path / "store.url").write_text(url + "\n")
+    (tmp_path / "store.url").chmod(0o600)  # it holds a password: readable by its owner only
     outputs = [
         run_cli("run", "grid.yaml", "--storage", url, cwd=tmp_path),
         run_cli("status", "grid.yaml", "--storage", "@store.url", cwd=tmp_path),
@@ -394,6 +395,7 @@ def test_a_workers_command_line_holds_no_storage_url(
     secret = "S3cretPW"
     write_grid(tmp_path, GRID)
     (tmp_path / "store.url").write_text(postgres_url.replace("postgres@", f"postgres:{secret}@") + "\n")
+    (tmp_path / "store.url").chmod(0o600)
     coordinator = start_cli(started, "run", "grid.yaml", "--storage", "@store.url", cwd=tmp_path)
     try:
         deadline, workers = time.monotonic() + 120, []

@@ -39,6 +39,7 @@ def test_status_never_shows_the_password(
     write_grid(tmp_path, TINY_GRID)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "store.url").write_text(form + "\n")
+    (tmp_path / "store.url").chmod(0o600)
     for args, env in ((["--storage", form], None), (["--storage", "@store.url"], None), ([], form)):
         if env:
             monkeypatch.setenv(STORAGE_ENV, env)
@@ -59,6 +60,7 @@ def test_a_storage_file_under_the_home_folder_is_read_from_there(
     home.mkdir()
     elsewhere.mkdir()
     (home / "store.url").write_text(FORMS[1] + "\n")
+    (home / "store.url").chmod(0o600)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(elsewhere)
     assert cli._storage_arg("@~/store.url") == FORMS[1]
@@ -135,3 +137,25 @@ def test_a_store_given_in_a_form_it_cannot_be_is_refused_not_taken_as_a_journal(
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.url", "grid.yaml"]  # nothing written
+
+
+def test_an_at_file_holding_a_password_must_be_readable_by_its_owner_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    write_grid(tmp_path, TINY_GRID)
+    monkeypatch.chdir(tmp_path)
+    secret = tmp_path / "store.url"
+    secret.write_text(FORMS[1] + "\n")
+    secret.chmod(0o644)
+    assert cli.main(["status", "grid.yaml", "--storage", "@store.url"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: --storage @store.url: {Path('store.url')} holds a password and is readable by others (mode 644); "
+        f"run: chmod 600 {Path('store.url')}\n"
+    )
+    plain = tmp_path / "plain.url"  # no password: nothing to protect, any mode
+    plain.write_text("postgresql://u@127.0.0.1:1/db\n")
+    plain.chmod(0o644)
+    assert cli._storage_arg("@plain.url") == "postgresql://u@127.0.0.1:1/db"
+    secret.chmod(0o600)
+    assert cli._storage_arg("@store.url") == FORMS[1]

@@ -144,13 +144,39 @@ def _plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float, str))
 
 
+# A builder's options or a stopping rule are a few numbers and short lists. Bounded after decoding: YAML
+# aliases can expand a few lines into millions of values, and JSON in a string (brackets written as \x5b
+# escapes) can nest past anything the file's own brackets showed.
+MAX_DEPTH, MAX_VALUES = 20, 10_000
+
+
+def decoded(value: Any) -> Any:
+    """`value` (JSON text as stored, or what YAML gave) checked to nest at most MAX_DEPTH levels and hold at
+    most MAX_VALUES values; ValueError otherwise."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except RecursionError:
+            raise ValueError(f"nests more than {MAX_DEPTH} levels") from None
+    stack, seen = [(value, 0)], 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise ValueError(f"holds more than {MAX_VALUES:,} values (YAML aliases expanding?)")
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nests more than {MAX_DEPTH} levels")
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else ()
+        stack.extend((child, depth + 1) for child in children)
+    return value
+
+
 def options_mapping(value: Any) -> str | None:
     """null, or a mapping of names to plain values (numbers, strings, booleans, null, lists of them),
     kept as canonical JSON: hashable, and the same text whatever order the file wrote the keys in."""
     if value is None:
         return None
-    if isinstance(value, str):  # as stored: already canonical JSON
-        value = json.loads(value)
+    value = decoded(value)  # as stored: already canonical JSON
     ok = isinstance(value, dict) and all(isinstance(k, str) and k.isidentifier() for k in value)
     if not ok or not all(_plain(v) for v in value.values()):
         raise ValueError(f"must be a mapping of argument names to plain values (numbers, strings, lists), {got(value)}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep import vocab
-from sweep.checks import got
+from sweep.checks import decoded, got
 
 METRICS = (
     vocab.VAL_ACC,
@@ -49,8 +49,7 @@ def rule_check(value: Any) -> str | None:
     """null, or {metric, patience, min_delta} (each optional) kept as canonical JSON text."""
     if value is None:
         return None
-    if isinstance(value, str):  # as stored
-        value = json.loads(value)
+    value = decoded(value)  # JSON text as stored, or the file's mapping; bounded either way
     if not isinstance(value, dict) or set(value) - set(FIELDS):
         raise ValueError(f"must be a mapping with keys {', '.join(FIELDS)} (or null), {got(value)}")
     metric = value.get("metric", Rule.metric)

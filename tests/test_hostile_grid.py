@@ -434,3 +434,47 @@ def test_cli_plan_rejects_hostile_files_with_exit_2_and_no_traceback(
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error: grid.yaml: ") and len(err.splitlines()) == 1, err
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "results").exists()
+
+
+ALIAS_BOMB = b"""name: x
+base:
+  model:
+    options:
+      a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1]
+      b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+      c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+      d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+      e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+      f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+      g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+      h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+      i: [*h, *h, *h, *h, *h, *h, *h, *h, *h]
+"""
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (ALIAS_BOMB, "model.options: holds more than 10,000 values (YAML aliases expanding?)"),
+        (
+            b'name: x\nbase:\n  model:\n    options: "' + b"\\x5b" * 3000 + b"\\x5d" * 3000 + b'"\n',
+            "model.options: nests more than 20 levels",
+        ),
+        (
+            b'name: x\nbase:\n  train:\n    early_stopping: "' + b"\\x7b\\x22p\\x22:" * 3000 + b'"\n',
+            "train.early_stopping: nests more than 20 levels",
+        ),
+    ],
+    ids=["alias-bomb-in-options", "escaped-nesting-in-options", "escaped-nesting-in-early-stopping"],
+)
+def test_decoded_grid_values_are_bounded_in_size_and_depth(
+    tmp_path: Path, content: bytes, says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file's own brackets are few; what they decode to is not: a YAML alias bomb (9^9 values from 11
+    lines; before the bound, 8 levels took 24 s and 500 MB) and JSON nested through \\x5b escapes (a
+    RecursionError and a traceback before) are refused: one line, exit 2."""
+    (tmp_path / "grid.yaml").write_bytes(content)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["plan", "grid.yaml"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and says in err and len(err.splitlines()) == 1, err

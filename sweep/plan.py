@@ -20,6 +20,9 @@ from sweep import keys
 from sweep.config import GridFile, PointConfig, SearchConfig
 
 
+MAX_ID_BYTES = 200  # a run id names files: with a suffix it stays under a file name's 255 bytes
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """One training run: a grid point plus a seed. A run is a pure function of it."""
@@ -31,7 +34,13 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return f"{self.slug}-{self.spec_hash}"
+        """`<slug>-<hash>`, at most MAX_ID_BYTES: a longer slug (a long folder name in data.path) is cut, since
+        the id names files (checkpoints, kept models, TensorBoard folders) and the hash alone identifies it."""
+        slug, tail = self.slug, f"-{self.spec_hash}"
+        room = MAX_ID_BYTES - len(tail)
+        if len(slug.encode()) > room:
+            slug = slug.encode()[:room].decode(errors="ignore").rstrip("-.")
+        return slug + tail
 
     @property
     def slug(self) -> str:

@@ -135,3 +135,23 @@ def test_every_committed_result_keeps_its_run_id() -> None:
             assert spec.run_id == row["run_id"], grid_path.name
         checked += len(stored)
     assert checked >= 130  # every experiment with results and every fixture was read
+
+
+@pytest.mark.unit
+def test_a_run_id_is_at_most_200_bytes_and_a_long_folder_name_keeps_ids_apart(tmp_path: Path) -> None:
+    """A 240-character data folder made a 260-byte id, and every checkpoint's file name was too long."""
+    folders = [tmp_path / (letter * 240) for letter in "ab"]
+    for folder in folders:
+        folder.mkdir()
+    grid = f"""
+        name: long
+        seeds: [0]
+        base: {{data: {{dataset: folder}}}}
+        grid: {{data.path: ["{folders[0]}", "{folders[1]}"]}}
+    """
+    runs = plan(load_grid(write_grid(tmp_path, grid)))
+    ids = [r.run_id for r in runs]
+    assert all(len(i.encode()) <= 200 for i in ids) and len(set(ids)) == 2
+    assert all(i.rsplit("-", 1)[1] == r.spec_hash for i, r in zip(ids, runs, strict=True))  # the hash stays whole
+    short = plan(load_grid(write_grid(tmp_path, GRID)))[0]
+    assert short.run_id == f"{short.slug}-{short.spec_hash}"  # ids that fit are unchanged

@@ -19,7 +19,6 @@ from typing import Any
 from sweep import keys
 from sweep.config import GridFile, PointConfig, SearchConfig
 
-
 MAX_ID_BYTES = 200  # a run id names files: with a suffix it stays under a file name's 255 bytes
 
 

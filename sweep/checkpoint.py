@@ -153,10 +153,13 @@ def load(path: Path) -> Saved | None:
             replicas = {name: data[name] for name in data.files if name[:1] in ("m", "o") and "r" in name}
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):
         return None
-    if meta.get("format") != FORMAT:
+    try:  # metadata of another shape (hand-edited, another tool's .npz): no checkpoint, not a failed run
+        if meta.get("format") != FORMAT:
+            return None
+        position = Position(**meta["position"])
+        return Saved(meta["run_id"], meta["spec"], position, meta["record"], model, optimizer, replicas)
+    except (AttributeError, KeyError, TypeError):
         return None
-    position = Position(**meta["position"])
-    return Saved(meta["run_id"], meta["spec"], position, meta["record"], model, optimizer, replicas)
 
 
 def _arrays(data: Any, prefix: str) -> list[np.ndarray]:

@@ -120,6 +120,23 @@ def test_a_write_cut_short_leaves_the_previous_checkpoint(tmp_path: Path) -> Non
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(
+    "meta",
+    ["[1, 2]", '{"format": %d}', '{"format": %d, "position": {"nonsense": 1}}', '"a string"'],
+    ids=["a-list", "no-position", "another-position", "a-string"],
+)
+def test_a_checkpoint_with_metadata_of_another_shape_reads_as_none(tmp_path: Path, meta: str) -> None:
+    """Malformed metadata raised, so with --keep-models every retry of the run failed the same way; it is
+    no checkpoint instead, and the run starts from the beginning."""
+    import numpy as np
+
+    path = tmp_path / "r.npz"
+    text = meta % checkpoint.FORMAT if "%d" in meta else meta
+    np.savez(path, meta=np.array(text), m0=np.zeros(2), o0=np.zeros(1))
+    assert checkpoint.load(path) is None
+
+
+@pytest.mark.unit
 def test_places_follow_the_env_the_journal_and_the_results_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

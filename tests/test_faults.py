@@ -65,11 +65,12 @@ def test_two_runs_of_one_sweep_at_once_cooperate_and_train_each_run_once(tmp_pat
 
 @pytest.fixture
 def small_disk(tmp_path: Path):
-    """A 2 MB tmpfs: a real file system that really fills up (tests run as root, as CI does)."""
+    """A 16 MB tmpfs: a real file system that really fills up (tests run as root, as CI does); room for a
+    tiny sweep, its report and figures, before the test fills the rest."""
     services.require("mount")
     mount = tmp_path / "disk"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], check=True)
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
 

@@ -9,14 +9,13 @@ nothing written); 130 interrupted (the next `run` picks up where it stopped).
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep import backends, cli_cluster, cli_export, lr_range, stamp, timing, vocab
+from sweep.cli_storage import storage_arg
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid
 from sweep.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ORPHANED, EXIT_USAGE, UsageError
 from sweep.plan import RunSpec, plan
@@ -55,7 +54,7 @@ def _crashed(args: argparse.Namespace) -> int:
     from sweep.store import redact
 
     try:
-        target = _storage_arg(getattr(args, "storage", None))
+        target = storage_arg(getattr(args, "storage", None))
     except UsageError:
         target = None
     print(redact(traceback.format_exc(), target), file=sys.stderr, end="")
@@ -145,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     _worker_args(p)
     p.set_defaults(handler=cmd_worker)
 
-    cli_cluster.add_slurm_parser(commands, _results_args, _storage_arg)
+    cli_cluster.add_slurm_parser(commands, _results_args, storage_arg)
 
     p = commands.add_parser(
         "time",
@@ -258,7 +257,7 @@ def _options(args: argparse.Namespace) -> Options:
 
     return Options(
         results=args.results,
-        storage=_storage_arg(args.storage),
+        storage=storage_arg(args.storage),
         workers=getattr(args, "workers", None),
         devices=getattr(args, "devices", None),
         trials_per_gpu=_given(args, "trials_per_gpu", 1),
@@ -273,47 +272,6 @@ def _given(args: argparse.Namespace, name: str, default: int) -> int:
     """A flag's value, its default when not given (None marks "not given" for `run --no-train`)."""
     value = getattr(args, name, None)
     return default if value is None else value
-
-
-def _storage_arg(value: str | None) -> str | None:
-    """--storage, `@file` holding it, or $BATCHSWEEP_STORAGE: a password need not be on a command line."""
-    from sweep.store import STORAGE_ENV
-
-    value = value if value is not None else os.environ.get(STORAGE_ENV)
-    if value and value.startswith("@"):
-        path = Path(value[1:]).expanduser()
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except OSError as err:
-            raise UsageError(f"--storage {value}: cannot read {path}: {err.strerror}") from None
-        if not text:  # not a silent fall back to a local journal: each node would train every run alone
-            raise UsageError(f"--storage {value}: {path} is empty; write the store's URL in it")
-        _check_private(value, path, text)
-        value = text
-    if value and _DSN.match(value):
-        from sweep.store import redact
-
-        raise UsageError(
-            redact(f"--storage {value}: a libpq key=value string is not a store URL", value)
-            + "; give it as postgresql://USER:PASSWORD@HOST:PORT/DBNAME (or ?host=/socket/folder for a socket)"
-        )
-    return value or None
-
-
-def _check_private(value: str, path: Path, text: str) -> None:
-    """An @file holding a password must be readable by its owner only, as libpq demands of ~/.pgpass."""
-    from sweep.store import redact
-
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077 and redact(text, text) != text:
-        raise UsageError(
-            f"--storage {value}: {path} holds a password and is readable by others (mode {mode:o}); "
-            f"run: chmod 600 {path}"
-        )
-
-
-# A libpq connection string (`host=h dbname=d ...`): taken as a file name it would start a local journal
-_DSN = re.compile(r"^\s*(host|hostaddr|dbname|user|port|password|service)\s*=", re.IGNORECASE)
 
 
 # --- plan
@@ -364,7 +322,7 @@ def _budget_text(runs: list[RunSpec]) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.no_train:
-        return cli_cluster.queue_only(args, _storage_arg)
+        return cli_cluster.queue_only(args, storage_arg)
     if args.max_seeds is not None and not args.until_decided:
         raise UsageError("--max-seeds is the cap of --until-decided; add --until-decided, or drop --max-seeds")
     grid = load_grid(args.grid)
@@ -379,9 +337,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from sweep import orchestrate
+    from sweep import sweep_status
 
-    orchestrate.status(load_grid(args.grid), _options(args))
+    sweep_status.status(load_grid(args.grid), _options(args))
     return EXIT_OK
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from sweep import analysis as an
-from sweep import atomic, estimates, selection, vocab
+from sweep import estimates, selection, vocab
 from sweep import plot_layout as layout
 from sweep.estimates import estimate
+from sweep.figure_index import read_index, write_index
 from sweep.selection import (
     OPTIMIZER,
     Selection,
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-INDEX = "figures.json"  # figure name -> {"key": what it was drawn from, "title": its title, "caption": its caption}
 
 LABELS = {
     vocab.TRAIN_ACC: "train_acc (running mean, training mode)",
@@ -217,33 +216,6 @@ def _code_digest() -> bytes:
         digest.update(Path(module).read_bytes())
     digest.update(importlib.metadata.version("matplotlib").encode())
     return digest.digest()
-
-
-def prune(folder: Path, drawn: set[str]) -> list[str]:
-    """Remove the figures an earlier report drew here and this one did not (a setting no longer in the
-    results, a renamed figure): a stale PNG beside the report would show numbers it no longer holds.
-    Only names in the index go: files this harness did not draw are left alone. Returns the names removed."""
-    index = read_index(folder)
-    stale = sorted(name for name in index if name not in drawn)
-    for name in stale:
-        for suffix in (".png", ".svg"):
-            (folder / f"{name}{suffix}").unlink(missing_ok=True)
-        del index[name]
-    if stale:
-        write_index(folder, index)
-    return stale
-
-
-def write_index(folder: Path, index: dict[str, Any]) -> None:
-    atomic.write_text(folder / INDEX, json.dumps(index, indent=1, sort_keys=True) + "\n")
-
-
-def read_index(folder: Path) -> dict[str, Any]:
-    try:
-        index = json.loads((folder / INDEX).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # none yet, or unreadable: everything is drawn again
-    return index if isinstance(index, dict) else {}
 
 
 # --- helpers

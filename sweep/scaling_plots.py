@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from sweep import keys, plots
+from sweep import figure_index, keys, plots
 from sweep import plot_layout as layout
 from sweep.analysis import BATCH_SIZE
 from sweep.plots import FigureFile
@@ -52,14 +52,14 @@ def draw(readings: list[CurveReading], out: Path, svg: bool = False) -> list[Fig
     """One figure per curve that has a target, into out/figures/; redrawn only when its numbers changed."""
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    index = plots.read_index(folder)  # the per-folder figures' index: one cache for every figure
+    index = figure_index.read_index(folder)  # the per-folder figures' index: one cache for every figure
     shown = [r for r in readings if r.targets]
     drawn = []
     for reading, name in zip(shown, names([r.curve for r in shown]), strict=True):
         key = _drawing_key(reading)
         make = functools.partial(steps_figure, reading)
         drawn.append(plots.cached_or_drawn(make, folder, name, CAPTION, key, index, svg))
-    plots.write_index(folder, index)
+    figure_index.write_index(folder, index)
     return drawn
 
 

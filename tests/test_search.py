@@ -362,7 +362,7 @@ def test_the_tuning_section_reads_val_acc_recal_where_recorded() -> None:
     """The committed lr_search recorded val_acc_recal and searched on it: the tuned and fixed lr are compared on
     it, the section says so, and runs.csv's search metric and range reach each point (none at the edge)."""
     from sweep.report.document import Doc, Table
-    from sweep.report.sections import tuning_section
+    from sweep.report.reading_sections import tuning_section
 
     folder = Path(__file__).resolve().parent.parent / "results" / "lr_search"
     found = tuning.tuning(analysis.load([folder]))
@@ -406,7 +406,7 @@ def test_a_best_lr_at_the_edge_of_the_searched_range_is_flagged(
     best: float, lrs: tuple[float, ...], flagged: bool
 ) -> None:
     from sweep.report.document import Doc, Paragraph
-    from sweep.report.sections import tuning_section
+    from sweep.report.reading_sections import tuning_section
 
     point = _point(best, lrs, (1e-4, 0.1))
     words = "at the edge of the range [0.0001, 0.1]: widen search.lr or raise search.widen"

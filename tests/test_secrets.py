@@ -63,9 +63,9 @@ def test_a_storage_file_under_the_home_folder_is_read_from_there(
     (home / "store.url").chmod(0o600)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(elsewhere)
-    assert cli._storage_arg("@~/store.url") == FORMS[1]
+    assert cli.storage_arg("@~/store.url") == FORMS[1]
     monkeypatch.setenv(STORAGE_ENV, "@~/store.url")
-    assert cli._storage_arg(None) == FORMS[1]
+    assert cli.storage_arg(None) == FORMS[1]
     # a worker started elsewhere (Slurm) is handed the file's absolute path, never a password or a literal ~
     assert cli_cluster._worker_storage("@~/store.url", FORMS[1]) == f"@{home.resolve() / 'store.url'}"
     assert not (elsewhere / "~").exists()
@@ -156,6 +156,6 @@ def test_an_at_file_holding_a_password_must_be_readable_by_its_owner_only(
     plain = tmp_path / "plain.url"  # no password: nothing to protect, any mode
     plain.write_text("postgresql://u@127.0.0.1:1/db\n")
     plain.chmod(0o644)
-    assert cli._storage_arg("@plain.url") == "postgresql://u@127.0.0.1:1/db"
+    assert cli.storage_arg("@plain.url") == "postgresql://u@127.0.0.1:1/db"
     secret.chmod(0o600)
-    assert cli._storage_arg("@store.url") == FORMS[1]
+    assert cli.storage_arg("@store.url") == FORMS[1]

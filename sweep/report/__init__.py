@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweep import analysis, atomic, plots, scaling, scaling_plots
+from sweep import analysis, atomic, figure_index, plots, scaling, scaling_plots
 from sweep import health as runs_health
 from sweep.estimates import NOT_TESTED
 from sweep.plots import FigureFile
@@ -92,7 +92,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         drawn = drawing.result()
     figures, curves, steps_figures, map_figures, main_figure = drawn
     every = [*figures, *steps_figures, *map_figures.values(), *([main_figure] if main_figure else [])]
-    plots.prune(target / "figures", {f.name for f in every})
+    figure_index.prune(target / "figures", {f.name for f in every})
     scaling_report.write_tables(curves, target)
     doc = sections.document(
         results,

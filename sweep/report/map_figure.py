@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from sweep import figure_index, plots
 from sweep import plot_layout as layout
-from sweep import plots
 from sweep.analysis import BATCH_SIZE
 from sweep.report.maps import ConditionMap
 from sweep.selection import Selection
@@ -36,7 +36,7 @@ def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, p
     """One figure per map into out/figures/, by claim id."""
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    index = plots.read_index(folder)  # the per-folder figures' index: one cache for every figure
+    index = figure_index.read_index(folder)  # the per-folder figures' index: one cache for every figure
     drawn = {}
     for m in (dataclasses.replace(m, cells=m.trained()) for m in found):  # a cell that did not train has no numbers
         if not m.cells:
@@ -54,7 +54,7 @@ def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, p
         name = f"map-{m.claim.id}"
         make = functools.partial(figure, m)
         drawn[m.claim.id] = plots.cached_or_drawn(make, folder, name, caption, key.hexdigest(), index, svg)
-    plots.write_index(folder, index)
+    figure_index.write_index(folder, index)
     return drawn
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from sweep import analysis as an
-from sweep import plots, vocab
+from sweep import figure_index, plots, vocab
 from sweep.plots import FigureFile
 from sweep.report.findings import Claim, Finding
 
@@ -60,11 +60,11 @@ def draw(
     title = f"The post's picture ({claim_id}'s runs): {folders}, {finding.tested_at}"
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    index = plots.read_index(folder)  # drawn again only when its runs, its sizes or this code changed
+    index = figure_index.read_index(folder)  # drawn again only when its runs, its sizes or this code changed
     drawn = plots.cached_or_drawn(
         lambda: _figure(rows, sizes, recal, title), folder, NAME, _caption(recal, rows), _key(rows, sizes), index, svg
     )
-    plots.write_index(folder, index)
+    figure_index.write_index(folder, index)
     return dataclasses.replace(drawn, title=title)  # one line; the drawn title is wrapped
 
 

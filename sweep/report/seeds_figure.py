@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sweep import figure_index, plots
 from sweep import plot_layout as layout
-from sweep import plots
 from sweep.power import MAX_SEEDS, SeedsNeeded, seeds_needed
 from sweep.report.findings import Claim, Finding
 
@@ -48,7 +48,7 @@ def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = Fa
         return None
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    index = plots.read_index(folder)  # the per-folder figures' index: one cache for every figure
+    index = figure_index.read_index(folder)  # the per-folder figures' index: one cache for every figure
     key = hashlib.sha256(json.dumps([(r[0], r[1], r[2].n, r[2].low, r[2].high) for r in shown]).encode())
     key.update(Path(__file__).read_bytes())
     key.update(Path(layout.__file__).read_bytes())
@@ -61,7 +61,7 @@ def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = Fa
         f"95% chi-square interval; an arrow: more than {MAX_SEEDS}; x: the seeds the check has now."
     )
     drawn = plots.cached_or_drawn(lambda: figure(shown), folder, NAME, caption, key.hexdigest(), index, svg)
-    plots.write_index(folder, index)
+    figure_index.write_index(folder, index)
     return drawn
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from sweep import analysis as an
 from sweep import health as runs_health
-from sweep import plot_layout, plots, report, scaling, scaling_plots, vocab
+from sweep import figure_index, plot_layout, plots, report, scaling, scaling_plots, vocab
 from sweep.report import map_figure, maps, seeds_figure
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def drawn(built: Built) -> dict[str, Figure]:
 
 def shown_in_report(built: Built) -> dict[str, dict[str, Any]]:
     """The figures report.md shows, with the title and caption the figure index recorded for each."""
-    index = json.loads((built.out / "figures" / plots.INDEX).read_text(encoding="utf-8"))
+    index = json.loads((built.out / "figures" / figure_index.INDEX).read_text(encoding="utf-8"))
     names = re.findall(r"figures/([^)\s]+)\.png", (built.out / "report.md").read_text(encoding="utf-8"))
     assert names and set(names) <= set(index)
     return {name: index[name] for name in dict.fromkeys(names)}

@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from sweep import analysis as an
-from sweep import health as runs_health
 from sweep import figure_index, plot_layout, plots, report, scaling, scaling_plots, vocab
+from sweep import health as runs_health
 from sweep.report import map_figure, maps, seeds_figure
 
 if TYPE_CHECKING:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import sweep_here, write_grid
@@ -71,7 +72,7 @@ WARMUP_GRID = """\
 """
 
 
-def test_a_kept_model_with_warm_up_reloads_compiled_and_reproduces_final_val_acc(tmp_path: Path) -> None:
+def test_a_kept_model_with_warm_up_reloads_compiled_and_reproduces_its_final_validation_numbers(tmp_path: Path) -> None:
     """The warm-up schedule is a registered class (`batchsweep>Warmup`): the model loads with its
     compiled optimizer, as a user loads it (README, "Preemption-safe runs"), not only with compile=False."""
     import keras
@@ -92,5 +93,9 @@ def test_a_kept_model_with_warm_up_reloads_compiled_and_reproduces_final_val_acc
     assert schedule["registered_name"] == "batchsweep>Warmup"
     assert schedule["config"] == {"lr": spec.point.train.lr, "warmup_steps": steps}
     assert keras.saving.get_registered_object("batchsweep>Warmup") is sweep.warmup.Warmup
+    # The optimizer comes back where training left it: 2 epochs of steps, past the warm-up, so at the full lr.
+    assert int(model.optimizer.iterations) == 2 * steps
+    assert float(model.optimizer.learning_rate) == float(np.float32(spec.point.train.lr))
     got = model.evaluate(split.x_val, split.y_val, batch_size=EVAL_BATCH, verbose=0, return_dict=True)
     assert float(got["accuracy"]) == runs.loc[spec.run_id, "final_val_acc"]
+    assert float(got["loss"]) == runs.loc[spec.run_id, "final_val_loss"]

@@ -19,7 +19,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
+import time
 import zipfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from sweep.store import storage
 CHECKPOINTS_ENV = "BATCHSWEEP_CHECKPOINTS"
 CHECKPOINTS_DIR = "checkpoints"
 MODELS_DIR = "models"
+LEFTOVER_SECONDS = 600.0  # a temporary file untouched this long is a killed write's, not one in progress
 FORMAT = 1  # bumped when the contents change; another format is ignored (the run starts over)
 
 
@@ -94,11 +98,23 @@ def save(path: Path, run_id: str, spec: str, position: Position, record: dict[st
     """Write the checkpoint atomically: a temporary file in the same folder, fsync, rename over the old."""
     meta = {"format": FORMAT, "run_id": run_id, "spec": spec, "position": asdict(position), "record": record}
     arrays = _arrays_of(model.variables, "m") | _arrays_of(model.optimizer.variables, "o")
+    with _temporary(path) as tmp:
+        with open(tmp, "wb") as out:
+            np.savez(out, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]  # numpy's stub
+        _put_in_place(tmp, path)
+
+
+@contextlib.contextmanager
+def _temporary(path: Path, suffix: str = "") -> Iterator[Path]:
+    """A temporary file beside `path` whose name no other process shares (two containers may have the same
+    pid), removed if the block raises before renaming it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as out:
-        np.savez(out, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]  # numpy's stub
-    _put_in_place(tmp, path)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", suffix=suffix, dir=path.parent)
+    os.close(handle)
+    try:
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 def _arrays_of(variables: list[Any], prefix: str) -> dict[str, np.ndarray]:
@@ -203,19 +219,23 @@ def _replica_copy(model: Any, name: str) -> Any:
 
 
 def remove(path: Path) -> None:
-    """Delete a run's checkpoint and any temporary file a killed write left behind."""
-    for leftover in [path, *path.parent.glob(f".{path.name}.tmp-*")]:
+    """Delete a run's checkpoint, and the temporary files killed writes left behind: those untouched for
+    LEFTOVER_SECONDS. A younger one may be another process's write in progress (a zombie attempt of the
+    same run, on a shared file system), which must not lose its file mid-write."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    for leftover in path.parent.glob(f".{path.name}.tmp-*"):
         with contextlib.suppress(FileNotFoundError):
-            leftover.unlink()
+            if time.time() - leftover.stat().st_mtime > LEFTOVER_SECONDS:
+                leftover.unlink()
 
 
 def save_model(folder: Path, run_id: str, model: Any) -> Path:
     """The run's final model as `<folder>/<run_id>.keras`, written atomically like a checkpoint."""
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{run_id}.keras"
-    tmp = folder / f".{run_id}.tmp-{os.getpid()}.keras"  # Keras wants the .keras suffix
-    model.save(tmp)
-    _put_in_place(tmp, path)
+    with _temporary(path, suffix=".keras") as tmp:  # Keras wants the .keras suffix
+        model.save(tmp)
+        _put_in_place(tmp, path)
     return path
 
 

@@ -225,6 +225,14 @@ def _worker_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="times a run that raised is tried again before it is left failed (default 1)",
     )
+    p.add_argument(
+        "--max-requeues",
+        type=_non_negative,
+        default=None,
+        metavar="N",
+        help="times a run whose worker died (kill -9, out of memory, a lost node, no progress) is queued again; "
+        "the next death leaves it failed and the sweep goes on (default 3)",
+    )
 
 
 def _non_negative(text: str) -> int:
@@ -262,6 +270,7 @@ def _options(args: argparse.Namespace) -> Options:
         devices=getattr(args, "devices", None),
         trials_per_gpu=_given(args, "trials_per_gpu", 1),
         retries=_given(args, "retries", 1),
+        max_requeues=_given(args, "max_requeues", 3),
         in_process=getattr(args, "in_process", False),
         keep_models=getattr(args, "keep_models", False),
         pack=getattr(args, "pack", None),

@@ -16,13 +16,24 @@ from typing import TYPE_CHECKING
 from sweep import slurm, vocab
 from sweep.config import GridFile, load_grid
 from sweep.exits import EXIT_OK, UsageError
+from sweep.store.queue import RetryPolicy
 
 if TYPE_CHECKING:
     from sweep.orchestrate import Queued
 
 StorageArg = Callable[[str | None], str | None]  # --storage, @FILE or $BATCHSWEEP_STORAGE -> the target
 # Flags of `run` that train or steer training: with --no-train they would silently do nothing.
-TRAINING_FLAGS = ("workers", "devices", "trials_per_gpu", "retries", "in_process", "until_decided", "max_seeds", "pack")
+TRAINING_FLAGS = (
+    "workers",
+    "devices",
+    "trials_per_gpu",
+    "retries",
+    "max_requeues",
+    "in_process",
+    "until_decided",
+    "max_seeds",
+    "pack",
+)
 SLURM_EPILOG = """\
 examples:
   python -m sweep slurm grid.yaml --array 8 --storage @store.url --partition gpu --gpus-per-task 1 --time 4:00:00
@@ -69,6 +80,13 @@ def add_slurm_parser(
     )
     p.add_argument(
         "--retries", type=int, default=1, help="times a worker retries a run that raised (default 1), as `sweep worker`"
+    )
+    p.add_argument(
+        "--max-requeues",
+        type=int,
+        default=3,
+        metavar="N",
+        help="times a run whose worker died is queued again before it is left failed (default 3), as `sweep worker`",
     )
     p.add_argument(
         "--sbatch-arg",
@@ -205,8 +223,9 @@ def _array_job(args: argparse.Namespace, grid: GridFile, tasks: int, results: Pa
         raise UsageError(
             f"--gpus-per-task {args.gpus_per_task}: a run of {grid.name} has train.gpus {needed}; give at least that"
         )
-    if args.retries < 0:
-        raise UsageError(f"--retries must be 0 or more, got {args.retries}")
+    for flag, value in (("--retries", args.retries), ("--max-requeues", args.max_requeues)):
+        if value < 0:
+            raise UsageError(f"{flag} must be 0 or more, got {value}")
     return slurm.ArrayJob(
         study=grid.name,
         storage=_worker_storage(args.storage, target),
@@ -217,6 +236,6 @@ def _array_job(args: argparse.Namespace, grid: GridFile, tasks: int, results: Pa
         gpus_per_task=args.gpus_per_task,
         time=args.time,
         requeue=args.requeue,
-        retries=args.retries,
+        policy=RetryPolicy(args.retries, args.max_requeues),
         extra=tuple(args.sbatch_arg),
     )

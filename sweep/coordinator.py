@@ -10,6 +10,7 @@ bar, the run and epoch counts and an ETA, so a log file reads like a terminal.
 
 from __future__ import annotations
 
+import enum
 import errno
 import functools
 import os
@@ -25,12 +26,35 @@ from pathlib import Path
 from typing import TextIO
 
 from sweep import devices, events, vocab
-from sweep.exits import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, UsageError
+from sweep.exits import (
+    EXIT_DISK_FULL,
+    EXIT_INTERRUPTED,
+    EXIT_NEEDS_MORE_DEVICES,
+    EXIT_OK,
+    EXIT_ORPHANED,
+    EXIT_RECYCLE,
+    EXIT_UNREADABLE,
+    UsageError,
+)
+from sweep.store.queue import DEFAULT_POLICY, RetryPolicy
 
 Say = Callable[[str], None]  # where progress lines go
 MAX_WORKER_RESTARTS = 3  # a worker that exits for more devices is replaced this many times
 # (a worker that exits to free memory or for another replica count, EXIT_RECYCLE, is always replaced)
 RESTART_CODES = (EXIT_RECYCLE, EXIT_NEEDS_MORE_DEVICES)
+# A worker that stopped by its own choice, not a death: done, asked to stop, the disk full, a newer queue.
+CHOSEN_EXITS = (EXIT_OK, EXIT_INTERRUPTED, EXIT_DISK_FULL, EXIT_UNREADABLE, EXIT_ORPHANED)
+
+
+class Death(enum.Enum):
+    """What a worker's death meant to its sweep (`OnDeath`)."""
+
+    UNEXPLAINED = "unexplained"  # it held no run: its exit code is the sweep's
+    ACCOUNTED = "accounted"  # its runs were queued again or left failed, and nothing is queued now
+    REPLACE = "replace"  # as ACCOUNTED, with runs still queued: a new worker takes its place
+
+
+OnDeath = Callable[[int, int], Death]  # (pid, exit code) of a worker that died
 
 
 @dataclass
@@ -104,10 +128,25 @@ def threads_per_worker(workers: int) -> int:
     return int(override) if override else max(1, devices.cpu_count() // workers)
 
 
-def worker_command(study: str, retries: int, flags: Sequence[str] = ()) -> list[str]:
+def worker_command(study: str, policy: RetryPolicy, flags: Sequence[str] = ()) -> list[str]:
     """The worker's argv. The store is passed in its environment ($BATCHSWEEP_STORAGE), not
     here: a command line is visible to every user of the machine (ps), a password with it."""
-    return [sys.executable, "-m", "sweep", "worker", "--study", study, "--retries", str(retries), *flags]
+    return [sys.executable, "-m", "sweep", "worker", "--study", study, *policy_flags(policy), *flags]
+
+
+def policy_flags(policy: RetryPolicy) -> list[str]:
+    """The retry policy as a worker's flags."""
+    return ["--retries", str(policy.retries), "--max-requeues", str(policy.max_requeues)]
+
+
+def ended(code: int) -> str:
+    """How a worker process ended, from its exit code: "killed by SIGKILL", "exit code 1"."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 def run_workers(
@@ -116,21 +155,24 @@ def run_workers(
     progress: Progress,
     log_dir: Path,
     slots: list[str | None],
-    retries: int = 1,
+    policy: RetryPolicy = DEFAULT_POLICY,
     say: Say = print,
     flags: Sequence[str] = (),
     towers: bool = False,
+    on_death: OnDeath | None = None,
 ) -> int:
     """One worker process per slot (its CUDA_VISIBLE_DEVICES; None = leave as is) until the
     queue is empty; return the first non-zero exit code. The CPU cores are shared evenly;
-    `towers`: the workers train packs, their towers side by side (`devices.towers_side_by_side`)."""
+    `towers`: the workers train packs, their towers side by side (`devices.towers_side_by_side`).
+    A worker that died holding runs (`on_death` says so, having queued them again or left them failed
+    past the policy's cap) is replaced while runs are queued: the sweep goes on without it."""
     log_dir.mkdir(parents=True, exist_ok=True)
     threads_each = threads_per_worker(len(slots))
     inbox: queue.Queue = queue.Queue()
-    command = worker_command(study, retries, flags)
+    command = worker_command(study, policy, flags)
     start = functools.partial(_start, command, storage, threads=threads_each, inbox=inbox, towers=towers)
     procs = [start(log_dir / f"worker-{i}.log", visible=slot) for i, slot in enumerate(slots)]
-    restarts, codes = 0, []
+    restarts, replaced, codes = 0, 0, []
     try:
         while procs:
             item = inbox.get()
@@ -141,7 +183,13 @@ def run_workers(
                     restarts += 1
                     procs.append(start(log_dir / f"worker-r{restarts}.log", visible=proc.visible_devices))
                     continue
-                codes.append(code)
+                death = on_death(proc.pid, code) if on_death and code not in CHOSEN_EXITS else Death.UNEXPLAINED
+                if death == Death.REPLACE:
+                    replaced += 1
+                    say(f"worker pid {proc.pid} {ended(code)}; starting a new worker in its place")
+                    procs.append(start(log_dir / f"worker-d{replaced}.log", visible=proc.visible_devices))
+                elif death == Death.UNEXPLAINED:
+                    codes.append(code)
                 continue
             line = format_event(item, progress)
             if line:

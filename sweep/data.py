@@ -34,6 +34,7 @@ import hashlib
 import json
 import math
 import os
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from sweep import backends
+from sweep import atomic, backends
 from sweep.datafiles import DataError, folder_source, loader_source, npz_source, resize, skipped_files
 from sweep.keys import DIGITS, FOLDER, GLYPHS120, LOADER, NPZ, DataConfig
 from sweep.plan import derive_seed
@@ -178,14 +179,25 @@ def raw_arrays(cfg: DataConfig, cache_dir: Path | None = None) -> RawArrays:
     if cfg.dataset != GLYPHS120:
         return _split_fixed(cfg)
     cache = (cache_dir or default_cache_dir()) / f"{GLYPHS120}-{_cache_key(cfg)}.npz"
-    if cache.exists():
-        with np.load(cache) as saved:
-            arrays = tuple(saved[k] for k in ("x_train", "y_train", "x_val", "y_val"))
-            return (*arrays, tuple(str(n) for n in saved["names"]))
+    cached = _read_cache(cache)
+    if cached is not None:
+        return cached
     arrays = _render_glyphs(cfg)
     names = ("x_train", "y_train", "x_val", "y_val", "names")
     _save_atomically(cache, dict(zip(names, (*arrays[:4], np.array(arrays[4])), strict=True)))
     return arrays
+
+
+def _read_cache(cache: Path) -> RawArrays | None:
+    """The cached arrays; None if there are none, or the file is not what this module writes (cut short,
+    another format, or an object array: never unpickled, which would run code chosen by its writer).
+    The caller renders them again and replaces the file."""
+    try:
+        with np.load(cache, allow_pickle=False) as saved:
+            arrays = tuple(np.asarray(saved[k]) for k in ("x_train", "y_train", "x_val", "y_val"))
+            return (*arrays, tuple(str(n) for n in saved["names"]))  # type: ignore[return-value]
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError):  # OSError: no file yet, among others
+        return None
 
 
 def default_cache_dir() -> Path:
@@ -203,12 +215,9 @@ def _cache_key(cfg: DataConfig) -> str:
 
 def _save_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Write to a temporary name and rename: parallel workers never read half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
+    with atomic.replacing(path) as tmp, open(tmp, "wb") as handle:  # a temporary name no other process shares
         # numpy's stub types **kwds as savez's own flags; these are named arrays
         np.savez(handle, **arrays)  # type: ignore[arg-type]
-    os.replace(tmp, path)
 
 
 # --- preprocessing and the split

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sweep import backends, checkpoint, coordinator, events, preflight, vocab
+from sweep import backends, checkpoint, coordinator, events, preflight, vocab, workforce
 from sweep.config import GridFile
 from sweep.exits import EXIT_FAILED, EXIT_OK, UsageError
 from sweep.plan import RunSpec, SearchGroup, plan, search_groups
@@ -53,6 +53,7 @@ class Options:
     devices: str | None = None  # GPU ids, e.g. "0,2"
     trials_per_gpu: int = 1
     retries: int = 1
+    max_requeues: int = 3  # times a run whose worker died is queued again before it is left failed
     in_process: bool = False  # train in this process (no worker processes; one TensorFlow)
     report: bool = True  # end `run_sweep` with the report
     keep_models: bool = False  # keep run checkpoints, and each done run's model in <results>/models
@@ -60,7 +61,7 @@ class Options:
 
     @property
     def policy(self) -> RetryPolicy:
-        return RetryPolicy(self.retries)
+        return RetryPolicy(self.retries, self.max_requeues)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
     if any(preflight.uses_code(p) for p in points):
         console.say("checking model.builder, data.loader and train.callbacks (loads TensorFlow)")
         preflight.check(points)  # a broken reference stops here, before anything is queued
-    store, added = _queue(grid, target, runs, groups, console)
+    store, added = _queue(grid, target, runs, groups, console, options.policy)
     code, planned, trained, rounds = EXIT_OK, list(runs), 0, 0
     for phase in range(PHASES + (grid.search.widen if grid.search else 0)):
         widened = store.widen_searches(groups)
@@ -175,7 +176,8 @@ def queue_sweep(grid: GridFile, options: Options = Options(), console: Console =
     next call, as `run_sweep` does between its phases."""
     runs, groups = plan(grid), search_groups(grid)
     _, target = locations(grid, options)
-    store, added = _queue(grid, target, runs, groups, console, here=False)  # workers elsewhere: their backend
+    # trained by workers elsewhere: their backend, not this process's, is the one to check
+    store, added = _queue(grid, target, runs, groups, console, options.policy, here=False)
     for line in store.widen_searches(groups):
         console.say(f"{grid.name}: {line}")
     planned = runs + store.enqueue_tuned(groups, grid.seeds)
@@ -184,7 +186,13 @@ def queue_sweep(grid: GridFile, options: Options = Options(), console: Console =
 
 
 def _queue(
-    grid: GridFile, target: str, runs: list[RunSpec], groups: list[SearchGroup], console: Console, here: bool = True
+    grid: GridFile,
+    target: str,
+    runs: list[RunSpec],
+    groups: list[SearchGroup],
+    console: Console,
+    policy: RetryPolicy,
+    here: bool = True,
 ) -> tuple[Store, int]:
     """Open (or start) the sweep's store, put dead workers' runs back, queue the grid's runs and searches;
     return the store and how many runs were newly queued. `here`: this process trains them (its backend
@@ -192,9 +200,7 @@ def _queue(
     store = open_store(target, grid.name, create=True)
     if here:
         _same_backend(store)
-    revived = store.requeue_dead()
-    if revived:
-        console.say(f"re-queued {len(revived)} run(s) whose worker died: {', '.join(revived)}")
+    workforce.say_dead(store.requeue_dead(policy), console)
     added = store.enqueue(runs)
     store.register_searches(groups)
     return store, added
@@ -252,9 +258,9 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
         places = checkpoint.places(store.target, store.name, results, options.keep_models)
         code = train_here(store, progress, options.policy, console, places, options.pack)
     else:
-        slots = worker_slots(options, todo)
+        slots = workforce.worker_slots(options, todo)
         console.say(
-            f"starting {len(slots)} worker(s){_devices_note(slots)}; {_loads()} takes a few seconds to "
+            f"starting {len(slots)} worker(s){workforce.devices_note(slots)}; {_loads()} takes a few seconds to "
             f"load. Logs: {log_dir}/"
         )
         code = coordinator.run_workers(
@@ -263,33 +269,17 @@ def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, c
             progress,
             log_dir,
             slots=slots,
-            retries=options.retries,
+            policy=options.policy,
             say=console.say,
-            flags=worker_flags(results, options),
-            towers=packs(options.pack, todo),
+            flags=workforce.worker_flags(results, options),
+            towers=workforce.packs(options.pack, todo),
+            on_death=workforce.replace_dead(store, options.policy, console),
         )
     console.say(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
-    lost = store.requeue_dead()  # a worker that crashed left its run RUNNING
-    if lost:
-        console.warn(f"re-queued {len(lost)} run(s) of crashed workers: {', '.join(lost)}")
+    workforce.say_dead(store.requeue_dead(options.policy), console)  # a worker that crashed left its run RUNNING
     if code:
         console.warn(f"a worker exited with code {code}; see {log_dir}/")
     return code, progress.runs_done
-
-
-def packs(pack: int | None, queued: list[RunSpec]) -> bool:
-    """Whether the workers may train packs: `--pack K` above 1, or without it a queued run's batch
-    size that `pack.PACK_SIZES` packs. Such workers run their towers side by side (sweep/devices.py)."""
-    from sweep.pack import default_size
-
-    return pack > 1 if pack else any(default_size(spec.point.train.batch_size) > 1 for spec in queued)
-
-
-def worker_flags(results: Path, options: Options) -> list[str]:
-    """What a worker process needs to know: the results folder (where a database store's
-    checkpoints and --keep-models' final models go, sweep/checkpoint.py) and --pack."""
-    keep = ["--keep-models"] if options.keep_models else []
-    return ["--results", str(results), *keep, *(["--pack", str(options.pack)] if options.pack else [])]
 
 
 def train_here(
@@ -316,23 +306,6 @@ def train_here(
         if code not in coordinator.RESTART_CODES:
             return code
     return code
-
-
-def worker_slots(options: Options, queued: list[RunSpec]) -> list[str | None]:
-    """CUDA_VISIBLE_DEVICES per worker process, from devices / trials_per_gpu / workers."""
-    from sweep import devices
-
-    pool = devices.device_pool(options.devices)
-    if not pool:
-        return [None] * (options.workers or 1)
-    replicas = max(s.point.train.gpus for s in queued)
-    slots: list[str | None] = list(devices.worker_slots(pool, replicas, options.trials_per_gpu))
-    return slots[: options.workers] if options.workers else slots
-
-
-def _devices_note(slots: list[str | None]) -> str:
-    used = [s for s in slots if s is not None]
-    return f" on devices {' | '.join(used)} (CUDA_VISIBLE_DEVICES per worker)" if used else ""
 
 
 def _warn_foreign(store: Store, runs: list[RunSpec], console: Console) -> None:
@@ -412,8 +385,8 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
     if not queued:
         console.say(f"{name}: no queued runs; nothing to do")
         return EXIT_OK
-    slots = worker_slots(options, queued)
-    console.say(f"{name}: {len(queued)} queued run(s); starting {len(slots)} worker(s){_devices_note(slots)}")
+    slots = workforce.worker_slots(options, queued)
+    console.say(f"{name}: {len(queued)} queued run(s); starting {len(slots)} worker(s){workforce.devices_note(slots)}")
     progress = coordinator.Progress(runs_total=len(queued), epochs_total=_epochs(queued))
     results = options.results or Path("results") / name
     return coordinator.run_workers(
@@ -422,7 +395,8 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
         progress,
         results / vocab.LOG_DIR,
         slots=slots,
-        retries=options.retries,
+        policy=options.policy,
         say=console.say,
-        flags=worker_flags(results, options),
+        flags=workforce.worker_flags(results, options),
+        on_death=workforce.replace_dead(store, options.policy, console),
     )

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweep import atomic
-from sweep.coordinator import MAX_WORKER_RESTARTS
+from sweep.coordinator import MAX_WORKER_RESTARTS, policy_flags
 from sweep.exits import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
+from sweep.store.queue import DEFAULT_POLICY, RetryPolicy
 
 SCRIPT_NAME = "worker.sbatch"
 LOG_PATTERN = "worker-%A_%a.out"  # %A the array's job id, %a the task index (Slurm's filename patterns)
@@ -49,7 +50,7 @@ class ArrayJob:
     gpus_per_task: int | None = None
     time: str | None = None
     requeue: bool = False
-    retries: int = 1
+    policy: RetryPolicy = DEFAULT_POLICY
     extra: tuple[str, ...] = ()  # more sbatch options, each one "#SBATCH" line
 
     def __post_init__(self) -> None:
@@ -87,7 +88,7 @@ def script(job: ArrayJob) -> str:
     directives += [f"--gpus-per-task={job.gpus_per_task}"] if job.gpus_per_task else []
     directives += [f"--time={job.time}"] if job.time else []
     directives += list(job.extra)
-    command = [job.python, "-m", "sweep", "worker", "--study", job.study, "--retries", str(job.retries)]
+    command = [job.python, "-m", "sweep", "worker", "--study", job.study, *policy_flags(job.policy)]
     if job.storage is not None:
         command += ["--storage", job.storage]
     store_note = (

@@ -11,6 +11,8 @@ SEED = "seed"
 BACKEND = "backend"  # runs.csv: Keras's backend (sweep/backends.py); results without it ran on tensorflow
 ROLE = "role"  # grid | search | tuned (below)
 ATTEMPT = "attempt"
+STALLED = "stalled"  # on an attempt: why the progress watchdog stopped its worker
+WORKER_DEATHS = "worker_deaths"  # on an attempt: how many attempts of its run before it lost their worker
 SEARCH_GROUP = "search_group"
 # runs.csv, on a search's trials and tuned runs: what the search chose on, and the lr range it drew from
 SEARCH_METRIC, SEARCH_LR_LOW, SEARCH_LR_HIGH = "search_metric", "search_lr_low", "search_lr_high"

@@ -22,14 +22,13 @@ from typing import Any
 
 import optuna
 
-from sweep import checkpoint, events, resume, vocab
+from sweep import checkpoint, events, resume, vocab, watchdog
 from sweep.config import UnknownSettings
 from sweep.endings import Ending, end_run, pruned_error, rss_mb, should_prune, taken_back
 from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
-from sweep.store import Claim, RetryPolicy, Store, is_disk_full, redact
+from sweep.store import DEFAULT_POLICY, Claim, RetryPolicy, Store, is_disk_full, redact
 
 IDLE_POLL_SECONDS = 2.0
-DEFAULT_POLICY = RetryPolicy()
 
 
 def emit_stdout(event: events.Event) -> None:
@@ -53,6 +52,8 @@ def work(
     Runs that share a compiled graph train together, up to `pack` at a time (default: the measured
     size for their batch size, sweep/pack.py; 1 trains every run alone).
 
+    In its own process, a run that stops making records is stopped by the progress watchdog
+    (sweep/watchdog.py), which kills the process; its run is queued again, counted as a death.
     The process is reused across runs while its memory stays under `max_rss_mb()`; past
     that it exits with EXIT_RECYCLE and the coordinator starts a fresh one. In its own
     process, SIGTERM stops it like Ctrl-C: the running run is queued again, and goes on from
@@ -61,8 +62,16 @@ def work(
     if own_process:
         signal.signal(signal.SIGTERM, _raise_interrupt)
     emit = masked(emit, store.target)
+    dog = watchdog.Watchdog(watchdog.floor_seconds()) if own_process else None  # it kills its process
     try:
-        return _work(store, emit, policy, places or checkpoint.places(store.target, store.name), pack)
+        return _work(
+            store,
+            dog.emit(emit) if dog else emit,
+            policy,
+            places or checkpoint.places(store.target, store.name),
+            pack,
+            dog,
+        )
     except UnknownSettings as err:  # a queued run this version cannot read: say so, touch nothing
         emit(events.WorkerStopped(str(err)))
         print(redact(f"error: {err}", store.target), file=sys.stderr)
@@ -87,7 +96,14 @@ def masked(emit: events.Emit, target: str) -> events.Emit:
     return emit_masked
 
 
-def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoint.Places, pack: int | None) -> int:
+def _work(
+    store: Store,
+    emit: events.Emit,
+    policy: RetryPolicy,
+    places: checkpoint.Places,
+    pack: int | None,
+    dog: watchdog.Watchdog | None,
+) -> int:
     from sweep import devices, pack_worker
 
     replicas = max((s.point.train.gpus for s in store.queued()), default=1)
@@ -95,7 +111,7 @@ def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoi
     mirrored: int | None = None  # replica count of the MirroredStrategy this process has used
     alone: set[str] = set()  # runs whose pack failed here: each trains alone
     while True:
-        store.requeue_dead()  # a dead worker's run goes back in the queue for us
+        store.requeue_dead(policy)  # a dead worker's run goes back in the queue for us
         claim = store.claim_next()
         if claim is None:
             if not store.may_come_back():
@@ -118,7 +134,7 @@ def _work(store: Store, emit: events.Emit, policy: RetryPolicy, places: checkpoi
         if size > 1:
             claims += [store.start(m) for m in pack_worker.claim_mates(store, claim, size, places, alone)[1:]]
         try:
-            with heartbeats(store, claims):
+            with heartbeats(store, claims), dog.watching(claims) if dog else contextlib.nullcontext():
                 if len(claims) > 1:
                     statuses = pack_worker.run_pack(store, claims, emit, places)
                     ended = [(status, True) for status in statuses]

@@ -176,10 +176,15 @@ def write_grid(folder: Path, text: str, name: str = "grid.yaml") -> Path:
     return path
 
 
-def run_cli(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m sweep ARGS` in a fresh process, as a user would run it."""
+def run_cli(*args: str, cwd: Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    """`python -m sweep ARGS` in a fresh process, as a user would run it (`env`: variables set for it)."""
     return subprocess.run(
-        [sys.executable, "-m", "sweep", *args], cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "sweep", *args],
+        cwd=cwd,
+        env=cli_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

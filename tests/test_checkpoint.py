@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -109,14 +110,40 @@ def test_a_write_cut_short_leaves_the_previous_checkpoint(tmp_path: Path) -> Non
             checkpoint.save(path, "r", "{}", run.position, records[-1], run.model)
     before = path.read_bytes()
     # A second write killed mid-way: its temporary file is there, half written; the checkpoint is not touched.
-    (tmp_path / f".r.npz.tmp-{os.getpid() + 1}").write_bytes(before[: len(before) // 2])
+    killed = tmp_path / f".r.npz.tmp-{os.getpid() + 1}"
+    killed.write_bytes(before[: len(before) // 2])
     saved = checkpoint.load(path)
     assert path.read_bytes() == before and saved is not None and saved.record == records[0]
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [f".r.npz.tmp-{os.getpid() + 1}"]
+    # Another container's write in progress, under this very pid: a save here leaves it alone.
+    theirs = tmp_path / f".r.npz.tmp-{os.getpid()}"
+    theirs.write_bytes(b"their half-written checkpoint")
+    checkpoint.save(path, "r", "{}", run.position, records[-1], run.model)
+    assert theirs.read_bytes() == b"their half-written checkpoint"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted([killed.name, theirs.name])
+    _age(killed, 3600)
     checkpoint.remove(path)
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [theirs.name]  # the killed write's leftover is gone
     path.write_bytes(b"not a checkpoint")
     assert checkpoint.load(path) is None
+
+
+def _age(path: Path, seconds: float) -> None:
+    when = time.time() - seconds
+    os.utime(path, (when, when))
+
+
+@pytest.mark.unit
+def test_remove_clears_killed_writes_and_keeps_writes_in_progress(tmp_path: Path) -> None:
+    """A leftover untouched for LEFTOVER_SECONDS is a killed write's; a younger one may be another
+    process's write in progress (a zombie attempt of the same run) and is kept."""
+    path = tmp_path / "r.npz"
+    path.write_bytes(b"checkpoint")
+    old, fresh = tmp_path / ".r.npz.tmp-a1", tmp_path / ".r.npz.tmp-b2"
+    for leftover in (old, fresh):
+        leftover.write_bytes(b"half")
+    _age(old, checkpoint.LEFTOVER_SECONDS + 60)
+    checkpoint.remove(path)
+    assert [p.name for p in tmp_path.iterdir()] == [fresh.name]
 
 
 @pytest.mark.unit

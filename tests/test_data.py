@@ -122,6 +122,24 @@ def test_glyphs_are_cached_on_disk(tmp_path: Path) -> None:
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("bad", ["object array", "cut short"])
+def test_a_cache_file_that_is_not_ours_is_rendered_again_never_unpickled(tmp_path: Path, bad: str) -> None:
+    """A cache file holding an object array (a pickle: loading it would run its writer's code) or cut short
+    is no cache: the glyphs are rendered again, the same as ever, and the file replaced."""
+    first = raw_arrays(SMALL, cache_dir=tmp_path)
+    [cache] = tmp_path.glob("glyphs120-*.npz")
+    if bad == "object array":
+        with open(cache, "wb") as handle:
+            np.savez(handle, x_train=np.array([{"a": 1}], dtype=object), y_train=first[1])
+    else:
+        cache.write_bytes(cache.read_bytes()[:100])
+    again = raw_arrays(SMALL, cache_dir=tmp_path)
+    assert all(np.array_equal(a, b) for a, b in zip(first[:4], again[:4], strict=True)) and first[4] == again[4]
+    assert [p.name for p in tmp_path.iterdir()] == [cache.name]
+    assert raw_arrays(SMALL, cache_dir=tmp_path)[4] == first[4]  # the file is a cache again
+
+
+@pytest.mark.unit
 def test_full_glyphs120_has_120_classes_at_the_default_size() -> None:
     split = load_split(DataConfig(samples_per_class=5))
     assert split.num_classes == 120 and split.x_train.shape[1:] == (32, 32, 1)

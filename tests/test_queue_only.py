@@ -88,7 +88,7 @@ def test_slurm_dry_run_prints_the_array_script_and_queues_nothing(
     for line in ("#SBATCH --array=0-2", "#SBATCH --gpus-per-task=1", "#SBATCH --no-requeue"):
         assert line + "\n" in out
     assert f"#SBATCH --output={tmp_path}/results/queued/slurm/worker-%A_%a.out\n" in out
-    assert f"\n  {sys.executable} -m sweep worker --study queued --retries 1 --storage {url}\n" in out
+    assert f"\n  {sys.executable} -m sweep worker --study queued --retries 1 --max-requeues 3 --storage {url}\n" in out
     assert "if [ $code -eq 4 ]; then continue; fi" in out  # a worker asking for a fresh process gets one
     assert "CUDA_VISIBLE_DEVICES=" not in out.replace("CUDA_VISIBLE_DEVICES=${", "")  # Slurm's own, never ours
     assert not (tmp_path / "results").exists()

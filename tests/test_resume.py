@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import optuna
+import pandas as pd
 import psutil
 import pytest
 import services
@@ -236,8 +238,8 @@ def test_postgres_two_workers_one_killed_every_run_done_once(
     victim = _wait_for_running_epoch(trials_of)
     os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
     output, _ = enqueue.communicate(timeout=600)
-    # the killed worker is reported, but the survivor re-queued and finished its run
-    assert "a worker exited with code -9" in output
+    # the killed worker's run is re-queued at once, and the sweep finishes it
+    assert f"re-queued 1 run(s) whose worker died: {victim.user_attrs['run_id']}" in output
     assert enqueue.returncode == 0, output
     trials = trials_of()
     _assert_each_run_done_once(trials, runs=4, epochs=3)
@@ -248,7 +250,94 @@ def test_postgres_two_workers_one_killed_every_run_done_once(
         for t in trials
         if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs["run_id"] == victim.user_attrs["run_id"]
     ]
-    assert redone[0].user_attrs["worker_pid"] != victim.user_attrs["worker_pid"]  # the survivor finished it
+    assert redone[0].user_attrs["worker_pid"] != victim.user_attrs["worker_pid"]  # another worker finished it
+
+
+DEATH_GRID = """\
+    name: deaths
+    seeds: [0]
+    base:
+      data: {dataset: glyphs120, classes: 4, samples_per_class: 10, image_size: 12}
+      train: {epochs: 2, batch_size: 8}
+    grid:
+      train.callbacks: [[], ["killer.py:make"]]
+"""
+KILLER = """\
+import os
+import signal
+
+import keras
+
+
+class Killer(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def make():
+    return Killer()
+"""
+
+
+@pytest.mark.parametrize("store", ["journal", "postgres"])
+def test_a_run_that_kills_its_worker_every_time_fails_after_the_cap_and_the_sweep_finishes(
+    tmp_path: Path, request: pytest.FixtureRequest, store: str
+) -> None:
+    """Out of memory on every attempt, as kill -9: with --max-requeues 1 the run is queued again once,
+    a new worker takes the dead one's place each time, the second death leaves the run failed with how
+    its worker died, and the other run of the sweep is done."""
+    write_grid(tmp_path, DEATH_GRID)
+    (tmp_path / "killer.py").write_text(KILLER)
+    storage = ["--storage", request.getfixturevalue("postgres_url")] if store == "postgres" else []
+    done = run_cli(
+        "run", "grid.yaml", "--workers", "1", "--max-requeues", "1", *storage, cwd=tmp_path, BATCHSWEEP_HEARTBEAT="1"
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output  # a run failed: the sweep's exit code says so
+    assert output.count("killed by SIGKILL; starting a new worker in its place") >= 1, output
+    runs = pd.read_csv(tmp_path / "results" / "deaths" / vocab.RUNS_CSV).set_index(vocab.RUN_ID)
+    killer = next(r for r in runs.index if "killer" in r)
+    assert runs.loc[killer, vocab.STATUS] == vocab.FAILED and runs.loc[killer, vocab.ATTEMPT] == 2
+    error = runs.loc[killer, vocab.ERROR]
+    assert re.fullmatch(r"worker died 2 times \(last: worker pid \d+ on .+ died mid-run: killed by SIGKILL\)", error)
+    assert f"FAILED {killer}: {error}" in output
+    other = runs.drop(index=killer)
+    assert other[vocab.STATUS].tolist() == [vocab.DONE] and other["epochs_done"].tolist() == [2]
+
+
+HANG = """\
+import time
+
+import keras
+
+
+class Hang(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        time.sleep(3600)
+
+
+def make():
+    return Hang()
+"""
+
+
+def test_a_run_that_hangs_is_stopped_by_the_watchdog_and_counts_as_a_death(tmp_path: Path) -> None:
+    """A run that makes no record (a callback that never returns) keeps its worker alive for ever; the
+    watchdog stops the worker past its bound (here 10x a floor of 0.5 s, before any record) and, with
+    --max-requeues 0, the run is left failed with the watchdog's reason, in well under the hour."""
+    write_grid(tmp_path, DEATH_GRID.replace('[[], ["killer.py:make"]]', '[["hang.py:make"]]'))
+    (tmp_path / "hang.py").write_text(HANG)
+    started = time.monotonic()
+    done = run_cli("run", "grid.yaml", "--max-requeues", "0", cwd=tmp_path, BATCHSWEEP_STALL_FLOOR="0.5")
+    assert time.monotonic() - started < 120
+    assert done.returncode == 1, done.stdout + done.stderr
+    runs = pd.read_csv(tmp_path / "results" / "deaths" / vocab.RUNS_CSV)
+    assert runs[vocab.STATUS].tolist() == [vocab.FAILED]
+    assert re.fullmatch(
+        r"worker died 1 time \(last: no record for \d+ s \(bound 5 s: 10x the floor of 0.5 s, before this "
+        r"worker's first record\); the watchdog stopped its worker\)",
+        runs[vocab.ERROR][0],
+    ), runs[vocab.ERROR][0]
 
 
 def test_a_closed_database_store_hands_its_connections_back(postgres_url: str) -> None:

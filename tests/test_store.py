@@ -22,7 +22,7 @@ from conftest import REPO, write_grid
 from sweep import vocab
 from sweep.config import load_grid
 from sweep.plan import plan
-from sweep.store import RetryPolicy, Store, crash, epochs_of, internals, storage
+from sweep.store import Dead, RetryPolicy, Store, crash, epochs_of, internals, storage
 
 
 def _store(tmp_path: Path) -> Store:
@@ -175,7 +175,7 @@ print(c.spec.run_id)
     )
     run_id = child.stdout.strip()
     assert store.counts()[vocab.RUNNING] == 1
-    assert store.requeue_dead() == [run_id]  # the child process is gone
+    assert store.requeue_dead() == [Dead(run_id, 1)]  # the child process is gone
     assert store.may_come_back() is False  # nothing is running any more
     assert store.runs_table().set_index(vocab.RUN_ID).loc[run_id, vocab.STATUS] == vocab.PENDING
     assert store.requeue_dead() == []
@@ -204,7 +204,7 @@ def test_a_reused_pid_with_another_start_time_is_a_dead_worker(tmp_path: Path, m
     store.enqueue(_runs(tmp_path)[:1])
     monkeypatch.setattr(crash, "worker_identity", lambda: {**real, crash.WORKER_STARTED: started - 3600.0})
     claim = store.claim_next()
-    assert store.requeue_dead() == [claim.spec.run_id]
+    assert store.requeue_dead() == [Dead(claim.spec.run_id, 1)]
     assert store.runs_table().set_index(vocab.RUN_ID).loc[claim.spec.run_id, vocab.STATUS] == vocab.PENDING
 
 
@@ -402,7 +402,7 @@ def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, mon
     internals.handle(store.sweep, waiting).set_user_attr(crash.WORKER_PID, 12345)  # mid-claim: no host yet
     assert store.requeue_dead() == []
     monkeypatch.setattr(crash, "CLAIM_SECONDS", 0.0)  # as if its claimer died mid-claim long ago
-    assert store.requeue_dead() == [waiting.user_attrs[vocab.RUN_ID]]
+    assert store.requeue_dead() == [Dead(waiting.user_attrs[vocab.RUN_ID], 1)]
     ended = store.sweep.get_trials()[waiting.number]
     assert (ended.state, ended.user_attrs[vocab.ERROR]) == (
         optuna.trial.TrialState.FAIL,

@@ -29,7 +29,8 @@ from optuna.trial import FrozenTrial, TrialState
 from sweep import vocab
 from sweep.plan import RunSpec, SearchGroup
 from sweep.store import crash, internals, params, queue, search, storage, tables
-from sweep.store.queue import Claim, RetryPolicy, epochs_of, latest_by_run, status_of
+from sweep.store.crash import Dead
+from sweep.store.queue import DEFAULT_POLICY, Claim, RetryPolicy, epochs_of, latest_by_run, status_of
 from sweep.store.search import Search
 from sweep.store.secrets import redact
 from sweep.store.storage import (
@@ -48,7 +49,9 @@ __all__ = [
     "STORAGE_ENV",
     "STORE_FORMAT",
     "VERSION_ATTR",
+    "DEFAULT_POLICY",
     "Claim",
+    "Dead",
     "NewerStoreError",
     "RetryPolicy",
     "Search",
@@ -77,7 +80,7 @@ class Store:
     def open(cls, target: str | Path, name: str, create: bool = True) -> Store:
         """Open (or with `create`, start) the sweep `name`. KeyError if it is missing and not `create`;
         NewerStoreError if a newer batchsweep wrote it."""
-        backend = storage.open_storage(target, on_stale=crash.requeue_stale)
+        backend = storage.open_storage(target)
         return cls(str(target), backend, storage.open_study(backend, name, create=create))
 
     def close(self) -> None:
@@ -217,9 +220,15 @@ class Store:
         queue.enqueue_next(claim.study, claim.trial.user_attrs)
         return True
 
-    def requeue_dead(self) -> list[str]:
-        """Queue again the runs (and search trials) whose worker died; return their ids."""
-        return [run_id for study in self._studies() for run_id in crash.requeue_dead(study, self.database)]
+    def requeue_dead(self, policy: RetryPolicy = DEFAULT_POLICY, causes: dict[int, str] | None = None) -> list[Dead]:
+        """Queue again the runs (and search trials) whose worker died, or leave failed those whose worker
+        died more often than the policy allows; `causes`: how a worker ended, by pid, where this process
+        saw it end."""
+        return [dead for study in self._studies() for dead in crash.requeue_dead(study, self.database, policy, causes)]
+
+    def ended_by_death(self, pid: int) -> bool:
+        """Whether a run of the worker `pid` on this host was ended by its death (queued again, or failed)."""
+        return any(crash.ended_by_death(study, pid) for study in self._studies())
 
     def may_come_back(self) -> bool:
         """Whether a running attempt could still return to the queue (its worker may yet die)."""

@@ -1,8 +1,9 @@
 """Crash detection: finding attempts whose worker is gone and queueing them again. No TensorFlow.
 
-Database store: Optuna's heartbeats (any machine; `optuna.storages.fail_stale_trials`).
-Journal: a claim records the worker's host, pid and process start time; a RUNNING trial whose
-process on this host is gone (a reused pid has another start time) is re-queued.
+Database store: Optuna's heartbeats (any machine): a RUNNING trial whose heartbeat is stale.
+Journal: a claim records the worker's host, pid namespace, pid and process start time; a RUNNING trial
+whose process on this host is gone (a reused pid has another start time) is dead.
+Either way the run is queued again, up to the retry policy's cap on deaths (then it is left failed).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import datetime
 import math
 import os
 import socket
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -23,6 +25,7 @@ from sweep.store import internals, queue
 # one after this long lost its worker mid-claim (journal stores; databases use heartbeats).
 CLAIM_SECONDS = 60.0
 WORKER_HOST, WORKER_PID, WORKER_STARTED = "worker_host", "worker_pid", "worker_started"
+WORKER_PIDS = "worker_pid_namespace"  # containers may share a hostname but not their pids
 
 
 def worker_identity() -> dict[str, Any]:
@@ -37,42 +40,94 @@ def worker_identity() -> dict[str, Any]:
         WORKER_PID: os.getpid(),
         WORKER_STARTED: psutil.Process().create_time(),
         "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        WORKER_PIDS: _pid_namespace(),
         WORKER_HOST: socket.gethostname(),
     }
 
 
-def requeue_stale(study: optuna.Study, trial: FrozenTrial) -> None:
-    """Optuna's callback for a trial it has failed for a missing heartbeat (database stores):
-    queue the next attempt. The failed one reads as interrupted (`queue.status_of`)."""
-    queue.enqueue_next(study, trial.user_attrs)
+@dataclass(frozen=True)
+class Dead:
+    """A run whose worker died: queued again, or left failed once its worker died past the cap."""
+
+    run_id: str
+    deaths: int  # its worker's deaths so far, this one included
+    failed: str | None = None  # the error it was left failed with; None: queued again
 
 
-def requeue_dead(study: optuna.Study, database: bool) -> list[str]:
-    """Re-enqueue RUNNING trials of `study` whose worker is gone. Returns their run ids."""
-    if database:
-        before = {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-        optuna.storages.fail_stale_trials(study)
-        after = study.get_trials(deepcopy=False)
-        return [after[n].user_attrs.get(vocab.RUN_ID, "?") for n in sorted(before) if after[n].state == TrialState.FAIL]
-    revived = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        reason = _why_dead(trial)
-        if reason and queue.requeue(study, internals.handle(study, trial), reason):
-            revived.append(trial.user_attrs[vocab.RUN_ID])
-    return revived
+def requeue_dead(
+    study: optuna.Study, database: bool, policy: queue.RetryPolicy, causes: dict[int, str] | None = None
+) -> list[Dead]:
+    """Queue again the RUNNING trials of `study` whose worker is gone, or leave them failed past the
+    policy's cap (`RetryPolicy.again_after_death`). `causes`: what this process knows of a worker's end,
+    by pid (its exit code, from the coordinator that started it)."""
+    causes = causes or {}
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    found: list[tuple[FrozenTrial, str | None]]
+    if database:  # heartbeats; and at once, the runs of a worker this process saw end
+        stale = internals.stale_trials(study)
+        found = [(t, _stale_reason()) for t in stale]
+        seen = {t.number for t in stale}
+        found += [(t, _why_dead(t)) for t in running if t.number not in seen and t.user_attrs.get(WORKER_PID) in causes]
+    else:
+        found = [(t, _why_dead(t)) for t in running]
+    ended = [_end_dead(study, trial, reason, policy, causes) for trial, reason in found if reason]
+    return [dead for dead in ended if dead is not None]
+
+
+def _end_dead(
+    study: optuna.Study, trial: FrozenTrial, reason: str, policy: queue.RetryPolicy, causes: dict[int, str]
+) -> Dead | None:
+    """Queue the next attempt of a dead worker's run, or end the run failed; None if another process
+    ended the attempt first."""
+    attrs = trial.user_attrs
+    pid = attrs.get(WORKER_PID)
+    reason = attrs.get(vocab.STALLED) or (f"{reason}: {causes[pid]}" if pid in causes else reason)
+    deaths = int(attrs.get(vocab.WORKER_DEATHS, 0)) + 1
+    live = internals.handle(study, trial)
+    run_id = str(attrs.get(vocab.RUN_ID, "?"))
+    if policy.again_after_death(deaths):
+        queued = queue.requeue(study, live, reason, **{vocab.WORKER_DEATHS: deaths})
+        return Dead(run_id, deaths) if queued else None
+    error = f"worker died {deaths} time{'s' if deaths > 1 else ''} (last: {reason})"
+    return Dead(run_id, deaths, error) if queue.end_attempt(study, live, vocab.FAILED, error) else None
+
+
+def ended_by_death(study: optuna.Study, pid: int) -> bool:
+    """Whether a run that the worker `pid` of this host held was ended by its death (by any process:
+    another worker may have seen it first)."""
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+        attrs = trial.user_attrs
+        if attrs.get(WORKER_PID) != pid or not _ours(attrs):
+            continue
+        if queue.status_of(trial) == vocab.INTERRUPTED or str(attrs.get(vocab.ERROR, "")).startswith("worker died"):
+            return True
+    return False
+
+
+def _ours(attrs: dict[str, Any]) -> bool:
+    """Whether the worker of this identity ran on this host, in this pid namespace (if it recorded one)."""
+    return (
+        attrs.get(WORKER_HOST) == socket.gethostname() and attrs.get(WORKER_PIDS, _pid_namespace()) == _pid_namespace()
+    )
+
+
+def _stale_reason() -> str:
+    from sweep.store.storage import heartbeat_seconds
+
+    return f"its worker sent no heartbeat for {3 * heartbeat_seconds()} s (dead, or cut off from the database)"
 
 
 def _why_dead(trial: FrozenTrial) -> str | None:
-    """Why this RUNNING trial's worker is known dead, or None if it may be alive (or is not ours to judge)."""
+    """Why this RUNNING trial's worker is known dead, or None if it may be alive (or is not ours to judge:
+    another host, or another pid namespace of this one, as containers sharing a hostname have)."""
     attrs = trial.user_attrs
     if vocab.RUN_ID not in attrs:
         return None
     if WORKER_HOST not in attrs:  # being claimed right now, or its claimer died before saying who it is
         return "its worker died while claiming it" if _seconds_since(trial.datetime_start) > CLAIM_SECONDS else None
-    host = socket.gethostname()
-    if attrs[WORKER_HOST] != host or _alive(int(attrs.get(WORKER_PID, -1)), float(attrs.get(WORKER_STARTED, 0))):
+    if not _ours(attrs) or _alive(int(attrs.get(WORKER_PID, -1)), float(attrs.get(WORKER_STARTED, 0))):
         return None
-    return f"worker pid {attrs.get(WORKER_PID)} on {host} died mid-run"
+    return f"worker pid {attrs.get(WORKER_PID)} on {attrs[WORKER_HOST]} died mid-run"
 
 
 def may_come_back(study: optuna.Study, database: bool) -> bool:
@@ -85,6 +140,14 @@ def may_come_back(study: optuna.Study, database: bool) -> bool:
     if database:
         return bool(running)
     return any(t.user_attrs.get(WORKER_HOST) == socket.gethostname() for t in running)
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (Linux: "pid:[4026531836]"); "" where there is no such thing to read."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
 
 
 def _seconds_since(moment: datetime.datetime | None) -> float:

@@ -14,7 +14,10 @@ Checked against Optuna 5.1.0 (`CHECKED_VERSIONS`). What is private, and why it i
 - ``optuna.storages._heartbeat.get_heartbeat_thread``: the thread that
   ``Study.optimize`` runs beside a trial to record its heartbeat (database stores);
   ``BaseHeartbeat`` and ``is_heartbeat_enabled``: whether a storage keeps heartbeats, so a
-  claim records its first one at once.
+  claim records its first one at once;
+- ``storage._get_stale_trial_ids``: the RUNNING trials whose heartbeat is stale, which
+  ``fail_stale_trials`` fails without a word; a dead worker's run must first have its death
+  counted and said (`crash.requeue_dead`).
 
 `verify()` exercises each of them on a throwaway in-memory study and raises
 `OptunaChanged` with a one-line message naming what broke; a test calls it, so an
@@ -66,6 +69,16 @@ def take(study: optuna.Study, frozen: FrozenTrial) -> bool:
     return taken
 
 
+def stale_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The RUNNING trials whose heartbeat is older than the storage's grace period (none without heartbeats)."""
+    from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+
+    storage = study._storage
+    if not (isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage)):
+        return []
+    return [storage.get_trial(trial_id) for trial_id in storage._get_stale_trial_ids(study._study_id)]
+
+
 @contextlib.contextmanager
 def heartbeat(trial: optuna.Trial) -> Iterator[None]:
     """Optuna's own heartbeat thread for `trial` while the block runs (a no-op without heartbeats)."""
@@ -105,6 +118,7 @@ def verify() -> None:
         _expect(trial.number == frozen.number, f"{where}: optuna.Trial(study, _trial_id) names another trial")
         with heartbeat(trial):
             pass
+        _expect(stale_trials(study) == [], f"{where}: a storage without heartbeats reports stale trials")
         with tempfile.TemporaryDirectory() as folder:
             backend = file_backend_locked_by_caller(f"{folder}/journal.log")
             backend.append_logs([{"op_code": 0}])

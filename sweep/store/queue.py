@@ -33,7 +33,7 @@ SPEC = "spec"
 INFO = "info"  # the run's facts (parameters, devices, threads, ...) recorded when it starts
 ERROR_TAIL = 4000  # characters of a traceback kept: its end, where the exception is
 # What another attempt of a run inherits from the one before.
-INHERITED = (vocab.ROLE, vocab.SEARCH_GROUP)
+INHERITED = (vocab.ROLE, vocab.SEARCH_GROUP, vocab.WORKER_DEATHS)
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,18 @@ class RetryPolicy:
     is at most `retries` (a run that failed on its data fails the same way again, so never).
     A run left failed, or interrupted, gets a new attempt from the next `run` (`enqueue`);
     done, diverged and pruned runs never do (`vocab.FINAL_STATUSES`).
+
+    A run whose worker died (kill -9, out of memory, a lost node, the progress watchdog) is queued
+    again at most `max_requeues` times; the next death leaves it failed, so a run that kills every
+    worker that takes it cannot stop the sweep. A stop asked for (Ctrl-C, SIGTERM) is no death.
     """
 
     retries: int = 1
+    max_requeues: int = 3
+
+    def again_after_death(self, deaths: int) -> bool:
+        """Whether a run whose worker has died `deaths` times (the latest included) is queued again."""
+        return deaths <= self.max_requeues
 
     def again_now(self, attempt: int, retryable: bool) -> bool:
         return retryable and attempt <= self.retries
@@ -54,6 +63,9 @@ class RetryPolicy:
     @staticmethod
     def again_later(status: str) -> bool:
         return status not in (*vocab.FINAL_STATUSES, vocab.RUNNING, vocab.PENDING)
+
+
+DEFAULT_POLICY = RetryPolicy()
 
 
 class SearchOfTrial(Protocol):
@@ -165,10 +177,11 @@ def _enqueue_attempt(study: optuna.Study, run_id: str, spec_json: str, attempt: 
     )
 
 
-def enqueue_next(study: optuna.Study, attrs: dict[str, Any]) -> None:
-    """Queue the attempt after the one whose user attributes are `attrs`: same run, same spec."""
+def enqueue_next(study: optuna.Study, attrs: dict[str, Any], **more: Any) -> None:
+    """Queue the attempt after the one whose user attributes are `attrs`: same run, same spec; `more`
+    replaces what it inherits (a worker's death counted)."""
     if vocab.RUN_ID in attrs:
-        kept = {k: attrs[k] for k in INHERITED if k in attrs}
+        kept = {k: attrs[k] for k in INHERITED if k in attrs} | more
         _enqueue_attempt(study, attrs[vocab.RUN_ID], attrs[SPEC], int(attrs.get(vocab.ATTEMPT, 1)) + 1, kept)
 
 
@@ -261,17 +274,26 @@ def finish(claim: Claim, status: str, value: float | None = None, error: str | N
         study.tell(trial, state=TrialState.FAIL)
 
 
-def requeue(study: optuna.Study, trial: optuna.Trial, reason: str) -> bool:
-    """End an attempt that cannot finish (interrupted, crashed) and enqueue the next attempt.
+def requeue(study: optuna.Study, trial: optuna.Trial, reason: str, **more: Any) -> bool:
+    """End an attempt that cannot finish (interrupted, crashed) and enqueue the next attempt (`more`: what
+    it carries beyond its inheritance).
 
     False if another process ended it first (it then queued the next attempt itself).
     """
     attrs = trial.user_attrs
+    if not end_attempt(study, trial, vocab.INTERRUPTED, reason):
+        return False
+    enqueue_next(study, attrs, **more)
+    return True
+
+
+def end_attempt(study: optuna.Study, trial: optuna.Trial, status: str, error: str) -> bool:
+    """Mark a running attempt ended (FAIL to Optuna) with `status` and `error`; False if another process
+    ended it first."""
     try:
-        trial.set_user_attr(vocab.STATUS, vocab.INTERRUPTED)
-        trial.set_user_attr(vocab.ERROR, reason)
+        trial.set_user_attr(vocab.STATUS, status)
+        trial.set_user_attr(vocab.ERROR, error[-ERROR_TAIL:])
         study.tell(trial, state=TrialState.FAIL)
     except (optuna.exceptions.UpdateFinishedTrialError, ValueError):  # ValueError: "Cannot tell a FAIL trial"
         return False
-    enqueue_next(study, attrs)
     return True

@@ -11,7 +11,7 @@ import contextlib
 import errno
 import os
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +56,9 @@ def heartbeat_seconds() -> int:
     return max(1, int(os.environ.get("BATCHSWEEP_HEARTBEAT", "20")))
 
 
-StaleCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
-
-
-def open_storage(target: str | Path, on_stale: StaleCallback | None = None) -> optuna.storages.BaseStorage:
-    """A journal file path, or a database URL (postgresql://...) whose dead workers' trials
-    Optuna hands to `on_stale` once their heartbeat is 3 intervals old."""
+def open_storage(target: str | Path) -> optuna.storages.BaseStorage:
+    """A journal file path, or a database URL (postgresql://...) whose running trials keep heartbeats:
+    one whose heartbeat is 3 intervals old lost its worker (`crash.requeue_dead`)."""
     text = str(target)
     if is_database(text):
         if text.startswith("postgresql://"):  # the psycopg 3 driver, whatever SQLAlchemy's default
@@ -69,9 +66,7 @@ def open_storage(target: str | Path, on_stale: StaleCallback | None = None) -> o
         beat = heartbeat_seconds()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(
-                text, heartbeat_interval=beat, grace_period=3 * beat, heartbeat_stale_trial_callback=on_stale
-            )
+            return optuna.storages.RDBStorage(text, heartbeat_interval=beat, grace_period=3 * beat)
     Path(text).parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(RepairingJournal(text))
 

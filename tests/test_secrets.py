@@ -82,6 +82,11 @@ def test_a_storage_file_under_the_home_folder_is_read_from_there(
             "postgresql://u:Zq9@Bsecret2@127.0.0.1/db",
             "failed to resolve host '***@127.0.0.1'",
         ),
+        (  # an @ not percent-encoded: the driver echoes the piece after it, which holds a -
+            "failed to resolve host 'Zq-17@127.0.0.1'",
+            "postgresql://u:Pw7-17@Zq-17@127.0.0.1:1/db",
+            "failed to resolve host '***@127.0.0.1'",
+        ),
         ("password is p/w", "postgresql://u:p%2Fw3x@h/db", "password is p/w"),  # pieces under 4 characters stay
         (
             "no url here: postgresql://postgres@127.0.0.1:5/db",

@@ -7,7 +7,7 @@ up to 5.12 s between wake-ups), so a call that ends between two wake-ups waits f
 
 In one process, the default model (120 classes, 32x32, the batch_sizes grid's data), the calls a run
 makes at every record, each timed with autotuning on (`prefetch(AUTOTUNE)`, as Keras feeds arrays)
-and off (`sweep.data.batches`, the harness since 2026-12-05), in alternating order across repeats:
+and off (`sweep.train.data.batches`, the harness since 2026-12-05), in alternating order across repeats:
 
 - `evaluate` of the validation set (1,200 images, batch 512),
 - `fit` of 50 steps at batch 8 (a record stretch of experiments/batch_sizes.yaml),
@@ -34,7 +34,7 @@ CALLS = ("evaluate 1,200 images", "fit 50 steps at batch 8", "fit 1 epoch at bat
 def dataset(x: Any, y: Any, batch: int, autotune: bool) -> Any:
     import tensorflow as tf
 
-    from sweep import data
+    from sweep.train import data
 
     if not autotune:
         return data.batches(x, y, batch)
@@ -57,10 +57,10 @@ def one_repeat(model: Any, split: Any, autotune: bool, epoch: int) -> list[tuple
 
 def measure(repeats: int) -> list[dict[str, Any]]:
     """Alternating on/off repeats; weights and optimizer restored before each, so both compute the same."""
-    from sweep import data
     from sweep.config import DataConfig, ModelConfig
-    from sweep.model import build_model
-    from sweep.train import zero_optimizer
+    from sweep.train import data
+    from sweep.train.model import build_model
+    from sweep.train.trainer import zero_optimizer
 
     split = data.load_split(DataConfig(samples_per_class=50))
     model = build_model(ModelConfig(), split.x_train.shape[1], split.num_classes, split.x_train.shape[-1])

@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 def measure(args: argparse.Namespace, grid: Path, stamp: Stamp, folder: Path) -> tuple[list[Row], list[Row]]:
     """Everything, in a scratch folder with its own dataset cache: (bench.csv rows, per-epoch rows)."""
     from sweep.config import load_grid
-    from sweep.devices import device_pool
-    from sweep.plan import plan
+    from sweep.config.plan import plan
+    from sweep.train.devices import device_pool
 
     env = machine.clean_env(folder / "cache")
     training.warm_cache(grid, folder / "cache")

@@ -6,8 +6,8 @@ One process, one Python loop over the grid's runs (the same expansion as
 `python -m sweep plan`: every grid point times every seed, in the same order),
 and for each run: seed, load the data, build and compile the model, then
 `model.fit(...)`. The model, data, seeds, optimiser and epochs are the
-harness's own (`sweep.model.build_model`, `sweep.data.load_split`,
-`sweep.plan.derive_seed`, `sweep.optim.make_optimizer`), so the only
+harness's own (`sweep.train.model.build_model`, `sweep.train.data.load_split`,
+`sweep.config.plan.derive_seed`, `sweep.train.optim.make_optimizer`), so the only
 difference from `python -m sweep run` is the machinery around training: no
 store, no worker processes, no inference-mode train subset, no CSV export and
 no report.
@@ -15,7 +15,7 @@ no report.
 Feeding (`--feed`):
 
 - `tfdata` (default): one `fit` call per epoch on that epoch's batches, in the
-  order the harness uses (`sweep.data.epoch_order`: a numpy permutation per
+  order the harness uses (`sweep.train.data.epoch_order`: a numpy permutation per
   epoch from a sub-seed of the run seed), as
   `tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).prefetch(AUTOTUNE)`,
   validation through `fit(validation_data=...)`. This is a loop a user writes
@@ -46,7 +46,7 @@ after every run, as Keras advises for loops (and as the harness's worker does).
 subset after every epoch, so every metric of the harness is computed.
 `--reuse-model` is a lever experiment for the harness (docs/levers.md), not what
 a user writes: one compiled model per architecture, fresh weights per run
-(`sweep.train.reset_compiled`, the reset the harness's workers use).
+(`sweep.train.trainer.reset_compiled`, the reset the harness's workers use).
 
 Writes one CSV row per (run, epoch); `epoch_seconds` is the training part of the
 epoch only (from the epoch's start to the start of its validation), like the
@@ -62,7 +62,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweep.train import EVAL_BATCH  # the harness's evaluation batch, so validation numbers match
+from sweep.train.trainer import EVAL_BATCH  # the harness's evaluation batch, so validation numbers match
 
 COLUMNS = (
     "run_id",
@@ -146,11 +146,11 @@ def train_run(
     import keras
     import tensorflow as tf
 
-    from sweep import data
-    from sweep import model as model_module
-    from sweep.optim import make_optimizer
-    from sweep.plan import derive_seed
-    from sweep.train import reset_compiled
+    from sweep.config.plan import derive_seed
+    from sweep.train import data
+    from sweep.train import model as model_module
+    from sweep.train.optim import make_optimizer
+    from sweep.train.trainer import reset_compiled
 
     check_plain(spec)
     started = time.perf_counter()
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--train-eval needs --feed tfdata or numpy")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from sweep.config import load_grid
-    from sweep.plan import plan
+    from sweep.config.plan import plan
 
     runs = plan(load_grid(args.grid))
     for spec in runs:  # before TensorFlow starts: a grid the baseline cannot train fails at once

@@ -3,7 +3,7 @@ the harness's code unedited and one thing changed.
 
     python -m benchmarks.levers [--repeats 2] [--out results/bench]   # about 15 minutes on 2 cores
 
-Each probe (`python -m benchmarks.probes lever SETTINGS`) trains the bench model as sweep/train.py
+Each probe (`python -m benchmarks.probes lever SETTINGS`) trains the bench model as sweep/train/trainer.py
 does, at a given thread count; every probe runs `--repeats` times in alternating order. Writes
 levers.csv (one row per probe, repeat and run) and levers.md (each setting against its reference:
 wall and CPU speed ratios, and whether every per-epoch number is the same).
@@ -85,7 +85,7 @@ LEVERS = [
 
 def run_probe(lever: Lever, env: dict[str, str], epochs: int) -> dict[str, Any]:
     """The probe in a fresh process with its thread count set as a worker's would be."""
-    from sweep.devices import worker_environment
+    from sweep.train.devices import worker_environment
 
     threads = lever.threads or machine.cores()
     _, result = machine.probe(
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{machine.describe()}; load average {machine.load_average():.2f} at start", flush=True)
     with tempfile.TemporaryDirectory(prefix="levers-") as tmp:
         from sweep.config import DataConfig
-        from sweep.data import raw_arrays
+        from sweep.train.data import raw_arrays
 
         raw_arrays(DataConfig(**LEVER_DATA), Path(tmp) / "cache")  # rendered once, before any probe is timed
         rows = run_levers(machine.clean_env(Path(tmp) / "cache"), args.repeats)

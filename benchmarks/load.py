@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from sweep.config import load_grid
-    from sweep.plan import plan
+    from sweep.config.plan import plan
     from sweep.store import Store
 
     folder = Path(tempfile.mkdtemp(prefix="batchsweep-load-"))

@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from sweep import devices
+from sweep.train import devices
 
 REPO = Path(__file__).resolve().parents[1]
 # Settings of the caller's shell that would change what a timed process measures.

@@ -14,13 +14,13 @@ import argparse
 import time
 
 from sweep.config import DataConfig, PointConfig, TrainConfig
-from sweep.plan import RunSpec
+from sweep.config.plan import RunSpec
 
 MEASURING = ("noise_scale", "recalibrate_bn")  # train.* settings that only add records
 
 
 def seconds(batch_size: int, epochs: int, setting: str, on: bool) -> float:
-    from sweep.train import Run
+    from sweep.train.trainer import Run
 
     point = PointConfig(
         data=DataConfig(samples_per_class=40),

@@ -21,7 +21,7 @@ In one run, on one machine (the grids first, then the K table):
    (every run alone, one worker and one thread per core); (a) the plain Keras loop
    `python -m benchmarks.keras_baseline` on the same runs, without the records inside epochs, the
    train-subset evaluation and the BatchNorm recalibration, which it does not do. A packing worker
-   runs its towers side by side at one intra-op thread (sweep/devices.py), so p's per-epoch records
+   runs its towers side by side at one intra-op thread (sweep/train/devices.py), so p's per-epoch records
    are compared with w's, the runs alone at that thread count: every column of epochs.csv but
    epoch_seconds and samples_per_second, matched by run id and epoch.
 
@@ -121,8 +121,8 @@ def measure_ks(
     batch_sizes: list[int], ks: list[int], repeats: int, env: dict[str, str], folder: Path, data: dict[str, int]
 ) -> list[Row]:
     """Part 1: the pack_k process once per repeat (Ks reversed on odd repeats), the matmul peak, the rows."""
-    from sweep import data as data_module
-    from sweep import devices
+    from sweep.train import data as data_module
+    from sweep.train import devices
 
     probe_data = {"samples_per_class": pack_k.SAMPLES_PER_CLASS, **data}
     spec = pack_k.specs_for(batch_sizes[0], 1, probe_data, folder)[0]
@@ -178,7 +178,7 @@ def scale_grid(source: Path, folder: Path, scale: dict[str, Any]) -> tuple[Path,
     return harness, plain
 
 
-PACKED = 3  # (p)'s --pack: the grids' seeds per point (packing is off by default, sweep.pack.PACK_SIZES)
+PACKED = 3  # (p)'s --pack: the grids' seeds per point (packing is off by default, sweep.train.pack.PACK_SIZES)
 
 
 def configurations(harness: Path, plain: Path, folder: Path) -> dict[str, training.Configuration]:
@@ -197,7 +197,7 @@ def configurations(harness: Path, plain: Path, folder: Path) -> dict[str, traini
 def time_grids(scaled: dict[str, tuple[Path, Path]], repeats: int, env: dict[str, str]) -> list[Row]:
     """Part 2: every grid's configurations, in alternating order across repeats; then the records check."""
     from sweep.config import load_grid
-    from sweep.plan import plan
+    from sweep.config.plan import plan
 
     timed: list[dict[str, Any]] = []
     for repeat in range(repeats):

@@ -1,5 +1,5 @@
-"""Training throughput of a pack (sweep/pack.py `PackedRun`) per batch size and towers K: the table
-behind `sweep.pack.PACK_SIZES`. Run by benchmarks/pack.py, one fresh process per repeat:
+"""Training throughput of a pack (sweep/train/pack.py `PackedRun`) per batch size and towers K: the table
+behind `sweep.train.pack.PACK_SIZES`. Run by benchmarks/pack.py, one fresh process per repeat:
 
     python -m benchmarks.pack_k --batch-sizes 8 64 --ks 1 2 4 [--reverse]
 
@@ -47,7 +47,7 @@ def grid_text(batch_size: int, k: int, data: dict[str, int]) -> str:
 def specs_for(batch_size: int, k: int, data: dict[str, int], folder: Path) -> list[Any]:
     """The K run specs of one pack, planned from a grid file as `sweep run` plans them."""
     from sweep.config import load_grid
-    from sweep.plan import plan
+    from sweep.config.plan import plan
 
     path = folder / f"pack-k-b{batch_size}-k{k}.yaml"
     path.write_text(grid_text(batch_size, k, data))
@@ -56,8 +56,8 @@ def specs_for(batch_size: int, k: int, data: dict[str, int], folder: Path) -> li
 
 def time_pack(specs: list[Any]) -> dict[str, Any]:
     """One PackedRun: a tracing epoch, then one timed training epoch (fit only)."""
-    from sweep import data as data_module
-    from sweep.pack import PackedRun
+    from sweep.train import data as data_module
+    from sweep.train.pack import PackedRun
 
     packed = PackedRun(specs)
     batch = specs[0].point.train.batch_size
@@ -85,7 +85,7 @@ def time_pack(specs: list[Any]) -> dict[str, Any]:
 
 def measure(batch_sizes: list[int], ks: list[int], reverse: bool, data: dict[str, int], folder: Path) -> list[dict]:
     """Every (batch size, K), Ks in the given order or reversed; printed as measured."""
-    from sweep.train import forget_compiled
+    from sweep.train.trainer import forget_compiled
 
     found = []
     for batch_size in batch_sizes:

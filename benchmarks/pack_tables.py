@@ -218,7 +218,7 @@ def _k_section(rows: list[Row], meta: dict[str, Any]) -> list[str]:
         tail = f" | **{chosen}** | {speedup}x | {_cell(over_alone)}x |"
         lines.append(f"| {batch} | {alone_cell} | " + " | ".join(cells) + tail)
     chosen = {b: _one(rows, section="k_chosen", batch_size=b, metric="chosen_k") for b in batches}
-    lines += ["", f"As `sweep.pack.PACK_SIZES`: `{chosen}`"]
+    lines += ["", f"As `sweep.train.pack.PACK_SIZES`: `{chosen}`"]
     return lines
 
 

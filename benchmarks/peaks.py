@@ -65,8 +65,8 @@ def effective_peaks(measured: dict[Any, float]) -> dict[Any, float]:
 def train_flops_per_sample(image_size: int, num_classes: int, width: float = 1.0) -> float:
     """FLOPs of one training step per image: 3 x the forward pass's convolutions and dense layer
     (2 per multiply-add; BatchNorm, ReLU and pooling are left out, they are not matrix work).
-    The model of sweep/model.py: 3x3 'same' convolutions, each followed by 2x2 'same' pooling."""
-    from sweep.model import channels
+    The model of sweep/train/model.py: 3x3 'same' convolutions, each followed by 2x2 'same' pooling."""
+    from sweep.train.model import channels
 
     flops, size, c_in = 0.0, image_size, 1
     for c_out in channels(width):

@@ -43,7 +43,7 @@ def dataset_load() -> dict[str, Any]:
     """The default dataset from $BATCHSWEEP_CACHE: seconds to import the loader, seconds to load."""
     started = time.perf_counter()
     from sweep.config import DataConfig
-    from sweep.data import load_split
+    from sweep.train.data import load_split
 
     imported = time.perf_counter()
     split = load_split(DataConfig())
@@ -63,14 +63,14 @@ def _tensorflow_imported() -> bool:
 
 
 def lever(settings: dict[str, Any]) -> dict[str, Any]:
-    """Train the bench model as sweep/train.py does, with one lever changed; timings from the process's
+    """Train the bench model as sweep/train/trainer.py does, with one lever changed; timings from the process's
     start and every per-epoch number.
 
     settings: batch, epochs, spe (steps_per_execution), jit (jit_compile), determinism (default true),
-    feed ("tfdata": the harness's `sweep.data.batches`; "tfdata_plain": without prefetch; "numpy": arrays
+    feed ("tfdata": the harness's `sweep.train.data.batches`; "tfdata_plain": without prefetch; "numpy": arrays
     to fit), runs (runs of the same spec in this process), first_batch (fit one batch first, to time the
     first step), reuse (runs after the first reuse the first run's compiled model, reset by the harness's
-    own `sweep.train.reset_compiled`), data (DataConfig fields, default LEVER_DATA).
+    own `sweep.train.trainer.reset_compiled`), data (DataConfig fields, default LEVER_DATA).
     """
     import psutil
 
@@ -78,12 +78,12 @@ def lever(settings: dict[str, Any]) -> dict[str, Any]:
     import keras
     import tensorflow as tf
 
-    from sweep import data
-    from sweep import model as model_module
     from sweep.config import DataConfig, ModelConfig
-    from sweep.optim import make_optimizer
-    from sweep.plan import derive_seed
-    from sweep.train import reset_compiled
+    from sweep.config.plan import derive_seed
+    from sweep.train import data
+    from sweep.train import model as model_module
+    from sweep.train.optim import make_optimizer
+    from sweep.train.trainer import reset_compiled
 
     out: dict[str, Any] = {"import_tf": time.time() - born, "runs": []}
     cfg = DataConfig(**settings.get("data", LEVER_DATA))
@@ -125,7 +125,7 @@ def _lever_epoch(
 ) -> dict[str, Any]:
     """One epoch in the harness's order, fed as the lever says, then the two evaluations; sets
     run["first_step"] (seconds from the process's start) when the run's first fit returns."""
-    from sweep import data
+    from sweep.train import data
 
     batch = settings["batch"]
     order = data.epoch_order(split.y_train, True, 0, epoch)
@@ -165,7 +165,7 @@ def _lever_inputs(x: Any, y: Any, batch: int, feed: str) -> dict[str, Any]:
     """`fit`'s inputs: the harness's tf.data batches, the same without prefetch, or the arrays."""
     import tensorflow as tf
 
-    from sweep import data
+    from sweep.train import data
 
     if feed == "numpy":
         return {"x": x, "y": y, "batch_size": batch}
@@ -175,7 +175,7 @@ def _lever_inputs(x: Any, y: Any, batch: int, feed: str) -> dict[str, Any]:
 
 
 def _timed_evaluation(model: Any, x: Any, y: Any) -> tuple[dict[str, float], float]:
-    from sweep.train import EVAL_BATCH
+    from sweep.train.trainer import EVAL_BATCH
 
     started = time.perf_counter()
     result = model.evaluate(x, y, batch_size=EVAL_BATCH, verbose=0, return_dict=True)

@@ -29,8 +29,8 @@ def command_seconds(grid: Path, results: Path, env: dict[str, str]) -> float:
 
 
 def in_process_seconds(grid: Path, results: Path) -> float:
-    from sweep import orchestrate
     from sweep.config import load_grid
+    from sweep.run import orchestrate
 
     started = time.perf_counter()
     queued = orchestrate.queue_sweep(load_grid(grid), orchestrate.Options(results=results), orchestrate.Console())

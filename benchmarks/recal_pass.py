@@ -12,9 +12,9 @@ import time
 
 
 def main(calls: int) -> None:
-    from sweep import data, model, recal
-    from sweep.keys import DataConfig, ModelConfig
-    from sweep.train import seed_everything
+    from sweep.config.keys import DataConfig, ModelConfig
+    from sweep.train import data, model, recal
+    from sweep.train.trainer import seed_everything
 
     seed_everything(0)  # the same weights in every process, and TensorFlow's op determinism, as a run
     split = data.load_split(DataConfig(samples_per_class=50))

@@ -38,7 +38,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    checkouts = machine.checkouts(args, "sweep/recal.py")
+    checkouts = machine.checkouts(args, "sweep/train/recal.py")
     if checkouts is None:
         return 2
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _worker_env(cache: Path) -> dict[str, str]:
-    from sweep import devices
+    from sweep.train import devices
 
     return devices.worker_environment(machine.clean_env(cache), threads=machine.cores())
 

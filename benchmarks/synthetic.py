@@ -16,7 +16,7 @@ import numpy as np
 
 from sweep import vocab
 from sweep.config import load_grid
-from sweep.plan import RunSpec, plan
+from sweep.config.plan import RunSpec, plan
 
 SYNTHETIC_GRID = Path(__file__).resolve().parent / "synthetic.yaml"
 TRAIN_SAMPLES, VAL_SAMPLES = 2880, 720

@@ -164,8 +164,8 @@ def read_run_seconds(config: str, folder: Path) -> list[float]:
 def warm_cache(grid: Path, cache: Path) -> None:
     """Render the grid's datasets once, so no timed configuration pays for it."""
     from sweep.config import load_grid
-    from sweep.data import raw_arrays
-    from sweep.plan import plan
+    from sweep.config.plan import plan
+    from sweep.train.data import raw_arrays
 
     for data_cfg in {spec.point.data for spec in plan(load_grid(grid))}:
         raw_arrays(data_cfg, cache)

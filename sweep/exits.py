@@ -10,7 +10,7 @@ class UsageError(Exception):
     """Bad input that is not in the grid file (flags, store). One line for stderr."""
 
 
-# A worker's own exit codes (sweep/worker.py), read by the coordinator and the Slurm script.
+# A worker's own exit codes (sweep/run/worker.py), read by the coordinator and the Slurm script.
 EXIT_NEEDS_MORE_DEVICES = 3  # a queued run needs more replicas than this process set up
 EXIT_UNREADABLE = 2  # the queue holds runs written by a newer version
 EXIT_RECYCLE = 4  # memory grew past the bound, or another replica count: start a fresh worker

@@ -8,7 +8,8 @@ defined exactly once (DESIGN.md, "Results layout").
 RUN_ID = "run_id"
 STATUS = "status"
 SEED = "seed"
-BACKEND = "backend"  # runs.csv: Keras's backend (sweep/backends.py); results without it ran on tensorflow
+BACKEND = "backend"  # runs.csv: Keras's backend (sweep/train/backends.py); results without it ran on tensorflow
+TENSORFLOW = "tensorflow"  # the default backend, and that of results written before runs.csv recorded one
 ROLE = "role"  # grid | search | tuned (below)
 ATTEMPT = "attempt"
 STALLED = "stalled"  # on an attempt: why the progress watchdog stopped its worker
@@ -49,13 +50,13 @@ EPOCH_METRICS: tuple[str, ...] = (
     LR,
 )
 
-# Only in runs with train.noise_scale: true (sweep/noise.py); columns of epochs.csv when any run has them.
+# Only in runs with train.noise_scale: true (sweep/train/noise.py); columns of epochs.csv when any run has them.
 NOISE_SCALE = "noise_scale"  # B_simple = grad_noise_trace / grad_norm_sq
 GRAD_NORM_SQ = "grad_norm_sq"  # |G|^2, the squared norm of the true gradient (estimate)
 GRAD_NOISE_TRACE = "grad_noise_trace"  # tr(Sigma), the per-example gradient covariance's trace (estimate)
 NOISE_METRICS: tuple[str, ...] = (NOISE_SCALE, GRAD_NORM_SQ, GRAD_NOISE_TRACE)
 
-# Only in runs with train.recalibrate_bn: true (sweep/recal.py): the same evaluations with BatchNorm's
+# Only in runs with train.recalibrate_bn: true (sweep/train/recal.py): the same evaluations with BatchNorm's
 # moving statistics recomputed for the current weights, so BatchNorm's lag is not read as failure to fit.
 RECAL = "_recal"
 TRAIN_EVAL_ACC_RECAL = TRAIN_EVAL_ACC + RECAL
@@ -78,7 +79,7 @@ OPTIONAL_METRICS: tuple[str, ...] = NOISE_METRICS + RECAL_METRICS + BALANCED_MET
 
 # A run-level fact (runs.csv): the epoch after which train.early_stopping, or a callback, ended the run.
 STOPPED_EARLY = "stopped_early"
-# A run-level fact (runs.csv): the epoch of the checkpoint the run last resumed from (sweep/resume.py).
+# A run-level fact (runs.csv): the epoch of the checkpoint the run last resumed from (sweep/run/resume.py).
 RESUMED_FROM_EPOCH = "resumed_from_epoch"
 
 # Run statuses as users see them (status command, runs.csv).
@@ -101,8 +102,13 @@ GRID, SEARCH, TUNED = "grid", "search", "tuned"
 JOURNAL_FILE = "journal.log"
 RUNS_CSV = "runs.csv"
 EPOCHS_CSV = "epochs.csv"
-TIMING_CSV = "timing.csv"  # quiet per-configuration training times (sweep/timing.py)
-DECISIONS_CSV, LOOKS_CSV = "decisions.csv", "looks.csv"  # a `run --until-decided`'s verdicts (sweep/decisions.py)
+TIMING_CSV = "timing.csv"  # quiet per-configuration training times (sweep/train/timing.py)
+DECISIONS_CSV, LOOKS_CSV = (
+    "decisions.csv",
+    "looks.csv",
+)  # a `run --until-decided`'s verdicts (sweep/analysis/decisions.py)
 LOG_DIR = "logs"
 STORAGE_ENV = "BATCHSWEEP_STORAGE"  # how a password-bearing URL reaches workers: never on a command line
-PARENT_PID_ENV = "BATCHSWEEP_PARENT_PID"  # the coordinator's pid, set for the workers it starts (sweep/coordinator.py)
+PARENT_PID_ENV = (
+    "BATCHSWEEP_PARENT_PID"  # the coordinator's pid, set for the workers it starts (sweep/run/coordinator.py)
+)

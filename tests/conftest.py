@@ -103,7 +103,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     TensorFlow use in this process. Unit tests never reach TensorFlow.
     """
     if "unit" not in tiers_of(item):
-        from sweep import devices
+        from sweep.train import devices
 
         devices.configure_replicas(2)
 
@@ -238,8 +238,8 @@ class Lines:
 def sweep_here(grid: Path, report: bool = False, **options):
     """`sweep run GRID` in this process (no worker processes, no second TensorFlow): (Outcome, Lines).
     Results go to <grid's folder>/results/<name> unless `results=` says otherwise."""
-    from sweep import orchestrate
     from sweep.config import load_grid
+    from sweep.run import orchestrate
 
     parsed = load_grid(grid)
     options.setdefault("results", grid.parent / "results" / parsed.name)

@@ -1,6 +1,6 @@
 """How the 120 glyphs of glyphs120 were chosen: the selection tooling, used only by tests/test_glyphs.py.
 
-The runtime never re-selects: ``sweep.glyphs.GLYPHS`` is this module's ``select_distinct()`` output,
+The runtime never re-selects: ``sweep.train.glyphs.GLYPHS`` is this module's ``select_distinct()`` output,
 committed as a literal, and test_glyphs.py checks that it still is. The criterion:
 
 * Pool: ``CANDIDATES``, 520 characters in order of preference (digits, Latin,
@@ -22,7 +22,7 @@ committed as a literal, and test_glyphs.py checks that it still is. The criterio
   so far exceeds THRESHOLD = 0.25, the largest round threshold that still leaves at
   least 120 glyphs (123 pass; 0.28 leaves under 100). For scale, u/U are at 0.07, p/P 0.12,
   5/S 0.11, 8/B 0.10, 2/Z 0.18, l/1 0.18, M/W 0.64 in this metric.
-* The result is committed as the literal ``sweep.glyphs.GLYPHS``; the runtime never re-selects.
+* The result is committed as the literal ``sweep.train.glyphs.GLYPHS``; the runtime never re-selects.
 
 Result: min pairwise distance 0.2513, between '∞' and '♔' (distinctness_report()).
 The metric is sensitive to sub-pixel phase on thin strokes: normalising from the
@@ -35,8 +35,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
-from sweep import glyphs
-from sweep.glyphs import GLYPHS, N_CLASSES, antialiased, crop_to_ink, glyph_crop, place, warp
+from sweep.train import glyphs
+from sweep.train.glyphs import GLYPHS, N_CLASSES, antialiased, crop_to_ink, glyph_crop, place, warp
 
 # Candidate pool for select_distinct, in order of preference (greedy keeps the
 # earlier of two look-alikes, so plain Latin/digits win over Greek/Cyrillic).

@@ -13,7 +13,8 @@ import pytest
 from conftest import REPO
 
 from sweep import analysis as an
-from sweep import estimates, selection, vocab
+from sweep import vocab
+from sweep.analysis import estimates, selection
 
 FIXTURES = REPO / "tests" / "fixtures"
 BS, CAUSES, GPUS = FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gpus"

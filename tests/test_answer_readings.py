@@ -1,7 +1,7 @@
 """Which numbers decide each claim (sweep.report.basis.read): the symptom from the post's raw
 reading, generalisation from recalibrated numbers where every chosen run recorded them (raw, and
 said so, where not), the optimizer and learning rate named; runs that did not train
-(sweep.health.run_health) in no interval. On constructed tables."""
+(sweep.analysis.health.run_health) in no interval. On constructed tables."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 
 from sweep import analysis as an
-from sweep import health as health_of
-from sweep import timing, vocab
+from sweep import vocab
+from sweep.analysis import health as health_of
+from sweep.config import timing_schema
 from sweep.report import basis, claims
 from sweep.report.findings import READ_QUIET, READ_RAW, READ_RECAL, READ_SYMPTOM, READ_TIME, claims_table
 
@@ -127,7 +128,7 @@ def test_a_majority_class_predictor_learned_the_prior_and_stays_in() -> None:
 
 def test_c6_reads_the_quiet_repeats_paired_by_round() -> None:
     repeats = {8: "10.0 12.0 11.0", 256: "5.0 9.0 4.4"}
-    table = batch_table().assign(**{timing.QUIET_REPEATS: lambda t: t[BS].map(repeats)})
+    table = batch_table().assign(**{timing_schema.QUIET_REPEATS: lambda t: t[BS].map(repeats)})
     finding = basis.read(claims.by_id("C6"), table)
     assert finding is not None and finding.reading == READ_QUIET
     (check,) = finding.checks

@@ -1,5 +1,5 @@
 """The Keras backend as a fact of every run: the same sweep on JAX, refusals before anything trains,
-and runs on different backends never paired by the report (sweep/backends.py)."""
+and runs on different backends never paired by the report (sweep/train/backends.py)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,13 @@ import services
 from conftest import REPO, cli_env, write_grid
 
 from sweep import analysis as an
-from sweep import backends, selection, vocab
+from sweep import vocab
+from sweep.analysis import selection
 from sweep.cli import main
 from sweep.config import load_grid
-from sweep.plan import plan
+from sweep.config.plan import plan
 from sweep.store import Store
+from sweep.train import backends
 
 ARTICLE = REPO / "results" / "article"  # 6 TensorFlow runs (batch 8 and 64, seeds 0-2), no backend column
 
@@ -188,7 +190,7 @@ def test_the_smoke_grid_runs_on_the_backend_and_gives_the_same_records_twice(tmp
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_packed_runs_record_what_they_record_alone_on_the_backend(backend: str) -> None:
     """tests/test_pack.py in a process of the backend: every record of a packed run equals, bit for bit,
-    the run's alone (each tower's ops are the ops it runs alone; sweep/pack.py)."""
+    the run's alone (each tower's ops are the ops it runs alone; sweep/train/pack.py)."""
     _tests_pass_on(backend, "tests/test_pack.py", timeout=2400)
 
 
@@ -207,7 +209,7 @@ def test_a_jax_run_trains_without_importing_tensorflow() -> None:
     script = (
         "import sys\n"
         "from test_train import tiny_spec\n"
-        "from sweep.train import Run\n"
+        "from sweep.train.trainer import Run\n"
         "records = list(Run(tiny_spec()).epochs())\n"
         "assert len(records) == 2, records\n"
         "print('tensorflow' in sys.modules)\n"
@@ -252,8 +254,8 @@ def test_the_replica_tests_pass_on_jax() -> None:
 
 @pytest.mark.unit
 def test_a_short_last_batch_jax_cannot_split_evenly_fails_its_run_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sweep import devices
-    from sweep.data import DataError
+    from sweep.train import devices
+    from sweep.train.data import DataError
 
     two = devices.Replicas(("cpu:0", "cpu:1"), virtual=True)
     devices.check_even_split(two, 27, 8)  # TensorFlow splits the last batch of 3 unevenly
@@ -267,9 +269,9 @@ GRADIENT = """
 import sys
 import keras
 import numpy as np
-from sweep import noise
+from sweep.train import noise
 from sweep.config import ModelConfig
-from sweep.model import build_model
+from sweep.train.model import build_model
 
 model = build_model(ModelConfig(), 12, 4)  # the built-in CNN, BatchNorm in training mode
 gradient = noise.keras_gradient(model, keras.losses.SparseCategoricalCrossentropy())
@@ -300,7 +302,7 @@ NOISE = """
 import math
 from test_train import tiny_spec, without_timings
 from sweep import vocab
-from sweep.train import Run
+from sweep.train.trainer import Run
 
 plain = without_timings(list(Run(tiny_spec(eval_every_steps=1)).epochs()))
 measured = without_timings(list(Run(tiny_spec(eval_every_steps=1, noise_scale=True)).epochs()))

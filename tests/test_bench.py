@@ -30,10 +30,10 @@ from benchmarks import (
     tables,
     training,
 )
-from sweep import devices
 from sweep.config import load_grid
-from sweep.plan import RunSpec, plan
-from sweep.train import Run, forget_compiled
+from sweep.config.plan import RunSpec, plan
+from sweep.train import devices
+from sweep.train.trainer import Run, forget_compiled
 
 METRICS = ("train_acc", "train_loss", "val_acc", "val_loss", "train_eval_acc", "train_eval_loss")
 NUMBERS = ("step", *METRICS[:4])
@@ -56,7 +56,7 @@ def specs(tmp_path_factory: pytest.TempPathFactory) -> list[RunSpec]:
 
 @pytest.fixture(scope="module")
 def harness_records(specs: list[RunSpec]) -> dict[str, list[dict[str, Any]]]:
-    """Each run as the harness's worker trains it (sweep.train.Run), by run id."""
+    """Each run as the harness's worker trains it (sweep.train.trainer.Run), by run id."""
     forget_compiled()
     records = {spec.run_id: [record.to_dict() for record in Run(spec).epochs()] for spec in specs}
     forget_compiled()
@@ -248,7 +248,7 @@ def test_configurations_alternate_and_one_worker_per_core_is_added_when_the_defa
 
 @pytest.mark.unit
 def test_training_step_flops_match_the_model() -> None:
-    # sweep/model.py: about 5.8 MFLOP per 32x32 image forward at 120 classes; a training step is 3x
+    # sweep/train/model.py: about 5.8 MFLOP per 32x32 image forward at 120 classes; a training step is 3x
     assert peaks.train_flops_per_sample(32, 120) == 3 * 5_773_824
 
 

@@ -78,7 +78,7 @@ def test_grid_rows_ratios_targets_and_files(tmp_path: Path) -> None:
 def test_scaled_grids_keep_everything_but_the_scale(tmp_path: Path) -> None:
     harness, plain = pack.scale_grid(pack.EXPERIMENTS / "batch_sizes.yaml", tmp_path, {"train.epochs": 1})
     from sweep.config import load_grid
-    from sweep.plan import plan
+    from sweep.config.plan import plan
 
     scaled, original = plan(load_grid(harness)), plan(load_grid(pack.EXPERIMENTS / "batch_sizes.yaml"))
     assert len(scaled) == len(original) == 18  # 6 batch sizes x 3 seeds

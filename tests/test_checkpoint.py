@@ -15,9 +15,11 @@ import pytest
 from conftest import write_grid
 from test_train import TIMINGS, tiny_spec
 
-from sweep import checkpoint, vocab
-from sweep.plan import RunSpec
-from sweep.train import Run, forget_compiled
+from sweep import vocab
+from sweep.config.plan import RunSpec
+from sweep.run import resume
+from sweep.train import checkpoint
+from sweep.train.trainer import Run, forget_compiled
 
 
 def _rows(records: list[dict]) -> list[str]:
@@ -167,16 +169,16 @@ def test_a_checkpoint_with_metadata_of_another_shape_reads_as_none(tmp_path: Pat
 def test_places_follow_the_env_the_journal_and_the_results_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    monkeypatch.delenv(resume.CHECKPOINTS_ENV, raising=False)
     journal = str(tmp_path / "res" / "journal.log")
-    assert checkpoint.places(journal, "s") == checkpoint.Places(tmp_path / "res" / "checkpoints")
+    assert resume.places(journal, "s") == resume.Places(tmp_path / "res" / "checkpoints")
     db = "postgresql://u@h/d"
-    assert checkpoint.places(db, "s", tmp_path / "out", keep_models=True) == checkpoint.Places(
+    assert resume.places(db, "s", tmp_path / "out", keep_models=True) == resume.Places(
         tmp_path / "out" / "checkpoints", tmp_path / "out" / "models"
     )
-    assert checkpoint.places(db, "s").checkpoints == Path("results") / "s" / "checkpoints"
-    monkeypatch.setenv(checkpoint.CHECKPOINTS_ENV, str(tmp_path / "ck"))
-    assert checkpoint.places(journal, "s").checkpoint("abc") == tmp_path / "ck" / "abc.npz"
+    assert resume.places(db, "s").checkpoints == Path("results") / "s" / "checkpoints"
+    monkeypatch.setenv(resume.CHECKPOINTS_ENV, str(tmp_path / "ck"))
+    assert resume.places(journal, "s").checkpoint("abc") == tmp_path / "ck" / "abc.npz"
 
 
 GRID = """\
@@ -192,19 +194,19 @@ GRID = """\
 def test_worker_resumes_a_requeued_run_from_its_checkpoint(tmp_path: Path) -> None:
     """In process: a run interrupted after its 3rd record (epoch 1.5) is claimed again, resumes there,
     and its records equal an uninterrupted run's; its checkpoint is gone once it is done."""
-    from sweep import events
     from sweep.config import load_grid
-    from sweep.orchestrate import Options, run_sweep
-    from sweep.plan import plan
+    from sweep.config.plan import plan
+    from sweep.run import events
+    from sweep.run.orchestrate import Options, run_sweep
+    from sweep.run.worker import run_one
     from sweep.store import Store, epochs_of
-    from sweep.worker import run_one
 
     grid = load_grid(write_grid(tmp_path, GRID))
     reference = run_sweep(grid, Options(in_process=True, report=False, results=tmp_path / "whole"))
     spec = plan(grid)[0]
     store = Store.open(tmp_path / "cut" / "journal.log", "ck")
     store.enqueue([spec])
-    places = checkpoint.places(store.target, store.name)
+    places = resume.places(store.target, store.name)
     seen: list[events.Event] = []
 
     def interrupt_after_three(event: events.Event) -> None:
@@ -240,16 +242,16 @@ def test_a_failed_run_is_retried_from_epoch_0_not_from_its_checkpoint(
     from conftest import sweep_here
 
     from sweep.config import load_grid
-    from sweep.plan import plan
+    from sweep.config.plan import plan
     from sweep.store import Store, epochs_of
 
-    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    monkeypatch.delenv(resume.CHECKPOINTS_ENV, raising=False)
     grid = write_grid(
         tmp_path, GRID.replace("epochs: 3, batch_size: 8, eval_every_steps: 3", "epochs: 2, batch_size: 8")
     )
     spec = plan(load_grid(grid))[0]
     results = tmp_path / "results" / "ck"
-    saved = checkpoint.places(str(results / vocab.JOURNAL_FILE), "ck").checkpoint(spec.run_id)
+    saved = resume.places(str(results / vocab.JOURNAL_FILE), "ck").checkpoint(spec.run_id)
     fit, trained = Run._fit, []  # (epoch, whether a checkpoint was on disk) at each fit
 
     def fails_once_in_epoch_2(run: Run, x: object, y: object, epoch: int) -> object:

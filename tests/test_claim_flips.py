@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from sweep import analysis as an
-from sweep.estimates import Check, Estimate, t_multiplier
+from sweep.analysis.estimates import Check, Estimate, t_multiplier
 from sweep.report import claims
 from sweep.report.claims import by_id
 from sweep.report.findings import Finding, verdict_text

@@ -143,7 +143,7 @@ def test_worker_command_needs_an_existing_store(tmp_path: Path, capsys: pytest.C
 def test_a_worker_joins_a_queued_sweep_and_trains_it(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """`sweep worker` on a sweep queued elsewhere: this process trains every queued run."""
     from sweep.config import load_grid
-    from sweep.plan import plan
+    from sweep.config.plan import plan
 
     journal = tmp_path / vocab.JOURNAL_FILE
     store = Store.open(journal, "tiny")
@@ -162,7 +162,7 @@ def test_in_process_ignores_workers_and_devices(
     import dataclasses
     import os
 
-    from sweep import coordinator, orchestrate
+    from sweep.run import coordinator, orchestrate
 
     write_grid(tmp_path, TINY_GRID)
     real_run_sweep, given = orchestrate.run_sweep, []
@@ -196,7 +196,7 @@ def test_worker_coordinating_a_sweep_writes_its_logs_under_results(
 ) -> None:
     """Bug: `sweep worker --workers N` wrote under results/<study> whatever --results said."""
     from sweep.config import load_grid
-    from sweep.plan import plan
+    from sweep.config.plan import plan
 
     journal = tmp_path / "elsewhere" / vocab.JOURNAL_FILE
     store = Store.open(journal, "tiny")
@@ -214,8 +214,8 @@ def test_worker_coordinating_a_sweep_writes_its_logs_under_results(
 
 @pytest.mark.system  # a signal to this process, two fresh models (about 10 s)
 def test_ctrl_c_in_process_queues_the_run_again_and_the_next_run_finishes(tmp_path: Path) -> None:
-    from sweep import orchestrate
     from sweep.config import load_grid
+    from sweep.run import orchestrate
 
     grid = write_grid(tmp_path, TINY_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]"))
 

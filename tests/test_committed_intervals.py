@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweep import analysis, health
+from sweep import analysis
+from sweep.analysis import health
 
 pytestmark = pytest.mark.unit
 

@@ -10,11 +10,11 @@ from conftest import REPO, write_grid
 
 from sweep import cli
 from sweep.config import ConfigError, DataConfig, PointConfig, TrainConfig, load_grid
-from sweep.plan import plan
+from sweep.config.plan import plan
 
 pytestmark = pytest.mark.unit
 
-# The valid keys that "unknown key" messages list, in declaration order (sweep/keys.py).
+# The valid keys that "unknown key" messages list, in declaration order (sweep/config/keys.py).
 DATA_KEYS = ", ".join(f.name for f in dataclasses.fields(DataConfig))
 TRAIN_KEYS = ", ".join(f.name for f in dataclasses.fields(TrainConfig))
 
@@ -356,7 +356,7 @@ def test_digits_without_scikit_learn_is_refused_with_its_install_line(
     """scikit-learn is the `digits` extra, not a dependency: a grid asking for digits without it stops at load."""
     import importlib.util
 
-    from sweep import rules
+    from sweep.config import rules
 
     grid = "name: x\nbase: {data: {dataset: digits}}\n"
     assert load_grid(write_grid(tmp_path, grid)).base.data.dataset == "digits"  # the test extra has scikit-learn

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 from conftest import REPO, TINY_GRID, write_grid
 
-from sweep import atomic, cli, vocab
+from sweep import cli, vocab
+from sweep.base import atomic
 from sweep.config import load_grid
+from sweep.config.plan import plan
 from sweep.exits import UsageError
-from sweep.plan import plan
 from sweep.store import Store
 
 ARTICLE = REPO / "results" / "article"
@@ -89,7 +90,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
 
 @pytest.mark.unit
 def test_a_worker_log_that_is_a_symbolic_link_is_refused(tmp_path: Path) -> None:
-    from sweep.coordinator import _open_log
+    from sweep.run.coordinator import _open_log
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")

@@ -11,13 +11,14 @@ import pandas as pd
 import pytest
 from conftest import REPO, write_grid
 
-from sweep import devices, keys, vocab
-from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, load_grid
-from sweep.estimates import fmt_estimate
-from sweep.optim import effective_lr
-from sweep.plan import RunSpec, plan
-from sweep.records import epoch_number, record_stops, running_means
-from sweep.train import Run
+from sweep import vocab
+from sweep.analysis.estimates import fmt_estimate
+from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, keys, load_grid
+from sweep.config.plan import RunSpec, plan
+from sweep.train import devices
+from sweep.train.optim import effective_lr
+from sweep.train.records import epoch_number, record_stops, running_means
+from sweep.train.trainer import Run
 
 if TYPE_CHECKING:
     from sweep.report import Written
@@ -317,7 +318,7 @@ def test_warmup_ramps_the_learning_rate_per_step() -> None:
 def test_ghost_batches_are_normalised_on_their_own() -> None:
     import keras
 
-    from sweep.model import ghost_batch_norm_class
+    from sweep.train.model import ghost_batch_norm_class
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(8, 3, 3, 2)).astype("float32")
@@ -420,7 +421,7 @@ def test_attribution_on_the_controls_fixture() -> None:
 
 @pytest.mark.unit
 def test_an_arm_is_called_largest_only_when_its_interval_is_clear_of_the_others() -> None:
-    from sweep.estimates import estimate
+    from sweep.analysis.estimates import estimate
     from sweep.report import attribution
 
     def arm(mechanism: attribution.Mechanism, changes: list[float]) -> attribution.Arm:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sweep.config import DataConfig
-from sweep.data import batches, epoch_order, load_split, raw_arrays, train_counts
+from sweep.train.data import batches, epoch_order, load_split, raw_arrays, train_counts
 
 SMALL = DataConfig(classes=8, samples_per_class=20, image_size=16)  # glyphs120: 16 train + 4 val per class
 

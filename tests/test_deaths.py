@@ -14,9 +14,10 @@ import psutil
 import pytest
 from conftest import write_grid
 
-from sweep import events, vocab, watchdog
+from sweep import vocab
 from sweep.config import load_grid
-from sweep.plan import plan
+from sweep.config.plan import plan
+from sweep.run import events, watchdog
 from sweep.store import Dead, RetryPolicy, Store, crash
 
 pytestmark = pytest.mark.unit

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from conftest import TINY_GRID, cli_env, run_cli, write_grid
 
-from sweep.devices import device_pool, with_host_devices, worker_environment, worker_slots
+from sweep.train.devices import device_pool, with_host_devices, worker_environment, worker_slots
 
 
 @pytest.mark.unit
@@ -97,7 +97,7 @@ def test_packed_runs_record_one_thread_and_the_numbers_of_their_runs_alone_at_on
 # devices.intra_op_threads() records. The CPU time of a short fit is no signal on a shared machine.
 POOL_PROBE = """
 import os, jax, jax.numpy as jnp
-from sweep import devices
+from sweep.train import devices
 jax.jit(lambda a: a @ a)(jnp.ones((64, 64))).block_until_ready()
 names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
 print(names.count("tf_XLAEigen"), devices.intra_op_threads())
@@ -143,8 +143,8 @@ def test_replica_counts_change_within_one_sweep(tmp_path: Path) -> None:
 
 @pytest.mark.unit
 def test_progress_follows_a_steps_budget() -> None:
-    from sweep import events
-    from sweep.coordinator import Progress, format_event
+    from sweep.run import events
+    from sweep.run.coordinator import Progress, format_event
 
     progress = Progress(runs_total=1, epochs_total=3)
     assert format_event(events.EpochsKnown("r", planned=3, epochs=24), progress) is None
@@ -157,8 +157,8 @@ def test_progress_follows_a_steps_budget() -> None:
 @pytest.mark.unit
 def test_progress_counts_epochs_not_the_records_inside_them() -> None:
     """eval_every_steps writes records at epoch 0.5, 1, 1.5, 2: the bar counts the 2 epochs, not 4 records."""
-    from sweep import events
-    from sweep.coordinator import Progress, format_event
+    from sweep.run import events
+    from sweep.run.coordinator import Progress, format_event
 
     progress = Progress(runs_total=1, epochs_total=2)
     for epoch in (0.5, 1, 1.5, 2):
@@ -169,7 +169,7 @@ def test_progress_counts_epochs_not_the_records_inside_them() -> None:
 
 @pytest.mark.unit
 def test_worker_events_survive_the_trip_through_a_line() -> None:
-    from sweep import events
+    from sweep.run import events
 
     sent = [
         events.RunStarted("r", 3),

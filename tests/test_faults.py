@@ -14,9 +14,10 @@ import pytest
 import services
 from conftest import REPO, TINY_GRID, run_cli, write_grid
 
-from sweep import cli, events, vocab
+from sweep import cli, vocab
 from sweep.config import load_grid
-from sweep.plan import plan
+from sweep.config.plan import plan
+from sweep.run import events, resume
 from sweep.store import FORMAT_ATTR, STORE_FORMAT, VERSION_ATTR, Store, internals
 
 
@@ -120,11 +121,11 @@ def test_a_store_from_a_newer_version_is_refused_and_left_alone(
 def test_a_failed_or_diverged_run_leaves_no_checkpoint_like_a_done_one(tmp_path: Path) -> None:
     """A failed run is retried from epoch 0 and a diverged one never trains again: neither checkpoint
     is kept (nor a done run's); an interrupted run keeps its checkpoint to resume from, as --keep-models keeps all."""
-    from sweep import checkpoint, endings, resume
+    from sweep.run import endings
 
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))))[:3])
-    places = checkpoint.Places(tmp_path / "checkpoints")
+    places = resume.Places(tmp_path / "checkpoints")
     places.checkpoints.mkdir()
     ended = {}
     for status in (vocab.FAILED, vocab.DIVERGED, vocab.DONE):
@@ -140,7 +141,7 @@ def test_a_failed_or_diverged_run_leaves_no_checkpoint_like_a_done_one(tmp_path:
     kept.write_bytes(b"a checkpoint")
     resume.drop_checkpoint(places, "interrupted", vocab.INTERRUPTED)
     assert kept.exists()
-    with_models = checkpoint.Places(places.checkpoints, tmp_path / "models")
+    with_models = resume.Places(places.checkpoints, tmp_path / "models")
     for status in (vocab.FAILED, vocab.DIVERGED, vocab.DONE):
         resume.drop_checkpoint(with_models, "interrupted", status)
     assert kept.exists()
@@ -177,19 +178,20 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
 ) -> None:
     """An error inside epoch 2 (here injected into the evaluation) fails the run; epoch 1 stays recorded,
     and the next run of the same worker builds a fresh model instead of reusing the broken one's."""
-    from sweep import train, worker
+    from sweep.run import worker
+    from sweep.train import trainer
 
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
-    evaluate = train.Run._evaluate
+    evaluate = trainer.Run._evaluate
 
-    def broken_in_epoch_two(self: train.Run, x: object, y: object) -> dict[str, float]:
+    def broken_in_epoch_two(self: trainer.Run, x: object, y: object) -> dict[str, float]:
         if int(self.model.optimizer.iterations.numpy()) > self.info.steps_per_epoch:
             raise RuntimeError("injected: evaluation broke in epoch 2")
         return evaluate(self, x, y)
 
     said: list[events.Event] = []
-    monkeypatch.setattr(train.Run, "_evaluate", broken_in_epoch_two)
+    monkeypatch.setattr(trainer.Run, "_evaluate", broken_in_epoch_two)
     status, retryable = worker.run_one(store, store.claim_next(), said.append)
     assert (status, retryable) == (vocab.FAILED, True)
     failed = store.sweep.get_trials()[0]
@@ -197,8 +199,8 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
     assert "injected: evaluation broke in epoch 2" in failed.user_attrs[vocab.ERROR]
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1]
     assert isinstance(said[-1], events.RunEnded) and said[-1].status == vocab.FAILED
-    assert train.COMPILED.key is None  # its compiled model is dropped, not handed to the next run
-    monkeypatch.setattr(train.Run, "_evaluate", evaluate)
+    assert trainer.COMPILED.key is None  # its compiled model is dropped, not handed to the next run
+    monkeypatch.setattr(trainer.Run, "_evaluate", evaluate)
     said.clear()
     assert worker.run_one(store, store.claim_next(), said.append) == (vocab.DONE, True)
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1, 2]
@@ -208,7 +210,7 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
 def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Path) -> None:
     """If the store ends an attempt while its worker still trains it (a worker presumed dead), the
     worker drops that attempt without a traceback and goes on; the next attempt is queued."""
-    from sweep import worker
+    from sweep.run import worker
 
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))

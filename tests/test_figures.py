@@ -19,9 +19,10 @@ import pandas as pd
 import pytest
 
 from sweep import analysis as an
-from sweep import figure_index, plot_layout, plots, report, scaling, scaling_plots, vocab
-from sweep import health as runs_health
-from sweep.report import map_figure, maps, seeds_figure
+from sweep import report, vocab
+from sweep.analysis import health as runs_health
+from sweep.analysis import scaling
+from sweep.report import figure_index, map_figure, maps, plot_layout, plots, scaling_plots, seeds_figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -15,7 +15,8 @@ import psutil
 import pytest
 from conftest import start_cli, write_grid
 
-from sweep import devices, vocab
+from sweep import vocab
+from sweep.train import devices
 
 pytestmark = pytest.mark.system  # every test here starts sweep processes
 

@@ -1,4 +1,4 @@
-"""Tests for sweep.glyphs: the glyph choice is distinct and reproducible (re-run with the selection
+"""Tests for sweep.train.glyphs: the glyph choice is distinct and reproducible (re-run with the selection
 tooling of tests/glyph_tools.py), samples are sane."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from glyph_tools import distinctness_report, unit_rows
 
-from sweep import glyphs
-from sweep.glyphs import GLYPHS, render_masters, render_samples
+from sweep.train import glyphs
+from sweep.train.glyphs import GLYPHS, render_masters, render_samples
 
 # Characters that look the same, or become the same under random scale/rotation/offset.
 LOOKALIKE_GROUPS: list[set[str]] = [
@@ -205,7 +205,7 @@ def test_rendering_is_fast() -> None:
 def test_module_does_not_import_tensorflow() -> None:
     """A fresh process (this one has TensorFlow loaded): importing the renderer loads no TensorFlow or Keras."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "import sweep.glyphs"],
+        [sys.executable, "-X", "importtime", "-c", "import sweep.train.glyphs"],
         cwd=Path(glyphs.__file__).parents[1],
         capture_output=True,
         text=True,

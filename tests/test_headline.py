@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweep import analysis, health
+from sweep import analysis
+from sweep.analysis import health
 from sweep.report import headline, maps
 
 pytestmark = pytest.mark.unit

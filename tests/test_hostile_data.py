@@ -24,8 +24,8 @@ from conftest import REPO, run_cli, write_grid
 from PIL import Image
 
 from sweep.config import DataConfig
-from sweep.data import DataError, raw_arrays, skipped_files
-from sweep.datafiles import npz_images, read_image
+from sweep.train.data import DataError, raw_arrays, skipped_files
+from sweep.train.datafiles import npz_images, read_image
 
 RNG = np.random.default_rng(0)
 
@@ -68,7 +68,7 @@ def error_without_root_powers(cfg: DataConfig) -> str:
         return str(info.value)
     services.require("setpriv")  # as root, chmod 000 does not stop reads without it
     code = (
-        "import json, sys\nfrom sweep.config import DataConfig\nfrom sweep.data import DataError, raw_arrays\n"
+        "import json, sys\nfrom sweep.config import DataConfig\nfrom sweep.train.data import DataError, raw_arrays\n"
         "try:\n    raw_arrays(DataConfig(**json.loads(sys.argv[1])))\nexcept DataError as err:\n    print(err)\n"
     )
     child = subprocess.run(
@@ -470,10 +470,10 @@ def test_a_data_error_reaches_the_run_record_and_the_console_without_a_traceback
     )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
-    assert f"FAILED: sweep.datafiles.DataError: {message}" in result.stdout + result.stderr
+    assert f"FAILED: sweep.train.datafiles.DataError: {message}" in result.stdout + result.stderr
     [failed] = [line for line in result.stderr.splitlines() if line.startswith("FAILED ")]
-    assert failed.endswith(f": sweep.datafiles.DataError: {message}")
+    assert failed.endswith(f": sweep.train.datafiles.DataError: {message}")
     with open(tmp_path / "results" / "bad_npz" / "runs.csv", newline="") as handle:
         [row] = list(csv.DictReader(handle))
-    assert row["status"] == "failed" and row["error"].strip().endswith(f"sweep.datafiles.DataError: {message}")
+    assert row["status"] == "failed" and row["error"].strip().endswith(f"sweep.train.datafiles.DataError: {message}")
     assert row["attempt"] == "1" and "retrying" not in result.stdout  # retrying cannot fix the data

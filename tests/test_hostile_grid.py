@@ -24,9 +24,9 @@ from conftest import REPO, write_grid
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from sweep import cli, config, gridyaml
-from sweep.config import ConfigError, load_grid
-from sweep.plan import plan
+from sweep import cli, config
+from sweep.config import ConfigError, gridyaml, load_grid
+from sweep.config.plan import plan
 
 pytestmark = pytest.mark.unit
 

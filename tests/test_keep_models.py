@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 from conftest import sweep_here, write_grid
 
-from sweep import checkpoint, vocab
-from sweep.data import load_split
-from sweep.plan import plan
-from sweep.train import EVAL_BATCH
+from sweep import vocab
+from sweep.config.plan import plan
+from sweep.run import resume
+from sweep.train import checkpoint
+from sweep.train.data import load_split
+from sweep.train.trainer import EVAL_BATCH
 
 pytestmark = pytest.mark.integration
 
@@ -33,7 +35,7 @@ def test_kept_models_reload_and_reproduce_final_val_acc(tmp_path: Path) -> None:
     import keras
 
     from sweep.config import load_grid
-    from sweep.model import ghost_batch_norm_class
+    from sweep.train.model import ghost_batch_norm_class
 
     grid = write_grid(tmp_path, GRID)
     results = tmp_path / "results" / "keep"
@@ -41,7 +43,7 @@ def test_kept_models_reload_and_reproduce_final_val_acc(tmp_path: Path) -> None:
     assert outcome.exit_code == 0
     runs = pd.read_csv(outcome.runs_csv).set_index(vocab.RUN_ID)
     for spec in plan(load_grid(grid)):
-        path = results / checkpoint.MODELS_DIR / f"{spec.run_id}.keras"
+        path = results / resume.MODELS_DIR / f"{spec.run_id}.keras"
         ghost = spec.point.model.ghost_batch_size is not None
         # The built-in model loads as it is; ghost batch norm is a class of this package, named to Keras.
         custom = {"GhostBatchNormalization": ghost_batch_norm_class()} if ghost else None
@@ -52,15 +54,15 @@ def test_kept_models_reload_and_reproduce_final_val_acc(tmp_path: Path) -> None:
         assert float(checkpoint.load_model(path).evaluate(split.x_val, split.y_val, verbose=0)[1]) == float(
             got["accuracy"]
         )
-        assert (results / checkpoint.CHECKPOINTS_DIR / f"{spec.run_id}.npz").exists()  # kept with the flag
+        assert (results / resume.CHECKPOINTS_DIR / f"{spec.run_id}.npz").exists()  # kept with the flag
 
 
 def test_without_the_flag_finished_runs_leave_no_checkpoint(tmp_path: Path) -> None:
     outcome, _ = sweep_here(write_grid(tmp_path, GRID))
     assert outcome.exit_code == 0
     results = tmp_path / "results" / "keep"
-    assert list((results / checkpoint.CHECKPOINTS_DIR).iterdir()) == []
-    assert not (results / checkpoint.MODELS_DIR).exists()
+    assert list((results / resume.CHECKPOINTS_DIR).iterdir()) == []
+    assert not (results / resume.MODELS_DIR).exists()
 
 
 WARMUP_GRID = """\
@@ -77,7 +79,7 @@ def test_a_kept_model_with_warm_up_reloads_compiled_and_reproduces_its_final_val
     compiled optimizer, as a user loads it (README, "Preemption-safe runs"), not only with compile=False."""
     import keras
 
-    import sweep.warmup  # what a user imports before loading: it registers the schedule's class
+    import sweep.train.warmup  # what a user imports before loading: it registers the schedule's class
     from sweep.config import load_grid
 
     grid = write_grid(tmp_path, WARMUP_GRID)
@@ -85,14 +87,14 @@ def test_a_kept_model_with_warm_up_reloads_compiled_and_reproduces_its_final_val
     assert outcome.exit_code == 0
     runs = pd.read_csv(outcome.runs_csv).set_index(vocab.RUN_ID)
     (spec,) = plan(load_grid(grid))
-    path = tmp_path / "results" / "warm" / checkpoint.MODELS_DIR / f"{spec.run_id}.keras"
+    path = tmp_path / "results" / "warm" / resume.MODELS_DIR / f"{spec.run_id}.keras"
     model = keras.saving.load_model(path)  # compile on, the default
     schedule = model.optimizer.get_config()["learning_rate"]  # as Keras serializes it
     split = load_split(spec.point.data)
     steps = math.ceil(len(split.y_train) / spec.point.train.batch_size)  # warmup_epochs: 1
     assert schedule["registered_name"] == "batchsweep>Warmup"
     assert schedule["config"] == {"lr": spec.point.train.lr, "warmup_steps": steps}
-    assert keras.saving.get_registered_object("batchsweep>Warmup") is sweep.warmup.Warmup
+    assert keras.saving.get_registered_object("batchsweep>Warmup") is sweep.train.warmup.Warmup
     # The optimizer comes back where training left it: 2 epochs of steps, past the warm-up, so at the full lr.
     assert int(model.optimizer.iterations) == 2 * steps
     assert float(model.optimizer.learning_rate) == float(np.float32(spec.point.train.lr))

@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
-from sweep import analysis, keys
-from sweep.keys import SECTIONS, PointConfig
-from sweep.plan import RunSpec
+from sweep import analysis
+from sweep.config import keys
+from sweep.config.keys import SECTIONS, PointConfig
+from sweep.config.plan import RunSpec
 
 DECLARED = keys.declarations()
 
@@ -85,7 +86,7 @@ def test_help_lists_every_key_with_its_doc(capsys: pytest.CaptureFixture[str]) -
 
 @pytest.mark.unit
 def test_the_analysis_tables_are_the_declared_roles() -> None:
-    # sweep/analysis.py and sweep/report.py read these tables; they must say what the declarations say
+    # sweep/analysis/__init__.py and sweep/report.py read these tables; they must say what the declarations say
     assert keys.control_defaults() == analysis.CONTROL_DEFAULTS
     assert set(keys.control_companions()) == set(analysis.CONTROL_COMPANIONS)
     assert keys.post_defaults() == analysis.POST_DEFAULTS
@@ -98,7 +99,7 @@ def test_the_analysis_tables_are_the_declared_roles() -> None:
 
 @pytest.mark.unit
 def test_dataset_names_are_the_data_sources() -> None:
-    from sweep import data
+    from sweep.train import data
 
     assert set(data.SOURCES) | {keys.GLYPHS120} == set(keys.DATASETS)
     assert set(keys.FILE_DATASETS) <= set(data.SOURCES)
@@ -106,7 +107,7 @@ def test_dataset_names_are_the_data_sources() -> None:
 
 @pytest.mark.integration
 def test_the_smallest_image_size_gives_every_pooling_stage_a_map_to_halve() -> None:
-    from sweep import model
+    from sweep.train import model
 
     assert len(model.BASE_CHANNELS) == keys.POOLING_STAGES
 

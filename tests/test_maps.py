@@ -14,7 +14,7 @@ import pytest
 
 from sweep import analysis as an
 from sweep import report
-from sweep.estimates import fmt_estimate
+from sweep.analysis.estimates import fmt_estimate
 from sweep.report import answer, map_section, maps
 from sweep.report.claims import by_id, evaluate
 

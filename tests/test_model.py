@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sweep.config import ModelConfig
-from sweep.model import build_model, channels, trainable_parameters
+from sweep.train.model import build_model, channels, trainable_parameters
 
 pytestmark = pytest.mark.integration
 

@@ -7,10 +7,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from sweep import noise, vocab
+from sweep import vocab
 from sweep.config import DataConfig, PointConfig, TrainConfig
-from sweep.plan import RunSpec
-from sweep.train import Run
+from sweep.config.plan import RunSpec
+from sweep.train import noise
+from sweep.train.trainer import Run
 
 DIM, MEAN, SIGMA = 50, 0.2, 1.0  # per-example gradients ~ N(mu, sigma^2 I) with |mu|^2 = 50 x 0.04 = 2
 TRUE_B_SIMPLE = DIM * SIGMA**2 / (DIM * MEAN**2)  # tr(Sigma) / |G|^2 = 50 / 2 = 25

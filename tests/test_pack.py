@@ -1,5 +1,5 @@
 """Packed training with real Keras on tiny data: every record of a run trained as one tower of a
-pack equals, bit for bit, the record of the same run trained alone (sweep/pack.py). On the
+pack equals, bit for bit, the record of the same run trained alone (sweep/train/pack.py). On the
 process's backend: TensorFlow here; tests/test_backends.py runs this file on JAX."""
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ import pandas as pd
 import pytest
 from conftest import sweep_here, write_grid
 
-from sweep import checkpoint, vocab
+from sweep import vocab
 from sweep.config import DataConfig, ModelConfig, PointConfig, TrainConfig
-from sweep.pack import PackedRun, default_size, pack_key, tower_view
-from sweep.plan import RunSpec
-from sweep.records import Diverged
-from sweep.train import Run, forget_compiled
+from sweep.config.plan import RunSpec
+from sweep.run import resume
+from sweep.train import checkpoint
+from sweep.train.pack import PackedRun, default_size, pack_key, tower_view
+from sweep.train.records import Diverged
+from sweep.train.trainer import Run, forget_compiled
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 NEVER_BETTER = '{"metric": "val_loss", "min_delta": 10.0, "patience": 1}'  # stops after its second epoch
@@ -224,8 +226,8 @@ def test_a_pack_with_a_failing_run_trains_its_mates_alone(tmp_path) -> None:
     trained alone; the one at fault fails alone, the other two finish with their own records."""
     import keras
 
-    from sweep import worker
-    from sweep.plan import derive_seed
+    from sweep.config.plan import derive_seed
+    from sweep.run import worker
     from sweep.store import Store
 
     (tmp_path / "flaky.py").write_text(FLAKY)
@@ -240,7 +242,7 @@ def test_a_pack_with_a_failing_run_trains_its_mates_alone(tmp_path) -> None:
     store = Store.open(tmp_path / "journal.log", "t")
     store.enqueue(specs)
     events: list = []
-    places = checkpoint.places(str(tmp_path / "journal.log"), "t")
+    places = resume.places(str(tmp_path / "journal.log"), "t")
     assert worker.work(store, events.append, own_process=False, places=places, pack=3) == 0
     store.export_csv(tmp_path)
     runs = pd.read_csv(tmp_path / vocab.RUNS_CSV).set_index(vocab.RUN_ID)
@@ -271,14 +273,14 @@ def build(input_shape, num_classes):
 def test_a_model_with_losses_of_its_own_trains_alone(tmp_path) -> None:
     """A regularizer's loss is part of a run's `loss` alone but not of a tower's: such runs are not
     packed (the pack is given up before training) and each trains alone, done."""
-    from sweep import worker
+    from sweep.run import worker
     from sweep.store import Store
 
     (tmp_path / "reg.py").write_text(REGULARIZED)
     specs = [spec(seed, model={"builder": f"{tmp_path / 'reg.py'}:build"}, epochs=1) for seed in range(2)]
     store = Store.open(tmp_path / "journal.log", "t")
     store.enqueue(specs)
-    places = checkpoint.places(str(tmp_path / "journal.log"), "t")
+    places = resume.places(str(tmp_path / "journal.log"), "t")
     assert worker.work(store, [].append, own_process=False, places=places, pack=2) == 0
     store.export_csv(tmp_path)
     runs = pd.read_csv(tmp_path / vocab.RUNS_CSV)

@@ -15,7 +15,7 @@ from optuna.storages.journal import JournalFileBackend
 
 from sweep import vocab
 from sweep.config import load_grid
-from sweep.plan import RunSpec, plan
+from sweep.config.plan import RunSpec, plan
 from sweep.store import Store
 from sweep.store.params import distribution
 from tests.conftest import REPO, sweep_here, write_grid

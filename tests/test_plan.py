@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 from conftest import REPO, write_grid
 
-from sweep import cli, decisions, until
+from sweep import cli
+from sweep.analysis import decisions
 from sweep.config import GridFile, load_grid
-from sweep.plan import RunSpec, at_lr, derive_seed, plan, search_groups
+from sweep.config.plan import RunSpec, at_lr, derive_seed, plan, search_groups
+from sweep.run import until
 
 GRID = """
     name: p
@@ -77,8 +79,8 @@ def test_plan_command_lists_runs_and_count(tmp_path: Path, capsys: pytest.Captur
 @pytest.mark.system  # a fresh interpreter: this process has TensorFlow loaded already
 def test_light_modules_do_not_import_tensorflow() -> None:
     code = (
-        "import sys, sweep.plan, sweep.config, sweep.keys, sweep.rules, sweep.store, sweep.cli, "
-        "sweep.coordinator, sweep.worker; "
+        "import sys, sweep.config.plan, sweep.config, sweep.config.keys, sweep.config.rules, sweep.store, sweep.cli, "
+        "sweep.run.coordinator, sweep.run.worker; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)

@@ -15,8 +15,10 @@ import pandas as pd
 import pytest
 from conftest import run_cli, start_cli, write_grid
 
-from sweep import checkpoint, vocab
+from sweep import vocab
+from sweep.run import resume
 from sweep.store import Store, epochs_of
+from sweep.train import checkpoint
 
 pytestmark = pytest.mark.system
 
@@ -103,7 +105,7 @@ def _run_until_epoch_3_is_checkpointed(
 ) -> tuple[Path, subprocess.Popen, optuna.trial.FrozenTrial]:
     """`run` of the 6-epoch grid with one worker, until its run has epoch 3's checkpoint on disk."""
     monkeypatch.setenv("BATCHSWEEP_THREADS", "1")  # every process of the test: the same numbers need the same threads
-    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    monkeypatch.delenv(resume.CHECKPOINTS_ENV, raising=False)
     write_grid(tmp_path, GRID)
     (tmp_path / "pause.py").write_text(PAUSE)
     journal = tmp_path / "results" / "preempt" / "journal.log"
@@ -151,7 +153,7 @@ def test_kill_9_of_a_packed_worker_finishes_every_run_of_its_pack_exactly_once(
     (the processes' KERAS_BACKEND)."""
     monkeypatch.setenv("BATCHSWEEP_THREADS", "1")
     monkeypatch.setenv("KERAS_BACKEND", backend)
-    monkeypatch.delenv(checkpoint.CHECKPOINTS_ENV, raising=False)
+    monkeypatch.delenv(resume.CHECKPOINTS_ENV, raising=False)
     write_grid(tmp_path, PACK_GRID)
     journal = tmp_path / "results" / "packkill" / "journal.log"
     coordinator = start_cli(started, "run", "grid.yaml", "--workers", "1", "--pack", "3", cwd=tmp_path)

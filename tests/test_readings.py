@@ -1,4 +1,4 @@
-"""Comparable readings (sweep/readings.py) on constructed curves whose values at every point are known."""
+"""Comparable readings (sweep/analysis/readings.py) on constructed curves whose values at every point are known."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweep import analysis, readings, vocab
-from sweep.analysis import column
+from sweep import analysis, vocab
+from sweep.analysis import column, readings
 
 pytestmark = pytest.mark.unit
 

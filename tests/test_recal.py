@@ -1,4 +1,5 @@
-"""Recalibrated BatchNorm evaluation (sweep/recal.py): training untouched, numbers as Keras's own BatchNorm gives."""
+"""Recalibrated BatchNorm evaluation (sweep/train/recal.py): training untouched, numbers as Keras's own
+BatchNorm gives."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 from test_controls import tiny_spec  # 4 classes x 8 training images at 12 px; train_eval fits one pass
 
 from sweep import vocab
-from sweep.plan import RunSpec
-from sweep.train import Run, forget_compiled
+from sweep.config.plan import RunSpec
+from sweep.train.trainer import Run, forget_compiled
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 
@@ -45,7 +46,7 @@ def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistic
     statistics of one training-mode pass over the train_eval subset (8 images, one batch), then evaluate."""
     import keras
 
-    from sweep import model as model_module
+    from sweep.train import model as model_module
 
     spec = tiny_spec(recalibrate_bn=True)
     forget_compiled()
@@ -75,8 +76,8 @@ def test_statistics_are_pooled_over_passes_and_positions() -> None:
     (biased) variance over all 24 images and every position, as numpy computes them in one go."""
     import keras
 
-    from sweep import model as model_module
-    from sweep import recal
+    from sweep.train import model as model_module
+    from sweep.train import recal
 
     spec = tiny_spec()
     build = lambda: model_module.build_model(spec.point.model, 12, 4)  # noqa: E731
@@ -111,7 +112,7 @@ def test_without_batchnorm_the_recalibrated_numbers_are_the_raw_ones() -> None:
 def test_the_statistics_sums_are_those_of_float64_copies_bit_for_bit() -> None:
     """`recal._sums` adds float32 values and their squares in float64 without copying them to float64
     first: the same bits as the copy's sums, so recalibrated numbers are those recorded before."""
-    from sweep import recal
+    from sweep.train import recal
 
     rng = np.random.default_rng(0)
     for rows, channels, scale in [(512 * 32 * 32, 16, 1.0), (512 * 16 * 16, 32, 30.0), (1200 * 8 * 8, 64, 1e-3)]:

@@ -16,8 +16,10 @@ import services
 from conftest import REPO, TINY_GRID, Built, run_cli, write_grid
 
 from sweep import analysis as an
-from sweep import report, selection, stamp, vocab
+from sweep import report, vocab
+from sweep.analysis import selection
 from sweep.cli import main
+from sweep.report import stamp
 from sweep.report.claims import by_id
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -220,7 +222,8 @@ def test_a_figure_the_report_no_longer_draws_is_removed_and_other_files_are_left
 
 @pytest.mark.integration
 def test_report_again_on_unchanged_data_writes_nothing_and_any_change_rebuilds(tmp_path: Path) -> None:
-    """`sweep report` keeps the report on disk while its inputs, code and written files are unchanged (sweep.stamp)."""
+    """`sweep report` keeps the report on disk while its inputs, code and written files are unchanged
+    (sweep.report.stamp)."""
     folder = tmp_path / "fx_bs"
     shutil.copytree(FIXTURES / "fx_bs", folder)
     out = tmp_path / "out"
@@ -508,7 +511,7 @@ def test_stuck_runs_stay_in_the_verdicts_and_diverged_ones_are_named_and_counted
     import pandas as pd
 
     from sweep import analysis, report
-    from sweep import health as problems
+    from sweep.analysis import health as problems
 
     source = Path(__file__).parent / "fixtures" / "fx_bs"
     runs, epochs = pd.read_csv(source / "runs.csv"), pd.read_csv(source / "epochs.csv")
@@ -576,7 +579,7 @@ def test_the_sensitivity_line_names_a_verdict_that_rests_on_a_stuck_run(tmp_path
 def test_every_figure_caption_states_its_seeds(tmp_path: Path) -> None:
     """Each per-folder figure names the seeds behind it: '3 seeds' from its run selection, or 'seeds 0, 1, 2'."""
     from sweep import analysis as an
-    from sweep import plots
+    from sweep.report import plots
 
     results = an.load([FIXTURES / "fx_bs", FIXTURES / "fx_causes"])
     figures = plots.draw_all(results, tmp_path)

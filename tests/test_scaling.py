@@ -1,4 +1,4 @@
-"""Steps to target and the fit S = S_min (1 + B_crit / B), on constructed epochs tables (sweep/scaling.py)."""
+"""Steps to target and the fit S = S_min (1 + B_crit / B), on constructed epochs tables (sweep/analysis/scaling.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweep import scaling, scaling_fit, vocab
+from sweep import vocab
+from sweep.analysis import scaling, scaling_fit
 
 pytestmark = pytest.mark.unit
 

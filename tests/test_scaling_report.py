@@ -1,7 +1,7 @@
 """The steps-to-target and noise-scale sections on the committed results: every sentence against the numbers.
 
 The numbers the sentences must state are computed here again from the CSVs, by simpler code
-than sweep/scaling.py's, so a section cannot quote a number its data do not give. The committed
+than sweep/analysis/scaling.py's, so a section cannot quote a number its data do not give. The committed
 runs recorded val_acc_recal (train.recalibrate_bn), so that is what they are read on.
 """
 
@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweep import analysis, critical, scaling, vocab
+from sweep import analysis, vocab
+from sweep.analysis import critical, scaling
 from sweep.report import steps
 from sweep.report.document import Doc, Heading, Paragraph, Table
-from sweep.scaling_plots import steps_figure
+from sweep.report.scaling_plots import steps_figure
 
 pytestmark = pytest.mark.unit
 
@@ -165,7 +166,7 @@ def test_the_steps_figures_are_redrawn_only_when_their_numbers_change(
 ) -> None:
     from dataclasses import replace
 
-    from sweep import scaling_plots
+    from sweep.report import scaling_plots
 
     drawn = scaling_plots.draw(readings, tmp_path, svg=True)
     assert len(drawn) == sum(1 for r in readings if r.targets) >= 2

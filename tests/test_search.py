@@ -11,9 +11,11 @@ import pandas as pd
 import pytest
 from conftest import REPO, sweep_here, write_grid
 
-from sweep import analysis, cli, tuning, vocab
+from sweep import analysis, cli, vocab
+from sweep.analysis import tuning
 from sweep.config import ConfigError, load_grid
-from sweep.plan import search_groups
+from sweep.config.plan import search_groups
+from sweep.run import resume
 from sweep.store import Search, Store, status_of
 
 SEARCH_GRID = """\
@@ -317,14 +319,14 @@ RECAL_GRID = SEARCH_GRID.replace("lr: 0.001}", "lr: 0.001, recalibrate_bn: true}
 def test_a_search_on_val_acc_recal_chooses_on_it_not_on_raw_val_acc(tmp_path: Path) -> None:
     """The worker's own path (store.record_epoch, then endings.end_run) on records where raw val_acc and
     val_acc_recal rank the trials differently: Optuna sees val_acc_recal, and the best lr is its best."""
-    from sweep import checkpoint, endings
+    from sweep.run import endings
     from sweep.store.search import best_lr
 
     grid, store = _grid(tmp_path, RECAL_GRID), _store(tmp_path)
     assert grid.search is not None and grid.search.metric == vocab.VAL_ACC_RECAL
     groups = search_groups(grid)
     search = store.register_searches(groups)[0]
-    places = checkpoint.Places(tmp_path / "checkpoints")
+    places = resume.Places(tmp_path / "checkpoints")
     raw, recal = (0.10, 0.30, 0.05, 0.20), (0.60, 0.40, 0.70, 0.50)  # raw picks trial 2, recal trial 3
     lrs = []
     for v, r in zip(raw, recal, strict=True):
@@ -536,7 +538,7 @@ def test_a_real_search_on_val_acc_recal_reruns_the_lr_it_ranks_best(tmp_path: Pa
 @pytest.mark.unit
 def test_runs_left_queued_in_a_grid_without_searches_are_not_called_tuned_runs(tmp_path: Path) -> None:
     """A second round in a grid without searches (its workers stopped with runs still queued) says so plainly."""
-    from sweep import orchestrate
+    from sweep.run import orchestrate
 
     store = orchestrate.open_store(str(tmp_path / "journal.log"), "g", create=True)
     lines: list[str] = []
@@ -551,7 +553,8 @@ def test_runs_left_queued_in_a_grid_without_searches_are_not_called_tuned_runs(t
 def test_the_batch_size_advice_is_also_read_at_comparable_points_on_the_tuned_lr_reruns(tmp_path: Path) -> None:
     """The committed lr search: tables/readings.csv reads C7 and C8 again on the re-runs of each batch size's
     tuned lr, at every reading; at equal epochs (recalibrated) they are the numbers the verdicts read."""
-    from sweep import readings, report
+    from sweep import report
+    from sweep.analysis import readings
 
     report.build([REPO / "results" / "lr_search"], tmp_path)
     rows = pd.read_csv(tmp_path / "tables" / "readings.csv")

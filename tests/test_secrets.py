@@ -54,7 +54,7 @@ def test_a_storage_file_under_the_home_folder_is_read_from_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`--storage @~/store.url` (or $BATCHSWEEP_STORAGE=@~/...) reads ~/store.url, wherever the command runs."""
-    from sweep import cli_cluster
+    from sweep.cli import cli_cluster
 
     home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
     home.mkdir()
@@ -113,7 +113,7 @@ def test_redact_masks_each_form(text: str, target: str | None, expected: str) ->
 def test_a_url_with_a_password_in_any_query_parameter_never_reaches_a_workers_command_line(url: str) -> None:
     """A worker started elsewhere (a Slurm array) gets the URL on its command line only when it holds no
     password; otherwise it reads $BATCHSWEEP_STORAGE, which `ps` does not show."""
-    from sweep import cli_cluster
+    from sweep.cli import cli_cluster
 
     assert cli_cluster._worker_storage(url, url) is None
     plain = "postgresql://u@127.0.0.1:1/db?sslmode=disable"

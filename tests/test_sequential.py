@@ -17,8 +17,8 @@ import pytest
 from scipy import stats
 from scipy.special import stdtr
 
-from sweep.estimates import ALPHA, Check, estimate
-from sweep.sequential import Plan, Reading, Status, decide, decide_readings, reading, schedule, spending
+from sweep.analysis.estimates import ALPHA, Check, estimate
+from sweep.analysis.sequential import Plan, Reading, Status, decide, decide_readings, reading, schedule, spending
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""`sweep export GRID|DIR` without a target (sweep/snapshot.py): the CSVs and the report of a partly finished
+"""`sweep export GRID|DIR` without a target (sweep/run/snapshot.py): the CSVs and the report of a partly finished
 sweep, from its real Optuna store, with what is missing said; bad input refused before anything is written."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 from conftest import cli_env, write_grid
 
-from sweep import cli, orchestrate, vocab
+from sweep import cli, vocab
 from sweep.config import load_grid
-from sweep.plan import plan
+from sweep.config.plan import plan
+from sweep.run import orchestrate
 from sweep.store import Store
 
 GRID = """\

@@ -13,8 +13,8 @@ from conftest import Built
 from scipy import stats
 
 from sweep import analysis as an
-from sweep import power
-from sweep.estimates import Check, Estimate, estimate, holm
+from sweep.analysis import power
+from sweep.analysis.estimates import Check, Estimate, estimate, holm
 from sweep.report import family
 from sweep.report.claims import by_id
 from sweep.report.findings import ANY, Finding, verdict_text
@@ -136,7 +136,7 @@ def claims_csv(fixtures_report: Built) -> pd.DataFrame:
 
 
 def holm_by_hand(raw: np.ndarray) -> np.ndarray:
-    """Holm's adjustment written out, not sweep.estimates.holm: the i-th smallest of m raw p-values
+    """Holm's adjustment written out, not sweep.analysis.estimates.holm: the i-th smallest of m raw p-values
     times m - i, capped at 1, then made monotone (a running maximum in rank order)."""
     order = np.argsort(raw, kind="stable")
     adjusted = np.empty(len(raw))

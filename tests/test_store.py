@@ -21,7 +21,7 @@ from conftest import REPO, write_grid
 
 from sweep import vocab
 from sweep.config import load_grid
-from sweep.plan import plan
+from sweep.config.plan import plan
 from sweep.store import Dead, RetryPolicy, Store, crash, epochs_of, internals, storage
 
 
@@ -142,7 +142,7 @@ def test_the_retry_policy_decides_an_immediate_retry(
 def test_the_shipped_heartbeat_and_worker_memory_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """README: on a database a worker beats every 20 s and a run whose worker stops beating for 3
     intervals is queued again; a worker is reused while its memory stays under 4 GiB, then replaced."""
-    from sweep import worker
+    from sweep.run import worker
 
     for name in ("BATCHSWEEP_HEARTBEAT", "BATCHSWEEP_WORKER_MAX_MB"):
         monkeypatch.delenv(name, raising=False)

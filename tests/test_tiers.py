@@ -15,7 +15,7 @@ pytest_plugins = ("pytester",)
 @pytest.fixture(autouse=True)
 def _no_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     """The inner system tests would split the CPU into TensorFlow devices first: not in a unit test."""
-    monkeypatch.setattr("sweep.devices.configure_replicas", lambda count: None)
+    monkeypatch.setattr("sweep.train.devices.configure_replicas", lambda count: None)
 
 
 def _project(pytester: pytest.Pytester, tests: str, *args: str) -> pytest.RunResult:

@@ -12,10 +12,13 @@ import pytest
 from conftest import REPO, run_cli, write_grid
 
 from sweep import analysis as an
-from sweep import scaling, timing, vocab
-from sweep.config import load_grid
-from sweep.plan import plan
+from sweep import vocab
+from sweep.analysis import scaling
+from sweep.analysis import timing as timing_table
+from sweep.config import load_grid, timing_schema
+from sweep.config.plan import plan
 from sweep.report import steps as steps_report
+from sweep.train import timing
 
 BATCH_SIZES = REPO / "results" / "batch_sizes"
 
@@ -32,12 +35,12 @@ def timed_results(tmp_path: Path) -> Path:
     folder.mkdir()
     for name in (vocab.RUNS_CSV, vocab.EPOCHS_CSV):
         shutil.copy(BATCH_SIZES / name, folder / name)
-    specs = timing.configurations(plan(load_grid(REPO / "experiments" / "batch_sizes.yaml")))
+    specs = timing_schema.configurations(plan(load_grid(REPO / "experiments" / "batch_sizes.yaml")))
     rows = []
     for key, spec in specs.items():
         flat = spec.flat()
-        rows.append({timing.CONFIG: key, **{k: flat[k] for k in timing.timing_keys(flat)}})
-        rows[-1][timing.STEP_SECONDS] = per_step(spec.point.train.batch_size)
+        rows.append({timing_schema.CONFIG: key, **{k: flat[k] for k in timing_schema.timing_keys(flat)}})
+        rows[-1][timing_schema.STEP_SECONDS] = per_step(spec.point.train.batch_size)
     timing.merge(folder / vocab.TIMING_CSV, rows)
     return folder
 
@@ -45,7 +48,7 @@ def timed_results(tmp_path: Path) -> Path:
 @pytest.mark.unit
 def test_one_configuration_per_batch_size_whatever_the_seed_or_lr() -> None:
     specs = plan(load_grid(REPO / "experiments" / "lr_search.yaml"))
-    chosen = timing.configurations(specs)
+    chosen = timing_schema.configurations(specs)
     assert sorted(s.point.train.batch_size for s in chosen.values()) == [8, 32, 64, 128]
     assert len(specs) == 12  # 3 seeds each share their batch size's row
 
@@ -54,10 +57,10 @@ def test_one_configuration_per_batch_size_whatever_the_seed_or_lr() -> None:
 def test_every_record_gets_its_configurations_seconds_through_the_csvs(timed_results: Path) -> None:
     """Values that went through runs.csv (1.0, True, an empty ghost batch size) match the spec's own."""
     epochs = an.load([timed_results]).epochs
-    assert epochs[timing.QUIET_STEP_SECONDS].notna().all()
+    assert epochs[timing_schema.QUIET_STEP_SECONDS].notna().all()
     expected = epochs[an.BATCH_SIZE].map(per_step)
     # to the last bit where pandas parses floats exactly (3.1); within one rounding step before
-    assert epochs[timing.QUIET_STEP_SECONDS].to_numpy() == pytest.approx(expected.to_numpy(), rel=1e-15, abs=0)
+    assert epochs[timing_schema.QUIET_STEP_SECONDS].to_numpy() == pytest.approx(expected.to_numpy(), rel=1e-15, abs=0)
 
 
 @pytest.mark.unit
@@ -67,8 +70,8 @@ def test_one_spelling_for_what_a_csv_may_have_retyped() -> None:
     spec = {"data.classes": 8, "model.batchnorm": True, "model.ghost_batch_size": None, "train.optimizer": "adam"}
     csv = {"data.classes": 8.0, "model.batchnorm": "True", "model.ghost_batch_size": math.nan}
     csv["train.optimizer"] = "adam"
-    assert timing.config_key(spec, keys) == timing.config_key(csv, keys)
-    assert timing.config_key({**spec, "data.classes": 16}, keys) != timing.config_key(csv, keys)
+    assert timing_schema.config_key(spec, keys) == timing_schema.config_key(csv, keys)
+    assert timing_schema.config_key({**spec, "data.classes": 16}, keys) != timing_schema.config_key(csv, keys)
 
 
 @pytest.mark.unit
@@ -77,7 +80,7 @@ def test_a_run_of_another_configuration_gets_none(timed_results: Path) -> None:
     table = table[table["train.batch_size"] != 64]
     table.to_csv(timed_results / vocab.TIMING_CSV, index=False)
     epochs = an.load([timed_results]).epochs
-    missing = epochs[timing.QUIET_STEP_SECONDS].isna()
+    missing = epochs[timing_schema.QUIET_STEP_SECONDS].isna()
     assert (missing == (epochs[an.BATCH_SIZE] == 64)).all()
 
 
@@ -120,10 +123,10 @@ def test_no_timing_csv_no_quiet_column(tmp_path: Path) -> None:
     folder.mkdir()
     for name in (vocab.RUNS_CSV, vocab.EPOCHS_CSV):
         shutil.copy(BATCH_SIZES / name, folder / name)
-    assert timing.QUIET_STEP_SECONDS not in an.load([folder]).epochs
+    assert timing_schema.QUIET_STEP_SECONDS not in an.load([folder]).epochs
     [reading] = [r for r in scaling.read(an.load([folder])) if r.targets]
     assert all(math.isnan(r.quiet_seconds.mean) for r in reading.rows)
-    assert timing.describe(folder) == ""
+    assert timing_table.describe(folder) == ""
 
 
 TIMED_GRID = """\
@@ -152,7 +155,7 @@ def test_sweep_time_writes_one_row_per_configuration_and_replaces_only_its_own(t
         repeats = [float(s) for s in row["epoch_seconds_all"].split()]
         assert len(repeats) == 2 and min(repeats) == pytest.approx(row["epoch_seconds_best"], abs=1e-4)
         assert row["steps_per_epoch"] == math.ceil(row["train_samples"] / row["train.batch_size"])
-        assert row[timing.STEP_SECONDS] == pytest.approx(row["epoch_seconds_best"] / row["steps_per_epoch"])
+        assert row[timing_schema.STEP_SECONDS] == pytest.approx(row["epoch_seconds_best"] / row["steps_per_epoch"])
     assert sorted(p.name for p in results.iterdir()) == [vocab.TIMING_CSV]  # nothing trained into a store
 
     again = run_cli("time", str(grid), "--results", str(results), "--repeats", "1", "--gpus", "1", cwd=tmp_path)

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from sweep import devices
 from sweep.config import DataConfig, PointConfig, TrainConfig
-from sweep.plan import RunSpec
-from sweep.records import Diverged
-from sweep.train import Run, forget_compiled
+from sweep.config.plan import RunSpec
+from sweep.train import devices
+from sweep.train.records import Diverged
+from sweep.train.trainer import Run, forget_compiled
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 

@@ -18,16 +18,18 @@ import pandas as pd
 import pytest
 from conftest import Lines, run_cli, start_cli, write_grid
 
-from sweep import analysis, cli, decisions, health, orchestrate, until
+from sweep import analysis, cli
+from sweep.analysis import decisions, health
+from sweep.analysis.estimates import Check, Estimate
+from sweep.analysis.sequential import Plan, decide
 from sweep.config import load_grid
-from sweep.estimates import Check, Estimate
-from sweep.plan import plan
+from sweep.config.plan import plan
 from sweep.report import basis, claims, until_section
 from sweep.report.claims import by_id
 from sweep.report.document import Doc
 from sweep.report.findings import ANY, Finding
 from sweep.report.sections import verdict_where
-from sweep.sequential import Plan, decide
+from sweep.run import orchestrate, until
 from sweep.store import Store
 from sweep.store.queue import spec_of
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli, sweep_here, write_grid
 
 from sweep.config import ConfigError, load_grid
-from sweep.plan import plan
+from sweep.config.plan import plan
 
 # A builder outside sweep/, as a user writes one: a small functional model with one BatchNormalization.
 MODELS = """\
@@ -64,7 +64,7 @@ def own_folder(tmp_path: Path, grid: str = GRID) -> Path:
 def test_a_builder_outside_sweep_trains_and_runs_csv_counts_its_parameters(tmp_path: Path) -> None:
     import keras
 
-    from sweep.model import trainable_parameters
+    from sweep.train.model import trainable_parameters
 
     outcome, _ = sweep_here(own_folder(tmp_path))
     assert outcome.exit_code == 0
@@ -97,7 +97,7 @@ def test_a_loader_gives_colour_images_and_ghost_batch_norm_swaps_the_builders_la
 @pytest.mark.integration
 def test_the_ghost_swap_keeps_the_users_layers_and_replaces_batch_norm(tmp_path: Path) -> None:
     from sweep.config import ModelConfig
-    from sweep.model import build_model
+    from sweep.train.model import build_model
 
     (tmp_path / "models.py").write_text(MODELS)
     cfg = ModelConfig(builder=f"{tmp_path / 'models.py'}:build", ghost_batch_size=4)
@@ -198,7 +198,8 @@ def test_the_documented_example_builder_trains(tmp_path: Path) -> None:
 
 @pytest.mark.unit
 def test_a_loader_is_held_to_the_npz_contract_before_anything_is_queued(tmp_path: Path) -> None:
-    from sweep import preflight, usercode
+    from sweep.run import preflight
+    from sweep.train import usercode
 
     (tmp_path / "bad_data.py").write_text(
         "import numpy as np\n\ndef short():\n    return np.zeros((6, 12, 12), 'uint8'), np.arange(5)\n\n"

@@ -4,8 +4,8 @@ A results folder (``runs.csv`` and ``epochs.csv``, what `sweep run` writes) is r
 into `Results`; each target is a module with one function ``write(results, where) -> str``
 (what it wrote, in one line), named in `TARGETS`:
 
-- `sweep.export.to_tensorboard`: event files, one run per run id, with the HParams plugin's data;
-- `sweep.export.to_mlflow`: one MLflow run per run id, in an experiment named after the sweep.
+- `to_tensorboard`: event files, one run per run id, with the HParams plugin's data;
+- `to_mlflow`: one MLflow run per run id, in an experiment named after the sweep.
 
 Each target's package is an optional extra (`EXTRAS`); a missing one is an `ExportError`
 naming the install command. Like `report`, export reads only the CSV files and never

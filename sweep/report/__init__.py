@@ -1,19 +1,28 @@
 """The claims report: the post's claims C1-C9, their checks, and report.md / report.html.
 
 `build(folders, out)` reads results folders (runs.csv, epochs.csv only), writes
-tables (`sweep.analysis`), figures (`sweep.plots`), ``tables/claims.csv``,
+tables (`sweep.analysis`), figures (`sweep.report.plots`), ``tables/claims.csv``,
 ``report.md`` and a self-contained ``report.html``. No TensorFlow, and nothing
 read from the repository: an installed package rebuilds a report from the CSVs alone.
 
 One job per module, data flowing one way:
 
+- `findings`, `checks`, `basis`, `family`: what a claim is, how it is checked, the numbers it is read from,
+  and Holm's correction across the family of checks;
+- `speed_check`, `steps`: C6 from quiet times; steps to target and the gradient noise scale;
+- `maps`, `map_section`, `map_figure`, `headline`: condition maps, their section and figure, C1's headline;
+- `answer`, `first_screen`, `post_figure`: the opening answer, the first screen and its figure;
+- `reading_sections`, `seeds_figure`: the batch-size claims re-read; seeds to decide at 80% power;
+- `background`: one function run in a forked child while the report goes on;
 - `claims`: the claims as data (words, runs needed, checks, thresholds) -> findings;
 - `attribution`: the attribution arms as data -> C1's gap per mechanism;
 - `comparable`: the batch-size claims re-read at equal steps, fit and time, raw and recalibrated;
-- `sweep.provenance`: git commit, package versions, machine (outside this package: `sweep.stamp` reads it too);
+- `provenance`: git commit, package versions, machine (`stamp` reads it too);
 - `until_section`: the "Seeds until decided" section, from decisions.csv of a `run --until-decided`;
 - `sections`: findings, attribution, tuning -> the blocks of a `document.Doc`;
-- `document`: the blocks and their Markdown and HTML renderers.
+- `document`: the blocks and their Markdown and HTML renderers;
+- `plots`, `plot_layout`, `scaling_plots`, `figure_index`: the figures, their layout, and their index;
+- `stamp`: whether `sweep report` may keep the report it wrote last time.
 """
 
 from __future__ import annotations
@@ -24,18 +33,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweep import analysis, atomic, figure_index, plots, scaling, scaling_plots
-from sweep import health as runs_health
-from sweep.estimates import NOT_TESTED
-from sweep.plots import FigureFile
+from sweep import analysis
+from sweep.analysis import health as runs_health
+from sweep.analysis import scaling
+from sweep.analysis.estimates import NOT_TESTED
+from sweep.base import atomic
 from sweep.report import (
     attribution,
     comparable,
+    figure_index,
     first_screen,
     map_figure,
     map_section,
     maps,
+    plots,
     post_figure,
+    scaling_plots,
     sections,
     seeds_figure,
     until_section,
@@ -46,6 +59,7 @@ from sweep.report.basis import TUNED_FIRST, tuned_lr
 from sweep.report.claims import CLAIMS, evaluate
 from sweep.report.document import to_html, to_markdown
 from sweep.report.findings import Claim, Finding, claims_table, verdict_text
+from sweep.report.plots import FigureFile
 
 __all__ = ["CLAIMS", "Claim", "Finding", "Written", "build", "claims_table", "evaluate", "verdict_text"]
 

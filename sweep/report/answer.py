@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sweep import vocab
-from sweep.estimates import Estimate, fmt_estimate
+from sweep.analysis.estimates import Estimate, fmt_estimate
 from sweep.report import headline
 from sweep.report.findings import Claim, Finding
 from sweep.report.map_section import NEAR, Candidate

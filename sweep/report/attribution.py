@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sweep import keys, vocab
+from sweep import vocab
 from sweep.analysis import (
     BATCH_SIZE,
     CONTROL_COMPANIONS,
@@ -27,8 +27,9 @@ from sweep.analysis import (
     row_key,
     setting_columns,
 )
-from sweep.estimates import Estimate, estimate, fmt_estimate
-from sweep.selection import at_post, fmt_value, is_default, matches, seed_count, where
+from sweep.analysis.estimates import Estimate, estimate, fmt_estimate
+from sweep.analysis.selection import at_post, fmt_value, is_default, matches, seed_count, where
+from sweep.config import keys
 
 EXPERIMENTS = "experiments/controls.yaml"  # the sweep that runs every arm
 SMALL, LARGE = 8, 64  # C1's batch sizes

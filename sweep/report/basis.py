@@ -16,8 +16,8 @@ import re
 
 import pandas as pd
 
-from sweep import readings, vocab
-from sweep.analysis import BATCH_SIZE, SOURCE, column
+from sweep import vocab
+from sweep.analysis import BATCH_SIZE, SOURCE, column, readings
 from sweep.report.findings import (
     GENERALISATION,
     READ_RAW,

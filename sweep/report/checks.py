@@ -19,19 +19,8 @@ from sweep.analysis import (
     GPUS,
     column,
 )
-from sweep.estimates import Check, Estimate, estimate, fmt_estimate
-from sweep.report.findings import (
-    ALL,
-    ANY,
-    CAUSE_RAISES_GAP,
-    CLOSE_GAP,
-    FAR_GAP,
-    SAME_VAL,
-    VAL_DROP,
-    Claim,
-    Finding,
-)
-from sweep.selection import (
+from sweep.analysis.estimates import Check, Estimate, estimate, fmt_estimate
+from sweep.analysis.selection import (
     LR,
     OPTIMIZER,
     Selection,
@@ -45,7 +34,18 @@ from sweep.selection import (
     toggle_values,
     where,
 )
-from sweep.tuning import SMALL_BATCH
+from sweep.analysis.tuning import SMALL_BATCH
+from sweep.report.findings import (
+    ALL,
+    ANY,
+    CAUSE_RAISES_GAP,
+    CLOSE_GAP,
+    FAR_GAP,
+    SAME_VAL,
+    VAL_DROP,
+    Claim,
+    Finding,
+)
 
 BN_MOMENTUM = "model.bn_momentum"
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from sweep.analysis import BATCH_SIZE, GPUS
+from sweep.analysis.tuning import SMALL_BATCH
 from sweep.report import basis
 from sweep.report.checks import (
     check_capacity_overfits,
@@ -39,7 +40,6 @@ from sweep.report.findings import (
     Threshold,
 )
 from sweep.report.speed_check import check_large_batch_faster
-from sweep.tuning import SMALL_BATCH
 
 # The experiments files whose runs answer the claims (shipped in experiments/, named here so
 # an installed package can name them without that folder).

@@ -1,5 +1,5 @@
 """The batch-size claims at comparable points: each check at equal epochs, steps, fit and time, raw and
-with BatchNorm recalibrated, side by side (sweep/readings.py says how each point is found).
+with BatchNorm recalibrated, side by side (sweep/analysis/readings.py says how each point is found).
 
 The claim's own verdict is read at equal epochs (`sweep.report.basis`). The other readings run the same
 check function on the run summary read elsewhere, so any difference between them comes from where the
@@ -15,12 +15,13 @@ from typing import Any
 
 import pandas as pd
 
-from sweep import readings, vocab
-from sweep.estimates import fmt_estimate
+from sweep import vocab
+from sweep.analysis import readings
+from sweep.analysis.estimates import fmt_estimate
+from sweep.analysis.selection import choose_context
 from sweep.report.basis import relabelled
 from sweep.report.claims import by_id
 from sweep.report.findings import Claim, Finding, outcome_text
-from sweep.selection import choose_context
 
 CLAIMS_READ = ("C1", "C5", "C7", "C8")  # the claims that compare runs taking different numbers of steps
 RAW, RECALIBRATED = "raw", "BatchNorm recalibrated"

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweep.estimates import CONTRADICTED, INCONCLUSIVE, NOT_TESTED, SUPPORTED
-from sweep.plots import FigureFile
+from sweep.analysis.estimates import CONTRADICTED, INCONCLUSIVE, NOT_TESTED, SUPPORTED
+from sweep.report.plots import FigureFile
 
 TITLE = "Does the post's advice hold? Keep batch_size <= 32, and its other claims, checked"
 

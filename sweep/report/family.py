@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from sweep.estimates import ALPHA, holm
+from sweep.analysis.estimates import ALPHA, holm
 from sweep.report.findings import Claim, Finding
 
 

@@ -2,7 +2,7 @@
 and their words for the report and tables/claims.csv.
 
 A claim's verdict comes from checks: numbers with 95% t-intervals over seeds and a region where
-the claim needs them to lie (`sweep.estimates.Check`). The claims themselves are in
+the claim needs them to lie (`sweep.analysis.estimates.Check`). The claims themselves are in
 `sweep.report.claims`, their check functions in `sweep.report.checks`.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from sweep.estimates import NOT_TESTED, Check, Estimate, all_of, any_of, verdict
-from sweep.power import SeedsNeeded, seeds_needed
+from sweep.analysis.estimates import NOT_TESTED, Check, Estimate, all_of, any_of, verdict
+from sweep.analysis.power import SeedsNeeded, seeds_needed
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from sweep.estimates import fmt_estimate
+from sweep.analysis.estimates import fmt_estimate
+from sweep.analysis.selection import seed_count
 from sweep.report import headline
 from sweep.report.answer import CAUSES, VERDICT_WORDS
 from sweep.report.document import Heading, slugs
@@ -26,7 +27,6 @@ from sweep.report.findings import (
     Finding,
 )
 from sweep.report.maps import ConditionMap
-from sweep.selection import seed_count
 
 HEAD = ("claim", "verdict", "effect [95% CI] (n)", "read from")
 READINGS = {

@@ -19,11 +19,11 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, column
-from sweep.estimates import Estimate, estimate, fmt_estimate
+from sweep.analysis.estimates import Estimate, estimate, fmt_estimate
+from sweep.analysis.selection import where
 from sweep.report.checks import bn_momentum
 from sweep.report.findings import CLOSE_GAP, FAR_GAP, shows_pattern
 from sweep.report.maps import Cell, ConditionMap
-from sweep.selection import where
 
 BN = "model.batchnorm"
 LARGE, SMALL = 64, 8

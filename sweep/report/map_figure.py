@@ -3,7 +3,7 @@
 Each row is the check's mean with its 95% interval over seeds, coloured by where that
 interval lies against the claim's threshold (a description, not a test); the shaded band
 is the claim's side of the threshold. Drawn
-like the per-folder figures (`sweep.plots`), again only when what it shows changed.
+like the per-folder figures (`sweep.report.plots`), again only when what it shows changed.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from sweep import figure_index, plots
-from sweep import plot_layout as layout
 from sweep.analysis import BATCH_SIZE
+from sweep.analysis.selection import Selection
+from sweep.report import figure_index, plots
+from sweep.report import plot_layout as layout
 from sweep.report.maps import ConditionMap
-from sweep.selection import Selection
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

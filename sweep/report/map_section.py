@@ -15,13 +15,13 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, column
-from sweep.estimates import Estimate, estimate, fmt_estimate
-from sweep.plots import FigureFile
+from sweep.analysis.estimates import Estimate, estimate, fmt_estimate
+from sweep.analysis.selection import where
 from sweep.report.claims import by_id
 from sweep.report.document import Doc
 from sweep.report.findings import CLOSE_GAP, FAR_GAP, shows_pattern
 from sweep.report.maps import MAPPED, OUTCOME_WORDS, PATTERN_WORDS, Cell, ConditionMap, groups_everywhere, short, shown
-from sweep.selection import where
+from sweep.report.plots import FigureFile
 
 # The post's epoch-2 numbers: (batch size, metric) -> value.
 POST_NUMBERS = {

@@ -12,7 +12,7 @@ side of its threshold, "does not" when one lies wholly on the other side, and is
 otherwise. With 3 seeds per cell and dozens of cells, threshold tests corrected for
 multiplicity could decide almost nothing, and uncorrected ones would claim too much; so no
 error rate is claimed here, and only the verdict table decides. Runs that did not train
-(`sweep.health.run_health`) are in no cell; the map names the settings that lost them.
+(`sweep.analysis.health.run_health`) are in no cell; the map names the settings that lost them.
 `where` names each set of cells by the fewest settings that cover it exactly
 (`batchnorm=False` for all cells without BatchNorm).
 """
@@ -29,13 +29,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweep import keys, vocab
+from sweep import vocab
 from sweep.analysis import BATCH_SIZE, SOURCE, SOURCE_RANK, column, setting_columns
-from sweep.health import DID_NOT_TRAIN
-from sweep.report.checks import cause_raises_gap, gap_at_two_batch_sizes
-from sweep.report.claims import by_id
-from sweep.report.findings import Claim, Finding
-from sweep.selection import (
+from sweep.analysis.health import DID_NOT_TRAIN
+from sweep.analysis.selection import (
     RECORDING_KEYS,
     Selection,
     fmt_value,
@@ -44,7 +41,11 @@ from sweep.selection import (
     toggle_values,
     with_defaults,
 )
-from sweep.selection import where as rows_at
+from sweep.analysis.selection import where as rows_at
+from sweep.config import keys
+from sweep.report.checks import cause_raises_gap, gap_at_two_batch_sizes
+from sweep.report.claims import by_id
+from sweep.report.findings import Claim, Finding
 
 Judge = Callable[[Claim, Selection, Any], Finding]
 OUTCOME_WORDS = {True: "beyond the threshold", False: "short of it", None: "unclear"}  # one check's interval

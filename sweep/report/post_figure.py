@@ -7,7 +7,7 @@ val_acc_recal). A gap that shows on top and closes below is BatchNorm's lag, not
 
 The runs are C1's (batch 8 and 64 at the settings its check chose); without them, C7's (the smallest
 and largest batch). Steps, not epochs, on the x axis: at one epoch a large batch has taken far fewer
-steps, which is the post's comparison. No TensorFlow; matplotlib's `Figure` directly, as `sweep.plots`.
+steps, which is the post's comparison. No TensorFlow; matplotlib's `Figure` directly, as `sweep.report.plots`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from sweep import analysis as an
-from sweep import figure_index, plots, vocab
-from sweep.plots import FigureFile
+from sweep import vocab
+from sweep.report import figure_index, plots
 from sweep.report.findings import Claim, Finding
+from sweep.report.plots import FigureFile
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sweep import readings, tuning, vocab
-from sweep.estimates import Check, Estimate, fmt_estimate
+from sweep import vocab
+from sweep.analysis import readings, tuning
+from sweep.analysis.estimates import Check, Estimate, fmt_estimate
 from sweep.report import attribution as attr
 from sweep.report import comparable
 from sweep.report.document import Doc

@@ -1,8 +1,8 @@
 """The figure "seeds to decide at 80% power": one row per undecided check of the report.
 
-A point at the seeds per setting that give 80% power (`sweep.power`), a line over the
+A point at the seeds per setting that give 80% power (`sweep.analysis.power`), a line over the
 range the sd's 95% chi-square interval allows, and a mark at the seeds the check has now.
-Drawn like the per-folder figures (`sweep.plots`), again only when what it shows changed.
+Drawn like the per-folder figures (`sweep.report.plots`), again only when what it shows changed.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweep import figure_index, plots
-from sweep import plot_layout as layout
-from sweep.power import MAX_SEEDS, SeedsNeeded, seeds_needed
+from sweep.analysis.power import MAX_SEEDS, SeedsNeeded, seeds_needed
+from sweep.report import figure_index, plots
+from sweep.report import plot_layout as layout
 from sweep.report.findings import Claim, Finding
 
 if TYPE_CHECKING:

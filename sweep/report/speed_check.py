@@ -12,11 +12,11 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, PACK_SIZE, QUIET_EPOCH_SECONDS, TIMED_COPIES
-from sweep.estimates import Check, Estimate, estimate
+from sweep.analysis.estimates import Check, Estimate, estimate
+from sweep.analysis.selection import Selection, fmt_value, paired_relative, sorted_values, where
+from sweep.config.timing_schema import QUIET_REPEATS
 from sweep.report.checks import across_batch_sizes, estimate_at, finding_from
 from sweep.report.findings import READ_QUIET, READ_TIME, SPEEDUP, Finding
-from sweep.selection import Selection, fmt_value, paired_relative, sorted_values, where
-from sweep.timing import QUIET_REPEATS
 
 
 @across_batch_sizes

@@ -1,6 +1,6 @@
 """The report's "Steps to target" and "Gradient noise scale" sections, and their CSV tables.
 
-Numbers come from `sweep.scaling` (steps to target, the fit) and `sweep.critical` (B_simple
+Numbers come from `sweep.analysis.scaling` (steps to target, the fit) and `sweep.analysis.critical` (B_simple
 and the prediction from it); this module only lays them out and writes
 `tables/steps_to_target.csv` and `tables/scaling_fit.csv`. Each row's `metric` column names what its
 curve was read on (val_acc_recal where every run recorded it, else val_acc); `target` is a level of
@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweep import atomic, critical, scaling, scaling_fit, timing
-from sweep.estimates import Estimate
-from sweep.plots import FigureFile
+from sweep.analysis import critical, scaling, scaling_fit, timing
+from sweep.analysis.estimates import Estimate
+from sweep.base import atomic
 from sweep.report.document import Doc
-from sweep.scaling_plots import fixed_settings
+from sweep.report.plots import FigureFile
+from sweep.report.scaling_plots import fixed_settings
 
 STEPS_CSV, FIT_CSV = "steps_to_target.csv", "scaling_fit.csv"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweep import decisions
-from sweep.estimates import ALPHA, all_of, any_of
+from sweep.analysis import decisions
+from sweep.analysis.estimates import ALPHA, all_of, any_of
 from sweep.report.document import Doc
 from sweep.report.findings import ANY, Finding, rule_words
 

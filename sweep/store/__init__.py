@@ -27,7 +27,7 @@ import pandas as pd
 from optuna.trial import FrozenTrial, TrialState
 
 from sweep import vocab
-from sweep.plan import RunSpec, SearchGroup
+from sweep.config.plan import RunSpec, SearchGroup
 from sweep.store import crash, internals, params, queue, search, storage, tables
 from sweep.store.crash import Dead
 from sweep.store.queue import DEFAULT_POLICY, Claim, RetryPolicy, epochs_of, latest_by_run, status_of

@@ -10,7 +10,7 @@ val_acc) works. The values are never drawn: `SpecSampler` answers every suggesti
 the value in the trial's own spec, so a run is still a pure function of its spec, and
 run ids are unchanged (params are not part of the spec).
 
-Each key's distribution is fixed by its declaration (`sweep/keys.py`), never by the
+Each key's distribution is fixed by its declaration (`sweep/config/keys.py`), never by the
 grid, so adding a value to a grid never meets Optuna's "different distribution" error:
 
 - bool: categorical (False, True); a str key with a fixed set of words (`checks.OneOf`):
@@ -42,9 +42,10 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial
 
-from sweep import keys, vocab
-from sweep.checks import Check, NumberIn, OneOf
-from sweep.plan import RunSpec
+from sweep import vocab
+from sweep.config import keys
+from sweep.config.checks import Check, NumberIn, OneOf
+from sweep.config.plan import RunSpec
 from sweep.store.queue import spec_of
 
 INT_HIGH = 2**31 - 1

@@ -25,7 +25,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from sweep import vocab
-from sweep.plan import RunSpec
+from sweep.config.plan import RunSpec
 from sweep.store import internals
 
 EPOCH_PREFIX = "epoch_"

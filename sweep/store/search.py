@@ -11,7 +11,7 @@ from each record (`queue.record_epoch` reports it, `endings.end_run` ends the tr
 best lr of a finished search is re-run at every seed in the sweep study, as runs with ``role`` =
 ``tuned``.
 
-A finished search whose best lr sits at an edge of its range (`sweep.lr_range`) is widened before
+A finished search whose best lr sits at an edge of its range (`sweep.config.lr_range`) is widened before
 its best lr is re-run: the range reaches a decade past that edge, kept on the search's study
 (``lr_ranges``, every range it drew from, the grid's first), and half as many trials again are
 queued, drawn by the same sampler from the wider range; at most ``search.widen`` times.
@@ -25,9 +25,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from sweep import lr_range, vocab
-from sweep.config import SEARCH_METRICS
-from sweep.plan import RunSpec, SearchGroup, at_lr, derive_seed
+from sweep import vocab
+from sweep.config import SEARCH_METRICS, lr_range
+from sweep.config.plan import RunSpec, SearchGroup, at_lr, derive_seed
 from sweep.store import queue
 
 SEARCHES_ATTR = "lr_searches"  # on the sweep study: group id -> the search's settings, for every worker

@@ -10,8 +10,9 @@ from typing import Any
 import pandas as pd
 from optuna.trial import FrozenTrial
 
-from sweep import atomic, vocab
-from sweep.plan import RunSpec
+from sweep import vocab
+from sweep.base import atomic
+from sweep.config.plan import RunSpec
 from sweep.store.queue import INFO, epochs_of, latest_by_run, spec_of, status_of
 from sweep.store.search import LR_PARAM
 

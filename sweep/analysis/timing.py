@@ -1,0 +1,59 @@
+"""Quiet training times read back: timing.csv (written by `python -m sweep time`, sweep/train/timing.py)
+matched to a folder's runs by their configuration (sweep/config/timing_schema.py), and the sentence the
+report says about where they come from. pandas only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from sweep import vocab
+from sweep.config.timing_schema import (
+    QUIET_REPEATS,
+    QUIET_STEP_SECONDS,
+    REPEATS_SECONDS,
+    STEP_SECONDS,
+    config_key,
+    timing_keys,
+)
+
+TIMING_CSV = vocab.TIMING_CSV
+
+
+def read(path: Path) -> pd.DataFrame | None:
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
+    """`epochs` with each run's quiet seconds per optimizer step from `folder/timing.csv`, and its configuration's
+    repeats' epoch seconds as text in the order measured (empty where none matched)."""
+    timing = read(folder / TIMING_CSV)
+    if timing is None or epochs.empty:
+        return epochs
+    names = timing_keys(timing.columns)
+    names += [k for k in timing_keys(epochs.columns) if k not in names]  # either file may predate a key
+    keys_of = timing.apply(lambda row: config_key(row, names), axis=1)
+    per_config = dict(zip(keys_of, timing[STEP_SECONDS], strict=True))
+    repeats = dict(zip(keys_of, timing[REPEATS_SECONDS].astype(str), strict=True)) if REPEATS_SECONDS in timing else {}
+    runs = epochs.drop_duplicates(vocab.RUN_ID)  # settings are per run: one key each, not one per record
+    per_run = dict(zip(runs[vocab.RUN_ID], runs.apply(lambda row: config_key(row, names), axis=1), strict=True))
+    configs = epochs[vocab.RUN_ID].map(per_run)
+    return epochs.assign(
+        **{QUIET_STEP_SECONDS: configs.map(per_config).astype(float), QUIET_REPEATS: configs.map(repeats)}
+    )
+
+
+def describe(folder: Path) -> str:
+    """One sentence on where a folder's quiet times come from, for the report; empty without timing.csv."""
+    timing = read(folder / TIMING_CSV)
+    if timing is None or timing.empty:
+        return ""
+    load = pd.concat([timing["load_average_before"], timing["load_average_after"]])
+    return (
+        f"Quiet seconds for {folder} are optimizer steps x the best of {int(timing['repeats'].min())} "
+        f"alternating one-epoch timings per configuration (`python -m sweep time`, {folder / TIMING_CSV}; "
+        f"{int(timing['threads'].iloc[0])} thread(s), {timing['cpu'].iloc[0]}, measured "
+        f"{str(timing['measured'].min())[:10]}, 1-minute load average {load.min():.1f}-{load.max():.1f}); "
+        "training only, without the evaluations at records."
+    )

@@ -1,0 +1,429 @@
+"""Command line: `python -m sweep {plan,run,status,worker,slurm,time,report,export}`. It parses arguments, calls
+`sweep.run.orchestrate` (run, status, worker), `sweep.report` or `sweep.export`, prints, and maps errors to exit codes;
+`run --no-train` and `slurm` are in `cli_cluster`, `export` in `cli_export`, the `--storage` flag's reading and
+checks in `cli_storage`.
+
+Exit codes: 0 success; 1 some runs failed; 2 bad input (one line on stderr,
+nothing written); 130 interrupted (the next `run` picks up where it stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweep import vocab
+from sweep.cli import cli_cluster, cli_export
+from sweep.cli.cli_storage import storage_arg
+from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid, lr_range
+from sweep.config.plan import RunSpec, plan
+from sweep.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ORPHANED, EXIT_USAGE, UsageError
+from sweep.report import stamp
+from sweep.train import backends, timing
+from sweep.train.usercode import UserCodeError
+
+if TYPE_CHECKING:
+    from sweep.run.orchestrate import Options
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (ConfigError, UsageError, UserCodeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("\ninterrupted; run the same command again to continue where it stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except OSError as err:
+        from sweep.store import DISK_FULL_ADVICE, is_disk_full
+
+        if not is_disk_full(err):
+            return _crashed(args)
+        print(
+            f"error: no space left on device writing {err.filename or 'the store'}; {DISK_FULL_ADVICE}", file=sys.stderr
+        )
+        return EXIT_FAILED
+    except Exception:  # noqa: BLE001 - a bug or a driver error: its traceback, without the store's password
+        return _crashed(args)
+
+
+def _crashed(args: argparse.Namespace) -> int:
+    import traceback
+
+    from sweep.store import redact
+
+    try:
+        target = storage_arg(getattr(args, "storage", None))
+    except UsageError:
+        target = None
+    print(redact(traceback.format_exc(), target), file=sys.stderr, end="")
+    return EXIT_FAILED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sweep",
+        description="Batch-size experiment sweeps on TensorFlow/Keras.",
+        epilog="Grid file keys (dotted paths usable in grid:):\n"
+        + "\n".join(f"  {k:<26} {doc}" for k, doc in field_docs().items())
+        + "\n\nOptional search: block (a learning-rate search for every grid point, then its best lr "
+        "at every seed):\n" + "\n".join(f"  {k:<26} {doc}" for k, doc in SEARCH_DOCS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser("plan", help="list the runs a grid file would train (no training, no TensorFlow)")
+    p.add_argument("grid", help="the grid file (YAML)")
+    p.set_defaults(handler=cmd_plan)
+
+    p = commands.add_parser(
+        "run",
+        help="train every pending run of a grid file, then export runs.csv and epochs.csv",
+        description="Train every run of GRID that is not done yet. Safe to repeat: finished runs "
+        "are never trained again, failed and interrupted ones are retried.",
+    )
+    p.add_argument("grid", help="the grid file (YAML)")
+    _results_args(p)
+    _worker_args(p)
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="train in this process instead of worker processes (one at a time; ignores --workers "
+        "and --devices); for debugging and tests",
+    )
+    p.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="after the grid, add seeds (new values above the grid's largest) only to the grid points whose "
+        "claims still have an undecided check, at planned seed counts (x1.5 per look) up to --max-seeds, "
+        "with the error rate kept under this optional stopping and Holm's correction (docs/report.md, "
+        "'Seeds until decided'); writes decisions.csv and looks.csv; rerun the same command to resume",
+    )
+    p.add_argument(
+        "--no-train",
+        action="store_true",
+        help="queue the runs and exit without training (no TensorFlow, no check of model.builder and the other "
+        "code references); then start `sweep worker` anywhere that reaches the store, or see `sweep slurm`",
+    )
+    p.add_argument(
+        "--max-seeds",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="with --until-decided: the cap on seeds per grid point, at least the grid's seed count "
+        "(default 30); keep it the same when resuming",
+    )
+    p.set_defaults(handler=cmd_run)
+
+    p = commands.add_parser("status", help="count done / running / failed / diverged / pending runs")
+    p.add_argument("grid", help="the grid file (YAML)")
+    _results_args(p)
+    p.set_defaults(handler=cmd_status)
+
+    p = commands.add_parser(
+        "worker",
+        help="join a sweep: train queued runs from a store until none are left",
+        description="Train queued runs of an existing sweep until the queue is empty. "
+        "Started by `run`, or by hand on another machine.",
+    )
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="journal file path or database URL of the sweep, or @FILE to read it from a file "
+        "(default: $BATCHSWEEP_STORAGE)",
+    )
+    p.add_argument("--study", required=True, help="the sweep's name (the grid file's name:)")
+    p.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="the results folder: the workers' logs with --workers or --devices, --keep-models' models/, and "
+        "a database store's checkpoints/ (default: the journal file's folder, else results/<study>)",
+    )
+    _worker_args(p)
+    p.set_defaults(handler=cmd_worker)
+
+    cli_cluster.add_slurm_parser(commands, _results_args, storage_arg)
+
+    p = commands.add_parser(
+        "time",
+        help="measure quiet training seconds per epoch and step of each batch size of a grid (writes timing.csv)",
+        description="Time one training epoch of every configuration of GRID (model, input shape, optimizer, "
+        "batch size, replicas), the repeats alternating between configurations, graphs traced first, and keep "
+        "the best: a benchmark-style measurement for the report's seconds to target, to run on an otherwise "
+        "idle machine. Writes <results>/timing.csv; repeat to replace it. Trains nothing into the store.",
+    )
+    p.add_argument("grid", help="the grid file (YAML)")
+    p.add_argument("--results", type=Path, default=None, help="results folder (default results/<name>)")
+    p.add_argument(
+        "--repeats", type=_positive, default=timing.DEFAULT_REPEATS, help="timed epochs per configuration (default 3)"
+    )
+    p.add_argument(
+        "--gpus",
+        type=_positive,
+        default=None,
+        help="only the configurations with this many replicas, in this process (default: every replica count, "
+        "each in a fresh process, since TensorFlow keeps one per process)",
+    )
+    p.set_defaults(handler=cmd_time)
+
+    p = commands.add_parser(
+        "report",
+        help="rebuild tables, figures and the claims report from results folders (no TensorFlow)",
+        description="Read runs.csv and epochs.csv of each DIR and write tables/, figures/, "
+        "report.md and report.html (self-contained) into OUT.",
+    )
+    p.add_argument("folders", nargs="+", metavar="DIR", type=Path, help="results folder(s), e.g. results/article")
+    p.add_argument("--out", type=Path, default=None, help="where to write (default: DIR; required with several DIRs)")
+    p.add_argument("--svg", action="store_true", help="also write every figure as SVG (for papers; PNG always)")
+    p.set_defaults(handler=cmd_report)
+
+    cli_export.add_export_parser(commands, _results_args, _options)
+    return parser
+
+
+def _worker_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=None,
+        help="worker processes on this machine (default: one per device group with GPUs, else 1)",
+    )
+    p.add_argument(
+        "--devices",
+        default=None,
+        metavar="IDS",
+        help="GPU ids to use, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else every GPU, else the CPU); "
+        "a run with gpus: G takes G of them, and two runs never share one",
+    )
+    p.add_argument(
+        "--trials-per-gpu",
+        type=_positive,
+        default=None,
+        metavar="K",
+        help="let K runs share each GPU, for models too small to fill one (default 1)",
+    )
+    p.add_argument(
+        "--keep-models",
+        action="store_true",
+        help="keep each run's checkpoint after it ends (normally removed once it is done, failed or diverged), "
+        "and save each done run's final model as <results>/models/<run_id>.keras "
+        "(sweep.train.checkpoint.load_model, or keras.saving.load_model with the custom objects in docs/design.md)",
+    )
+    p.add_argument(
+        "--pack",
+        type=_positive,
+        default=None,
+        metavar="K",
+        help="train up to K runs that share a compiled graph as towers of one model, same records as alone "
+        "(default: the measured size per batch size, docs/levers.md; 1 trains every run alone)",
+    )
+    p.add_argument(
+        "--retries",
+        type=_non_negative,
+        default=None,
+        help="times a run that raised is tried again before it is left failed (default 1)",
+    )
+    p.add_argument(
+        "--max-requeues",
+        type=_non_negative,
+        default=None,
+        metavar="N",
+        help="times a run whose worker died (kill -9, out of memory, a lost node, no progress) is queued again; "
+        "the next death leaves it failed and the sweep goes on (default 3)",
+    )
+
+
+def _non_negative(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive(text)
+
+
+def _results_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", type=Path, default=None, help="results folder (default results/<name>)")
+    p.add_argument(
+        "--storage",
+        default=None,
+        help="store: journal file path or postgresql:// URL, or @FILE to read it from a file "
+        "(default: $BATCHSWEEP_STORAGE, else <results>/journal.log)",
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _options(args: argparse.Namespace) -> Options:
+    """The flags, as the orchestrator's options; the store from --storage, @FILE or $BATCHSWEEP_STORAGE."""
+    from sweep.run.orchestrate import Options
+
+    return Options(
+        results=args.results,
+        storage=storage_arg(args.storage),
+        workers=getattr(args, "workers", None),
+        devices=getattr(args, "devices", None),
+        trials_per_gpu=_given(args, "trials_per_gpu", 1),
+        retries=_given(args, "retries", 1),
+        max_requeues=_given(args, "max_requeues", 3),
+        in_process=getattr(args, "in_process", False),
+        keep_models=getattr(args, "keep_models", False),
+        pack=getattr(args, "pack", None),
+    )
+
+
+def _given(args: argparse.Namespace, name: str, default: int) -> int:
+    """A flag's value, its default when not given (None marks "not given" for `run --no-train`)."""
+    value = getattr(args, name, None)
+    return default if value is None else value
+
+
+# --- plan
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    grid = load_grid(args.grid)
+    runs = plan(grid)
+    width = max(len(r.run_id) for r in runs)
+    for spec in runs:
+        print(f"{spec.run_id:<{width}}  " + " ".join(f"{k}={v}" for k, v in spec.varying))
+    points = len(runs) // len(grid.seeds)
+    seeds = f"{len(grid.seeds)} seed{'' if len(grid.seeds) == 1 else 's'}"  # not selection's: it loads pandas
+    print(f"{len(runs)} runs ({points} points x {seeds}), {_budget_text(runs)}")
+    if grid.search:
+        search = grid.search
+        space = f"{search.lr_low:g} to {search.lr_high:g}{', log scale' if search.lr_log else ''}"
+        print(
+            f"then a learning-rate search for each of the {points} points: {search.trials} trials at seed "
+            f"{search.seed}, lr from {space} (TPE; {search.metric} at the last epoch"
+            f"{'; trials below the median curve are pruned' if search.prune else ''}); each point's best lr "
+            f"is re-run at every seed: {points * search.trials} search trials + {len(runs)} tuned runs"
+        )
+        if search.widen:
+            more = lr_range.extra_trials(search.trials)
+            print(
+                f"a search whose best lr sits at an edge of its range reaches a decade past it with {more} more "
+                f"trials, at most {search.widen} time(s) (search.widen)"
+            )
+    return EXIT_OK
+
+
+def _budget_text(runs: list[RunSpec]) -> str:
+    """Epochs in all; a run with a steps budget counts its steps (its epochs depend on the data's size)."""
+    by_epochs = [r for r in runs if r.point.train.budget == "epochs"]
+    text = f"{sum(r.point.train.epochs for r in by_epochs)} epochs in all"
+    if len(by_epochs) < len(runs):
+        steps = sum(int(r.point.train.steps or 0) for r in runs if r.point.train.budget == "steps")
+        text = (
+            f"{text} for the {len(by_epochs)} runs with an epochs budget, and {steps} optimizer steps "
+            f"for the {len(runs) - len(by_epochs)} with a steps budget"
+        )
+    return text
+
+
+# --- run, status, worker
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.no_train:
+        return cli_cluster.queue_only(args, storage_arg)
+    if args.max_seeds is not None and not args.until_decided:
+        raise UsageError("--max-seeds is the cap of --until-decided; add --until-decided, or drop --max-seeds")
+    grid = load_grid(args.grid)
+    if args.until_decided:
+        from sweep.run import until
+
+        max_seeds = until.DEFAULT_MAX_SEEDS if args.max_seeds is None else args.max_seeds
+        return until.run_until_decided(grid, _options(args), max_seeds).exit_code
+    from sweep.run import orchestrate
+
+    return orchestrate.run_sweep(grid, _options(args)).exit_code
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from sweep.run import sweep_status
+
+    sweep_status.status(load_grid(args.grid), _options(args))
+    return EXIT_OK
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from sweep.run import coordinator
+
+    if not coordinator.watch_parent():  # before anything is claimed
+        print(
+            f"error: the coordinator that started this worker has exited; exiting without claiming a run "
+            f"(exit {EXIT_ORPHANED})",
+            file=sys.stderr,
+        )
+        return EXIT_ORPHANED
+    from sweep.run import orchestrate
+
+    options = _options(args)
+    if options.storage is None:
+        raise UsageError("--storage is required (or set $BATCHSWEEP_STORAGE): the sweep's journal file or database URL")
+    return orchestrate.join(options.storage, args.study, options)
+
+
+# --- time
+
+
+def cmd_time(args: argparse.Namespace) -> int:
+    from sweep.run import orchestrate
+
+    grid = load_grid(args.grid)
+    specs = plan(grid)  # search trials and tuned runs share their grid point's configuration
+    backends.check(grid.source, [s.point for s in specs])
+    results, _ = orchestrate.locations(grid, orchestrate.Options(results=args.results))
+    if args.gpus is None:
+        results.mkdir(parents=True, exist_ok=True)
+        return timing.time_each_replica_count(Path(args.grid), specs, results, args.repeats, print)
+    chosen = [s for s in specs if s.point.train.gpus == args.gpus]
+    if not chosen:
+        counts = ", ".join(str(g) for g in sorted({s.point.train.gpus for s in specs}))
+        raise UsageError(
+            f"--gpus {args.gpus}: no run of {args.grid} uses {args.gpus} replica(s); its runs use {counts}"
+        )
+    rows = timing.measure(chosen, args.repeats, lambda line: print(line, flush=True))
+    results.mkdir(parents=True, exist_ok=True)
+    timing.merge(results / vocab.TIMING_CSV, rows)
+    print(f"timed {len(rows)} configuration(s) with gpus {args.gpus}: {results / vocab.TIMING_CSV}", flush=True)
+    return EXIT_OK
+
+
+# --- report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    if len(args.folders) > 1 and args.out is None:
+        raise UsageError(
+            "several results folders need --out DIR for the combined report (e.g. --out results/reference)"
+        )
+    for folder in args.folders:  # before the imports: a typo should answer at once
+        missing = [n for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV) if not (folder / n).is_file()]
+        if missing:
+            raise UsageError(
+                f"{folder}: no {' or '.join(missing)} here; make it with `python -m sweep run GRID --results {folder}`"
+            )
+    out = args.out if args.out is not None else args.folders[0]
+    key = stamp.key(args.folders, out, args.svg)
+    summary = stamp.unchanged(out, key)  # nothing changed since the last report: keep it
+    if summary is None:
+        from sweep import report
+
+        stamp.forget(out)
+        summary = report.build(args.folders, out, svg=args.svg).summary
+        stamp.write(out, key, summary)
+    for line in summary:
+        print(line)
+    print(f"report: {out / 'report.html'} (and report.md beside it)")
+    return EXIT_OK

@@ -1,0 +1,16 @@
+"""Running a sweep: the orchestrator that queues a grid and trains it in phases, worker processes and
+their coordinator, Slurm arrays, and seeds added until the checks are decided.
+
+- `orchestrate`: a grid in, an outcome out (`run_sweep`, `queue_sweep`, `join`);
+- `workforce`: where each worker runs, its flags, and a dead worker's runs;
+- `coordinator`: starting worker processes and showing their progress;
+- `events`: what a worker tells whoever started it, one JSON line each;
+- `worker`, `pack_worker`, `endings`: the worker loop, its packs, and how a run ends;
+- `resume`: checkpoints from a worker's side: where they live, resuming, cleaning up;
+- `watchdog`: stopping a worker whose run makes no record;
+- `preflight`: the user's code tried before anything is queued;
+- `until`: `run --until-decided`, seeds only where checks are undecided;
+- `slurm`: the batch script of a Slurm job array, and submitting it;
+- `snapshot`: `sweep export` of a sweep's store;
+- `sweep_status`: `sweep status`.
+"""

@@ -1,0 +1,406 @@
+"""Running a sweep in-process: grid in, outcome out. Used by the CLI and by the tests.
+
+`run_sweep` queues the grid's runs and learning-rate-search slots, trains them with worker
+processes (or, with `in_process`, in this process), queues each finished search's best lr
+at every seed and trains those, then exports the tables and writes the report. `status`
+counts a sweep's runs; `join` trains (or coordinates workers for) a sweep started elsewhere.
+Every line for the user goes through a `Console`; nothing here prints by itself.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sweep import vocab
+from sweep.config import GridFile
+from sweep.config.plan import RunSpec, SearchGroup, plan, search_groups
+from sweep.exits import EXIT_FAILED, EXIT_OK, UsageError
+from sweep.run import coordinator, events, preflight, resume, workforce
+from sweep.store import RetryPolicy, Store, status_of, storage
+from sweep.store.queue import INFO
+from sweep.store.secrets import redact, secrets_of
+from sweep.train import backends
+
+PHASES = 3  # grid and searches; then the tuned runs; a third pass only if a search finished late
+# (and one pass more for each widening a search may take: search.widen)
+
+
+def _out(text: str) -> None:
+    print(text, flush=True)
+
+
+def _err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Console:
+    """Where lines for the user go: `say` for progress and results, `warn` for problems."""
+
+    say: Callable[[str], None] = _out
+    warn: Callable[[str], None] = _err
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to run a sweep. `storage` is a journal path or database URL (default <results>/journal.log)."""
+
+    results: Path | None = None  # default results/<name>
+    storage: str | None = None
+    workers: int | None = None  # worker processes (default: one per device group, else 1)
+    devices: str | None = None  # GPU ids, e.g. "0,2"
+    trials_per_gpu: int = 1
+    retries: int = 1
+    max_requeues: int = 3  # times a run whose worker died is queued again before it is left failed
+    in_process: bool = False  # train in this process (no worker processes; one TensorFlow)
+    report: bool = True  # end `run_sweep` with the report
+    keep_models: bool = False  # keep run checkpoints, and each done run's model in <results>/models
+    pack: int | None = None  # runs per packed model (sweep/train/pack.py); None: the measured size per batch size
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(self.retries, self.max_requeues)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a sweep ended with."""
+
+    exit_code: int
+    counts: dict[str, int] = field(default_factory=dict)
+    runs_csv: Path | None = None
+    epochs_csv: Path | None = None
+    report_md: Path | None = None
+    report_html: Path | None = None
+    trained: int = 0  # runs this call trained to an end (any status)
+
+
+def locations(grid: GridFile, options: Options) -> tuple[Path, str]:
+    """The results folder and the store's target."""
+    results = options.results or Path("results") / grid.name
+    target = options.storage or str(results / vocab.JOURNAL_FILE)
+    if not storage.is_database(target) and secrets_of(target):  # not a file name: a libpq key=value string
+        raise UsageError(
+            "--storage: a key=value connection string is not a store; give a URL, "
+            "postgresql://USER:PASSWORD@HOST/DB, or a journal file"
+        )
+    return results, target
+
+
+def _same_backend(store: Store) -> None:
+    """Refuse a store whose runs trained on another backend: it would count them as this one's finished
+    runs (a run id names the settings, not the backend). Runs recorded before the backend was: tensorflow."""
+    here = backends.current()
+    for trial in store.trials():
+        info = trial.user_attrs.get(INFO)
+        theirs = info.get(vocab.BACKEND, backends.TENSORFLOW) if isinstance(info, dict) else here
+        if theirs != here:
+            raise UsageError(
+                f"{store.shown}: its runs trained on {theirs} and this process trains on {here} "
+                f"(KERAS_BACKEND); give the {here} runs a results folder of their own (--results DIR)"
+            )
+
+
+def _loads() -> str:
+    """What a worker loads first, in the start message: TensorFlow, or Keras on another backend."""
+    return "TensorFlow" if backends.is_tensorflow() else f"Keras on {backends.current()}"
+
+
+def open_store(target: str, name: str, create: bool) -> Store:
+    """The sweep's store, or UsageError (one line, password masked) saying why it cannot be opened."""
+    try:
+        return Store.open(target, name, create=create)
+    except storage.NewerStoreError as err:
+        raise UsageError(f"{redact(target, target)}: {err}") from None
+    except KeyError:
+        raise UsageError(f"the store {redact(target, target)} has no sweep named {name!r}") from None
+    except Exception as err:  # a bad URL, an unreachable database, a corrupt journal
+        detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise UsageError(redact(f"cannot open the store {target}: {type(err).__name__}: {detail}", target)) from None
+
+
+# --- run
+
+
+def run_sweep(grid: GridFile, options: Options = Options(), console: Console = Console()) -> Outcome:
+    """Train the grid's runs and the searches' trials; then each finished search's best lr at every seed."""
+    runs, groups = plan(grid), search_groups(grid)
+    results, target = locations(grid, options)
+    points = [point for point, _ in grid.points()]
+    backends.check(grid.source, points)  # what this backend cannot do stops here, before any queueing
+    if any(preflight.uses_code(p) for p in points):
+        console.say("checking model.builder, data.loader and train.callbacks (loads TensorFlow)")
+        preflight.check(points)  # a broken reference stops here, before anything is queued
+    store, added = _queue(grid, target, runs, groups, console, options.policy)
+    code, planned, trained, rounds = EXIT_OK, list(runs), 0, 0
+    for phase in range(PHASES + (grid.search.widen if grid.search else 0)):
+        widened = store.widen_searches(groups)
+        for line in widened:
+            console.say(f"{grid.name}: {line}")
+        planned = runs + store.enqueue_tuned(groups, grid.seeds)
+        if phase == 0:
+            _warn_foreign(store, planned, console)
+        todo = store.pending(planned)
+        if not todo or code:
+            break
+        _announce(store, phase, len(planned), todo, added, console, searched=bool(groups), widened=bool(widened))
+        code, done = _train(store, options, todo, results, console)
+        trained, rounds = trained + done, rounds + 1
+    if not rounds:
+        console.say(f"all {len(planned)} runs of {grid.name} are already finished; nothing to train.")
+    outcome = _finish(store, planned, results, options, console, trained)
+    unfinished = len(store.pending(planned))
+    if unfinished:
+        console.warn(f"{unfinished} run(s) not finished; run the same command again to train them")
+        return replace(outcome, exit_code=EXIT_FAILED)
+    return outcome
+
+
+@dataclass(frozen=True)
+class Queued:
+    """What `queue_sweep` left in the store for workers started elsewhere."""
+
+    store: Store
+    planned: int  # runs of the grid (and tuned runs of finished searches)
+    added: int  # newly queued by this call
+    todo: int  # queued or running now, search trials included
+    searching: bool  # the grid has a learning-rate search: its tuned runs are queued by a later call
+
+
+def queue_sweep(grid: GridFile, options: Options = Options(), console: Console = Console()) -> Queued:
+    """`run --no-train`: queue what `run_sweep` would train, for workers started elsewhere (`sweep worker`,
+    a Slurm array), and train nothing. No preflight of the user's code: it loads TensorFlow, and the
+    workers find a broken reference as a failed run. Each finished search's best lr is queued by the
+    next call, as `run_sweep` does between its phases."""
+    runs, groups = plan(grid), search_groups(grid)
+    _, target = locations(grid, options)
+    # trained by workers elsewhere: their backend, not this process's, is the one to check
+    store, added = _queue(grid, target, runs, groups, console, options.policy, here=False)
+    for line in store.widen_searches(groups):
+        console.say(f"{grid.name}: {line}")
+    planned = runs + store.enqueue_tuned(groups, grid.seeds)
+    _warn_foreign(store, planned, console)
+    return Queued(store, len(planned), added, len(store.pending(planned)), bool(groups))
+
+
+def _queue(
+    grid: GridFile,
+    target: str,
+    runs: list[RunSpec],
+    groups: list[SearchGroup],
+    console: Console,
+    policy: RetryPolicy,
+    here: bool = True,
+) -> tuple[Store, int]:
+    """Open (or start) the sweep's store, put dead workers' runs back, queue the grid's runs and searches;
+    return the store and how many runs were newly queued. `here`: this process trains them (its backend
+    must be the store's)."""
+    store = open_store(target, grid.name, create=True)
+    if here:
+        _same_backend(store)
+    workforce.say_dead(store.requeue_dead(policy), console.say, console.warn)
+    added = store.enqueue(runs)
+    store.register_searches(groups)
+    return store, added
+
+
+def train_runs(store: Store, runs: list[RunSpec], options: Options, results: Path, console: Console) -> tuple[int, int]:
+    """Queue `runs` (a finished run is never queued again) and train the pending ones the way `run_sweep`
+    does (workers or this process, retries, progress), then export the tables; return the workers' exit
+    code and how many runs they trained. Used to add runs to a sweep after its grid (`sweep.run.until`)."""
+    store.enqueue(runs)
+    todo = store.pending(runs)
+    code, done = _train(store, options, todo, results, console) if todo else (EXIT_OK, 0)
+    store.export_csv(results)
+    return code, done
+
+
+def _announce(
+    store: Store,
+    phase: int,
+    planned: int,
+    todo: list[RunSpec],
+    added: int,
+    console: Console,
+    searched: bool,
+    widened: bool = False,
+) -> None:
+    if phase == 0:
+        searching = len(store.search_slots())
+        extra = f" and {searching} learning-rate search trial(s)" if searching else ""
+        console.say(
+            f"{store.name}: {planned} runs{extra}; {len(todo)} to train ({_epochs(todo)} epochs; "
+            f"{added} newly queued). Store: {store.shown}"
+        )
+    elif widened:
+        console.say(f"{store.name}: training the widened searches' trials and the tuned runs ready: {len(todo)} run(s)")
+    elif searched:
+        console.say(
+            f"{store.name}: learning-rate searches finished; training their best lr at every seed: {len(todo)} run(s)"
+        )
+    else:  # the workers stopped with runs still queued: another process released them, or a worker left early
+        console.say(f"{store.name}: {len(todo)} run(s) still queued after the workers stopped; training them now")
+
+
+def _epochs(specs: list[RunSpec]) -> int:
+    return sum(s.point.train.epochs for s in specs)
+
+
+def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, console: Console) -> tuple[int, int]:
+    """Train the queued runs with workers and show their progress; return the workers' exit code
+    and how many runs they trained."""
+    progress = coordinator.Progress(runs_total=len(todo), epochs_total=_epochs(todo))
+    started = time.monotonic()
+    log_dir = results / vocab.LOG_DIR
+    if options.in_process:
+        places = resume.places(store.target, store.name, results, options.keep_models)
+        code = train_here(store, progress, options.policy, console, places, options.pack)
+    else:
+        slots = workforce.worker_slots(options.devices, options.workers, options.trials_per_gpu, todo)
+        console.say(
+            f"starting {len(slots)} worker(s){workforce.devices_note(slots)}; {_loads()} takes a few seconds to "
+            f"load. Logs: {log_dir}/"
+        )
+        code = coordinator.run_workers(
+            store.target,
+            store.name,
+            progress,
+            log_dir,
+            slots=slots,
+            policy=options.policy,
+            say=console.say,
+            flags=workforce.worker_flags(results, options.keep_models, options.pack),
+            towers=workforce.packs(options.pack, todo),
+            on_death=workforce.replace_dead(store, options.policy, console.say, console.warn),
+        )
+    console.say(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
+    workforce.say_dead(
+        store.requeue_dead(options.policy), console.say, console.warn
+    )  # a worker that crashed left its run RUNNING
+    if code:
+        console.warn(f"a worker exited with code {code}; see {log_dir}/")
+    return code, progress.runs_done
+
+
+def train_here(
+    store: Store,
+    progress: coordinator.Progress,
+    policy: RetryPolicy,
+    console: Console,
+    places: resume.Places | None = None,
+    pack: int | None = None,
+) -> int:
+    """The worker loop in this process, its events shown as progress lines. A worker that would
+    be replaced (memory, another replica count) runs again here, up to MAX_WORKER_RESTARTS times."""
+    from sweep.run import worker
+
+    def show(event: events.Event) -> None:
+        line = coordinator.format_event(event, progress)
+        if line:
+            console.say(line)
+
+    for _ in range(coordinator.MAX_WORKER_RESTARTS + 1):
+        code = worker.work(store, show, policy, own_process=False, places=places, pack=pack)
+        if code == worker.EXIT_INTERRUPTED:  # Ctrl-C: the run is queued again; the caller stops as on any
+            raise KeyboardInterrupt
+        if code not in coordinator.RESTART_CODES:
+            return code
+    return code
+
+
+def _warn_foreign(store: Store, runs: list[RunSpec], console: Console) -> None:
+    foreign = store.unplanned(runs)
+    if foreign:
+        console.say(
+            f"note: the store also holds {len(foreign)} run(s) not in this grid file "
+            f"(an earlier version of it?); they stay in runs.csv and epochs.csv"
+        )
+
+
+def _finish(
+    store: Store, runs: list[RunSpec], results: Path, options: Options, console: Console, trained: int
+) -> Outcome:
+    """Export the tables, say how the sweep stands, write the report."""
+    runs_csv, epochs_csv = store.export_csv(results)
+    planned = {s.run_id for s in runs} | set(store.search_slots())
+    counts = store.counts(planned)
+    console.say(f"status: {counts_text(counts)}")
+    failed = [(rid, t) for rid, t in store.current().items() if rid in planned and status_of(t) == vocab.FAILED]
+    for run_id, trial in failed:
+        error = (trial.user_attrs.get(vocab.ERROR) or "").strip().splitlines()
+        console.warn(f"FAILED {run_id}: {error[-1] if error else 'no error text'}")
+    console.say(f"results: {runs_csv} and {epochs_csv}")
+    written = write_report(results, console) if options.report else None
+    return Outcome(
+        EXIT_FAILED if failed else EXIT_OK,
+        counts,
+        runs_csv,
+        epochs_csv,
+        written[0] if written else None,
+        written[1] if written else None,
+        trained,
+    )
+
+
+def write_report(results: Path, console: Console) -> tuple[Path, Path] | None:
+    """The report of one results folder. A report problem is shown but never changes the run's exit code."""
+    from sweep import report
+
+    try:
+        written = report.build([results])
+    except Exception as err:  # the runs are safe in the CSVs; `sweep report` can be run again by hand
+        console.warn(
+            f"warning: report not written ({type(err).__name__}: {err}); retry with `python -m sweep report {results}`"
+        )
+        return None
+    for line in written.summary:
+        console.say(line)
+    console.say(f"report: {written.html} (and report.md beside it)")
+    return written.markdown, written.html
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """ "2 done, 0 running, ..."; pruned (learning-rate search trials only) when there are any."""
+    return ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES if s != vocab.PRUNED or counts[s])
+
+
+# --- joining a sweep started elsewhere
+
+
+def join(target: str, name: str, options: Options = Options(), console: Console = Console()) -> int:
+    """`sweep worker`: train the queued runs of an existing sweep in this process (its events as lines
+    on stdout, for a coordinator), or, with workers or devices, in worker processes whose logs go to
+    <results>/logs (results: default results/<name>)."""
+    from sweep.run import worker
+
+    if not storage.is_database(target) and not Path(target).exists():
+        raise UsageError(
+            redact(f"--storage {target}: no such journal file; start the sweep with `sweep run GRID` first", target)
+        )
+    store = open_store(target, name, create=False)
+    if options.workers is None and options.devices is None:
+        places = resume.places(target, name, options.results, options.keep_models)
+        return worker.work(store, policy=options.policy, places=places, pack=options.pack)
+    queued = store.queued()
+    if not queued:
+        console.say(f"{name}: no queued runs; nothing to do")
+        return EXIT_OK
+    slots = workforce.worker_slots(options.devices, options.workers, options.trials_per_gpu, queued)
+    console.say(f"{name}: {len(queued)} queued run(s); starting {len(slots)} worker(s){workforce.devices_note(slots)}")
+    progress = coordinator.Progress(runs_total=len(queued), epochs_total=_epochs(queued))
+    results = options.results or Path("results") / name
+    return coordinator.run_workers(
+        target,
+        name,
+        progress,
+        results / vocab.LOG_DIR,
+        slots=slots,
+        policy=options.policy,
+        say=console.say,
+        flags=workforce.worker_flags(results, options.keep_models, options.pack),
+        on_death=workforce.replace_dead(store, options.policy, console.say, console.warn),
+    )

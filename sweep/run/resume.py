@@ -1,0 +1,141 @@
+"""A worker's side of checkpoints: resume a claimed run, checkpoint it at every record, clean up.
+
+The store and the checkpoint must tell the same story. Each attempt at a run is a trial of its
+own, so a re-queued run's earlier records sit on the attempt that was cut short. A checkpoint is
+written only after the store has taken its record, so the store is never behind it; it may be
+one record ahead (killed between the two writes), and that record is trained again, the same
+numbers (the run is deterministic). On claiming a run, the checkpoint is used only if an earlier
+attempt holds exactly the record it was written after: those records, up to and including that
+one, are copied onto the new attempt (so epochs.csv has each record once), the model and
+optimizer are restored, and training goes on at the next record. Otherwise the run starts at
+epoch 0 and the stale checkpoint is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweep import vocab
+from sweep.store import Claim, Store, storage
+from sweep.train import checkpoint
+
+Say = Callable[[str], None]
+CHECKPOINTS_ENV = "BATCHSWEEP_CHECKPOINTS"
+CHECKPOINTS_DIR = "checkpoints"
+MODELS_DIR = "models"
+
+
+@dataclass(frozen=True)
+class Places:
+    """Where a worker keeps checkpoints, and final models (with --keep-models only)."""
+
+    checkpoints: Path
+    models: Path | None = None
+
+    def checkpoint(self, run_id: str) -> Path:
+        return self.checkpoints / f"{run_id}.npz"
+
+
+def places(target: str, study: str, results: Path | None = None, keep_models: bool = False) -> Places:
+    """$BATCHSWEEP_CHECKPOINTS, else `checkpoints/` beside a journal file, else (a database store)
+    in the results folder: `results`, default results/<study>. Models go to <results>/models, where
+    the results folder of a journal store defaults to the journal's folder."""
+    journal = None if storage.is_database(target) else Path(target).parent
+    folder = results or journal or Path("results") / study
+    env = os.environ.get(CHECKPOINTS_ENV)
+    checkpoints = Path(env) if env else (journal or folder) / CHECKPOINTS_DIR
+    return Places(checkpoints, folder / MODELS_DIR if keep_models else None)
+
+
+def _log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)  # a worker's stderr is its log file
+
+
+def resume(
+    store: Store, claim: Claim, run: Any, places: Places, say: Say = _log
+) -> tuple[checkpoint.Position, dict[str, Any]] | None:
+    """Restore `run` (a prepared sweep.train.trainer.Run) from its checkpoint if the store agrees with it;
+    return the position to go on from and the record it stands at, or None to start at epoch 0."""
+    spec = claim.spec
+    path = places.checkpoint(spec.run_id)
+    if not path.exists():
+        return None
+    saved = checkpoint.load(path)
+    records = _agreed(saved, store.earlier_records(claim)) if saved and saved.spec == spec.to_json() else None
+    if saved is None or records is None:
+        say(f"checkpoint of {spec.run_id} does not match the store's records; starting from epoch 0")
+        checkpoint.remove(path)
+        return None
+    try:
+        checkpoint.restore(run.model, run.strategy, saved)
+    except checkpoint.Mismatch as err:
+        say(f"checkpoint of {spec.run_id} not used ({err}); starting from epoch 0")
+        checkpoint.remove(path)
+        return None
+    for record in records:  # the records before the checkpoint, once, on this attempt
+        store.record_epoch(claim, record)
+    store.record_fact(claim, vocab.RESUMED_FROM_EPOCH, saved.epoch)
+    say(f"resuming {spec.run_id} from its checkpoint after epoch {saved.epoch:g}")
+    return saved.position, records[-1]
+
+
+def _agreed(saved: checkpoint.Saved, attempts: list[list[dict[str, Any]]]) -> list[dict[str, Any]] | None:
+    """The records of the latest earlier attempt that holds the checkpoint's record, up to it."""
+    wanted = _text(saved.record)
+    for records in attempts:
+        texts = [_text(r) for r in records]
+        if wanted in texts:
+            return records[: texts.index(wanted) + 1]
+    return None
+
+
+def _text(record: dict[str, Any]) -> str:
+    """A record compared as text: NaN equals NaN, and float digits are exact."""
+    return json.dumps(record, sort_keys=True)
+
+
+def after_record(places: Places, claim: Claim, run: Any, record: dict[str, Any]) -> None:
+    """Checkpoint the run at the record the store has just taken."""
+    spec = claim.spec
+    checkpoint.save(places.checkpoint(spec.run_id), spec.run_id, spec.to_json(), run.position, record, run.model)
+
+
+def keep_model(places: Places, run_id: str, status: str, model: Any) -> None:
+    """--keep-models: a done run's final model as <results>/models/<run_id>.keras."""
+    if places.models is not None and status == vocab.DONE and model is not None:
+        checkpoint.save_model(places.models, run_id, model)
+
+
+def drop_checkpoint(places: Places, run_id: str, status: str) -> None:
+    """A run that ended (done, pruned, diverged, failed) needs no checkpoint; --keep-models keeps it.
+    A failed run is retried from epoch 0, as its last checkpoint may hold what made it fail."""
+    if places.models is None and status in (*vocab.FINAL_STATUSES, vocab.FAILED):
+        checkpoint.remove(places.checkpoint(run_id))
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """SIGTERM and SIGINT wait while a record and its checkpoint are written (milliseconds), then
+    stop the run as they would have: the run is re-queued with its checkpoint on disk."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda number, frame: caught.append(number)) for s in signals}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if caught:
+        raise KeyboardInterrupt

@@ -1,0 +1,95 @@
+"""`sweep export GRID|DIR` without a target: a sweep's runs.csv, epochs.csv and report, written from its
+store however far the sweep got, and what is still missing.
+
+For sweeps whose workers run elsewhere (`sweep run --no-train`, a Slurm array, `sweep worker` by hand):
+the tables and the report can be had at any time without training or waiting. The store is only read
+(nothing is queued, claimed or re-queued) and TensorFlow is never imported. The report reads finished
+runs only, as always; unfinished runs are in runs.csv with their status and their records so far.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from sweep import vocab
+from sweep.config import GridFile
+from sweep.config.plan import plan, search_groups
+from sweep.run.orchestrate import Console, Options, UsageError, counts_text, locations, open_store, write_report
+from sweep.store import Store, storage
+from sweep.store.secrets import redact
+
+CONSOLE = Console()
+
+
+def from_grid(grid: GridFile, options: Options, console: Console = CONSOLE) -> Path:
+    """The grid's sweep, from its store (--storage, else <results>/journal.log) into its results folder;
+    returns that folder."""
+    results, target = locations(grid, options)
+    store = _open(target, grid.name)
+    runs = plan(grid) + [s for specs in store.tuned_runs(search_groups(grid), grid.seeds).values() for s in specs]
+    # the grid's runs (those not queued yet count as pending) and whatever else the sweep holds: seeds
+    # added by --until-decided, runs of an earlier version of the grid file
+    planned = [s.run_id for s in runs] + list(store.search_slots())
+    return _write(store, list(dict.fromkeys([*planned, *store.current()])), results, console)
+
+
+def from_folder(folder: Path, options: Options, study: str | None, console: Console = CONSOLE) -> Path:
+    """A results folder's sweep, from its store (--storage, else the folder's journal.log) into the folder.
+    The sweep is --study, else the one named in the folder's runs.csv, else the folder's name."""
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: no such folder (give a grid file or a results folder written by `sweep run`)")
+    target = options.storage or str(folder / vocab.JOURNAL_FILE)
+    store = _open(target, study or _sweep_name(folder))
+    return _write(store, list(store.current()), folder, console)
+
+
+def _open(target: str, name: str) -> Store:
+    if not storage.is_database(target) and not Path(target).is_file():
+        raise UsageError(
+            redact(
+                f"{target}: no such journal file; give the sweep's store with --storage "
+                "(or queue the runs first: `sweep run GRID --no-train`)",
+                target,
+            )
+        )
+    return open_store(target, name, create=False)
+
+
+def _sweep_name(folder: Path) -> str:
+    runs = folder / vocab.RUNS_CSV
+    if runs.is_file():
+        try:
+            names = pd.read_csv(runs, usecols=["sweep"])["sweep"].dropna().unique()
+        except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
+            names = []
+        if len(names) == 1:
+            return str(names[0])
+    return folder.resolve().name
+
+
+def _write(store: Store, planned: list[str], results: Path, console: Console) -> Path:
+    """The CSVs of every run in the store, the report of the finished ones, and a line on what is missing."""
+    runs_csv, epochs_csv = store.export_csv(results)
+    counts = store.counts(planned)
+    finished = sum(counts.get(s, 0) for s in vocab.FINAL_STATUSES)  # runs whose records are complete
+    console.say(f"{store.name}: {len(planned)} runs: {counts_text(counts)}")
+    console.say(f"results: {runs_csv} and {epochs_csv} (every run, with its status and its records so far)")
+    missing = len(planned) - finished
+    if missing:
+        console.say(missing_line(counts, missing, len(planned)))
+    if finished:
+        write_report(results, console)
+    else:
+        console.say("no run has finished yet: no report (run `sweep export` again later)")
+    return results
+
+
+def missing_line(counts: dict[str, int], missing: int, planned: int) -> str:
+    """What the report cannot read yet, by status."""
+    parts = [f"{counts[s]} {s}" for s in (vocab.PENDING, vocab.RUNNING, vocab.FAILED) if counts.get(s)]
+    return (
+        f"missing: {missing} of {planned} runs have no final records ({', '.join(parts)}); the report reads "
+        "the finished runs only; run `sweep export` again when the workers are done"
+    )

@@ -1,0 +1,238 @@
+"""The worker loop: claim a run, train it, write its records, repeat.
+
+Runs in its own process (``python -m sweep worker``), started by ``run`` or by hand on
+another machine, and reports to whoever started it through event lines on stdout
+(`sweep.run.events`); everything else it or TensorFlow prints goes to its log. The same loop
+runs inside the caller's process for `orchestrate.run_sweep(..., in_process=True)`, with
+events handed to a callback. TensorFlow is imported only after the device set-up is decided.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import asdict, fields, replace
+from typing import Any
+
+import optuna
+
+from sweep import vocab
+from sweep.config import UnknownSettings
+from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
+from sweep.run import events, resume, watchdog
+from sweep.run.endings import Ending, end_run, pruned_error, rss_mb, should_prune, taken_back
+from sweep.store import DEFAULT_POLICY, Claim, RetryPolicy, Store, is_disk_full, redact
+
+IDLE_POLL_SECONDS = 2.0
+
+
+def emit_stdout(event: events.Event) -> None:
+    try:
+        sys.stdout.write(events.to_line(event))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise KeyboardInterrupt from None  # whoever started us is gone: stop like on Ctrl-C
+
+
+def work(
+    store: Store,
+    emit: events.Emit = emit_stdout,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    own_process: bool = True,
+    places: resume.Places | None = None,
+    pack: int | None = None,
+) -> int:
+    """Train queued runs until the queue is empty. Returns the worker's exit code.
+
+    Runs that share a compiled graph train together, up to `pack` at a time (default: the measured
+    size for their batch size, sweep/train/pack.py; 1 trains every run alone).
+
+    In its own process, a run that stops making records is stopped by the progress watchdog
+    (sweep/run/watchdog.py), which kills the process; its run is queued again, counted as a death.
+    The process is reused across runs while its memory stays under `max_rss_mb()`; past
+    that it exits with EXIT_RECYCLE and the coordinator starts a fresh one. In its own
+    process, SIGTERM stops it like Ctrl-C: the running run is queued again, and goes on from
+    its checkpoint (`places`, default `resume.places` of the store) when claimed again.
+    """
+    if own_process:
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    emit = masked(emit, store.target)
+    dog = watchdog.Watchdog(watchdog.floor_seconds()) if own_process else None  # it kills its process
+    try:
+        return _work(
+            store,
+            dog.emit(emit) if dog else emit,
+            policy,
+            places or resume.places(store.target, store.name),
+            pack,
+            dog,
+        )
+    except UnknownSettings as err:  # a queued run this version cannot read: say so, touch nothing
+        emit(events.WorkerStopped(str(err)))
+        print(redact(f"error: {err}", store.target), file=sys.stderr)
+        return EXIT_UNREADABLE
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        # Its run stays RUNNING; once this process is gone the next `run` re-queues it.
+        emit(events.WorkerStopped(f"no space left on device: {err.filename or 'the store'}"))
+        print(redact(f"error: {err}", store.target), file=sys.stderr)
+        return EXIT_DISK_FULL
+
+
+def masked(emit: events.Emit, target: str) -> events.Emit:
+    """`emit` with every text of an event passed through `redact`: an error's last line (a user's callback
+    may raise with the storage URL in its message) reaches the terminal, a log or a Slurm job's .out file."""
+
+    def emit_masked(event: events.Event) -> None:
+        texts = {f.name: redact(v, target) for f in fields(event) if isinstance(v := getattr(event, f.name), str)}
+        emit(replace(event, **texts))  # type: ignore[arg-type]  # a field of this event, by its name
+
+    return emit_masked
+
+
+def _work(
+    store: Store,
+    emit: events.Emit,
+    policy: RetryPolicy,
+    places: resume.Places,
+    pack: int | None,
+    dog: watchdog.Watchdog | None,
+) -> int:
+    from sweep.run import pack_worker
+    from sweep.train import devices
+
+    replicas = max((s.point.train.gpus for s in store.queued()), default=1)
+    devices.configure_replicas(replicas)  # logical devices are fixed once TensorFlow starts
+    mirrored: int | None = None  # replica count of the MirroredStrategy this process has used
+    alone: set[str] = set()  # runs whose pack failed here: each trains alone
+    while True:
+        store.requeue_dead(policy)  # a dead worker's run goes back in the queue for us
+        claim = store.claim_next()
+        if claim is None:
+            if not store.may_come_back():
+                return 0
+            time.sleep(IDLE_POLL_SECONDS)  # another worker's run may still die and be re-queued
+            continue
+        needed = claim.spec.point.train.gpus
+        if needed > replicas:
+            store.requeue(claim, "needs more replicas than this worker set up")
+            return EXIT_NEEDS_MORE_DEVICES
+        if mirrored not in (None, needed) and needed > 1:
+            # TensorFlow's collectives keep their first group size per process: a second
+            # MirroredStrategy over another number of devices aborts ("joining a group with
+            # size 4, but that group has size 2"). A fresh worker takes this run.
+            store.requeue(claim, "needs a fresh worker for another replica count")
+            return EXIT_RECYCLE
+        mirrored = needed if needed > 1 else mirrored
+        claims = [store.start(claim)]  # a search slot: its lr is drawn now
+        size = pack_worker.size_for(claim, pack, places, alone)
+        if size > 1:
+            claims += [store.start(m) for m in pack_worker.claim_mates(store, claim, size, places, alone)[1:]]
+        try:
+            with heartbeats(store, claims), dog.watching(claims) if dog else contextlib.nullcontext():
+                if len(claims) > 1:
+                    statuses = pack_worker.run_pack(store, claims, emit, places)
+                    ended = [(status, True) for status in statuses]
+                    alone |= {c.spec.run_id for c, s in zip(claims, statuses, strict=True) if s == vocab.INTERRUPTED}
+                else:
+                    ended = [run_one(store, claims[0], emit, places)]
+        except KeyboardInterrupt:
+            for taken in claims:
+                store.requeue(taken, "interrupted before the run finished")
+                emit(events.RunInterrupted(taken.spec.run_id))
+            return EXIT_INTERRUPTED
+        for taken, (status, retryable) in zip(claims, ended, strict=True):
+            if status == vocab.FAILED and store.retry(taken, policy, retryable):
+                emit(events.RunRetried(taken.spec.run_id, taken.spec.point.train.epochs))
+        if rss_mb() > max_rss_mb():
+            return EXIT_RECYCLE
+
+
+@contextlib.contextmanager
+def heartbeats(store: Store, claims: list[Claim]) -> Iterator[None]:
+    """Each claimed run's heartbeat (database stores) from its claim to its end, alone or in a pack: a run
+    whose worker dies goes stale and is re-queued by any other worker."""
+    with contextlib.ExitStack() as beating:
+        for claim in claims:
+            beating.enter_context(store.heartbeat(claim))
+        yield
+
+
+def max_rss_mb() -> float:
+    """Memory above which a worker is replaced between runs ($BATCHSWEEP_WORKER_MAX_MB, default 4096)."""
+    return float(os.environ.get("BATCHSWEEP_WORKER_MAX_MB", "4096"))
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run_one(store: Store, claim: Claim, emit: events.Emit, places: resume.Places | None = None) -> tuple[str, bool]:
+    """Train one claimed run to its end; record every epoch as it finishes, and checkpoint it there.
+    A run with a checkpoint the store agrees with goes on from it (sweep/run/resume.py).
+
+    Returns its status and whether another attempt could end differently: a run that
+    failed on its data (sweep.train.datafiles.DataError) fails the same way again.
+
+    A search trial reports the search's metric to Optuna after every epoch and stops
+    early (status pruned) when the search's pruner says its curve is below the median.
+    """
+    from sweep.train.data import DataError
+    from sweep.train.records import Diverged, total_steps
+    from sweep.train.trainer import Run, forget_compiled
+    from sweep.train.usercode import UserCodeError
+
+    spec = claim.spec
+    emit(events.RunStarted(spec.run_id, spec.point.train.epochs))
+    places = places or resume.places(store.target, store.name)
+    status, error, epochs, retryable = vocab.FAILED, None, spec.point.train.epochs, True
+    last: dict[str, Any] | None = None
+    run = None
+    try:
+        run = Run(spec)
+        store.record_info(claim, asdict(run.info))
+        epochs = math.ceil(total_steps(spec.point.train, run.info.steps_per_epoch) / run.info.steps_per_epoch)
+        if epochs != spec.point.train.epochs:  # a steps budget: known once the data is loaded
+            emit(events.EpochsKnown(spec.run_id, spec.point.train.epochs, epochs))
+        resumed = resume.resume(store, claim, run, places)
+        last = resumed[1] if resumed else None
+        for record in run.epochs(resumed[0] if resumed else None):
+            last = record.to_dict()
+            with resume.uninterrupted():  # the store's record and its checkpoint, both or neither
+                store.record_epoch(claim, last)
+                resume.after_record(places, claim, run, last)
+            emit(events.EpochDone(spec.run_id, epochs, last))
+            if should_prune(claim, record.epoch, epochs):
+                status = vocab.PRUNED
+                error = pruned_error(claim, record.epoch)
+                break
+        else:  # every epoch trained, or stopped early by its rule; an exception above leaves it failed
+            status = vocab.DONE
+            if run.stopped_early is not None:
+                store.record_fact(claim, vocab.STOPPED_EARLY, run.stopped_early)
+    except Diverged as err:
+        status, error = vocab.DIVERGED, str(err)
+    except KeyboardInterrupt:
+        raise
+    except OSError as err:
+        if is_disk_full(err):
+            raise  # not this run's fault, and nothing more can be recorded: the worker stops
+        error = traceback.format_exc()
+    except (DataError, UserCodeError):  # fails the same way again
+        error, retryable = traceback.format_exc(), False
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return taken_back(spec.run_id, emit)
+    except Exception:  # noqa: BLE001 - any error of one run is recorded, and the sweep goes on
+        error = traceback.format_exc()
+    finally:
+        if status not in (vocab.DONE, vocab.PRUNED):  # its model may be broken: the next run builds its own
+            forget_compiled()  # also on Ctrl-C, which leaves the status failed until the run is re-queued
+    ending = Ending(status, error, epochs, last)
+    return end_run(store, claim, emit, places, ending, run.model if run else None), retryable

@@ -1,0 +1,404 @@
+"""Packed training: K runs that share a compiled graph, trained together as the K towers of one model.
+
+A small model leaves the processor mostly idle (results/bench/bench.md), and a sweep is many small
+runs that differ only in seed, data order, data toggles or learning rate. A pack builds each run's
+own model (seeded exactly as alone) as one tower of a Keras model with K inputs and K outputs, and
+trains them in one `fit`: one traced function, one call into the backend per step for all K.
+
+Why each tower's records equal the run's trained alone, bit for bit at the same thread count:
+- the pack's loss is the towers' losses summed, and the sum's derivative with respect to each term
+  is exactly 1, so a tower's gradient is its own loss's gradient; nothing else joins the towers;
+- every op of a tower is an op of the same shapes and inputs as alone (its own data order, its own
+  BatchNorm statistics and optimizer slots, which are per variable);
+- the optimizer applies each tower's own learning rate to that tower's variables (sweep/train/tower_optimizer.py).
+tests/test_pack.py trains runs packed and alone and compares every record. On JAX (one jax.jit
+program for the K towers, XLA on the CPU) and on torch (eager, the towers' ops one after another)
+they are equal bit for bit too: tests/test_backends.py runs that file there; on JAX two
+larger packs (3 towers at batch 64, 120 classes, 32 px; ghost batch norm at batch 8) matched alone
+in every field. Not checked on GPUs.
+
+What packs (`pack_key`): the same model, data shapes, optimizer, batch size, budget and record
+schedule; the seed, `data.shuffle`, `data.preprocess_mismatch`, `data.seed`, the learning rate and
+its scaling, and early stopping may differ. Packed only on one replica, without `train.noise_scale`
+(a gradient function per model) and without user callbacks (their state is per model). A tower
+whose run ended (diverged, stopped early, pruned) goes on being computed until the pack ends, its
+numbers unrecorded: towers cannot reach each other.
+
+A packed run's `epoch_seconds` are its share of the pack's wall seconds (the pack's / K; its
+`samples_per_second` follow), the machine time it cost, so runs per hour add up; `pack_size` (runs.csv)
+says K. The time a run takes alone is `--pack 1`'s, or `sweep time`'s quiet measurement.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from sweep.config import stopping
+from sweep.config.plan import RunSpec
+from sweep.train import backends, checkpoint, devices, optim, recal, tower_optimizer
+from sweep.train import data as data_module
+from sweep.train import model as model_module
+from sweep.train.records import (
+    Diverged,
+    EpochRecord,
+    assemble,
+    balanced,
+    check_finite,
+    epoch_number,
+    record_stops,
+    total_steps,
+)
+from sweep.train.trainer import (
+    COMPILED,
+    EVAL_BATCH,
+    forget_compiled,
+    graph_key,
+    recalibrated,
+    run_info,
+    seed_everything,
+    steps_per_execution,
+)
+
+# Towers per pack for each batch size when `--pack` is not given (a batch size between two rows takes
+# the smaller one's; none listed: one run per pack). Empty: on 2026-12-05 (results/bench/pack.md) a
+# pack's training steps ran up to 2.6x as fast as a run alone, but whole grids 0.98-1.04x (evaluation
+# and recalibration at their records dominate), and a packed run's epoch_seconds are a share of its
+# pack's, which claim C6 reads; `--pack K` turns it on.
+PACK_SIZES: dict[int, int] = {}
+
+
+def default_size(batch_size: int) -> int:
+    """Towers per pack at this batch size (PACK_SIZES; 1 where it lists none)."""
+    fitting = [b for b in PACK_SIZES if b <= batch_size]
+    return PACK_SIZES[max(fitting)] if fitting else 1
+
+
+def pack_key(spec: RunSpec) -> tuple | None:
+    """What runs must share to train in one pack; None for a run that trains alone."""
+    point, cfg = spec.point, spec.point.train
+    if cfg.gpus > 1 or cfg.noise_scale or cfg.callbacks:
+        return None
+    train = replace(cfg, early_stopping=None, lr=0.0, lr_scaling="none", reference_batch_size=None)
+    data = replace(point.data, shuffle=True, preprocess_mismatch="none", seed=0)
+    return (point.model, data, train)
+
+
+class Unpackable(Exception):
+    """Runs that cannot train as one pack after all; the worker trains each alone (sweep/run/pack_worker.py)."""
+
+
+@dataclass
+class Tower:
+    """One run of a pack: its data, its place in the model, where it stands."""
+
+    spec: RunSpec
+    split: data_module.Split
+    model: Any  # the run's own model, a layer of the pack
+    position: checkpoint.Position
+    watch: stopping.Watch | None
+    stopped_early: int | None = None
+    ended: bool = False  # diverged, stopped early or pruned: trained on, not recorded
+
+
+class PackedRun:
+    """K prepared runs trained together. Iterate `records()`."""
+
+    def __init__(self, specs: list[RunSpec]) -> None:
+        splits = [data_module.load_split(spec.point.data) for spec in specs]
+        first, split = specs[0], splits[0]
+        steps = math.ceil(len(split.y_train) / first.point.train.batch_size)
+        self.steps_per_epoch = steps
+        self.model, models, reused = _model_for(specs, split, steps)
+        start = checkpoint.Position(0, 0)
+        self.towers = [Tower(sp, s, m, start, _watch(sp)) for sp, s, m in zip(specs, splits, models, strict=True)]
+        self.info = run_info(first, split, self.model, devices.replicas_for(1), reused, tower=models[0])
+
+    def records(self) -> Iterator[dict[int, EpochRecord | Diverged]]:
+        """At every record stop, each live tower's record (or its Diverged), by tower index.
+        Before a record is yielded, its tower's `position` says where it stands, for its checkpoint."""
+        cfg = self.towers[0].spec.point.train
+        stops = record_stops(self.steps_per_epoch, total_steps(cfg, self.steps_per_epoch), cfg.eval_every_steps)
+        for epoch, epoch_stops in enumerate(stops, start=1):
+            for index, found in self._one_epoch(epoch, epoch_stops):
+                last = index == len(epoch_stops) - 1 and epoch < len(stops)
+                for k, record in found.items():
+                    self._advance(self.towers[k], epoch, index, record, last)
+                yield found
+                for k, record in found.items():
+                    tower = self.towers[k]
+                    tower.ended = tower.ended or isinstance(record, Diverged) or tower.position.stopped
+                if all(t.ended for t in self.towers):  # nothing left to record
+                    return
+
+    def end(self, k: int) -> None:
+        """Stop recording tower `k` (a pruned search trial)."""
+        self.towers[k].ended = True
+
+    def _advance(self, tower: Tower, epoch: int, index: int, record: EpochRecord | Diverged, last: bool) -> None:
+        if isinstance(record, Diverged):
+            return
+        stop = last and tower.watch is not None and tower.watch.stop(record.to_dict())
+        state = [tower.watch.best, tower.watch.waited] if tower.watch is not None else None
+        tower.position = replace(tower.position, watch=state, stopped=stop)
+        if stop:
+            tower.stopped_early = epoch
+
+    def _one_epoch(self, epoch: int, stops: list[int]) -> Iterator[tuple[int, dict[int, EpochRecord | Diverged]]]:
+        """Train the pack up to each stop of the epoch; the live towers' records at each."""
+        batch = self.towers[0].spec.point.train.batch_size
+        orders = [
+            data_module.epoch_order(t.split.y_train, t.spec.point.data.shuffle, t.spec.seed, epoch) for t in self.towers
+        ]
+        xs = [t.split.x_train[o] for t, o in zip(self.towers, orders, strict=True)]
+        ys = [t.split.y_train[o] for t, o in zip(self.towers, orders, strict=True)]
+        done, seconds = 0, 0.0
+        stretches: list[list[tuple[float, float, int]]] = [[] for _ in self.towers]
+        for index, stop in enumerate(stops):
+            rows = slice(done * batch, stop * batch)
+            history, took = self._fit([x[rows] for x in xs], [y[rows] for y in ys], epoch)
+            seconds += took
+            images = len(ys[0][rows])
+            for k, kept in enumerate(stretches):
+                accuracy, loss = history[f"tower{k}_accuracy"][-1], history[f"tower{k}_{RUN_LOSS}"][-1]
+                kept.append((float(accuracy), float(loss), images))
+            done = stop
+            number = epoch_number(epoch, done, self.steps_per_epoch)
+            share = seconds / len(self.towers)  # each run's share of the pack's time
+            found = self._records(number, stretches, share)
+            for k in found:
+                self.towers[k].position = checkpoint.Position(epoch, index, [list(s) for s in stretches[k]], share)
+            yield index, found
+
+    def _fit(self, xs: list[np.ndarray], ys: list[np.ndarray], epoch: int) -> tuple[dict[str, list[float]], float]:
+        batch = self.towers[0].spec.point.train.batch_size
+        dataset = data_module.batches(tuple(xs), tuple(ys), batch)
+        started = time.perf_counter()
+        # No TerminateOnNaN: one tower's NaN must not stop the others (each is checked at its record).
+        history = self.model.fit(dataset, initial_epoch=epoch - 1, epochs=epoch, verbose=0, shuffle=False)
+        return history.history, time.perf_counter() - started
+
+    def _records(
+        self, epoch: float, stretches: list[list[tuple[float, float, int]]], seconds: float
+    ) -> dict[int, EpochRecord | Diverged]:
+        live = [k for k, t in enumerate(self.towers) if not t.ended]
+        step = int(self.model.optimizer.iterations.numpy())
+        found: dict[int, EpochRecord | Diverged] = {}
+        for k in live:
+            try:
+                check_finite(epoch, step, stretches[k])
+            except Diverged as err:
+                found[k] = err
+        healthy = [k for k in live if k not in found]
+        if not healthy:
+            return found
+        train_eval = evaluate_towers(self.model, [(t.split.x_train_eval, t.split.y_train_eval) for t in self.towers])
+        val = evaluate_towers(self.model, [(t.split.x_val, t.split.y_val) for t in self.towers])
+        predicted = self._predicted()
+        recal_fields = self._recalibrated(train_eval, val) if self.towers[0].spec.point.train.recalibrate_bn else None
+        for k in healthy:
+            tower = self.towers[k]
+            extra: dict[str, float] = dict(recal_fields[k]) if recal_fields else {}
+            if predicted is not None:
+                extra |= balanced(predicted[k], tower.split.y_train_eval)
+            lr = tower_optimizer.current_lr(self.model.optimizer, k)
+            found[k] = assemble(epoch, step, stretches[k], seconds, train_eval[k], val[k], lr, extra)
+        return found
+
+    def _recalibrated(self, train_eval: list[dict[str, float]], val: list[dict[str, float]]) -> list[dict[str, float]]:
+        """Each tower's *_recal fields, all K recalibrated and evaluated at once (a twin pack, `_Twins`)."""
+        first = self.towers[0].spec
+        if not first.point.model.batchnorm:  # nothing to recalibrate: the raw numbers, as alone
+            raw = zip(self.towers, train_eval, val, strict=True)
+            return [recalibrated(first, t.split, [], e, v) for t, e, v in raw]
+        if COMPILED.twin is None:  # built and traced once per compiled pack, like its training function
+            point, classes = first.point, self.towers[0].split.num_classes
+            COMPILED.twin = _Twins(
+                lambda: model_module.build_model(point.model, point.data.image_size, classes, point.data.channels),
+                len(self.towers),
+            )
+        numbers = COMPILED.twin.evaluate([t.model.get_weights() for t in self.towers], [t.split for t in self.towers])
+        return [n.fields() for n in numbers]
+
+    def _predicted(self) -> list[np.ndarray] | None:
+        """Each tower's class probabilities on its train_eval set, for the balanced accuracy (imbalanced data)."""
+        if not self.towers[0].spec.point.data.imbalance:
+            return None
+        images = data_module.batches(tuple(t.split.x_train_eval for t in self.towers), None, EVAL_BATCH)
+        outputs = self.model.predict(images, verbose=0)
+        return list(outputs)
+
+
+@dataclass(frozen=True)
+class _Variables:
+    variables: list[Any]
+
+
+@dataclass(frozen=True)
+class TowerView:
+    """A tower as a checkpoint reads it: the variables of its run's model and optimizer alone, in
+    their order there, so a re-queued run restores from it into an unpacked model (sweep/run/resume.py)."""
+
+    variables: list[Any]
+    optimizer: _Variables
+
+
+def tower_view(model: Any, k: int) -> TowerView:
+    """Tower `k` of a pack model as its run's own model would hold it."""
+    optimizer = model.optimizer
+    tower = model.get_layer(f"tower{k}")
+    owned = [id(v) for v in tower.trainable_variables]
+    trainable = [id(v) for v in model.trainable_variables]
+    rates = [id(rate) for rate in optimizer.tower_rates or ()]  # among the variables off TensorFlow
+    head = optimizer.variables[:2]  # the step count and the learning rate first
+    slots = [v for v in optimizer.variables[2:] if id(v) not in rates]
+    per = len(slots) // len(trainable)  # Adam: momentum and velocity per variable, in variable order
+    mine = [v for i, key in enumerate(trainable) if key in owned for v in slots[i * per : (i + 1) * per]]
+    rate = optimizer.tower_rates[k] if optimizer.tower_rates else head[1]
+    return TowerView(list(tower.variables), _Variables([head[0], rate, *mine]))
+
+
+class _Twins:
+    """K copies of the runs' architecture, as one model, that evaluate with recalibrated BatchNorm
+    statistics (sweep/train/recal.py's `Twin` for a pack): one probe and one `evaluate` for all K, each
+    copy's ops those of its run's own twin, so its numbers are the ones the run gets alone."""
+
+    def __init__(self, build: Any, k: int) -> None:
+        import keras
+
+        self.copies = [build() for _ in range(k)]
+        found = [recal.norms_and_probe(copy) for copy in self.copies]  # before the copies join one model
+        self.norms = [norms for norms, _ in found]
+        probes = [probe for _, probe in found]
+        self._inputs = lambda xs: [recal.as_list(p(x, training=True)) for p, x in zip(probes, xs, strict=True)]
+        if keras.backend.backend() == backends.TENSORFLOW:  # traced once; on JAX the pass runs eagerly, as alone
+            import tensorflow as tf
+
+            self._inputs = tf.function(self._inputs, reduce_retracing=True)
+        self.model = _joined(self.copies, "twins")
+        self.model.compile(**_tower_losses(k), jit_compile=backends.jit_compile())
+
+    def evaluate(self, weights: list[list[np.ndarray]], splits: list[data_module.Split]) -> list[recal.Recalibrated]:
+        """Each copy's numbers with its run's weights, its BatchNorm statistics from its x_train_eval."""
+        for copy, mine in zip(self.copies, weights, strict=True):
+            copy.set_weights(mine)
+        recal.set_statistics(self.norms, self._inputs, [s.x_train_eval for s in splits])
+        train = evaluate_towers(self.model, [(s.x_train_eval, s.y_train_eval) for s in splits])
+        val = evaluate_towers(self.model, [(s.x_val, s.y_val) for s in splits])
+        both = zip(train, val, strict=True)
+        return [recal.Recalibrated(t["accuracy"], t["loss"], v["accuracy"], v["loss"]) for t, v in both]
+
+
+def evaluate_towers(model: Any, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
+    """Each tower's accuracy and loss on its own (x, y), one `evaluate` for all."""
+    xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
+    result = model.evaluate(data_module.batches(tuple(xs), tuple(ys), EVAL_BATCH), verbose=0, return_dict=True)
+    return [
+        {"accuracy": float(result[f"tower{k}_accuracy"]), "loss": float(result[f"tower{k}_{RUN_LOSS}"])}
+        for k in range(len(pairs))
+    ]
+
+
+def _watch(spec: RunSpec) -> stopping.Watch | None:
+    rule = stopping.parse(spec.point.train.early_stopping)
+    return stopping.Watch(rule) if rule else None
+
+
+def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: int) -> tuple[Any, list[Any], bool]:
+    """(compiled pack model, each run's tower, whether the compiled model was reused). Each tower is
+    seeded and built as its run would be alone; a cached pack of the same graph takes their weights."""
+    first = specs[0]
+    schedules = [optim.learning_rate(spec.point.train, steps_per_epoch) for spec in specs]
+    replicas = devices.replicas_for(1)
+    traced = [s.get_config() for s in schedules if not isinstance(s, float)]  # warm-up numbers are in the graph
+    key = ("pack", len(specs), graph_key(first, split.num_classes, schedules[0], replicas), str(traced))
+    reuse = key == COMPILED.key
+    if not reuse:
+        forget_compiled()
+    fresh = []
+    for k, spec in enumerate(specs):
+        seed_everything(spec.seed)  # right before the weights are drawn, as alone
+        fresh.append(_tower_model(k, spec, split.num_classes))
+    if any(tower.losses for tower in fresh):
+        raise Unpackable("the model adds losses of its own (regularizers): its runs train alone")
+    rates = [optim.effective_lr(spec.point.train) for spec in specs]
+    if reuse:
+        model = COMPILED.model
+        towers = [model.get_layer(f"tower{k}") for k in range(len(specs))]
+        for old, new in zip(towers, fresh, strict=True):
+            old.set_weights(new.get_weights())
+        tower_optimizer.reset(model.optimizer, rates)
+        model.stop_training = False
+        return model, towers, True
+    model = _joined(fresh, "pack")
+    model.compile(
+        optimizer=tower_optimizer.build(first.point.train.optimizer, schedules, fresh),
+        **_tower_losses(len(specs)),
+        jit_compile=backends.jit_compile(),
+        steps_per_execution=steps_per_execution(first.point.train.batch_size, 1),
+    )
+    COMPILED.key, COMPILED.model, COMPILED.strategy = key, model, devices.strategy_for(replicas)
+    return model, fresh, False
+
+
+def _tower_model(k: int, spec: RunSpec, classes: int) -> Any:
+    """The run's model, its variables' paths under `tower{k}/`. Without it every tower's paths are
+    the same ("conv0/kernel"); torch's module tracks a model's variables by path, so it would zero
+    one tower's gradients only, and the others' would add up across steps."""
+    import keras
+
+    data = spec.point.data
+    with keras.name_scope(f"tower{k}"):
+        return model_module.build_model(spec.point.model, data.image_size, classes, data.channels)
+
+
+def _joined(models: list[Any], name: str) -> Any:
+    """K models as the towers of one: K inputs, K outputs, tower k named `tower{k}`."""
+    import keras
+
+    for k, tower in enumerate(models):
+        tower.name = f"tower{k}"
+    inputs = [keras.Input(tower.inputs[0].shape[1:], name=f"image{k}") for k, tower in enumerate(models)]
+    return keras.Model(inputs, [tower(x) for tower, x in zip(models, inputs, strict=True)], name=name)
+
+
+def _tower_losses(k: int) -> dict[str, Any]:
+    """`compile`'s loss and metrics for K towers: each tower's accuracy and its loss as alone (`_run_loss`)."""
+    return {"loss": ["sparse_categorical_crossentropy"] * k, "metrics": [["accuracy", _run_loss()] for _ in range(k)]}
+
+
+RUN_LOSS = "run_loss"
+
+
+def _run_loss() -> Any:
+    """A tower's loss as Keras tracks a one-output model's `loss`: the batch's mean loss weighted by
+    the batch's size read at run time. Keras's own per-output loss weighs each batch by its static
+    size, unknown for a short last batch, so its running mean differs from the run's alone there."""
+    import keras
+
+    class RunLoss(keras.metrics.Mean):
+        def __init__(self) -> None:
+            super().__init__(name=RUN_LOSS)
+            self.loss = keras.losses.SparseCategoricalCrossentropy()
+
+        def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
+            return super().update_state(self.loss(y_true, y_pred), sample_weight=_batch_size(y_pred))
+
+    return RunLoss()
+
+
+def _batch_size(y: Any) -> Any:
+    """A batch's size when the step runs: `tf.shape` on TensorFlow, where a traced batch's size is
+    unknown; elsewhere its shape, static under jax.jit (a short last batch is traced on its own)."""
+    import keras
+
+    if keras.backend.backend() == backends.TENSORFLOW:
+        import tensorflow as tf
+
+        return tf.shape(y)[0]
+    return keras.ops.shape(y)[0]

@@ -1,0 +1,113 @@
+"""Quiet training times: seconds per epoch and per optimizer step of every configuration a grid trains.
+
+`python -m sweep time GRID` measures them the way benchmarks are measured (one
+process, graphs traced before timing, repeats alternating between the
+configurations, the best of the repeats kept), so the report's seconds can come
+from a measurement rather than from runs that shared the machine with other
+work. It writes `<results>/timing.csv` (its schema and what a configuration is:
+sweep/config/timing_schema.py); the report reads it beside runs.csv (sweep/analysis/timing.py).
+
+Only training is timed: one whole epoch through `Run.timed_epoch`, the same
+`fit` on the same batches the runs use. Evaluations and records are the
+harness's measuring cost and are left out. TensorFlow keeps one replica count
+per process (sweep/run/worker.py), so each replica count is timed in a child
+process of its own (`--gpus`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sweep import vocab
+from sweep.base import atomic
+from sweep.config.plan import RunSpec
+from sweep.config.timing_schema import CONFIG, REPEATS_SECONDS, STEP_SECONDS, configurations, timing_keys
+from sweep.train import devices
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+DEFAULT_REPEATS = 3
+
+
+def measure(specs: Iterable[RunSpec], repeats: int, say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Time one epoch of training per configuration, `repeats` times alternating; one row each."""
+    from sweep.train.trainer import Run
+
+    chosen = configurations(specs)
+    devices.configure_replicas(max((s.point.train.gpus for s in chosen.values()), default=1))
+    load_before = os.getloadavg()[0]
+    prepared = {}
+    for i, (key, spec) in enumerate(chosen.items(), start=1):
+        say(f"tracing #{i} of {len(chosen)}: batch {spec.point.train.batch_size}, gpus {spec.point.train.gpus} ({key})")
+        prepared[key] = run = Run(spec)
+        run.timed_epoch(1)  # traces the training function: never timed
+    times: dict[str, list[float]] = {key: [] for key in chosen}
+    for r in range(1, repeats + 1):
+        for key, run in prepared.items():
+            times[key].append(run.timed_epoch(r + 1))
+        say(
+            f"repeat {r}/{repeats}, one epoch each: "
+            + ", ".join(f"#{i} {t[-1]:.2f} s" for i, t in enumerate(times.values(), 1))
+        )
+    load_after = os.getloadavg()[0]
+    return [_row(key, chosen[key], prepared[key], seconds, (load_before, load_after)) for key, seconds in times.items()]
+
+
+def _row(key: str, spec: RunSpec, run: Any, seconds: list[float], load: tuple[float, float]) -> dict[str, Any]:
+    flat = spec.flat()
+    steps = run.info.steps_per_epoch
+    return {
+        CONFIG: key,
+        **{k: flat[k] for k in timing_keys(flat)},
+        "sweep": spec.sweep,
+        "timed_run_id": spec.run_id,
+        "train_samples": run.info.train_samples,
+        "steps_per_epoch": steps,
+        "repeats": len(seconds),
+        "epoch_seconds_best": min(seconds),
+        "epoch_seconds_median": statistics.median(seconds),
+        REPEATS_SECONDS: " ".join(f"{s:.4f}" for s in seconds),
+        STEP_SECONDS: min(seconds) / steps,
+        "threads": run.info.threads,
+        "cpu": run.info.cpu,
+        "load_average_before": load[0],
+        "load_average_after": load[1],
+        "measured": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def merge(path: Path, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """timing.csv with these rows replacing any earlier rows of the same configurations; written atomically."""
+    import pandas as pd
+
+    new = pd.DataFrame(rows)
+    old = pd.read_csv(path) if path.is_file() else None
+    if old is not None:
+        new = pd.concat([old[~old[CONFIG].isin(new[CONFIG])], new], ignore_index=True)
+    atomic.write_csv(new, path)
+    return new
+
+
+def time_each_replica_count(
+    grid_path: Path, specs: list[RunSpec], results: Path, repeats: int, say: Callable[[str], None]
+) -> int:
+    """One child process per replica count (`sweep time --gpus G`); the first failure's exit code, else 0."""
+    started = time.perf_counter()
+    for gpus in sorted({s.point.train.gpus for s in specs}):
+        say(f"timing the configurations with gpus {gpus} in a fresh process")
+        command = [sys.executable, "-m", "sweep", "time", str(grid_path), "--results", str(results)]
+        env = devices.worker_environment(dict(os.environ))  # as a worker: every core, TensorFlow's info lines off
+        code = subprocess.call([*command, "--repeats", str(repeats), "--gpus", str(gpus)], env=env)
+        if code:
+            return code
+    say(f"wrote {results / vocab.TIMING_CSV} in {time.perf_counter() - started:.0f} s")
+    return 0

@@ -13,7 +13,7 @@ from conftest import REPO, write_grid
 
 from sweep import vocab
 from sweep.analysis.estimates import fmt_estimate
-from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, keys, load_grid
+from sweep.config import ConfigError, DataConfig, ModelConfig, PointConfig, TrainConfig, declared, load_grid
 from sweep.config.plan import RunSpec, plan
 from sweep.train import devices
 from sweep.train.optim import effective_lr
@@ -55,7 +55,7 @@ def numbers(records: list) -> list[dict]:
 
 @pytest.mark.unit
 def test_new_keys_are_omitted_from_ids_at_their_defaults() -> None:
-    assert set(NEW_KEYS) <= keys.added_later()
+    assert set(NEW_KEYS) <= declared.added_later()
     spec = RunSpec(sweep="any", seed=0, point=PointConfig(), varying=(("seed", 0),))
     assert spec.run_id == "s0-e428119f"  # the published id of the default point
     changed = dataclasses.replace(

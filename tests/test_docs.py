@@ -8,7 +8,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from sweep.config import keys
+from sweep.config import declared
 
 pytestmark = pytest.mark.unit
 
@@ -21,14 +21,14 @@ def grid_file_reference() -> str:
 
 def test_the_grid_reference_lists_every_key_with_its_default_and_doc() -> None:
     reference = grid_file_reference()
-    assert keys.readme_keys() in reference, (
-        "docs/grid.md's keys differ from sweep/config/keys.py: paste keys.readme_keys()"
+    assert declared.readme_keys() in reference, (
+        "docs/grid.md's keys differ from sweep/config/keys.py: paste declared.readme_keys()"
     )
     base = yaml.safe_load(reference)["base"]
-    declared = keys.declarations()
+    every = declared.declarations()
     listed = {f"{s}.{key}": value for s, values in base.items() for key, value in values.items()}
-    assert {name: declared[name].check(value) for name, value in listed.items()} == {  # [] read as ()
-        name: k.default for name, k in declared.items()
+    assert {name: every[name].check(value) for name, value in listed.items()} == {  # [] read as ()
+        name: k.default for name, k in every.items()
     }
 
 

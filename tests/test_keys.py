@@ -7,11 +7,12 @@ import dataclasses
 import pytest
 
 from sweep import analysis
-from sweep.config import keys
+from sweep.config import declared, keys
+from sweep.config.declare import GRAPH, PACK, REACHES
 from sweep.config.keys import SECTIONS, PointConfig
 from sweep.config.plan import RunSpec
 
-DECLARED = keys.declarations()
+DECLARED = declared.declarations()
 
 
 def spec_with(dotted: str, value: object) -> RunSpec:
@@ -37,7 +38,7 @@ def test_every_field_of_the_settings_is_declared_once_with_its_dataclass_default
     assert list(DECLARED) == list(fields)
     for name, k in DECLARED.items():
         assert k.name == name
-        assert k.default == fields[name] == PointConfig().value(name) == keys.default(name)
+        assert k.default == fields[name] == PointConfig().value(name) == declared.default(name)
         assert k.check(k.default) == k.default, f"{name}: its default fails its own check"
         assert k.doc and "\n" not in k.doc
         assert k.since >= keys.FIRST_RELEASE
@@ -46,7 +47,7 @@ def test_every_field_of_the_settings_is_declared_once_with_its_dataclass_default
 
 @pytest.mark.unit
 def test_slugs_are_unique_and_name_the_key_in_run_ids() -> None:
-    slugs = keys.slugs()
+    slugs = declared.slugs()
     assert len(set(slugs.values())) == len(slugs)
     assert "s" not in slugs.values()  # the seed's slug
     for name, k in DECLARED.items():
@@ -87,13 +88,13 @@ def test_help_lists_every_key_with_its_doc(capsys: pytest.CaptureFixture[str]) -
 @pytest.mark.unit
 def test_the_analysis_tables_are_the_declared_roles() -> None:
     # sweep/analysis/__init__.py and sweep/report.py read these tables; they must say what the declarations say
-    assert keys.control_defaults() == analysis.CONTROL_DEFAULTS
-    assert set(keys.control_companions()) == set(analysis.CONTROL_COMPANIONS)
-    assert keys.post_defaults() == analysis.POST_DEFAULTS
-    assert keys.toggles() == analysis.TOGGLES
-    assert keys.default("model.bn_momentum") == 0.99  # report.py's BatchNorm-lag note
+    assert declared.control_defaults() == analysis.CONTROL_DEFAULTS
+    assert set(declared.control_companions()) == set(analysis.CONTROL_COMPANIONS)
+    assert declared.post_defaults() == analysis.POST_DEFAULTS
+    assert declared.toggles() == analysis.TOGGLES
+    assert declared.default("model.bn_momentum") == 0.99  # report.py's BatchNorm-lag note
     # a control's default is the setting the claims read; a toggle's post value is a valid value of it
-    for name, value in keys.post_defaults().items():
+    for name, value in declared.post_defaults().items():
         assert DECLARED[name].check(value) == value
 
 
@@ -117,3 +118,23 @@ def test_the_smallest_image_size_gives_every_pooling_stage_a_map_to_halve() -> N
 
     assert last_block_input(keys.MIN_IMAGE_SIZE) == 2
     assert last_block_input(keys.MIN_IMAGE_SIZE - 1) == 1
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", sorted(DECLARED))
+def test_runs_pack_together_unless_they_differ_in_a_key_declared_to_shape_the_graph_or_the_pack(name: str) -> None:
+    """Each key declares its reach; pack_key is derived from it: runs differing only in a DATA or RUN key
+    (their data order, learning rate, stopping rule) still train as one pack, runs differing in any other
+    key never do."""
+    from sweep.train.pack import pack_key
+
+    base = spec_with("train.epochs", 3)
+    changed = RunSpec(sweep="k", seed=0, point=base.point.with_value(name, non_default(DECLARED[name])), varying=())
+    assert (pack_key(changed) != pack_key(base)) == (DECLARED[name].reach in (GRAPH, PACK))
+
+
+@pytest.mark.unit
+def test_every_key_declares_what_it_reaches() -> None:
+    assert {k.reach for k in DECLARED.values()} <= set(REACHES)
+    with pytest.raises(ValueError, match="reach must be one of graph, pack, data, run"):
+        keys.key(1, keys.positive_int, "doc", slug="x", reach="nothing")

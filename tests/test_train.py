@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from sweep.config import DataConfig, PointConfig, TrainConfig
+from sweep.config import DataConfig, PointConfig, TrainConfig, declared
+from sweep.config.declare import GRAPH
 from sweep.config.plan import RunSpec
 from sweep.train import devices
 from sweep.train.records import Diverged
@@ -192,3 +193,24 @@ def test_an_imbalanced_run_records_balanced_train_accuracy() -> None:
     assert last.train_eval_balanced_acc == pytest.approx(by_hand)
     assert last.train_eval_acc == pytest.approx((predicted == y).mean())
     assert "train_eval_balanced_acc" not in list(Run(spec).epochs())[-1].to_dict()
+
+
+@pytest.mark.integration
+def test_a_key_declared_to_shape_the_graph_makes_a_worker_build_a_fresh_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/design.md's "Adding a grid key", followed with a throw-away declaration: `train.epochs` does not
+    shape the compiled graph, so a run with other epochs reuses the last model; declared `reach=GRAPH`, it
+    does, and a worker builds a fresh model whenever its value changes (graph_key is derived from the
+    declarations: no list to forget)."""
+    forget_compiled()
+    Run(tiny_spec(epochs=2))
+    assert Run(tiny_spec(epochs=3)).info.reused_model
+    every = declared.declarations()
+    monkeypatch.setitem(every, "train.epochs", dataclasses.replace(every["train.epochs"], reach=GRAPH))
+    declared.graph_keys.cache_clear()
+    try:
+        assert not Run(tiny_spec(epochs=2)).info.reused_model
+        assert Run(tiny_spec(epochs=2)).info.reused_model  # the same value again: the same graph
+    finally:
+        monkeypatch.undo()
+        declared.graph_keys.cache_clear()
+        forget_compiled()

@@ -29,7 +29,7 @@ from sweep import vocab
 from sweep.analysis import timing
 from sweep.analysis.estimates import t_multiplier
 from sweep.base import atomic
-from sweep.config import keys, timing_schema
+from sweep.config import declared, timing_schema
 
 SOURCE = "source"  # column added by `load`: the results folder a row came from
 SOURCE_RANK = "source_rank"  # its position on the command line (0 = first), for tie-breaks
@@ -46,10 +46,10 @@ BACKEND_DEFAULT = vocab.TENSORFLOW  # the backend of results written before runs
 #   means the default;
 # - CONTROL_COMPANIONS: settings that only accompany a control, or add records, not updates;
 # - TOGGLES: the post's suspected causes, in the order of the toggles figure's panels.
-POST_DEFAULTS: dict[str, Any] = keys.post_defaults()
-CONTROL_DEFAULTS: dict[str, Any] = keys.control_defaults()
-CONTROL_COMPANIONS: tuple[str, ...] = keys.control_companions()
-TOGGLES: tuple[str, ...] = keys.toggles()
+POST_DEFAULTS: dict[str, Any] = declared.post_defaults()
+CONTROL_DEFAULTS: dict[str, Any] = declared.control_defaults()
+CONTROL_COMPANIONS: tuple[str, ...] = declared.control_companions()
+TOGGLES: tuple[str, ...] = declared.toggles()
 TOGGLE_REFERENCE: dict[str, Any] = {**POST_DEFAULTS}  # samples_per_class: the largest present
 
 # Metrics summarised per run at epoch 2 and at the last epoch.

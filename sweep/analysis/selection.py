@@ -32,7 +32,7 @@ from sweep.analysis import (
     setting_columns,
 )
 from sweep.analysis.estimates import Estimate, estimate
-from sweep.config import keys
+from sweep.config import declared
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Selection:
     def values_of(self, key: str) -> str:
         """The distinct values of one setting in these rows (empty cells read as its default), "0.001, 0.01"."""
         if key not in self.rows:
-            return fmt_value(keys.default(key))
+            return fmt_value(declared.default(key))
         filled = with_defaults(self.rows, [key])[key]
         return ", ".join(fmt_value(v) for v in sorted_values(filled))
 
@@ -91,7 +91,7 @@ def _is_key_default(key: str, value: Any) -> bool:
     if key == vocab.BACKEND:
         return bool(value == BACKEND_DEFAULT)
     try:
-        default = keys.default(key)
+        default = declared.default(key)
     except KeyError:
         return False
     return default is not None and bool(matches(pd.Series([value]), default).iloc[0])
@@ -120,7 +120,7 @@ def at_post(series: pd.Series, key: str) -> pd.Series:
     (results written before the key existed ran at it), and counts when that is the post's setting."""
     post = POST_DEFAULTS[key]
     at = matches(series, post)
-    if key in keys.added_later() and matches(pd.Series([keys.default(key)]), post).iloc[0]:
+    if key in declared.added_later() and matches(pd.Series([declared.default(key)]), post).iloc[0]:
         at = at | series.isna()
     return at
 
@@ -198,7 +198,11 @@ def with_defaults(rows: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
 
 @functools.cache  # with_defaults runs hundreds of times per report; the keys' defaults never change
 def _implied_defaults() -> dict[str, Any]:
-    return {**{k: keys.default(k) for k in keys.added_later()}, **CONTROL_DEFAULTS, vocab.BACKEND: BACKEND_DEFAULT}
+    return {
+        **{k: declared.default(k) for k in declared.added_later()},
+        **CONTROL_DEFAULTS,
+        vocab.BACKEND: BACKEND_DEFAULT,
+    }
 
 
 def _as_written(default: Any) -> Any:

@@ -8,7 +8,8 @@ would be valid, e.g.
 The package, in the order a grid file passes through it:
 
 - `gridyaml`: the file's YAML, read safely, every error on one line;
-- `declare`, `keys`: how a key is declared, and every key with its check, default and docs;
+- `declare`, `keys`, `declared`: how a key is declared (its check, default, docs, and what its value reaches:
+  the compiled graph, the pack, the data or only the run), every key, and the tables derived from them;
 - `checks`: the value checks keys use;
 - `stopping`: `train.early_stopping`, its rule and its check;
 - `rules`: rules across keys (which keys a point uses, combinations that cannot work);
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sweep.config.checks import Check, boolean, did_you_mean, got, non_negative_int, number_in, one_of, positive_int
+from sweep.config.declared import conditional, declarations, field_docs
 from sweep.config.gridyaml import YamlError, one_line, read_yaml
 from sweep.config.keys import (
     DATASETS,
@@ -37,9 +39,6 @@ from sweep.config.keys import (
     PointConfig,
     TrainConfig,
     UnknownSettings,
-    conditional,
-    declarations,
-    field_docs,
 )
 from sweep.config.rules import inert, is_set, point_problem, unused, without_inert
 from sweep.vocab import RECAL

@@ -21,6 +21,15 @@ CONTROL = "control"  # a mechanism arm: claims read the runs with it at its defa
 COMPANION = "companion"  # only accompanies a control (steps with budget: steps) or adds records, not updates
 
 
+# What a key's value reaches, for the compiled-model cache and packing (each key declares one; graph_key
+# and pack_key are derived from the declarations, so a new key cannot be left out of them by mistake).
+GRAPH = "graph"  # it shapes the compiled model's graph: a worker builds a fresh model when it changes
+PACK = "pack"  # not the graph, but runs that differ in it cannot train as towers of one pack
+DATA = "data"  # a run's own data only (its order, preprocessing, seed): runs may differ in it within a pack
+RUN = "run"  # set per run on a reused model (the learning rate's variable, the stopping rule): likewise
+REACHES = (GRAPH, PACK, DATA, RUN)
+
+
 class _NoPost:
     def __repr__(self) -> str:
         return "NO_POST"
@@ -61,6 +70,7 @@ class Key:
     check: Check
     doc: str  # one line, for --help and docs/grid.md
     slug: str  # its short name in run ids: bs64
+    reach: str  # GRAPH | PACK | DATA | RUN: what a changed value reaches
     since: int  # the key version it appeared in; FIRST_RELEASE or later
     only: Only | None = None
     role: str | None = None  # CONTROL | COMPANION | None
@@ -78,6 +88,7 @@ def key(
     doc: str,
     *,
     slug: str,
+    reach: str,
     since: int = FIRST_RELEASE,
     only: Only | None = None,
     role: str | None = None,
@@ -85,12 +96,15 @@ def key(
     post: Any = NO_POST,
 ) -> Any:
     """A dataclass field carrying its declaration."""
+    if reach not in REACHES:
+        raise ValueError(f"reach must be one of {', '.join(REACHES)}, got {reach!r}")
     declared = Key(
         name="",
         default=default,
         check=check,
         doc=doc,
         slug=slug,
+        reach=reach,
         since=since,
         only=only,
         role=role,

@@ -13,7 +13,6 @@ docs/design.md, "Adding a grid key", walks through one.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +31,20 @@ from sweep.config.checks import (
     positive_int,
     references,
 )
-from sweep.config.declare import COMPANION, CONTROL, FIRST_RELEASE, NO_POST, Key, Only, key, yaml_text  # noqa: F401
+from sweep.config.declare import (  # noqa: F401
+    COMPANION,
+    CONTROL,
+    DATA,
+    FIRST_RELEASE,
+    GRAPH,
+    NO_POST,
+    PACK,
+    RUN,
+    Key,
+    Only,
+    key,
+    yaml_text,
+)
 from sweep.config.stopping import rule_check
 
 GLYPHS120, DIGITS, FOLDER, NPZ, LOADER = "glyphs120", "digits", "folder", "npz", "loader"
@@ -56,13 +68,16 @@ image_size_check = int_at_least(MIN_IMAGE_SIZE, f"each of the model's {POOLING_S
 
 @dataclass(frozen=True)
 class DataConfig:
-    dataset: str = key(GLYPHS120, one_of(*DATASETS), f"{' | '.join(DATASETS)}: which dataset to train on", slug="ds")
+    dataset: str = key(
+        GLYPHS120, one_of(*DATASETS), f"{' | '.join(DATASETS)}: which dataset to train on", slug="ds", reach=PACK
+    )
     path: str | None = key(
         None,
         optional_path,
         "folder or .npz file for dataset folder | npz; relative to the grid file",
         slug="path",
         only=Only("data.dataset", FILE_DATASETS, required=True),
+        reach=PACK,
     )
     loader: str | None = key(
         None,
@@ -72,6 +87,7 @@ class DataConfig:
         slug="ld",
         since=USER_CODE,
         only=Only("data.dataset", (LOADER,), required=True),
+        reach=PACK,
     )
     channels: int = key(
         1,
@@ -80,23 +96,32 @@ class DataConfig:
         slug="ch",
         since=USER_CODE,
         only=Only("data.dataset", USER_DATASETS),
+        reach=GRAPH,
     )
-    classes: int | None = key(None, optional_positive_int, "use only the first N classes; null = all", slug="cls")
+    classes: int | None = key(
+        None, optional_positive_int, "use only the first N classes; null = all", slug="cls", reach=PACK
+    )
     samples_per_class: int = key(
         100,
         positive_int,
         "images per class before the split (a cap for digits, folder, npz, loader)",
         slug="spc",
         toggle=5,
+        reach=PACK,
     )
     image_size: int = key(
         32,
         image_size_check,
         f"square; at least {MIN_IMAGE_SIZE}, so each of the model's {POOLING_STAGES} poolings has 2x2 pixels to pool",
         slug="img",
+        reach=GRAPH,
     )
     val_fraction: float = key(
-        0.2, number_in(0, 1, low_open=True, high_open=True), "share of each class held out for validation", slug="vf"
+        0.2,
+        number_in(0, 1, low_open=True, high_open=True),
+        "share of each class held out for validation",
+        slug="vf",
+        reach=PACK,
     )
     shuffle: bool = key(
         True,
@@ -105,6 +130,7 @@ class DataConfig:
         slug="shuf",
         toggle=1,
         post=True,
+        reach=DATA,
     )
     imbalance: float = key(
         0.0,
@@ -113,6 +139,7 @@ class DataConfig:
         slug="imb",
         toggle=2,
         post=0.0,
+        reach=PACK,
     )
     imbalance_keeps: str = key(
         "total",
@@ -122,6 +149,7 @@ class DataConfig:
         slug="imbk",
         since=5,
         post="total",
+        reach=PACK,
     )
     preprocess_mismatch: str = key(
         "none",
@@ -130,12 +158,14 @@ class DataConfig:
         slug="pm",
         toggle=3,
         post="none",
+        reach=DATA,
     )
     seed: int = key(
         0,
         non_negative_int,
         "seed of the data itself (rendering, split); the same for every point, so validation is the same everywhere",
         slug="dseed",
+        reach=DATA,
     )
 
 
@@ -149,6 +179,7 @@ class ModelConfig:
         "null = the built-in CNN",
         slug="mb",
         since=USER_CODE,
+        reach=GRAPH,
     )
     options: str | None = key(
         None,
@@ -156,6 +187,7 @@ class ModelConfig:
         "keyword arguments for model.builder: a mapping of plain values (part of the run id)",
         slug="mo",
         since=USER_CODE,
+        reach=GRAPH,
     )
     width: float = key(
         1.0,
@@ -164,8 +196,11 @@ class ModelConfig:
         slug="w",
         toggle=4,
         post=1.0,
+        reach=GRAPH,
     )
-    batchnorm: bool = key(True, boolean, "BatchNormalization after each convolution", slug="bn", role=CONTROL)
+    batchnorm: bool = key(
+        True, boolean, "BatchNormalization after each convolution", slug="bn", role=CONTROL, reach=GRAPH
+    )
     bn_momentum: float = key(
         0.99,
         number_in(0, 1, high_open=True),
@@ -173,6 +208,7 @@ class ModelConfig:
         slug="bnm",
         only=Only("model.batchnorm", (True,)),
         role=CONTROL,
+        reach=GRAPH,
     )
     ghost_batch_size: int | None = key(
         None,
@@ -183,21 +219,25 @@ class ModelConfig:
         since=2,
         only=Only("model.batchnorm", (True,)),
         role=CONTROL,
+        reach=GRAPH,
     )
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = key(10, positive_int, "passes over the training set", slug="ep")
-    batch_size: int = key(32, positive_int, "global batch, split evenly across gpus", slug="bs")
-    optimizer: str = key("adam", one_of(*OPTIMIZERS), "adam | sgd | momentum (SGD with momentum 0.9)", slug="opt")
-    lr: float = key(0.001, number_in(0, math.inf, low_open=True, high_open=True), "learning rate", slug="lr")
+    epochs: int = key(10, positive_int, "passes over the training set", slug="ep", reach=PACK)
+    batch_size: int = key(32, positive_int, "global batch, split evenly across gpus", slug="bs", reach=PACK)
+    optimizer: str = key(
+        "adam", one_of(*OPTIMIZERS), "adam | sgd | momentum (SGD with momentum 0.9)", slug="opt", reach=GRAPH
+    )
+    lr: float = key(0.001, number_in(0, math.inf, low_open=True, high_open=True), "learning rate", slug="lr", reach=RUN)
     gpus: int = key(
         1,
         positive_int,
         "data-parallel replicas (MirroredStrategy; DataParallel on JAX); logical CPU devices where GPUs are missing",
         slug="g",
         post=1,
+        reach=PACK,
     )
     lr_scaling: str = key(
         "none",
@@ -206,6 +246,7 @@ class TrainConfig:
         slug="lrs",
         since=2,
         role=CONTROL,
+        reach=RUN,
     )
     reference_batch_size: int | None = key(
         None,
@@ -215,6 +256,7 @@ class TrainConfig:
         since=2,
         only=Only("train.lr_scaling", ("linear", "sqrt"), required=True),
         role=COMPANION,
+        reach=RUN,
     )
     warmup_epochs: float = key(
         0.0,
@@ -223,6 +265,7 @@ class TrainConfig:
         slug="wu",
         since=2,
         role=CONTROL,
+        reach=PACK,
     )
     budget: str = key(
         "epochs",
@@ -231,6 +274,7 @@ class TrainConfig:
         slug="bud",
         since=2,
         role=CONTROL,
+        reach=PACK,
     )
     steps: int | None = key(
         None,
@@ -240,6 +284,7 @@ class TrainConfig:
         since=2,
         only=Only("train.budget", ("steps",), required=True),
         role=COMPANION,
+        reach=PACK,
     )
     eval_every_steps: int | None = key(
         None,
@@ -248,6 +293,7 @@ class TrainConfig:
         slug="evs",
         since=2,
         role=COMPANION,
+        reach=PACK,
     )
     early_stopping: str | None = key(
         None,
@@ -256,6 +302,7 @@ class TrainConfig:
         "min_delta (0) for patience (2) epochs; runs.csv's stopped_early names the epoch; null = never",
         slug="es",
         since=USER_CODE,
+        reach=RUN,
     )
     callbacks: tuple[str, ...] = key(
         (),
@@ -264,6 +311,7 @@ class TrainConfig:
         "for a fresh callback per run; part of the run id",
         slug="cb",
         since=USER_CODE,
+        reach=PACK,
     )
     noise_scale: bool = key(
         False,
@@ -272,6 +320,7 @@ class TrainConfig:
         "(McCandlish et al. 2018); training is unchanged",
         slug="gns",
         since=3,
+        reach=PACK,
     )
     recalibrate_bn: bool = key(
         False,
@@ -280,6 +329,7 @@ class TrainConfig:
         "training subset (the *_recal columns); training is unchanged",
         slug="rbn",
         since=4,
+        reach=PACK,
     )
 
 
@@ -326,79 +376,3 @@ class PointConfig:
 def _tuples(values: dict[str, Any]) -> dict[str, Any]:
     """JSON gives lists back where the settings hold tuples (train.callbacks): hashable again."""
     return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-
-
-# --- tables derived from the declarations
-
-
-@functools.cache
-def declarations() -> dict[str, Key]:
-    """Dotted key -> its declaration, in file order (data, model, train)."""
-    return {
-        f"{section}.{f.name}": dataclasses.replace(f.metadata["key"], name=f"{section}.{f.name}")
-        for section, cls in SECTIONS.items()
-        for f in dataclasses.fields(cls)
-    }
-
-
-def declaration(dotted: str) -> Key:
-    return declarations()[dotted]
-
-
-def default(dotted: str) -> Any:
-    """A key's default value: default("model.bn_momentum") -> 0.99."""
-    return declarations()[dotted].default
-
-
-@functools.cache
-def conditional() -> tuple[Key, ...]:
-    """The keys some points do not use (declared with `Only`)."""
-    return tuple(k for k in declarations().values() if k.only)
-
-
-def field_docs() -> dict[str, str]:
-    """Dotted key -> one-line doc, for --help."""
-    return {name: k.doc for name, k in declarations().items()}
-
-
-def slugs() -> dict[str, str]:
-    """Dotted key -> its short name in run ids."""
-    return {name: k.slug for name, k in declarations().items()}
-
-
-@functools.cache
-def added_later() -> frozenset[str]:
-    """Keys that appeared after the first release: left out of a run's hashed spec at their default."""
-    return frozenset(name for name, k in declarations().items() if k.since > FIRST_RELEASE)
-
-
-def control_defaults() -> dict[str, Any]:
-    """The control axes at their defaults: claims read the runs at these values."""
-    return {name: k.default for name, k in declarations().items() if k.role == CONTROL}
-
-
-def control_companions() -> tuple[str, ...]:
-    """Settings that only accompany a control, or add records without changing training."""
-    return tuple(name for name, k in declarations().items() if k.role == COMPANION)
-
-
-def post_defaults() -> dict[str, Any]:
-    """The post's setting of the keys it fixed: where several groups of runs could answer a question, these rows."""
-    return {name: k.post for name, k in declarations().items() if k.post is not NO_POST}
-
-
-def toggles() -> tuple[str, ...]:
-    """The post's toggles, in the order of its figure panels."""
-    toggled = [k for k in declarations().values() if k.toggle is not None]
-    return tuple(k.name for k in sorted(toggled, key=lambda k: k.toggle or 0))
-
-
-def readme_keys() -> str:
-    """The sections of docs/grid.md's grid-file reference: every key with its default and doc."""
-    lines = []
-    for section, cls in SECTIONS.items():
-        lines.append(f"  {section}:")
-        for f in dataclasses.fields(cls):
-            k = declaration(f"{section}.{f.name}")
-            lines.append(f"{f'    {f.name}: {yaml_text(k.default)}':<26} # {k.doc}")
-    return "\n".join(lines) + "\n"

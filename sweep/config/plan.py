@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sweep.config import GridFile, PointConfig, SearchConfig, keys
+from sweep.config import GridFile, PointConfig, SearchConfig, declared
 
 MAX_ID_BYTES = 200  # a run id names files: with a suffix it stays under a file name's 255 bytes
 
@@ -66,12 +66,12 @@ class RunSpec:
     def _point_dict(self) -> dict[str, dict[str, Any]]:
         """The settings, without later-added keys at their default: also what the store
         keeps, so an older harness can still read runs that do not use newer keys."""
-        later = keys.added_later()
+        later = declared.added_later()
         return {
             section: {
                 k: v
                 for k, v in values.items()
-                if not (f"{section}.{k}" in later and v == keys.default(f"{section}.{k}"))
+                if not (f"{section}.{k}" in later and v == declared.default(f"{section}.{k}"))
             }
             for section, values in self.point.to_dict().items()
         }
@@ -108,7 +108,7 @@ class RunSpec:
 
 
 def _slug_part(key: str, value: Any) -> str:
-    name = "s" if key == "seed" else keys.declaration(key).slug
+    name = "s" if key == "seed" else declared.declaration(key).slug
     if isinstance(value, bool):
         text = str(int(value))
     elif isinstance(value, float):

@@ -12,7 +12,8 @@ import importlib.util
 from pathlib import Path
 
 from sweep.config import stopping
-from sweep.config.keys import DIGITS, FOLDER, NPZ, Key, PointConfig, conditional, default, yaml_text
+from sweep.config.declared import conditional, default
+from sweep.config.keys import DIGITS, FOLDER, NPZ, Key, PointConfig, yaml_text
 from sweep.vocab import RECAL
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sweep.config import keys
+from sweep.config import declared
 from sweep.config.plan import RunSpec
 
 MODEL_PREFIX = "model."
@@ -42,7 +42,7 @@ def _normal(value: Any) -> str:
 
 def config_key(values: Mapping[str, Any], names: Iterable[str]) -> str:
     """A setting missing from `values` (a column written before the key existed) is at its default."""
-    return " ".join(f"{k}={_normal(values.get(k, keys.default(k)))}" for k in names)
+    return " ".join(f"{k}={_normal(values.get(k, declared.default(k)))}" for k in names)
 
 
 def configurations(specs: Iterable[RunSpec]) -> dict[str, RunSpec]:

@@ -29,7 +29,7 @@ from sweep.analysis import (
 )
 from sweep.analysis.estimates import Estimate, estimate, fmt_estimate
 from sweep.analysis.selection import at_post, fmt_value, is_default, matches, seed_count, where
-from sweep.config import keys
+from sweep.config import declared
 
 EXPERIMENTS = "experiments/controls.yaml"  # the sweep that runs every arm
 SMALL, LARGE = 8, 64  # C1's batch sizes
@@ -206,7 +206,7 @@ def _arm_of(row: pd.Series, off: list[str]) -> tuple[Mechanism, str] | None:
 def _accompanies(companion: str, off: list[str]) -> bool:
     """Whether a companion setting belongs to one of these controls (train.steps to train.budget); one that
     only adds records (train.eval_every_steps) is the same in every arm and does not name one."""
-    only = keys.declaration(companion).only
+    only = declared.declaration(companion).only
     return only is not None and only.on in off
 
 

@@ -42,7 +42,7 @@ from sweep.analysis.selection import (
     with_defaults,
 )
 from sweep.analysis.selection import where as rows_at
-from sweep.config import keys
+from sweep.config import declared
 from sweep.report.checks import cause_raises_gap, gap_at_two_batch_sizes
 from sweep.report.claims import by_id
 from sweep.report.findings import Claim, Finding
@@ -260,7 +260,7 @@ INERT = "-"  # a setting the cell does not use (bn_momentum without BatchNorm)
 
 def _inert(key: str, row: pd.Series) -> bool:
     """Whether the cell does not use `key`: its declaration names where it is used, and this is not there."""
-    only = keys.declarations()[key].only if key in keys.declarations() else None
+    only = declared.declarations()[key].only if key in declared.declarations() else None
     if only is None or only.on not in row.index:
         return False
     return not any(matches(pd.Series([row[only.on]]), v).iloc[0] for v in only.values)

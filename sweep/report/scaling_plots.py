@@ -22,7 +22,7 @@ import pandas as pd
 from sweep.analysis import BATCH_SIZE
 from sweep.analysis.scaling import TUNED, Curve, CurveReading, TargetRow
 from sweep.analysis.selection import OPTIMIZER, Selection
-from sweep.config import keys
+from sweep.config import declared
 from sweep.report import figure_index, plots
 from sweep.report import plot_layout as layout
 from sweep.report.plots import FigureFile
@@ -82,7 +82,7 @@ def names(curves: list[Curve]) -> list[str]:
 def optimizer(curve: Curve) -> str:
     column = curve.epochs.get(OPTIMIZER)
     used = sorted(column.dropna().astype(str).unique()) if column is not None else []
-    return ", ".join(used) or str(keys.default(OPTIMIZER))
+    return ", ".join(used) or str(declared.default(OPTIMIZER))
 
 
 def fixed_settings(curve: Curve) -> str:

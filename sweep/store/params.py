@@ -43,7 +43,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import FrozenTrial
 
 from sweep import vocab
-from sweep.config import keys
+from sweep.config import declared, keys
 from sweep.config.checks import Check, NumberIn, OneOf
 from sweep.config.plan import RunSpec
 from sweep.store.queue import spec_of
@@ -119,18 +119,18 @@ def distribution(name: str) -> BaseDistribution | None:
     """The fixed distribution of a varying setting (a dotted key or "seed"); None if it is not recorded."""
     if name == vocab.SEED:
         return IntDistribution(0, INT_HIGH)
-    if name not in keys.declarations():  # listed by a newer version
+    if name not in declared.declarations():  # listed by a newer version
         return None
-    declared = keys.declaration(name)
+    found = declared.declaration(name)
     kind = _kind(name)
     if kind == "bool":
         return CategoricalDistribution((False, True))
     if kind == "str":
-        return CategoricalDistribution(declared.check.choices) if isinstance(declared.check, OneOf) else None
+        return CategoricalDistribution(found.check.choices) if isinstance(found.check, OneOf) else None
     if kind == "int":
-        return IntDistribution(1, INT_HIGH, log=True) if _refuses(declared.check, 0) else IntDistribution(0, INT_HIGH)
-    if kind == "float" and isinstance(declared.check, NumberIn):
-        return _float_distribution(declared.check)
+        return IntDistribution(1, INT_HIGH, log=True) if _refuses(found.check, 0) else IntDistribution(0, INT_HIGH)
+    if kind == "float" and isinstance(found.check, NumberIn):
+        return _float_distribution(found.check)
     return None
 
 

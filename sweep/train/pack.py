@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from sweep.config import stopping
+from sweep.config import declared, stopping
 from sweep.config.plan import RunSpec
 from sweep.train import backends, checkpoint, devices, optim, recal, tower_optimizer
 from sweep.train import data as data_module
@@ -81,12 +81,10 @@ def default_size(batch_size: int) -> int:
 
 def pack_key(spec: RunSpec) -> tuple | None:
     """What runs must share to train in one pack; None for a run that trains alone."""
-    point, cfg = spec.point, spec.point.train
+    cfg = spec.point.train
     if cfg.gpus > 1 or cfg.noise_scale or cfg.callbacks:
         return None
-    train = replace(cfg, early_stopping=None, lr=0.0, lr_scaling="none", reference_batch_size=None)
-    data = replace(point.data, shuffle=True, preprocess_mismatch="none", seed=0)
-    return (point.model, data, train)
+    return tuple(spec.point.value(name) for name in declared.pack_keys())  # declared keys.GRAPH or keys.PACK
 
 
 class Unpackable(Exception):

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from sweep import vocab
-from sweep.config import stopping
+from sweep.config import declared, stopping
 from sweep.config.plan import RunSpec, derive_seed
 from sweep.train import backends, checkpoint, devices, noise, optim, recal, usercode
 from sweep.train import data as data_module
@@ -318,20 +318,14 @@ def steps_per_execution(batch_size: int, replicas: int) -> int:
 
 
 def graph_key(spec: RunSpec, num_classes: int, lr: Any, replicas: devices.Replicas) -> tuple:
-    """Everything that shapes a compiled model's graph. A constant learning rate is not in it:
-    it is a variable, set per run; a warm-up schedule's numbers are traced into the graph."""
+    """Everything that shapes a compiled model's graph: the values of the keys declared to (`keys.GRAPH`),
+    and what the graph takes from other keys: the number of classes, the replicas, the steps per execution
+    (from the batch size) and a warm-up schedule's numbers, which are traced into it. A constant learning
+    rate is not in it: it is a variable, set per run."""
     cfg = spec.point.train
     schedule = lr.get_config() if not isinstance(lr, float) else None
-    return (
-        spec.point.model,
-        spec.point.data.image_size,
-        spec.point.data.channels,
-        num_classes,
-        cfg.optimizer,
-        schedule,
-        replicas,
-        steps_per_execution(cfg.batch_size, len(replicas.devices)),
-    )
+    shaping = tuple(spec.point.value(name) for name in declared.graph_keys())
+    return (*shaping, num_classes, schedule, replicas, steps_per_execution(cfg.batch_size, len(replicas.devices)))
 
 
 class _CompiledCache:

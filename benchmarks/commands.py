@@ -1,5 +1,6 @@
 """The commands a user waits for without training: `plan`, `status` and `report` on a 100-run sweep,
-and the default dataset's first build and cached load. Each is timed as a fresh process."""
+and the default dataset's first build and cached load. Each is timed as a fresh process.
+"""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def time_commands(
 
     `report` is timed twice: into a new folder each time (every figure drawn), and again
     into the same folder (figures whose data did not change are kept: what `report` after
-    `run` costs)."""
+    `run` costs).
+    """
     results = synthetic_sweep(folder, grid)
     fresh = [["report", str(results), "--out", str(folder / f"report-{i}")] for i in range(repeats)]
     commands = {
@@ -51,7 +53,8 @@ def _median_of(argvs: list[list[str]], env: dict[str, str]) -> CommandTiming:
 
 def time_dataset_cache(env: dict[str, str], cache: Path) -> dict[str, float]:
     """The default dataset: first build into the empty cache `cache`, then a second load from it, each
-    in a fresh process; the load alone and the whole process."""
+    in a fresh process; the load alone and the whole process.
+    """
     env = {**env, "BATCHSWEEP_CACHE": str(cache)}
     timings = {}
     for name in ("first_build", "second_load"):

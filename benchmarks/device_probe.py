@@ -1,6 +1,7 @@
 """What `benchmarks/device_check.py` asks a machine first, run as `python -m benchmarks.device_probe` in the
 environment under test: the Keras backend, its version, its devices and whether TensorFlow is installed,
-as one JSON line."""
+as one JSON line.
+"""
 
 from __future__ import annotations
 

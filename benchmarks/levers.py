@@ -32,7 +32,8 @@ RESULTS = machine.REPO / "results" / "bench"
 @dataclass(frozen=True)
 class Lever:
     """One probe: the lever it tests, its settings (benchmarks.probes.lever), the thread count it
-    trains with (0: every core), and the label of the probe it is compared with ("": none)."""
+    trains with (0: every core), and the label of the probe it is compared with ("": none).
+    """
 
     lever: str
     label: str

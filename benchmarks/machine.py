@@ -102,7 +102,8 @@ def checkout_arguments(parser: argparse.ArgumentParser, repeats: str) -> argpars
 
 def checkouts(args: argparse.Namespace, needs: str) -> dict[str, Path] | None:
     """{THIS: this checkout, "against": --against's}; None, with the reason on stderr (exit 2), for
-    --repeats below 1 or an --against without the file `needs` (a checkout's root has it)."""
+    --repeats below 1 or an --against without the file `needs` (a checkout's root has it).
+    """
     if args.repeats < 1:
         print(f"error: --repeats must be at least 1, not {args.repeats}", file=sys.stderr)
         return None

@@ -1,5 +1,6 @@
 """What the benchmark writes from its rows: bench.csv, bench_epochs.csv, bench.md (the tables, with
-the issue's targets) and bench.png (wall times and throughput)."""
+the issue's targets) and bench.png (wall times and throughput).
+"""
 
 from __future__ import annotations
 

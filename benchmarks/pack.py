@@ -219,7 +219,8 @@ def time_grids(scaled: dict[str, tuple[Path, Path]], repeats: int, env: dict[str
 
 def compare_records(folder: Path) -> dict[str, Any]:
     """p's and w's last epochs.csv (both at one intra-op thread per run): records equal in every column
-    but the timings, matched by run and epoch; and the pack sizes p's runs trained in (runs.csv)."""
+    but the timings, matched by run and epoch; and the pack sizes p's runs trained in (runs.csv).
+    """
     import pandas as pd
 
     timing = ["epoch_seconds", "samples_per_second"]

@@ -1,5 +1,6 @@
 """The packed-training benchmark's rows (pack.csv, tidy) and its Markdown (pack.md), from what
-benchmarks/pack.py measured. Reads only the rows: no TensorFlow, no training."""
+benchmarks/pack.py measured. Reads only the rows: no TensorFlow, no training.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def summarize_ks(
     measured: list[dict[str, Any]], peak_gflops: float, flops_per_sample: float, alone: Sequence[dict[str, Any]] = ()
 ) -> list[Row]:
     """Every measurement, the best per (batch size, K) with its FLOP share, and the K chosen per batch
-    size; `alone`: a run in an unpacked worker (section k_alone), which the chosen K is also weighed against."""
+    size; `alone`: a run in an unpacked worker (section k_alone), which the chosen K is also weighed against.
+    """
     rows: list[Row] = [
         {"section": "meta", "metric": "matmul_peak", "value": round(peak_gflops, 1), "unit": "GFLOP/s"},
         {"section": "meta", "metric": "train_flops_per_sample", "value": round(flops_per_sample), "unit": "FLOP"},

@@ -42,7 +42,8 @@ def gpu_matmul_peak(env: dict[str, str], gpu: str) -> float:
 
 def measure_peaks(gpus: list[str], env: dict[str, str]) -> dict[Any, float]:
     """GPU 0's peak under the key "gpu" when there are GPUs (every configuration trains there), else
-    the CPU's at 1 thread and at every core; printed as measured."""
+    the CPU's at 1 thread and at every core; printed as measured.
+    """
     if gpus:
         measured: dict[Any, float] = {"gpu": gpu_matmul_peak(env, gpus[0])}
         print(f"matmul on GPU {gpus[0]}: {measured['gpu']:.1f} GFLOP/s", flush=True)
@@ -57,7 +58,8 @@ def measure_peaks(gpus: list[str], env: dict[str, str]) -> dict[Any, float]:
 def effective_peaks(measured: dict[Any, float]) -> dict[Any, float]:
     """The peak available to a process with t threads: the best measured at t or fewer (on a busy
     machine more threads can measure slower than one; a process with t threads can do at least as well).
-    A non-integer key (the GPU's) is kept as measured."""
+    A non-integer key (the GPU's) is kept as measured.
+    """
     threads = {t: v for t, v in measured.items() if isinstance(t, int)}
     return {t: max(v for k, v in threads.items() if k <= t) if t in threads else value for t, value in measured.items()}
 
@@ -65,7 +67,8 @@ def effective_peaks(measured: dict[Any, float]) -> dict[Any, float]:
 def train_flops_per_sample(image_size: int, num_classes: int, width: float = 1.0) -> float:
     """FLOPs of one training step per image: 3 x the forward pass's convolutions and dense layer
     (2 per multiply-add; BatchNorm, ReLU and pooling are left out, they are not matrix work).
-    The model of sweep/train/model.py: 3x3 'same' convolutions, each followed by 2x2 'same' pooling."""
+    The model of sweep/train/model.py: 3x3 'same' convolutions, each followed by 2x2 'same' pooling.
+    """
     from sweep.train.model import channels
 
     flops, size, c_in = 0.0, image_size, 1

@@ -25,7 +25,8 @@ LEVER_DATA: dict[str, Any] = {"samples_per_class": 15, "image_size": 32}
 
 def gpu_matmul(n: int = 4096, repeats: int = 20) -> dict[str, Any]:
     """float32 n x n matmul on the first visible GPU (TF32 where the GPU has it), best of `repeats`.
-    Not run on the CPU-only machine this was written on: planned, see docs/levers.md."""
+    Not run on the CPU-only machine this was written on: planned, see docs/levers.md.
+    """
     import tensorflow as tf
 
     a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
@@ -52,7 +53,8 @@ def dataset_load() -> dict[str, Any]:
 
 def sweep_command(argv: list[str]) -> None:
     """Run the CLI as `python -m sweep ARGV` would; at exit, after the command's own output, print
-    whether it imported TensorFlow or Keras (`plan`, `status` and `report` must not)."""
+    whether it imported TensorFlow or Keras (`plan`, `status` and `report` must not).
+    """
     atexit.register(lambda: print(json.dumps({"tensorflow_imported": _tensorflow_imported()}), flush=True))
     sys.argv = ["sweep", *argv]
     runpy.run_module("sweep", run_name="__main__", alter_sys=True)
@@ -124,7 +126,8 @@ def _lever_epoch(
     model: Any, split: Any, epoch: int, settings: dict[str, Any], run: dict[str, Any], born: float
 ) -> dict[str, Any]:
     """One epoch in the harness's order, fed as the lever says, then the two evaluations; sets
-    run["first_step"] (seconds from the process's start) when the run's first fit returns."""
+    run["first_step"] (seconds from the process's start) when the run's first fit returns.
+    """
     from sweep.train import data
 
     batch = settings["batch"]

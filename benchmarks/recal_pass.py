@@ -1,6 +1,7 @@
 """One timing of `benchmarks/recal_speed.py`: BatchNorm recalibration's statistics pass with the `sweep`
 package the process finds (recal_speed runs this file by its path with PYTHONPATH at the checkout
-under test), printed as one JSON line: the median seconds of CALLS passes and a digest of the statistics."""
+under test), printed as one JSON line: the median seconds of CALLS passes and a digest of the statistics.
+"""
 
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ class SyntheticRun:
 
 def synthetic_sweep(folder: Path, grid: Path = SYNTHETIC_GRID) -> Path:
     """Plan `grid` and record a plausible run for each of its runs in a store under `folder`, with
-    the CSVs exported; returns the results folder (folder / the sweep's name)."""
+    the CSVs exported; returns the results folder (folder / the sweep's name).
+    """
     parsed = load_grid(grid)
     rng = np.random.default_rng(0)
     results = folder / parsed.name
@@ -44,7 +45,8 @@ def synthetic_sweep(folder: Path, grid: Path = SYNTHETIC_GRID) -> Path:
 
 def fill_store(results: Path, name: str, runs: list[RunSpec], record: Callable[[RunSpec], SyntheticRun]) -> None:
     """Enqueue `runs` in a journal store in `results`, claim each as a worker would, store
-    `record(spec)` (a SyntheticRun) for it, finish it as done, and export the CSVs."""
+    `record(spec)` (a SyntheticRun) for it, finish it as done, and export the CSVs.
+    """
     from sweep.store import Store
 
     store = Store.open(results / vocab.JOURNAL_FILE, name)
@@ -60,7 +62,8 @@ def fill_store(results: Path, name: str, runs: list[RunSpec], record: Callable[[
 
 def synthetic_run(spec: RunSpec, rng: np.random.Generator) -> SyntheticRun:
     """Accuracies that rise with the steps taken and fall a little with the batch size, seconds that
-    fall with it; noise from `rng`."""
+    fall with it; noise from `rng`.
+    """
     batch = spec.point.train.batch_size
     steps = math.ceil(TRAIN_SAMPLES / batch)
     info = {

@@ -1,5 +1,6 @@
 """Every number of the benchmark as tidy rows (bench.csv: section, config, batch_size, metric, value,
-unit), computed from what was measured; and how to look one up."""
+unit), computed from what was measured; and how to look one up.
+"""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def summarize(
     measured: dict[Any, float] | None = None,
 ) -> list[Row]:
     """The rows, section by section: peaks, the model's FLOPs, wall times, throughput, agreement with
-    (a), command timings and the dataset cache."""
+    (a), command timings and the dataset cache.
+    """
     rows = _peak_rows(stamp, peaks, measured or {})
     rows.append(stamp.row("model", "train_step", "flops_per_sample", flops_per_sample, "FLOP"))
     base = next((t for t in trained if t.config == "a"), None)
@@ -134,7 +136,8 @@ def throughput(epochs: tuple[Row, ...] | list[Row]) -> dict[int, float]:
 
 def agreement(reference: tuple[Row, ...] | list[Row], other: tuple[Row, ...] | list[Row]) -> dict[str, float]:
     """Max absolute difference per metric over the records both have (matched by run id and epoch),
-    and how many records matched (`records`) out of the reference's (`expected`)."""
+    and how many records matched (`records`) out of the reference's (`expected`).
+    """
     index = {(r["run_id"], float(r["epoch"])): r for r in other}
     keyed = [((r["run_id"], float(r["epoch"])), r) for r in reference]
     pairs = [(r, index[key]) for key, r in keyed if key in index]

@@ -151,7 +151,8 @@ def read_epochs(config: str, folder: Path) -> list[dict[str, Any]]:
 
 def read_run_seconds(config: str, folder: Path) -> list[float]:
     """Seconds per run: the baseline's own (seeding to the last epoch's validation); the harness's
-    trial duration in the store (claimed to finished: data, model, epochs, evaluations, records)."""
+    trial duration in the store (claimed to finished: data, model, epochs, evaluations, records).
+    """
     import pandas as pd
 
     if config == "a":
@@ -179,7 +180,8 @@ def time_all(
     one_per_core: Configuration | None = None,
 ) -> list[Trained]:
     """Every configuration `repeats` times in alternating order (so a change in the machine's load
-    touches all alike). `one_per_core` joins after the first round if the default used fewer workers."""
+    touches all alike). `one_per_core` joins after the first round if the default used fewer workers.
+    """
     trained = [Trained(c) for c in configurations]
     for repeat in range(repeats):
         order = range(len(trained)) if repeat % 2 == 0 else reversed(range(len(trained)))

@@ -1,5 +1,6 @@
 """The command line's exit codes and `UsageError`, apart from everything else, so that `sweep.cli` can
-start (and `sweep report` on unchanged data answer) without importing Optuna, pandas or the store."""
+start (and `sweep report` on unchanged data answer) without importing Optuna, pandas or the store.
+"""
 
 from __future__ import annotations
 

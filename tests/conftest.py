@@ -1,5 +1,6 @@
 """Shared fixtures: tiny real configs, a real journal store in tmp_path, a sweep run in this process,
-the CLI as a subprocess (for tests of the process boundary)."""
+the CLI as a subprocess (for tests of the process boundary).
+"""
 
 from __future__ import annotations
 
@@ -149,7 +150,8 @@ class Built:
 @pytest.fixture(scope="session")
 def fixtures_report(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """The report of the three committed fixture sweeps, built once per session (several modules read
-    it). Tests only read it: one that changes its files gets a report of its own."""
+    it). Tests only read it: one that changes its files gets a report of its own.
+    """
     import io
 
     from sweep.cli import main
@@ -237,7 +239,8 @@ class Lines:
 
 def sweep_here(grid: Path, report: bool = False, **options):
     """`sweep run GRID` in this process (no worker processes, no second TensorFlow): (Outcome, Lines).
-    Results go to <grid's folder>/results/<name> unless `results=` says otherwise."""
+    Results go to <grid's folder>/results/<name> unless `results=` says otherwise.
+    """
     from sweep.config import load_grid
     from sweep.run import orchestrate
 

@@ -154,7 +154,8 @@ def select_distinct(
 ) -> tuple[str, ...]:
     """Greedy, in candidate order: keep a glyph if it is_legible, its distance to every
     glyph kept so far exceeds ``threshold``, and no kept glyph shares a ``confusables``
-    group with it. Stops at k; raises if the pool runs out."""
+    group with it. Stops at k; raises if the pool runs out.
+    """
     unique = dict.fromkeys(candidates)  # dedupe, keep order
     pool = "".join(ch for ch in unique if is_legible(ch, min_ink, min_extent))
     dist = distance_matrix(pool)

@@ -43,7 +43,8 @@ def modules() -> dict[str, Path]:
 
 def edges() -> dict[str, set[str]]:
     """Module -> the package modules it imports (a name imported from a package resolves to its
-    submodule when there is one)."""
+    submodule when there is one).
+    """
     known = modules()
 
     def resolve(name: str) -> str | None:

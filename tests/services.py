@@ -134,7 +134,8 @@ PACKAGES = ("torch", "registry")
 def missing_here(machine_only: bool = False) -> list[tuple[Service, str]]:
     """The services this machine lacks, each with why (the package index is never asked here: the
     network). `machine_only`: leave out what a Python environment lacks (torch), which a CI job
-    in an environment of its own (the lower bounds' unit tier) need not have."""
+    in an environment of its own (the lower bounds' unit tier) need not have.
+    """
     left_out = PACKAGES if machine_only else ("registry",)
     found = ((service, service.missing()) for name, service in SERVICES.items() if name not in left_out)
     return [(service, why) for service, why in found if why is not None]

@@ -168,7 +168,8 @@ def _stop(proc: subprocess.Popen) -> None:
 @contextlib.contextmanager
 def cluster() -> Iterator[Cluster]:
     """Start munged, slurmctld and slurmd; yield once the node is idle; cancel every job and stop
-    each daemon by its pid."""
+    each daemon by its pid.
+    """
     folder = Path(tempfile.mkdtemp(prefix="batchsweep-slurm-"))
     folder.chmod(0o755)  # the munge user walks through it to its own folder
     procs: list[subprocess.Popen] = []
@@ -191,7 +192,8 @@ def cluster() -> Iterator[Cluster]:
 
 def _start_slurm(found: Cluster, munge_socket: Path, procs: list[subprocess.Popen]) -> None:
     """slurmctld and slurmd (added to `procs`, to be stopped) until the node is idle; on new ports when a
-    daemon could not bind its own: another process took it after _free_ports found it free."""
+    daemon could not bind its own: another process took it after _free_ports found it free.
+    """
     logs = [found.folder / "slurmctld.log", found.folder / "slurmd.log"]
     for attempt in range(1, PORT_TRIES + 1):
         for log in logs:

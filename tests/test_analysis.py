@@ -34,7 +34,8 @@ def test_load_counts_and_deduplicates() -> None:
 
 def _relabelled(source: Path, folder: Path, batch_size: int, sweep: str) -> set[str]:
     """A copy of source's runs at one batch size, as a sweep that does not vary it would name them:
-    the same specs (same hashes), slugs without the batch size. Returns the new run ids."""
+    the same specs (same hashes), slugs without the batch size. Returns the new run ids.
+    """
     folder.mkdir()
     runs, epochs = pd.read_csv(source / vocab.RUNS_CSV), pd.read_csv(source / vocab.EPOCHS_CSV)
     runs = runs[runs["train.batch_size"] == batch_size].assign(sweep=sweep)
@@ -64,7 +65,8 @@ def test_a_run_is_its_spec_not_its_slug(tmp_path: Path) -> None:
 @pytest.mark.unit
 def test_a_run_takes_every_row_from_one_folder(tmp_path: Path) -> None:
     """The first folder's copy of a run was cut short after epoch 1: the second folder's done copy
-    must not lend it epochs 2 and 3."""
+    must not lend it epochs 2 and 3.
+    """
     run_id, partial = "bs8-s0-f0b216a6", tmp_path / "partial"
     partial.mkdir()
     runs, epochs = pd.read_csv(BS / vocab.RUNS_CSV), pd.read_csv(BS / vocab.EPOCHS_CSV)
@@ -139,7 +141,8 @@ def test_paired_difference_matches_seeds_by_hand() -> None:
 @pytest.mark.unit
 def test_run_summary_speed_skips_the_tracing_epoch() -> None:
     """Speed is read from whole epochs after the first: a record inside an epoch (every 36 steps) times
-    only part of one."""
+    only part of one.
+    """
     raw = pd.read_csv(BS / vocab.EPOCHS_CSV)
     run = raw[raw["run_id"] == raw["run_id"].iloc[0]]
     assert (run.epoch % 1 != 0).any()
@@ -210,7 +213,8 @@ def test_analysis_plots_and_report_do_not_import_tensorflow(tmp_path: Path) -> N
 @pytest.mark.unit
 def test_a_list_setting_missing_from_older_results_groups_with_its_default() -> None:
     """train.callbacks (a list, runs.csv holds it as JSON) is empty in results written before it existed:
-    those runs ran without callbacks and group with runs that say so."""
+    those runs ran without callbacks and group with runs that say so.
+    """
     rows = pd.DataFrame({"train.callbacks": [None, None, "[]", '["m:f"]'], "train.batch_size": [8, 8, 8, 8]})
     keyed = selection.settings_key(rows, ["train.callbacks", "train.batch_size"])
     assert keyed.iloc[0] == keyed.iloc[1] == keyed.iloc[2] != keyed.iloc[3]

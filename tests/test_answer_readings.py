@@ -1,7 +1,8 @@
 """Which numbers decide each claim (sweep.report.basis.read): the symptom from the post's raw
 reading, generalisation from recalibrated numbers where every chosen run recorded them (raw, and
 said so, where not), the optimizer and learning rate named; runs that did not train
-(sweep.analysis.health.run_health) in no interval. On constructed tables."""
+(sweep.analysis.health.run_health) in no interval. On constructed tables.
+"""
 
 from __future__ import annotations
 

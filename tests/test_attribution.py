@@ -16,7 +16,8 @@ CONTROLS = Path(__file__).resolve().parent.parent / "results" / "controls"
 
 def test_an_arm_is_named_by_its_controls_not_by_settings_every_arm_shares() -> None:
     """Every controls run records every 60 steps (train.eval_every_steps): that names no arm, while
-    train.steps belongs to the equal-steps arm's train.budget."""
+    train.steps belongs to the equal-steps arm's train.budget.
+    """
     epochs = an.load([CONTROLS]).epochs
     assert (epochs["train.eval_every_steps"] == 60).all()
     found = attribution.attribution(epochs)

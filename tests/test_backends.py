@@ -1,5 +1,6 @@
 """The Keras backend as a fact of every run: the same sweep on JAX, refusals before anything trains,
-and runs on different backends never paired by the report (sweep/train/backends.py)."""
+and runs on different backends never paired by the report (sweep/train/backends.py).
+"""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def _on_backend(
 
 def _tests_pass_on(backend: str, *args: str, timeout: int = 1200) -> None:
     """pytest ARGS in a process of this backend, every tier of the files: every chosen test passes, and
-    at least one ran (not a count: a test added to those files must not break this one)."""
+    at least one ran (not a count: a test added to those files must not break this one).
+    """
     pytest_args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "unit or integration or system", *args)
     done = _on_backend(backend, *pytest_args, timeout=timeout)
     lines = done.stdout.strip().splitlines()
@@ -112,7 +114,8 @@ def test_a_store_of_runs_trained_on_another_backend_is_refused_before_anything_i
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A run id names the settings, not the backend: the jax process would take the tensorflow runs
-    for its own finished ones. Runs recorded before the backend was count as tensorflow."""
+    for its own finished ones. Runs recorded before the backend was count as tensorflow.
+    """
     grid = write_grid(tmp_path, TWO_REPLICAS.replace("[1, 2]", "[1]"))  # 1 run
     results = tmp_path / "results"
     store = Store.open(results / vocab.JOURNAL_FILE, "replicas")
@@ -146,7 +149,8 @@ def test_the_backend_is_found_as_keras_finds_it(tmp_path: Path, monkeypatch: pyt
 @pytest.mark.unit
 def test_runs_on_another_backend_are_other_runs_and_never_paired_across(tmp_path: Path) -> None:
     """The same run ids on jax (a copy of the TensorFlow results with a backend column) are kept beside the
-    TensorFlow ones, and every pair of a paired comparison holds runs of one backend."""
+    TensorFlow ones, and every pair of a paired comparison holds runs of one backend.
+    """
     other = tmp_path / "jax"
     other.mkdir()
     pd.read_csv(ARTICLE / vocab.RUNS_CSV).assign(backend="jax").to_csv(other / vocab.RUNS_CSV, index=False)
@@ -167,7 +171,8 @@ def test_runs_on_another_backend_are_other_runs_and_never_paired_across(tmp_path
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_the_smoke_grid_runs_on_the_backend_and_gives_the_same_records_twice(tmp_path: Path, backend: str) -> None:
     """Bit for bit at one thread: JAX on the CPU is deterministic; torch with deterministic algorithms
-    (train.seed_everything). jit_compile is on on JAX only (torch's would be torch.compile)."""
+    (train.seed_everything). jit_compile is on on JAX only (torch's would be torch.compile).
+    """
     epochs = []
     for name in ("first", "second"):
         results = tmp_path / name
@@ -190,7 +195,8 @@ def test_the_smoke_grid_runs_on_the_backend_and_gives_the_same_records_twice(tmp
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_packed_runs_record_what_they_record_alone_on_the_backend(backend: str) -> None:
     """tests/test_pack.py in a process of the backend: every record of a packed run equals, bit for bit,
-    the run's alone (each tower's ops are the ops it runs alone; sweep/train/pack.py)."""
+    the run's alone (each tower's ops are the ops it runs alone; sweep/train/pack.py).
+    """
     _tests_pass_on(backend, "tests/test_pack.py", timeout=2400)
 
 
@@ -198,14 +204,16 @@ def test_packed_runs_record_what_they_record_alone_on_the_backend(backend: str) 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_checkpoints_restore_bit_for_bit_on_the_backend(backend: str) -> None:
     """tests/test_checkpoint.py on one device, in a process of the backend: a run restored from its checkpoint
-    writes the records of one never stopped (the 2-replica restore on JAX: test_the_replica_tests_pass_on_jax)."""
+    writes the records of one never stopped (the 2-replica restore on JAX: test_the_replica_tests_pass_on_jax).
+    """
     _tests_pass_on(backend, "tests/test_checkpoint.py", "-k", "not mirrored")
 
 
 @pytest.mark.system
 def test_a_jax_run_trains_without_importing_tensorflow() -> None:
     """TensorFlow is installed here; a JAX run seeds itself without it (train.set_random_seed), so it
-    trains where TensorFlow is not installed at all."""
+    trains where TensorFlow is not installed at all.
+    """
     script = (
         "import sys\n"
         "from test_train import tiny_spec\n"
@@ -222,7 +230,8 @@ def test_a_jax_run_trains_without_importing_tensorflow() -> None:
 @pytest.mark.system
 def test_replicas_train_on_jax_and_give_the_same_records_twice(tmp_path: Path) -> None:
     """gpus: [1, 2] on JAX: the 2-replica run trains under DataParallel on 2 host devices of the CPU,
-    the global batch split across them; the grid trained twice gives the same records bit for bit."""
+    the global batch split across them; the grid trained twice gives the same records bit for bit.
+    """
     grid = write_grid(tmp_path, TWO_REPLICAS)
     epochs = []
     for name in ("first", "second"):
@@ -246,7 +255,8 @@ def test_the_replica_tests_pass_on_jax() -> None:
     """The TensorFlow replica tests that hold on JAX, in a process whose backend is jax: the global batch
     split across 2 replicas, a 2-replica run restored from its checkpoint, the recalibrated evaluation
     on 2 replicas. (tests/test_controls.py's ghost-batch replica test does not hold: under DataParallel
-    BatchNorm normalises over the global batch, not over each replica's share.)"""
+    BatchNorm normalises over the global batch, not over each replica's share.)
+    """
     chosen = "two_replicas or mirrored or (recalibration_adds and 2)"
     files = ["tests/test_train.py", "tests/test_checkpoint.py", "tests/test_recal.py"]
     _tests_pass_on("jax", *files, "-k", chosen)
@@ -317,6 +327,7 @@ print(first)
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_the_noise_scale_is_measured_on_the_backend_and_changes_nothing_else(backend: str) -> None:
     """B_simple recorded by a run on jax or torch, finite and positive, its other numbers those of the same
-    run without it (BatchNorm's moving statistics put back after measuring)."""
+    run without it (BatchNorm's moving statistics put back after measuring).
+    """
     done = _on_backend(backend, "-c", NOISE, cwd=REPO / "tests", timeout=900, BATCHSWEEP_THREADS="1")
     assert done.returncode == 0, done.stderr[-2000:]

@@ -3,7 +3,8 @@ the harness's per-epoch numbers for the same seed (the harness is faster, not di
 benchmark turns measurements into its CSV, Markdown and figure. Numbers and files, never timings.
 
 In this process the CPU is split into logical devices (conftest), so the comparisons made here are
-between two trainings in this process; the system tests compare fresh processes, as the benchmark runs them."""
+between two trainings in this process; the system tests compare fresh processes, as the benchmark runs them.
+"""
 
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def test_reusing_the_compiled_model_changes_no_number(
     specs: list[RunSpec], baseline_rows: dict[str, list[dict[str, Any]]]
 ) -> None:
     """The lever behind docs/levers.md's start-up finding, with the harness's own reset: fresh weights
-    in a reused compiled model (no new tracing) give the numbers of a fresh model, across batch sizes."""
+    in a reused compiled model (no new tracing) give the numbers of a fresh model, across batch sizes.
+    """
     fresh = [numbers(baseline_rows[spec.run_id]) for spec in specs]
     keras_baseline._COMPILED.clear()
     reused = [numbers(keras_baseline.train_run(spec, reuse_model=True)) for spec in specs]
@@ -335,7 +337,8 @@ def test_levers_markdown_compares_each_setting_with_its_reference() -> None:
 @pytest.mark.system
 def test_baseline_and_sweep_run_agree_in_their_own_processes(tmp_path: Path) -> None:
     """(a) and (b) of the benchmark on the tiny grid, each a fresh process with the thread count a
-    worker of `sweep run --workers 1` gets (numbers depend on it, docs/levers.md)."""
+    worker of `sweep run --workers 1` gets (numbers depend on it, docs/levers.md).
+    """
     grid = write_grid(tmp_path, TINY_GRID)
     env = devices.worker_environment(
         machine.clean_env(Path(os.environ["BATCHSWEEP_CACHE"])), threads=devices.cpu_count()
@@ -351,7 +354,8 @@ def test_baseline_and_sweep_run_agree_in_their_own_processes(tmp_path: Path) -> 
 def test_one_worker_per_core_computes_the_baseline_numbers_at_its_thread_count(tmp_path: Path) -> None:
     """(d) of the benchmark, `sweep run --workers <cores>` in its own processes, against (a) trained
     independently by the plain Keras loop in a fresh process with (d)'s thread count, cores // cores = 1
-    (numbers depend on it, docs/levers.md)."""
+    (numbers depend on it, docs/levers.md).
+    """
     cores = machine.cores()
     if cores < 2:
         pytest.skip("(d) is one worker per core: it needs 2 cores to differ from (b)")

@@ -1,7 +1,8 @@
 """The benchmarks across Keras backends: benchmarks/device_check.py (the sweep's checks on a machine's
 devices: on JAX in an environment without TensorFlow, a JAX machine with Keras and Optuna beside pandas,
 matplotlib and scikit-learn; on torch here) and benchmarks/backends.py (one grid's wall time on
-TensorFlow and JAX)."""
+TensorFlow and JAX).
+"""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def _environment_without_tensorflow(where: Path) -> Path:
 
 def _device_check(python: Path | str, out: Path, backend: str) -> dict[str, dict[str, str]]:
     """`python -m benchmarks.device_check OUT` from the checkout, on `backend`: asserts exit 0; the CSV's
-    rows by check. The caller's PYTHONPATH and venv stay out: the check must find the harness itself."""
+    rows by check. The caller's PYTHONPATH and venv stay out: the check must find the harness itself.
+    """
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | {"KERAS_BACKEND": backend}
     done = subprocess.run(
         [str(python), "-m", "benchmarks.device_check", str(out)], cwd=REPO, env=env, capture_output=True, text=True
@@ -114,7 +116,8 @@ def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_p
 @pytest.mark.system
 def test_the_device_check_on_torch_packs_and_refuses_replicas_in_one_line(tmp_path: Path) -> None:
     """torch in this environment: its devices found without keras.distribution (which has none to list on
-    torch), packed runs as alone, and replicas refused by the harness's one line, not failed."""
+    torch), packed runs as alone, and replicas refused by the harness's one line, not failed.
+    """
     services.require("torch")
     found = _device_check(sys.executable, tmp_path / "check", "torch")
     rows = {check: (row["outcome"], row["detail"]) for check, row in found.items()}

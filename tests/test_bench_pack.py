@@ -1,6 +1,7 @@
 """The packed-training benchmark (benchmarks/pack.py) on tiny data: the files and columns it writes,
 the K it chooses by its stated rule, and that packed and unpacked records compare equal. Never timings:
-the numbers fed to the tables below are made up, and the system test asserts on what was written."""
+the numbers fed to the tables below are made up, and the system test asserts on what was written.
+"""
 
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def test_scaled_grids_keep_everything_but_the_scale(tmp_path: Path) -> None:
 @pytest.mark.system
 def test_pack_k_and_grid_timings_write_what_the_tables_read(tmp_path: Path) -> None:
     """The quick path's pieces, trained through subprocesses on tiny data: pack_k's JSON, then p, u, w and a
-    on a tiny grid whose 2 seeds pack in pairs, and p's records equal w's (both at one thread per run)."""
+    on a tiny grid whose 2 seeds pack in pairs, and p's records equal w's (both at one thread per run).
+    """
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.pack_k", "--batch-sizes", "8", "--ks", "1", "2", "--folder", str(tmp_path)]
         + [f"--{k.replace('_', '-')}={v}" for k, v in TINY_DATA.items()],

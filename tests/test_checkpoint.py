@@ -1,6 +1,7 @@
 """Run checkpoints with real TensorFlow on tiny data: a run stopped after any record and restored
 from its checkpoint writes the same records, bit for bit (timings aside), as one never stopped;
-the file is written atomically; the worker resumes a re-queued run and cleans up after it."""
+the file is written atomically; the worker resumes a re-queued run and cleans up after it.
+"""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def _rows(records: list[dict]) -> list[str]:
 
 def _interrupted(spec: RunSpec, after: int, path: Path, fresh: bool) -> tuple[list[dict], Run]:
     """Train `spec` for `after` records, checkpointing at each; then restore a new Run from the
-    checkpoint (in a fresh Keras session if `fresh`, else in the cached compiled model) and finish it."""
+    checkpoint (in a fresh Keras session if `fresh`, else in the cached compiled model) and finish it.
+    """
     run = Run(spec)
     records = []
     for record in run.epochs():
@@ -137,7 +139,8 @@ def _age(path: Path, seconds: float) -> None:
 @pytest.mark.unit
 def test_remove_clears_killed_writes_and_keeps_writes_in_progress(tmp_path: Path) -> None:
     """A leftover untouched for LEFTOVER_SECONDS is a killed write's; a younger one may be another
-    process's write in progress (a zombie attempt of the same run) and is kept."""
+    process's write in progress (a zombie attempt of the same run) and is kept.
+    """
     path = tmp_path / "r.npz"
     path.write_bytes(b"checkpoint")
     old, fresh = tmp_path / ".r.npz.tmp-a1", tmp_path / ".r.npz.tmp-b2"
@@ -156,7 +159,8 @@ def test_remove_clears_killed_writes_and_keeps_writes_in_progress(tmp_path: Path
 )
 def test_a_checkpoint_with_metadata_of_another_shape_reads_as_none(tmp_path: Path, meta: str) -> None:
     """Malformed metadata raised, so with --keep-models every retry of the run failed the same way; it is
-    no checkpoint instead, and the run starts from the beginning."""
+    no checkpoint instead, and the run starts from the beginning.
+    """
     import numpy as np
 
     path = tmp_path / "r.npz"
@@ -193,7 +197,8 @@ GRID = """\
 @pytest.mark.integration
 def test_worker_resumes_a_requeued_run_from_its_checkpoint(tmp_path: Path) -> None:
     """In process: a run interrupted after its 3rd record (epoch 1.5) is claimed again, resumes there,
-    and its records equal an uninterrupted run's; its checkpoint is gone once it is done."""
+    and its records equal an uninterrupted run's; its checkpoint is gone once it is done.
+    """
     from sweep.config import load_grid
     from sweep.config.plan import plan
     from sweep.run import events
@@ -238,7 +243,8 @@ def test_a_failed_run_is_retried_from_epoch_0_not_from_its_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In process: a run that fails in epoch 2, its epoch 1 recorded and checkpointed, is retried
-    (--retries 1, the default) from the start, as its checkpoint may hold what made it fail."""
+    (--retries 1, the default) from the start, as its checkpoint may hold what made it fail.
+    """
     from conftest import sweep_here
 
     from sweep.config import load_grid

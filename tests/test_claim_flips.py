@@ -1,6 +1,7 @@
 """C3-C8 flip between verdicts on constructed run summary tables, alone and after Holm's correction;
 C6's relative change and C8's leave-one-seed-out choice by hand; the verdict texts at the edges
-(fewer than 2 seeds, more than 1000 seeds to decide, an interval touching its threshold)."""
+(fewer than 2 seeds, more than 1000 seeds to decide, an interval touching its threshold).
+"""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ FILLER |= {"epoch_seconds": 1.0, EPOCH_TIME: 1.0, "samples_per_second": 1.0}
 
 def runs(axis: str, by_value: dict[Any, dict[str, list[float]]], fixed: dict[str, Any] | None = None) -> pd.DataFrame:
     """A run summary table: for each value of `axis`, one run per seed 0, 1, ... with the metrics given
-    (one number per seed; others 0, epoch times 1 s). Rows shuffled: only pairing by seed matches them."""
+    (one number per seed; others 0, epoch times 1 s). Rows shuffled: only pairing by seed matches them.
+    """
     rows = [
         {"run_id": f"{axis}={value}-s{seed}", "seed": seed, axis: value, **(fixed or {}), **FILLER}
         | {metric: values[seed] for metric, values in metrics.items()}
@@ -158,7 +160,8 @@ def test_c6_relative_paired_change_by_hand(largest: list[float], expected: str) 
 
 def test_c6_supported_alone_is_undecided_among_four_checks() -> None:
     """-0.30, -0.20, -0.25: p = 0.035 alone; the table also answers C7 (2 checks) and C8 (1), and Holm
-    multiplies the smallest of 4 p-values by 4."""
+    multiplies the smallest of 4 p-values by 4.
+    """
     table = c6([7.0, 9.6, 8.25])
     alone, corrected = verdicts("C6", table)
     p, side = alone.checks[0].p_value()
@@ -208,7 +211,8 @@ C8_VAL = {
 def test_c8_chooses_on_the_other_seeds(shift: float, expected: str) -> None:
     """Held out seed 0: 16 averages 0.50 on seeds 1-3, below 32's 0.55, so 32 is chosen; held out 1-3, 16
     (0.65) is. Likewise 128 is chosen above 32 only when seed 3 is held out. Shifting the large batches up
-    by 0.3 keeps the choices and turns the held-out differences negative."""
+    by 0.3 keeps the choices and turns the held-out differences negative.
+    """
     val = {bs: [v + shift * (bs > 32) for v in per_seed] for bs, per_seed in C8_VAL.items()}
     alone, corrected = verdicts("C8", runs("train.batch_size", {bs: {VAL: v} for bs, v in val.items()}))
     assert alone.verdict == corrected.verdict == expected
@@ -241,7 +245,8 @@ def test_one_seed_gives_no_interval_and_says_so() -> None:
 
 def test_a_mean_a_hair_past_its_threshold_needs_more_than_1000_seeds() -> None:
     """Relative changes -0.201, -0.101, -0.001: mean 0.001 past -0.10 with sd 0.1 (d = 0.01); even at the
-    sd's lower 95% limit (x 0.52) 80% power needs tens of thousands of seeds."""
+    sd's lower 95% limit (x 0.52) 80% power needs tens of thousands of seeds.
+    """
     _, corrected = verdicts("C6", c6([7.99, 10.788, 10.989]))
     assert corrected.checks[0].estimate.mean == pytest.approx(-0.101)
     assert verdict_text(by_id("C6"), corrected) == (
@@ -255,7 +260,8 @@ def test_an_interval_touching_its_threshold_is_undecided() -> None:
     p < 0.05, strictly. An interval whose end equals the threshold has p = 0.05 exactly: undecided, on either
     side. With any spread the interval's end is mean -+ t * sd / sqrt(n), t irrational, so floating point
     cannot put it on the threshold exactly; two seeds at exactly 0.2 (sd 0) give the interval [0.2, 0.2],
-    which is neither inside nor outside the open region."""
+    which is neither inside nor outside the open region.
+    """
     finding = by_id("C3").evaluate(c3([0.0, 0.0], [0.2, 0.2]))
     assert finding is not None
     level, increase = finding.checks

@@ -1,5 +1,6 @@
 """The commands a user types, against a real journal and real TensorFlow, in this process:
-`orchestrate.run_sweep` (what `sweep run` calls) and `cli.main([...])`."""
+`orchestrate.run_sweep` (what `sweep run` calls) and `cli.main([...])`.
+"""
 
 from __future__ import annotations
 
@@ -158,7 +159,8 @@ def test_in_process_ignores_workers_and_devices(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`run --in-process --workers 3 --devices 5,6` (docs/commands.md): every run trains in this process, one at
-    a time; no worker process starts, and GPUs 5 and 6 are asked of nothing."""
+    a time; no worker process starts, and GPUs 5 and 6 are asked of nothing.
+    """
     import dataclasses
     import os
 

@@ -1,6 +1,7 @@
 """Every interval in the committed reports is finite, and none is of zero width because of a model that did
 not train: such runs are in no decision table, no curve and no gap (an interval over seeds at chance is
-often of width 0, and decides with t = +-inf). Read from every committed results/*/tables/*.csv."""
+often of width 0, and decides with t = +-inf). Read from every committed results/*/tables/*.csv.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ EXACT = {"lr", "step"}  # the same for every seed by construction: an interval o
 @functools.cache
 def stuck_anywhere() -> bool:
     """Whether any committed run is stuck (predicts one class above chance on its training set): its seeds can
-    agree exactly, so a descriptive interval of width 0 is possible without a run that did not train."""
+    agree exactly, so a descriptive interval of width 0 is possible without a run that did not train.
+    """
     folders = sorted(p.parent for p in RESULTS.glob("*/runs.csv"))
     found = health.run_health(analysis.load(folders))
     return bool(found[health.IN_CLAIMS].astype(bool).any()) if len(found) else False

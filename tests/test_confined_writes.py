@@ -1,5 +1,6 @@
 """Files written only where they belong: no path built from a hostile run id, no write through a symbolic
-link at a destination, no two writers sharing a temporary name (concurrent exports)."""
+link at a destination, no two writers sharing a temporary name (concurrent exports).
+"""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def test_a_report_replaces_a_symbolic_link_at_its_destination_and_never_writes_t
 @pytest.mark.unit
 def test_two_exports_of_one_store_at_once_never_collide(tmp_path: Path) -> None:
     """Two processes exporting the same sweep (a `run` and a `status`/`export` beside it) once shared the
-    temporary name .runs.csv.tmp: one renamed the other's file away (FileNotFoundError)."""
+    temporary name .runs.csv.tmp: one renamed the other's file away (FileNotFoundError).
+    """
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
     errors: list[BaseException] = []

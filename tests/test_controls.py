@@ -187,7 +187,8 @@ def test_defaults_reproduce_records_made_before_the_controls_existed() -> None:
     Within float32 rounding on the CPU model that wrote the fixture (an AMD EPYC, its README). Another
     CPU model's vector kernels sum in another order and the last bits drift with every step, so there
     the step schedule is exact and the numbers are held to the drift measured between CPU models
-    (CROSS_CPU). A changed computation moves the numbers by far more."""
+    (CROSS_CPU). A changed computation moves the numbers by far more.
+    """
     runs = {r.run_id: r for r in plan(load_grid(LEGACY / "fx_bs.yaml"))}
     assert "bs16-s0-0fb1ea29" in runs  # the id did not change either
     committed = pd.read_csv(LEGACY / "epochs.csv")
@@ -231,7 +232,8 @@ def test_committed_fixture_runs_are_what_their_grid_file_trains(fixture: str, ru
     Another CPU model's vector kernels (oneDNN picks them at run time) sum in another order; the
     difference in the last bits grows with every step, so there the schedule (epoch, step, learning
     rate) is checked in every record and the numbers in the first only, at the drift measured between
-    an AMD EPYC and an Intel Xeon (CROSS_CPU)."""
+    an AMD EPYC and an Intel Xeon (CROSS_CPU).
+    """
     runs = {r.run_id: r for r in plan(load_grid(FIXTURES / "grids" / f"{fixture}.yaml"))}
     committed = pd.read_csv(FIXTURES / fixture / "epochs.csv")
     committed = committed[committed["run_id"] == run_id].sort_values("step")
@@ -457,7 +459,8 @@ def test_the_report_has_the_attribution_section(controls_report: Written) -> Non
 @pytest.mark.unit
 def test_the_committed_attribution_says_only_what_its_intervals_support() -> None:
     """On the committed results/controls: every arm's change is quoted with its interval under its effect;
-    an arm is called the largest only if its interval is clear of every other arm's; overlap is said."""
+    an arm is called the largest only if its interval is clear of every other arm's; overlap is said.
+    """
     from sweep import analysis as an
     from sweep.report import attribution
 

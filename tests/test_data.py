@@ -125,7 +125,8 @@ def test_glyphs_are_cached_on_disk(tmp_path: Path) -> None:
 @pytest.mark.parametrize("bad", ["object array", "cut short"])
 def test_a_cache_file_that_is_not_ours_is_rendered_again_never_unpickled(tmp_path: Path, bad: str) -> None:
     """A cache file holding an object array (a pickle: loading it would run its writer's code) or cut short
-    is no cache: the glyphs are rendered again, the same as ever, and the file replaced."""
+    is no cache: the glyphs are rendered again, the same as ever, and the file replaced.
+    """
     first = raw_arrays(SMALL, cache_dir=tmp_path)
     [cache] = tmp_path.glob("glyphs120-*.npz")
     if bad == "object array":
@@ -208,7 +209,8 @@ def _rows(x: np.ndarray) -> list[bytes]:
 @pytest.mark.parametrize("imbalance", [0.6, 0.9])
 def test_imbalance_on_a_fixed_dataset_gives_class_0_its_share(tmp_path: Path, kind: str, imbalance: float) -> None:
     """Class 0 gets round(imbalance x size) of a training set of unchanged size, drawn from class 0's own
-    training images (with replacement: it has too few); the other classes share the rest; validation is untouched."""
+    training images (with replacement: it has too few); the other classes share the rest; validation is untouched.
+    """
     cfg = _fixed_dataset(kind, tmp_path)
     balanced, skewed = load_split(cfg), load_split(dataclasses.replace(cfg, imbalance=imbalance))
     size = len(balanced.y_train)

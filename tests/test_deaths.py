@@ -1,7 +1,8 @@
 """Runs whose worker died: queued again up to the retry policy's cap, then left failed with how often and
 how the worker last died; never judged dead from another pid namespace. A worker is "dead" here by its
 identity: the claim records this process's pid with a start time an hour off, as a reused pid would
-have (tests/test_store.py shows that is how a dead worker is told from a live one)."""
+have (tests/test_store.py shows that is how a dead worker is told from a live one).
+"""
 
 from __future__ import annotations
 
@@ -116,7 +117,8 @@ def test_a_worker_in_another_pid_namespace_is_not_judged(tmp_path: Path, dead_cl
 
 def test_the_watchdog_stops_a_worker_whose_run_makes_no_record(tmp_path: Path) -> None:
     """Fed records at its pace, the watchdog lets the run go on; once they stop, it says why on the run's
-    attempt and stops the worker (here a flag; in a worker process, kill -9 of itself)."""
+    attempt and stops the worker (here a flag; in a worker process, kill -9 of itself).
+    """
     store, (victim, _) = _store(tmp_path)
     claim = _claim(store, victim)
     stopped = threading.Event()

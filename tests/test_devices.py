@@ -74,7 +74,8 @@ def test_packed_runs_record_one_thread_and_the_numbers_of_their_runs_alone_at_on
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`run --pack 2` on 2 threads: each run records threads 1 and pack_size 2, and every record
-    equals the same run trained alone at one thread."""
+    equals the same run trained alone at one thread.
+    """
     write_grid(tmp_path, PACKED_GRID)
     monkeypatch.setenv("KERAS_BACKEND", "tensorflow")
     monkeypatch.setenv("BATCHSWEEP_THREADS", "2")

@@ -45,7 +45,8 @@ def test_quick_start_test_command_is_what_ci_runs() -> None:
 def test_the_article_sweep_time_quoted_is_the_reference_runs() -> None:
     """The Quick start, docs/measured.md and experiments/README.md quote one time for the article sweep, and
     it is what the committed reference run took: its training span plus at most 1.5 minutes of
-    TensorFlow's start and the report. An old time left in one place fails here."""
+    TensorFlow's start and the report. An old time left in one place fails here.
+    """
     import pandas as pd
 
     readme = (REPO / "README.md").read_text()
@@ -68,7 +69,8 @@ def _minutes_and_seconds(seconds: float) -> str:
 
 def test_the_test_times_quoted_are_the_measured_ones() -> None:
     """README and CONTRIBUTING.md quote the default run's and the unit tier's times; they are the runs
-    saved in results/bench (pytest's own total for the default run, /usr/bin/time's wall for the unit tier)."""
+    saved in results/bench (pytest's own total for the default run, /usr/bin/time's wall for the unit tier).
+    """
     bench = REPO / "results" / "bench"
     default = float(re.search(r"passed, \d+ deselected, .* in ([\d.]+)s", (bench / "tests_default.txt").read_text())[1])
     wall = re.search(r"under /usr/bin/time -v: (\d+):([\d.]+) wall", (bench / "tests_unit.txt").read_text())
@@ -84,7 +86,8 @@ def test_the_test_times_quoted_are_the_measured_ones() -> None:
 
 def test_the_install_without_tensorflow_lists_every_other_dependency() -> None:
     """docs/backends.md's command for a JAX or torch machine without TensorFlow names pyproject's dependencies, each
-    at its declared bound, less the two TensorFlow lines: one added to pyproject and not there fails here."""
+    at its declared bound, less the two TensorFlow lines: one added to pyproject and not there fails here.
+    """
     import tomllib
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]

@@ -1,5 +1,6 @@
 """`sweep export` (sweep/export/): the committed results/article written for TensorBoard and MLflow,
-read back with TensorBoard's and MLflow's own readers."""
+read back with TensorBoard's and MLflow's own readers.
+"""
 
 from __future__ import annotations
 

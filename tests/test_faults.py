@@ -67,7 +67,8 @@ def test_two_runs_of_one_sweep_at_once_cooperate_and_train_each_run_once(tmp_pat
 @pytest.fixture
 def small_disk(tmp_path: Path):
     """A 16 MB tmpfs: a real file system that really fills up (tests run as root, as CI does); room for a
-    tiny sweep, its report and figures, before the test fills the rest."""
+    tiny sweep, its report and figures, before the test fills the rest.
+    """
     services.require("mount")
     mount = tmp_path / "disk"
     mount.mkdir()
@@ -120,7 +121,8 @@ def test_a_store_from_a_newer_version_is_refused_and_left_alone(
 @pytest.mark.unit
 def test_a_failed_or_diverged_run_leaves_no_checkpoint_like_a_done_one(tmp_path: Path) -> None:
     """A failed run is retried from epoch 0 and a diverged one never trains again: neither checkpoint
-    is kept (nor a done run's); an interrupted run keeps its checkpoint to resume from, as --keep-models keeps all."""
+    is kept (nor a done run's); an interrupted run keeps its checkpoint to resume from, as --keep-models keeps all.
+    """
     from sweep.run import endings
 
     store = Store.open(tmp_path / "j.log", "tiny")
@@ -177,7 +179,8 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An error inside epoch 2 (here injected into the evaluation) fails the run; epoch 1 stays recorded,
-    and the next run of the same worker builds a fresh model instead of reusing the broken one's."""
+    and the next run of the same worker builds a fresh model instead of reusing the broken one's.
+    """
     from sweep.run import worker
     from sweep.train import trainer
 
@@ -209,7 +212,8 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
 @pytest.mark.system  # fault injection: two fresh models (about 11 s)
 def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Path) -> None:
     """If the store ends an attempt while its worker still trains it (a worker presumed dead), the
-    worker drops that attempt without a traceback and goes on; the next attempt is queued."""
+    worker drops that attempt without a traceback and goes on; the next attempt is queued.
+    """
     from sweep.run import worker
 
     store = Store.open(tmp_path / "j.log", "tiny")

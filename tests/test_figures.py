@@ -97,7 +97,8 @@ def panels(fig: Figure) -> list[Axes]:
 
 def lines(ax: Axes) -> list:
     """The data lines of a panel: drawn as lines in data coordinates (not a reference line across the panel,
-    not an error bar's caps or a marker alone)."""
+    not an error bar's caps or a marker alone).
+    """
     return [
         line for line in ax.get_lines() if line.get_transform() is ax.transData and line.get_linestyle() not in HIDDEN
     ]

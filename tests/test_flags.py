@@ -1,5 +1,6 @@
 """`sweep run` and `sweep worker` flags end to end: real processes on a tiny grid, read back from the
-store, runs.csv and the live workers' /proc. Every process a test starts is stopped by its pid."""
+store, runs.csv and the live workers' /proc. Every process a test starts is stopped by its pid.
+"""
 
 from __future__ import annotations
 

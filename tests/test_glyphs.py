@@ -1,5 +1,6 @@
 """Tests for sweep.train.glyphs: the glyph choice is distinct and reproducible (re-run with the selection
-tooling of tests/glyph_tools.py), samples are sane."""
+tooling of tests/glyph_tools.py), samples are sane.
+"""
 
 from __future__ import annotations
 

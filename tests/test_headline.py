@@ -1,5 +1,6 @@
 """C1's headline (sweep.report.headline) on the committed results/map_c1: every number in its sentences
-recomputed here from runs.csv and epochs.csv with plain pandas, not with the report's code."""
+recomputed here from runs.csv and epochs.csv with plain pandas, not with the report's code.
+"""
 
 from __future__ import annotations
 

@@ -472,7 +472,8 @@ def test_decoded_grid_values_are_bounded_in_size_and_depth(
 ) -> None:
     """The file's own brackets are few; what they decode to is not: a YAML alias bomb (9^9 values from 11
     lines; before the bound, 8 levels took 24 s and 500 MB) and JSON nested through \\x5b escapes (a
-    RecursionError and a traceback before) are refused: one line, exit 2."""
+    RecursionError and a traceback before) are refused: one line, exit 2.
+    """
     (tmp_path / "grid.yaml").write_bytes(content)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["plan", "grid.yaml"]) == 2

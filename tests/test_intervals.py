@@ -1,6 +1,7 @@
 """Intervals over seeds and paired differences (sweep/analysis/estimates.py, sweep/analysis/selection.py)
 against scipy.stats, at n = 2, 3 and 10: the same interval, the same decision as the t-test, non-finite
-values dropped, and pairs matched by seed (a seed missing on one side drops that pair, never shifts the others)."""
+values dropped, and pairs matched by seed (a seed missing on one side drops that pair, never shifts the others).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """--keep-models: each done run's final model reloads with keras.saving.load_model and gives the run's
-final val_acc on its validation split; without it, a finished run leaves no checkpoint behind."""
+final val_acc on its validation split; without it, a finished run leaves no checkpoint behind.
+"""
 
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ WARMUP_GRID = """\
 
 def test_a_kept_model_with_warm_up_reloads_compiled_and_reproduces_its_final_validation_numbers(tmp_path: Path) -> None:
     """The warm-up schedule is a registered class (`batchsweep>Warmup`): the model loads with its
-    compiled optimizer, as a user loads it (README, "Preemption-safe runs"), not only with compile=False."""
+    compiled optimizer, as a user loads it (README, "Preemption-safe runs"), not only with compile=False.
+    """
     import keras
 
     import sweep.train.warmup  # what a user imports before loading: it registers the schedule's class

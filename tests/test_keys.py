@@ -125,7 +125,8 @@ def test_the_smallest_image_size_gives_every_pooling_stage_a_map_to_halve() -> N
 def test_runs_pack_together_unless_they_differ_in_a_key_declared_to_shape_the_graph_or_the_pack(name: str) -> None:
     """Each key declares its reach; pack_key is derived from it: runs differing only in a DATA or RUN key
     (their data order, learning rate, stopping rule) still train as one pack, runs differing in any other
-    key never do."""
+    key never do.
+    """
     from sweep.train.pack import pack_key
 
     base = spec_with("train.epochs", 3)

@@ -1,5 +1,6 @@
 """The package's layout: few top-level modules, every package's modules named in its docstring, and
-imports that follow the layers of tests/layers.py (no cycle, none against the flow)."""
+imports that follow the layers of tests/layers.py (no cycle, none against the flow).
+"""
 
 from __future__ import annotations
 

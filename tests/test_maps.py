@@ -1,7 +1,8 @@
 """Condition maps (sweep.report.maps): a claim's checks at every setting, each described by its own
 interval (no decision), the settings whose runs did not train, and the words that say where it shows;
 the reproduction ranking of the post's numbers; the generated answer; the settings a verdict names.
-On constructed run summary tables, then a report built from a fixture."""
+On constructed run summary tables, then a report built from a fixture.
+"""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ C3_KEYS = ("train.batch_size", "model.batchnorm")
 
 def c3_map_table() -> pd.DataFrame:
     """BatchNorm off: the cause raises the gap clearly (holds); batch 8 with BatchNorm: no gap at all
-    (fails); batch 32 with BatchNorm: too noisy to say (undecided)."""
+    (fails); batch 32 with BatchNorm: too noisy to say (undecided).
+    """
     return table(
         {
             (8, False): {True: TIGHT_LOW, False: TIGHT_HIGH},
@@ -109,7 +111,8 @@ def all_or_none(outcomes: list[bool | None]) -> bool | None:
 @pytest.mark.unit
 def test_a_cell_is_described_by_its_own_intervals_whatever_the_maps_size() -> None:
     """Two cells whose intervals lie beyond the threshold (p 0.02-0.04) show the pattern among 4 checks:
-    with a Holm family over the map they would be undecided."""
+    with a Holm family over the map they would be undecided.
+    """
     borderline = {True: [0.10, 0.10, 0.10], False: [0.295, 0.345, 0.395]}  # t = 5.0 and 6.7, 2 df
     found = maps.maps(table({(8, True): borderline, (32, True): borderline}, C3_KEYS, "data.shuffle"))[0]
     assert [c.outcome for c in found.cells] == [True, True]
@@ -118,7 +121,8 @@ def test_a_cell_is_described_by_its_own_intervals_whatever_the_maps_size() -> No
 @pytest.mark.unit
 def test_a_map_names_the_settings_whose_runs_did_not_train() -> None:
     """Runs that did not train are in no cell's numbers; a cell where every unshuffled run is one of them has
-    nothing to describe, and the map says where."""
+    nothing to describe, and the map says where.
+    """
     rows = c3_map_table().assign(source="results/m", source_rank=0)
     lost = (rows["train.batch_size"] == 8) & rows["model.batchnorm"] & ~rows["data.shuffle"]
     partly = (rows["train.batch_size"] == 32) & ~rows["model.batchnorm"] & ~rows["data.shuffle"] & (rows["seed"] == 0)
@@ -156,7 +160,8 @@ def test_cells_are_in_numeric_order_whatever_the_column_type() -> None:
 @pytest.mark.unit
 def test_a_cell_whose_reference_runs_were_kept_from_another_folder_stays_in_its_map() -> None:
     """A run stored in two folders is read once, from the first: the map of the second keeps the cell
-    whose shuffled runs now come from the first folder, because its unshuffled runs are its own."""
+    whose shuffled runs now come from the first folder, because its unshuffled runs are its own.
+    """
     two = c3_map_table().assign(source="results/map", source_rank=1)
     shared = (two["train.batch_size"] == 8) & (two["model.batchnorm"]) & (two["data.shuffle"])
     two.loc[shared, ["source", "source_rank"]] = ["results/other", 0]
@@ -331,7 +336,8 @@ def test_a_setting_a_cell_does_not_use_is_shown_as_a_dash() -> None:
 @pytest.mark.unit
 def test_runs_from_before_a_toggle_existed_count_at_its_default() -> None:
     """Results written before data.imbalance_keeps existed have no such column; read beside results
-    that have it, their empty cells are the default (total, the post's), so their claims are still tested."""
+    that have it, their empty cells are the default (total, the post's), so their claims are still tested.
+    """
     old = table(
         {(32,): {True: TIGHT_LOW, False: TIGHT_HIGH}}, ("train.batch_size",), "data.shuffle", **{"data.imbalance": 0.0}
     )

@@ -1,6 +1,7 @@
 """Packed training with real Keras on tiny data: every record of a run trained as one tower of a
 pack equals, bit for bit, the record of the same run trained alone (sweep/train/pack.py). On the
-process's backend: TensorFlow here; tests/test_backends.py runs this file on JAX."""
+process's backend: TensorFlow here; tests/test_backends.py runs this file on JAX.
+"""
 
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def packed(specs: list[RunSpec]) -> tuple[PackedRun, list[list[dict]], dict[int,
 @pytest.mark.integration
 def test_packed_runs_record_what_they_record_alone() -> None:
     """Seeds, data order, preprocessing mismatch, data seed and learning rate differ; records inside
-    epochs, recalibrated BatchNorm and early stopping are on."""
+    epochs, recalibrated BatchNorm and early stopping are on.
+    """
     common = {"recalibrate_bn": True, "eval_every_steps": 4}  # 6 steps per epoch: records at steps 4, 6, 8, ...
     specs = [
         spec(0, **common),
@@ -93,7 +95,8 @@ def test_packed_runs_record_what_they_record_alone() -> None:
 @pytest.mark.integration
 def test_short_batches_in_training_and_evaluation() -> None:
     """A short last batch in training (2,400 images at batch 256) and in evaluation (600 at 512): the
-    loss is averaged over images as alone, not over batches."""
+    loss is averaged over images as alone, not over batches.
+    """
     data = {"classes": 120, "samples_per_class": 25}
     specs = [spec(0, data=data, batch_size=256, epochs=2), spec(1, data=data, batch_size=256, epochs=2)]
     _, records, _ = packed(specs)
@@ -119,7 +122,8 @@ def test_warm_up_schedules_and_a_reused_pack_model() -> None:
 @pytest.mark.integration
 def test_a_reused_pack_model_trains_each_run_at_its_own_constant_rate() -> None:
     """The second pack of a graph reuses the compiled model with other constant learning rates: each
-    tower trains at its run's, not at the first pack's (on JAX those would be traced into the step)."""
+    tower trains at its run's, not at the first pack's (on JAX those would be traced into the step).
+    """
     forget_compiled()
     packed([spec(0, lr=0.002, epochs=1), spec(1, lr=0.0005, epochs=1)])
     second = [spec(4, lr=0.0005, epochs=1), spec(5, lr=0.01, epochs=1)]
@@ -157,7 +161,8 @@ def test_what_packs() -> None:
 @pytest.mark.integration
 def test_a_run_resumes_alone_from_its_packed_checkpoint(tmp_path) -> None:
     """A packed run's checkpoint holds what its run alone would: restored into an unpacked model
-    after epoch 1, the run's remaining records are those of the run trained alone throughout."""
+    after epoch 1, the run's remaining records are those of the run trained alone throughout.
+    """
     specs = [spec(0, lr=0.002), spec(1)]
     run = PackedRun(specs)
     path = tmp_path / "r.npz"
@@ -223,7 +228,8 @@ def build(input_shape, num_classes, below=0.0):
 @pytest.mark.integration
 def test_a_pack_with_a_failing_run_trains_its_mates_alone(tmp_path) -> None:
     """The builder raises for one seed of three: the pack fails, its runs are queued again and
-    trained alone; the one at fault fails alone, the other two finish with their own records."""
+    trained alone; the one at fault fails alone, the other two finish with their own records.
+    """
     import keras
 
     from sweep.config.plan import derive_seed
@@ -272,7 +278,8 @@ def build(input_shape, num_classes):
 @pytest.mark.integration
 def test_a_model_with_losses_of_its_own_trains_alone(tmp_path) -> None:
     """A regularizer's loss is part of a run's `loss` alone but not of a tower's: such runs are not
-    packed (the pack is given up before training) and each trains alone, done."""
+    packed (the pack is given up before training) and each trains alone, done.
+    """
     from sweep.run import worker
     from sweep.store import Store
 

@@ -1,5 +1,6 @@
 """The sweep study's Optuna params (sweep/store/params.py): what plain Optuna, its importance
-function and the real optuna-dashboard see in a store the harness wrote, and in one written before."""
+function and the real optuna-dashboard see in a store the harness wrote, and in one written before.
+"""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ def test_optuna_dashboard_answers_parameter_importance_on_the_smoke_store(smoke:
 
 def _crafted_store(tmp_path: Path) -> Store:
     """6 batch sizes x 4 seeds, claimed and finished without training: final val_acc falls with the
-    batch size, the seed moves it by at most 0.004."""
+    batch size, the seed moves it by at most 0.004.
+    """
     grid = write_grid(
         tmp_path,
         """\

@@ -118,7 +118,8 @@ def until_seeds(grid: GridFile, folder: Path) -> set[str]:
 @pytest.mark.unit
 def test_every_committed_result_keeps_its_run_id() -> None:
     """Re-planning the committed grid files gives exactly the ids in their committed runs.csv:
-    grid runs, learning-rate searches, their trials and their tuned re-runs."""
+    grid runs, learning-rate searches, their trials and their tuned re-runs.
+    """
     checked = 0
     for grid_path, runs_csv in committed_sweeps():
         grid = load_grid(grid_path)

@@ -1,6 +1,7 @@
 """Preemption with real processes: a worker killed with kill -9 right after a run's epoch 3 of 6 is
 recorded (and checkpointed); the same `run` command again resumes the run at epoch 4, and its six
-records equal, bit for bit (timings aside), those of the same run trained uninterrupted elsewhere."""
+records equal, bit for bit (timings aside), those of the same run trained uninterrupted elsewhere.
+"""
 
 from __future__ import annotations
 
@@ -84,7 +85,8 @@ def test_sigterm_after_epoch_3_requeues_at_once_and_resumes_at_epoch_4(
     tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Slurm's preemption (or scancel) sends SIGTERM: the worker re-queues its run at once (it is
-    paused 3 s at epoch 4's start), with epoch 3's checkpoint on disk; the next `run` resumes it."""
+    paused 3 s at epoch 4's start), with epoch 3's checkpoint on disk; the next `run` resumes it.
+    """
     journal, coordinator, victim = _run_until_epoch_3_is_checkpointed(tmp_path, started, monkeypatch)
     sent = time.monotonic()
     os.kill(victim.user_attrs["worker_pid"], signal.SIGTERM)
@@ -150,7 +152,8 @@ def test_kill_9_of_a_packed_worker_finishes_every_run_of_its_pack_exactly_once(
     """Three runs train as one pack; its worker is killed with kill -9 once each has a checkpoint of
     epoch 2. The same `run` again finishes each run once (resumed alone from its checkpoint), with
     epochs 1-6 once each and records equal to the runs trained alone, uninterrupted. On both backends
-    (the processes' KERAS_BACKEND)."""
+    (the processes' KERAS_BACKEND).
+    """
     monkeypatch.setenv("BATCHSWEEP_THREADS", "1")
     monkeypatch.setenv("KERAS_BACKEND", backend)
     monkeypatch.delenv(resume.CHECKPOINTS_ENV, raising=False)
@@ -185,7 +188,8 @@ def test_kill_9_of_a_packed_worker_finishes_every_run_of_its_pack_exactly_once(
 
 def _pack_checkpointed_at(journal: Path, epoch: int, timeout: float = 300) -> set[int]:
     """The worker pids of the running trials, once three are running and each has a checkpoint of
-    `epoch` or later."""
+    `epoch` or later.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         running = _running(journal, "packkill")

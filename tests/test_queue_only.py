@@ -1,6 +1,7 @@
 """`run --no-train` and `slurm --dry-run`: queue a sweep for workers started elsewhere, or show the
 batch script, without TensorFlow; every bad flag is one line, exit 2, nothing written. Slurm itself
-runs in tests/test_slurm.py."""
+runs in tests/test_slurm.py.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Recalibrated BatchNorm evaluation (sweep/train/recal.py): training untouched, numbers as Keras's own
-BatchNorm gives."""
+BatchNorm gives.
+"""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def test_recalibration_adds_five_columns_and_changes_no_other_number(gpus: int) 
 @pytest.mark.integration
 def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistics() -> None:
     """The oracle: the trained weights in a fresh model whose BatchNorm layers, with momentum 0, take the
-    statistics of one training-mode pass over the train_eval subset (8 images, one batch), then evaluate."""
+    statistics of one training-mode pass over the train_eval subset (8 images, one batch), then evaluate.
+    """
     import keras
 
     from sweep.train import model as model_module
@@ -73,7 +75,8 @@ def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistic
 @pytest.mark.integration
 def test_statistics_are_pooled_over_passes_and_positions() -> None:
     """24 images in passes of 5, 5, 5, 5, 4: the first BatchNorm's statistics are its input's mean and
-    (biased) variance over all 24 images and every position, as numpy computes them in one go."""
+    (biased) variance over all 24 images and every position, as numpy computes them in one go.
+    """
     import keras
 
     from sweep.train import model as model_module
@@ -111,7 +114,8 @@ def test_without_batchnorm_the_recalibrated_numbers_are_the_raw_ones() -> None:
 @pytest.mark.unit
 def test_the_statistics_sums_are_those_of_float64_copies_bit_for_bit() -> None:
     """`recal._sums` adds float32 values and their squares in float64 without copying them to float64
-    first: the same bits as the copy's sums, so recalibrated numbers are those recorded before."""
+    first: the same bits as the copy's sums, so recalibrated numbers are those recorded before.
+    """
     from sweep.train import recal
 
     rng = np.random.default_rng(0)

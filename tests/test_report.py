@@ -59,7 +59,8 @@ def verdicts(out: Path) -> dict[str, str]:
 def test_known_verdicts_on_the_fixtures(combined: Path, summary: pd.DataFrame) -> None:
     """Each claim on its own decides as its intervals do; in the report, C3's unshuffled runs did not train
     (every accuracy at chance: they decide nothing) and across the report's 12 checks Holm keeps only the
-    strongest decision, C2's."""
+    strongest decision, C2's.
+    """
     alone = {c.id: f.verdict if (f := c.evaluate(summary)) else "not tested" for c in report.CLAIMS}
     assert alone == {
         # batch 64's gap 0.44 [0.23, 0.65] is far above 0.2, batch 8's 0.11 [0.02, 0.19] straddles 0.1
@@ -83,7 +84,8 @@ def test_known_verdicts_on_the_fixtures(combined: Path, summary: pd.DataFrame) -
 @pytest.mark.integration
 def test_every_decided_or_undecided_check_has_a_real_interval(combined: Path) -> None:
     """A verdict other than "not tested" rests on estimates over at least 2 seeds with finite ends:
-    an interval with a NaN end is undecided too, so a broken estimate must not pass as "inconclusive"."""
+    an interval with a NaN end is undecided too, so a broken estimate must not pass as "inconclusive".
+    """
     claims = pd.read_csv(combined / "tables" / "claims.csv")
     checks = claims.dropna(subset=["check"])
     assert set(checks["claim"]) == {c.id for c in report.CLAIMS} - {"C3"}  # C3's runs did not train
@@ -223,7 +225,8 @@ def test_a_figure_the_report_no_longer_draws_is_removed_and_other_files_are_left
 @pytest.mark.integration
 def test_report_again_on_unchanged_data_writes_nothing_and_any_change_rebuilds(tmp_path: Path) -> None:
     """`sweep report` keeps the report on disk while its inputs, code and written files are unchanged
-    (sweep.report.stamp)."""
+    (sweep.report.stamp).
+    """
     folder = tmp_path / "fx_bs"
     shutil.copytree(FIXTURES / "fx_bs", folder)
     out = tmp_path / "out"
@@ -379,7 +382,8 @@ def test_the_committed_reference_report_shows_its_verdicts_and_main_figure_on_th
     tmp_path: Path,
 ) -> None:
     """results/reference/report.html at 1400x900, as a reader opens it: every verdict row and the post's
-    picture lie inside the first viewport, and the sections after it are folded under a table of contents."""
+    picture lie inside the first viewport, and the sections after it are folded under a table of contents.
+    """
     services.require("chromium")
     chromium = services.chromium_path()
     assert chromium
@@ -429,7 +433,8 @@ def test_the_smoke_run_ends_with_its_verdicts_in_words_and_its_report_says_only_
 ) -> None:
     """`sweep run experiments/smoke.yaml`: the terminal ends with each tested claim's words, verdict, effect
     and what it was read from, the untested claims in one line, why one seed decides nothing and what to
-    run, and the report's path; no warning reaches the terminal. The report has a row per tested claim only."""
+    run, and the report's path; no warning reaches the terminal. The report has a row per tested claim only.
+    """
     done = run_cli("run", str(REPO / "experiments" / "smoke.yaml"), "--results", "out", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     tail = done.stdout.splitlines()[-9:]
@@ -554,7 +559,8 @@ def test_stuck_runs_stay_in_the_verdicts_and_diverged_ones_are_named_and_counted
 def test_the_sensitivity_line_names_a_verdict_that_rests_on_a_stuck_run(tmp_path: Path) -> None:
     """C1 on fx_bs with batch 64's seed 0 stuck: with it, 3 close gaps far above 0.2 support C1; without
     it, 2 seeds cannot decide after correction. The verdict keeps the stuck run and the line says so.
-    (C8 reads recalibrated val_acc, undecided either way.)"""
+    (C8 reads recalibrated val_acc, undecided either way.)
+    """
     source = FIXTURES / "fx_bs"
     runs, epochs = pd.read_csv(source / "runs.csv"), pd.read_csv(source / "epochs.csv")
     stuck = epochs["run_id"] == "bs64-s0-39e1fd3c"

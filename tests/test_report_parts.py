@@ -1,5 +1,6 @@
 """The report's parts on their own: claims and attribution arms as data, grid files without the disk,
-the document renderers, and runs kept from an older results folder."""
+the document renderers, and runs kept from an older results folder.
+"""
 
 from __future__ import annotations
 
@@ -105,7 +106,8 @@ def _with_columns(source: Path, folder: Path, keep: str | None = None, **columns
 
 def test_a_run_kept_from_an_older_folder_pairs_with_newer_runs(tmp_path: Path) -> None:
     """The older folder has no control columns (written before they existed); the newer one has them at
-    their defaults. The 1-device runs are kept from the older folder and must still pair with 2 replicas."""
+    their defaults. The 1-device runs are kept from the older folder and must still pair with 2 replicas.
+    """
     _with_columns(FIXTURES / "fx_gpus", tmp_path / "old", keep="g1-")
     _with_columns(
         FIXTURES / "fx_gpus",
@@ -121,7 +123,8 @@ def test_a_run_kept_from_an_older_folder_pairs_with_newer_runs(tmp_path: Path) -
 
 def test_background_work_returns_its_value_and_raises_its_error_in_the_caller() -> None:
     """The report draws its figures in a forked child (sweep.report.background): what the child returns or
-    raises reaches the parent unchanged."""
+    raises reaches the parent unchanged.
+    """
     with background(lambda: {"figures": [Path("a.png")], "title": "Does it fork?"}) as pending:
         assert pending.result() == {"figures": [Path("a.png")], "title": "Does it fork?"}
     with pytest.raises(ValueError, match="no such batch size: 3"), background(_fails) as pending:

@@ -46,7 +46,8 @@ GRID = """\
 
 def _trials(target: str | Path, name: str, states: tuple | None = None) -> list[optuna.trial.FrozenTrial]:
     """The sweep's trials, read through a store closed at once: a test that polls a database store
-    must hand its connections back, or the server runs out of them."""
+    must hand its connections back, or the server runs out of them.
+    """
     with Store.open(target, name, create=False) as store:
         return store.sweep.get_trials(deepcopy=False, states=states)
 
@@ -99,7 +100,8 @@ def test_kill_9_of_coordinator_and_worker_then_rerun_finishes_exactly_once(
 def test_a_worker_whose_coordinator_is_already_gone_exits_at_once_without_claiming(tmp_path: Path) -> None:
     """A worker started by a coordinator arms its parent-death signal itself, after it starts: one whose
     $BATCHSWEEP_PARENT_PID is not its parent (the coordinator died before the signal was armed) exits
-    at once, with one line on stderr, and leaves the store as it found it."""
+    at once, with one line on stderr, and leaves the store as it found it.
+    """
     write_grid(tmp_path, TINY_GRID)
     queued = run_cli("run", "grid.yaml", "--no-train", cwd=tmp_path)
     assert queued.returncode == 0, queued.stdout + queued.stderr
@@ -149,7 +151,8 @@ def test_kill_9_of_the_coordinator_alone_stops_its_worker_which_requeues_its_run
     tmp_path: Path, started: list[subprocess.Popen]
 ) -> None:
     """The worker's parent-death signal (SIGTERM, armed by the worker at its start): when `run` is
-    killed with kill -9 its worker re-queues its run at once, mid-pause, and exits."""
+    killed with kill -9 its worker re-queues its run at once, mid-pause, and exits.
+    """
     write_grid(
         tmp_path,
         GRID.replace("seeds: [0, 1]", "seeds: [0]")
@@ -285,7 +288,8 @@ def test_a_run_that_kills_its_worker_every_time_fails_after_the_cap_and_the_swee
 ) -> None:
     """Out of memory on every attempt, as kill -9: with --max-requeues 1 the run is queued again once,
     a new worker takes the dead one's place each time, the second death leaves the run failed with how
-    its worker died, and the other run of the sweep is done."""
+    its worker died, and the other run of the sweep is done.
+    """
     write_grid(tmp_path, DEATH_GRID)
     (tmp_path / "killer.py").write_text(KILLER)
     storage = ["--storage", request.getfixturevalue("postgres_url")] if store == "postgres" else []
@@ -324,7 +328,8 @@ def make():
 def test_a_run_that_hangs_is_stopped_by_the_watchdog_and_counts_as_a_death(tmp_path: Path) -> None:
     """A run that makes no record (a callback that never returns) keeps its worker alive for ever; the
     watchdog stops the worker past its bound (here 10x a floor of 0.5 s, before any record) and, with
-    --max-requeues 0, the run is left failed with the watchdog's reason, in well under the hour."""
+    --max-requeues 0, the run is left failed with the watchdog's reason, in well under the hour.
+    """
     write_grid(tmp_path, DEATH_GRID.replace('[[], ["killer.py:make"]]', '[["hang.py:make"]]'))
     (tmp_path / "hang.py").write_text(HANG)
     started = time.monotonic()
@@ -342,7 +347,8 @@ def test_a_run_that_hangs_is_stopped_by_the_watchdog_and_counts_as_a_death(tmp_p
 
 def test_a_closed_database_store_hands_its_connections_back(postgres_url: str) -> None:
     """A process that opens a store again and again (`status` in a loop, a polling test) must not run
-    the server out of connections: each closed store leaves none behind."""
+    the server out of connections: each closed store leaves none behind.
+    """
     import psycopg
 
     Store.open(postgres_url, "conn", create=True).close()
@@ -420,7 +426,8 @@ def test_a_run_claimed_on_a_database_by_a_worker_killed_before_training_is_queue
     tmp_path: Path, started: list[subprocess.Popen], postgres_url: str
 ) -> None:
     """The first heartbeat is the claim's: a worker killed between its claim and its training (kill -9,
-    OOM, a lost node) leaves a run that goes stale and is re-queued, and the sweep finishes."""
+    OOM, a lost node) leaves a run that goes stale and is re-queued, and the sweep finishes.
+    """
     write_grid(tmp_path, TINY_GRID)
     queued = run_cli("run", "grid.yaml", "--storage", postgres_url, "--no-train", cwd=tmp_path)
     assert queued.returncode == 0, queued.stdout + queued.stderr
@@ -468,7 +475,8 @@ def make():
 
 def test_a_failure_line_naming_the_store_is_masked_on_the_terminal(tmp_path: Path, postgres_url: str) -> None:
     """A callback that raises with the storage URL in its message: the run fails, and neither the live
-    failure line nor anything written shows the password (a query parameter whose name holds it)."""
+    failure line nor anything written shows the password (a query parameter whose name holds it).
+    """
     secret = "S3cretXyz"
     url = postgres_url + f"&sslpassword={secret}"  # used only for an SSL key: harmless on a Unix socket
     write_grid(tmp_path, TINY_GRID.replace("train: {", 'train: {callbacks: ["leak.py:make"], '))
@@ -483,7 +491,8 @@ def test_a_workers_command_line_holds_no_storage_url(
     tmp_path: Path, started: list[subprocess.Popen], postgres_url: str
 ) -> None:
     """Every user of a machine can read a process's command line (ps, /proc/<pid>/cmdline): `run`
-    hands the store to its workers through their environment."""
+    hands the store to its workers through their environment.
+    """
     import psutil
 
     secret = "S3cretPW"

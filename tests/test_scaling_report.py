@@ -80,7 +80,8 @@ def t_interval(values: list[float]) -> tuple[float, float]:
 def test_the_noise_conclusion_follows_from_the_prediction_at_batch_64(readings: list[scaling.CurveReading]) -> None:
     """Batch 32's steps to val_acc_recal 0.4 and B_simple's range predict batch 64's steps; the row's word and
     the conclusion follow where batch 64's measured interval lies against that prediction, computed here from
-    the records (on the committed lr_search, searched on val_acc_recal: inside it, so consistent)."""
+    the records (on the committed lr_search, searched on val_acc_recal: inside it, so consistent).
+    """
     runs = tuned_runs()
     last = runs.loc[runs.groupby("run_id")["step"].idxmax(), "noise_scale"]
     at = {b: [steps_to(r, 0.4) for _, r in runs[runs["train.batch_size"] == b].groupby("run_id")] for b in (32, 64)}
@@ -204,7 +205,8 @@ def log_fit_b_crit(steps_by_batch: dict[int, list[float]]) -> float:
 
 def test_steps_to_target_on_batch_sizes_are_read_on_val_acc_recal() -> None:
     """Raw val_acc of batches 128 and 256 stays below 0.1 (BatchNorm's moving statistics lag their few steps);
-    recalibrated, both reach it. The readings, tables, section and figure use val_acc_recal and say so."""
+    recalibrated, both reach it. The readings, tables, section and figure use val_acc_recal and say so.
+    """
     runs = batch_size_runs()
     for b in (128, 256):
         assert all(steps_to(r, 0.1, metric=vocab.VAL_ACC) is None for r in runs[b])
@@ -230,7 +232,8 @@ def test_steps_to_target_on_batch_sizes_are_read_on_val_acc_recal() -> None:
 @pytest.mark.parametrize("missing", ["columns", "one run"])
 def test_a_curve_without_recalibrated_records_is_read_on_val_acc_and_says_so(tmp_path: Path, missing: str) -> None:
     """Without val_acc_recal in every record of every run (no column, or one run without it) the curve
-    falls back to raw val_acc for all its batch sizes, and says so."""
+    falls back to raw val_acc for all its batch sizes, and says so.
+    """
     epochs = pd.read_csv(RESULTS / "batch_sizes" / "epochs.csv")
     if missing == "columns":
         epochs = epochs.drop(columns=[c for c in epochs if c.endswith("_recal")])

@@ -210,7 +210,8 @@ def _finish_next(store: Store, value_of) -> float:
 def test_a_search_whose_best_lr_sits_at_an_edge_widens_then_reruns_the_best_inside(tmp_path: Path) -> None:
     """Best at the high edge: the range reaches a decade higher and 2 more trials (half of 4) are queued,
     drawn from it; no tuned run is queued meanwhile. Best inside the wider range: no more widening,
-    the best lr is re-run, and runs.csv gives the widened range."""
+    the best lr is re-run, and runs.csv gives the widened range.
+    """
     from sweep.store.search import best_lr
 
     grid, store = _grid(tmp_path, NARROW_GRID), _store(tmp_path)
@@ -318,7 +319,8 @@ RECAL_GRID = SEARCH_GRID.replace("lr: 0.001}", "lr: 0.001, recalibrate_bn: true}
 @pytest.mark.unit
 def test_a_search_on_val_acc_recal_chooses_on_it_not_on_raw_val_acc(tmp_path: Path) -> None:
     """The worker's own path (store.record_epoch, then endings.end_run) on records where raw val_acc and
-    val_acc_recal rank the trials differently: Optuna sees val_acc_recal, and the best lr is its best."""
+    val_acc_recal rank the trials differently: Optuna sees val_acc_recal, and the best lr is its best.
+    """
     from sweep.run import endings
     from sweep.store.search import best_lr
 
@@ -362,7 +364,8 @@ def test_a_search_on_a_loss_chooses_its_lowest(tmp_path: Path) -> None:
 @pytest.mark.unit
 def test_the_tuning_section_reads_val_acc_recal_where_recorded() -> None:
     """The committed lr_search recorded val_acc_recal and searched on it: the tuned and fixed lr are compared on
-    it, the section says so, and runs.csv's search metric and range reach each point (none at the edge)."""
+    it, the section says so, and runs.csv's search metric and range reach each point (none at the edge).
+    """
     from sweep.report.document import Doc, Table
     from sweep.report.reading_sections import tuning_section
 
@@ -480,7 +483,8 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(
 def test_a_real_search_at_the_edge_of_its_range_widens_before_its_best_lr_is_rerun(tmp_path: Path) -> None:
     """Real training: Adam's lrs of 1e-5..1.2e-5 barely move the weights, so val_loss falls with every
     larger lr and the best trial is the highest, at the range's edge. The run widens the range a
-    decade, trains 2 more trials there, and re-runs the best of all 5 at every seed."""
+    decade, trains 2 more trials there, and re-runs the best of all 5 at every seed.
+    """
     text = (
         SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]")
         .replace("epochs: 2", "epochs: 1")
@@ -505,7 +509,8 @@ def test_a_real_search_on_val_acc_recal_reruns_the_lr_it_ranks_best(tmp_path: Pa
     """A tiny real search with recalibrated BatchNorm: 8 steps leave BatchNorm's moving statistics far
     behind the weights, so raw val_acc and val_acc_recal differ; Optuna's objective is val_acc_recal, the
     search re-runs its best, and the report's tuning section reads and names it. (That the two metrics
-    pick different lrs is checked with made-up records in the unit test above.)"""
+    pick different lrs is checked with made-up records in the unit test above.)
+    """
     grid = write_grid(
         tmp_path,
         RECAL_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]")
@@ -552,7 +557,8 @@ def test_runs_left_queued_in_a_grid_without_searches_are_not_called_tuned_runs(t
 @pytest.mark.integration
 def test_the_batch_size_advice_is_also_read_at_comparable_points_on_the_tuned_lr_reruns(tmp_path: Path) -> None:
     """The committed lr search: tables/readings.csv reads C7 and C8 again on the re-runs of each batch size's
-    tuned lr, at every reading; at equal epochs (recalibrated) they are the numbers the verdicts read."""
+    tuned lr, at every reading; at equal epochs (recalibrated) they are the numbers the verdicts read.
+    """
     from sweep import report
     from sweep.analysis import readings
 

@@ -112,7 +112,8 @@ def test_redact_masks_each_form(text: str, target: str | None, expected: str) ->
 )
 def test_a_url_with_a_password_in_any_query_parameter_never_reaches_a_workers_command_line(url: str) -> None:
     """A worker started elsewhere (a Slurm array) gets the URL on its command line only when it holds no
-    password; otherwise it reads $BATCHSWEEP_STORAGE, which `ps` does not show."""
+    password; otherwise it reads $BATCHSWEEP_STORAGE, which `ps` does not show.
+    """
     from sweep.cli import cli_cluster
 
     assert cli_cluster._worker_storage(url, url) is None
@@ -134,7 +135,8 @@ def test_a_store_given_in_a_form_it_cannot_be_is_refused_not_taken_as_a_journal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, storage: str, says: str
 ) -> None:
     """A connection string without a password, or an empty @file, would otherwise start a local journal
-    (on a cluster: every node training every run into its own)."""
+    (on a cluster: every node training every run into its own).
+    """
     write_grid(tmp_path, TINY_GRID)
     (tmp_path / "empty.url").write_text("\n")
     monkeypatch.chdir(tmp_path)

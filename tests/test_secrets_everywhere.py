@@ -115,7 +115,8 @@ SERVER_USERS = (1, 2, 3, 4, 5, 6, 7, 8)  # each logs in with its own password; u
 def server() -> Iterator[Server]:
     """PostgreSQL on a loopback port with password (SCRAM) logins, as the postgres user when we are
     root; its Unix socket (trust) only for this fixture's set-up and the final reading of the tables.
-    Stopped by pg_ctl, else by the pid in postmaster.pid."""
+    Stopped by pg_ctl, else by the pid in postmaster.pid.
+    """
     services.require("postgres")
     bin_ = services.postgres_bin()
     assert bin_ is not None
@@ -186,7 +187,8 @@ class Harness:
 
     def assert_nothing_shows_a_password(self, stored: str = "") -> list[str]:
         """No planted password in anything printed, any file written under the folder, or `stored`;
-        the files searched, relative to the folder."""
+        the files searched, relative to the folder.
+        """
         texts = [(f"the output of `{command} ...`", output.encode()) for command, output in self.said]
         texts += [("the database's rows", stored.encode())] if stored else []
         written = sorted(p for p in self.folder.rglob("*") if p.is_file() and p not in self.inputs)
@@ -314,7 +316,8 @@ echo 41
 
 def test_a_store_url_in_the_environment_through_slurm_and_a_standalone_worker(server: Server, sweep: Harness) -> None:
     """`sweep slurm` writes and submits the array's script (sbatch is a stand-in); its task runs here as Slurm
-    would run it, its output in the task's .out file; then a `sweep worker` of our own finds nothing left."""
+    would run it, its output in the task's .out file; then a `sweep worker` of our own finds nothing left.
+    """
     env = {"BATCHSWEEP_STORAGE": server.url(7, userinfo=f"u07:{PASSWORDS[7]}")}
     bin_ = sweep.folder / "bin"
     bin_.mkdir()
@@ -364,7 +367,8 @@ def make():
 
 def test_a_failing_callback_that_echoes_the_store_and_pgpassword(server: Server, sweep: Harness) -> None:
     """The callback raises with the store's URL and $PGPASSWORD in its message: through `run`'s own worker,
-    and through a standalone `sweep worker` (whose stdout would be a Slurm task's .out file)."""
+    and through a standalone `sweep worker` (whose stdout would be a Slurm task's .out file).
+    """
     url = server.url(8, userinfo=f"u08:{PASSWORDS[8]}")
     leaky = TINY_GRID.replace("train: {", 'train: {callbacks: ["leak.py:make"], ')
     for name in ("leak", "leakw"):

@@ -51,7 +51,8 @@ def t_readings(x: np.ndarray, bound: float) -> tuple[np.ndarray, np.ndarray]:
 
 def run_procedure(p: np.ndarray, side: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every replication through `decide_readings` over all of PLAN's looks: p, side (reps, checks, looks)
-    -> the decided side (1 holds, 0 fails, -1 undecided) and the seeds at the deciding look, (reps, checks)."""
+    -> the decided side (1 holds, 0 fails, -1 undecided) and the seeds at the deciding look, (reps, checks).
+    """
     reps, m, looks = p.shape
     labels = [f"c{i}" for i in range(m)]
     decided, seeds = np.full((reps, m), -1), np.zeros((reps, m), dtype=int)

@@ -1,6 +1,7 @@
 """`sweep slurm` on a real one-node Slurm cluster (tests/slurm_cluster.py) with a real PostgreSQL
 store: a job array of workers trains every run exactly once, and a task requeued mid-run by Slurm
-puts its run back in the sweep's queue, where the next start finishes it with every epoch once."""
+puts its run back in the sweep's queue, where the next start finishes it with every epoch once.
+"""
 
 from __future__ import annotations
 

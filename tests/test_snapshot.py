@@ -1,5 +1,6 @@
 """`sweep export GRID|DIR` without a target (sweep/run/snapshot.py): the CSVs and the report of a partly finished
-sweep, from its real Optuna store, with what is missing said; bad input refused before anything is written."""
+sweep, from its real Optuna store, with what is missing said; bad input refused before anything is written.
+"""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ GRID = """\
 @pytest.fixture(scope="module")
 def partly(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A sweep of 3 runs: seed 0 trained, seed 1 claimed by a worker (running), seed 2 queued (pending);
-    the grid file of all three and its results folder, whose CSVs still show only the trained run."""
+    the grid file of all three and its results folder, whose CSVs still show only the trained run.
+    """
     folder = tmp_path_factory.mktemp("partly")
     first = write_grid(folder, GRID.format(seeds="0"), "first.yaml")
     results = folder / "results"

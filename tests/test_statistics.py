@@ -137,7 +137,8 @@ def claims_csv(fixtures_report: Built) -> pd.DataFrame:
 
 def holm_by_hand(raw: np.ndarray) -> np.ndarray:
     """Holm's adjustment written out, not sweep.analysis.estimates.holm: the i-th smallest of m raw p-values
-    times m - i, capped at 1, then made monotone (a running maximum in rank order)."""
+    times m - i, capped at 1, then made monotone (a running maximum in rank order).
+    """
     order = np.argsort(raw, kind="stable")
     adjusted = np.empty(len(raw))
     adjusted[order] = np.maximum.accumulate(np.minimum(1.0, (len(raw) - np.arange(len(raw))) * raw[order]))
@@ -211,7 +212,8 @@ def test_seeds_figure_has_a_row_per_undecided_check_and_is_not_redrawn(tmp_path:
 @pytest.mark.unit
 def test_c8_chooses_on_the_other_seeds_and_tests_on_the_held_out_one() -> None:
     """fx_bs (batch 8, 16, 64) with final val_acc set by hand. Batch 8 wins on average only through seed 0;
-    each held-out seed is tested with the winner of the other two, so 8's lucky seed never picks itself."""
+    each held-out seed is tested with the winner of the other two, so 8's lucky seed never picks itself.
+    """
     summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
     metric = an.column("val_acc", "last")
     values = {8: [0.91, 0.2, 0.2], 16: [0.3, 0.5, 0.5], 64: [0.4, 0.4, 0.4]}
@@ -317,7 +319,8 @@ COMMITTED = [REPO / "results" / n for n in ("article", "batch_sizes", "causes", 
 @pytest.mark.skipif(not all((f / "epochs.csv").is_file() for f in COMMITTED), reason="committed results missing")
 def test_the_committed_results_report(tmp_path: Path) -> None:
     """The combined reference report: every check in the family, verdicts that follow the Holm-adjusted
-    p-values, seeds to decide for every undecided check, C8 out of sample, C6's twice-timed runs named."""
+    p-values, seeds to decide for every undecided check, C8 out of sample, C6's twice-timed runs named.
+    """
     from sweep import report
 
     written = report.build(COMMITTED, tmp_path)

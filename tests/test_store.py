@@ -141,7 +141,8 @@ def test_the_retry_policy_decides_an_immediate_retry(
 @pytest.mark.unit
 def test_the_shipped_heartbeat_and_worker_memory_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """README: on a database a worker beats every 20 s and a run whose worker stops beating for 3
-    intervals is queued again; a worker is reused while its memory stays under 4 GiB, then replaced."""
+    intervals is queued again; a worker is reused while its memory stays under 4 GiB, then replaced.
+    """
     from sweep.run import worker
 
     for name in ("BATCHSWEEP_HEARTBEAT", "BATCHSWEEP_WORKER_MAX_MB"):
@@ -192,7 +193,8 @@ def test_a_live_workers_run_is_left_alone(tmp_path: Path) -> None:
 @pytest.mark.unit
 def test_a_reused_pid_with_another_start_time_is_a_dead_worker(tmp_path: Path, monkeypatch) -> None:
     """The pid is alive (it is this very process) but started at another time: the worker that
-    claimed the run is gone and its pid was reused, so the run is queued again."""
+    claimed the run is gone and its pid was reused, so the run is queued again.
+    """
     import psutil
 
     started = psutil.Process().create_time()
@@ -271,7 +273,8 @@ def test_a_journal_cut_mid_line_by_a_crash_loses_only_that_line(tmp_path: Path) 
 @pytest.mark.unit
 def test_a_line_cut_while_the_store_is_open_is_dropped_before_the_next_append(tmp_path: Path) -> None:
     """Another process dies mid-write while this one keeps the store open: the next append of this
-    process does not glue its line onto the cut one (the journal would become unreadable)."""
+    process does not glue its line onto the cut one (the journal would become unreadable).
+    """
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
     claim = store.claim_next()
@@ -307,7 +310,8 @@ def test_the_repair_waits_for_optunas_lock(tmp_path: Path) -> None:
 
 def _append_slowly(journal: str, count: int) -> None:
     """Another process's writer of the sweep study: plain Optuna, except that each append reaches the file
-    in two writes under Optuna's lock (a large record on a slow disk), so the file ends mid-line meanwhile."""
+    in two writes under Optuna's lock (a large record on a slow disk), so the file ends mid-line meanwhile.
+    """
     from optuna.storages.journal import BaseJournalBackend, JournalFileBackend, JournalFileSymlinkLock
 
     class SlowJournal(BaseJournalBackend):
@@ -393,7 +397,8 @@ def test_records_inside_an_epoch_are_all_kept_in_step_order(tmp_path: Path) -> N
 def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, monkeypatch) -> None:
     """Under load a worker read a claim whose identity was half written (pid not yet there) and
     re-queued it as dead, 50 ms after the claim (benchmarks/load.py, 4 workers). The identity is
-    now written host last, and a trial without a host is judged only after CLAIM_SECONDS."""
+    now written host last, and a trial without a host is judged only after CLAIM_SECONDS.
+    """
     assert list(crash.worker_identity())[-1] == crash.WORKER_HOST
     store = _store(tmp_path)
     store.enqueue(_runs(tmp_path))

@@ -1,6 +1,7 @@
 """The tiers hold: every test has exactly one, and a unit test cannot reach a framework or a process.
 
-Each check runs pytest in this process (pytester) on a small test file under this project's conftest."""
+Each check runs pytest in this process (pytester) on a small test file under this project's conftest.
+"""
 
 from __future__ import annotations
 
@@ -119,7 +120,8 @@ def test_on_ci_a_missing_package_fails_only_the_tests_that_need_it(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """torch is installed into an environment, not onto the machine: the lower bounds' unit tier runs on
-    CI in an environment without it and passes; a test that needs torch still fails there."""
+    CI in an environment without it and passes; a test that needs torch still fails there.
+    """
     monkeypatch.setenv("CI", "true")
     absent = services.Service("torch", "pip install torch", lambda: "absent")
     monkeypatch.setattr(services, "SERVICES", {"torch": absent})  # a machine with every machine service

@@ -1,5 +1,6 @@
 """Quiet timing (`sweep time`): one row per configuration, matched to every run that shares it, and the
-report's quiet seconds to target = steps x the configuration's best seconds per step."""
+report's quiet seconds to target = steps x the configuration's best seconds per step.
+"""
 
 from __future__ import annotations
 

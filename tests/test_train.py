@@ -93,7 +93,8 @@ def test_absurd_learning_rate_diverges() -> None:
 
 def assert_reuse_trains_like_fresh(specs: list[RunSpec]) -> None:
     """Train `specs` in order, in pairs whose second run reuses the first's compiled model; then
-    each second run again in a fresh model: every number of every epoch must be the same."""
+    each second run again in a fresh model: every number of every epoch must be the same.
+    """
     forget_compiled()
     in_sequence, reused = [], []
     for spec in specs:
@@ -111,7 +112,8 @@ def assert_reuse_trains_like_fresh(specs: list[RunSpec]) -> None:
 @pytest.mark.integration
 def test_a_reused_compiled_model_trains_like_a_fresh_one() -> None:
     """A worker keeps its last compiled model for the next run with the same graph: another seed
-    and learning rate, and the gradient noise scale (its traced gradient function is kept too)."""
+    and learning rate, and the gradient noise scale (its traced gradient function is kept too).
+    """
     assert_reuse_trains_like_fresh([tiny_spec(seed=0, noise_scale=True), tiny_spec(seed=1, lr=0.003, noise_scale=True)])
 
 
@@ -182,7 +184,8 @@ def test_an_unshuffled_run_trains_on_class_sorted_single_class_batches() -> None
 @pytest.mark.integration
 def test_an_imbalanced_run_records_balanced_train_accuracy() -> None:
     """data.imbalance > 0: train_eval_balanced_acc is the mean recall over classes of the end-of-epoch
-    model on the train_eval subset; a balanced run does not record it."""
+    model on the train_eval subset; a balanced run does not record it.
+    """
     spec = tiny_spec()
     skewed = dataclasses.replace(spec, point=spec.point.with_value("data.imbalance", 0.9))
     run = Run(skewed)
@@ -200,7 +203,8 @@ def test_a_key_declared_to_shape_the_graph_makes_a_worker_build_a_fresh_model(mo
     """docs/design.md's "Adding a grid key", followed with a throw-away declaration: `train.epochs` does not
     shape the compiled graph, so a run with other epochs reuses the last model; declared `reach=GRAPH`, it
     does, and a worker builds a fresh model whenever its value changes (graph_key is derived from the
-    declarations: no list to forget)."""
+    declarations: no list to forget).
+    """
     forget_compiled()
     Run(tiny_spec(epochs=2))
     assert Run(tiny_spec(epochs=3)).info.reused_model

@@ -1,6 +1,7 @@
 """`sweep run --until-decided --max-seeds N`: which grid points get the next look's seeds (constructed run
 summaries, no training), a real sweep that adds seeds only where a check is undecided, resuming after
-kill -9 without training anything twice, and bad input refused before anything is written."""
+kill -9 without training anything twice, and bad input refused before anything is written.
+"""
 
 from __future__ import annotations
 
@@ -222,7 +223,8 @@ def _statuses(*rows: tuple[str, int, bool]) -> pd.DataFrame:
 
 def _sequential(finding: Finding, sides: tuple[bool | None, ...]) -> Finding:
     """The finding as the report's family leaves it: each check's sequential p-value, Holm-adjusted
-    (decided where the side is given)."""
+    (decided where the side is given).
+    """
     checks = tuple(
         replace(c, p_sequential=0.9 if s is None else 0.001, side_sequential=s, p_holm=0.9 if s is None else 0.002)
         for c, s in zip(finding.checks, sides, strict=True)
@@ -234,7 +236,8 @@ def _sequential(finding: Finding, sides: tuple[bool | None, ...]) -> Finding:
 def test_the_verdict_after_until_decided_is_the_sequential_one() -> None:
     """Checks decided in the report's family give the claim's verdict by its rule, at the seeds that decided
     it; an undecided check at the cap says so, with the seeds 80% power would need; one with looks to come
-    says to rerun."""
+    says to rerun.
+    """
     noisy = Estimate(mean=0.3, sd=0.2, n=3, low=-0.2, high=0.8)
     finding = Finding((Check("k0", noisy, low=0.2), Check("k1", noisy, low=0.05)), "runs")
     both = _statuses(("holds", 8, False), ("holds", 12, False))
@@ -267,7 +270,8 @@ def test_the_verdict_after_until_decided_is_the_sequential_one() -> None:
 def test_sequential_p_values_enter_only_the_checks_they_decided() -> None:
     """A combined report can answer a claim from another folder's runs (C5 from the map grids' data sizes), or
     on other numbers (recalibrated where the looks read raw): then that folder's decisions are about other
-    numbers, and the check keeps its fixed-n p-value in the family."""
+    numbers, and the check keeps its fixed-n p-value in the family.
+    """
     noisy = Estimate(mean=0.3, sd=0.2, n=3, low=-0.2, high=0.8)
     finding = Finding((Check("k0", noisy, low=0.2), Check("k1", noisy, low=0.05)), "runs")
     decided = _statuses(("holds", 3, False), ("holds", 3, False)).assign(p_seq=[0.001, 0.002])
@@ -286,7 +290,8 @@ def test_sequential_p_values_enter_only_the_checks_they_decided() -> None:
 def test_a_claim_continued_in_one_folder_is_read_from_that_folders_runs() -> None:
     """A combined report reads a claim from the folder that ran it --until-decided, even where another folder's
     group would win the usual choice (here by command-line order), so the sequential verdict is about the
-    numbers shown."""
+    numbers shown.
+    """
     first = analysis.run_summary(analysis.load([FIXTURES / "fx_bs"]).epochs)
     continued = first.assign(
         run_id=first["run_id"] + "-b", source="b", source_rank=1, **{"train.lr": 0.003, "val_acc_last": 0.5}
@@ -353,7 +358,8 @@ def test_a_sweep_started_with_another_cap_is_refused_untouched(
 @pytest.mark.integration
 def test_report_prints_the_verdicts_its_table_gives(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """`sweep report` on a folder continued with --until-decided says on the terminal what the report says:
-    the committed gpus reference reached its 12-seed cap with C9 undecided."""
+    the committed gpus reference reached its 12-seed cap with C9 undecided.
+    """
     gpus = FIXTURES.parent.parent / "results" / "gpus"
     for name in ("runs.csv", "epochs.csv", "decisions.csv", "looks.csv"):
         (tmp_path / name).write_bytes((gpus / name).read_bytes())

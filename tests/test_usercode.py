@@ -1,5 +1,6 @@
 """The user's own model, data and callbacks: model.builder, data.loader, data.channels, train.callbacks,
-train.early_stopping; trained for real, and every broken reference refused before anything is queued."""
+train.early_stopping; trained for real, and every broken reference refused before anything is queued.
+"""
 
 from __future__ import annotations
 

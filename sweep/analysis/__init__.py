@@ -174,7 +174,8 @@ def _read_folder(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _with_backend(epochs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """`epochs` with each run's backend from runs.csv, so it counts as a setting (`setting_columns`).
-    Results written before the column existed are left as they are: their runs ran on tensorflow."""
+    Results written before the column existed are left as they are: their runs ran on tensorflow.
+    """
     return with_run_column(epochs, runs, vocab.BACKEND)
 
 
@@ -195,7 +196,8 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 def setting_columns(table: pd.DataFrame) -> list[str]:
     """The dotted setting columns (data.*, model.*, train.*), in table order, and the backend where the
-    table has it: runs on different backends are never grouped or paired (sweep/train/backends.py)."""
+    table has it: runs on different backends are never grouped or paired (sweep/train/backends.py).
+    """
     return [c for c in table.columns if c.startswith(SETTING_PREFIXES) or c == vocab.BACKEND]
 
 
@@ -357,7 +359,8 @@ def write_tables(results: Results, out: Path, trained: pd.DataFrame | None = Non
 
     The curves and gaps summarise over seeds the records of `trained` (default: every done run's), the
     runs that trained (`sweep.analysis.health.trained`): an interval over seeds at chance says nothing of a setting;
-    run_summary.csv keeps one row per run, every run."""
+    run_summary.csv keeps one row per run, every run.
+    """
     folder = out / "tables"
     folder.mkdir(parents=True, exist_ok=True)
     trained = results.epochs if trained is None else trained

@@ -98,7 +98,8 @@ class Check:
 
     def p_value(self) -> tuple[float, bool | None]:
         """(p, side): the two-sided p-value and the outcome it points to (True: holds, False: fails);
-        the sequential p-value where the check was continued with `run --until-decided`."""
+        the sequential p-value where the check was continued with `run --until-decided`.
+        """
         holds, fails = self._one_sided()
         fixed = holds < fails if math.isfinite(holds) and math.isfinite(fails) else None
         if self.p_sequential is not None and math.isfinite(self.p_sequential):
@@ -110,7 +111,9 @@ class Check:
 
     def _one_sided(self) -> tuple[float, float]:
         """One-sided p-values of "the mean lies in the region" and "it lies outside"."""
-        low, high, e = self.low, self.high, self.estimate
+        low = self.low
+        high = self.high
+        e = self.estimate
         above = {b: _p_above(e, b) for b in (low, high) if math.isfinite(b)}  # H0: mean <= b
         below = {b: _p_below(e, b) for b in (low, high) if math.isfinite(b)}  # H0: mean >= b
         if math.isfinite(low) and math.isfinite(high):  # a band: TOST to hold, either side to fail

@@ -84,7 +84,8 @@ DID_NOT_TRAIN = "did not train"
 def untrained_limit(classes: int) -> float:
     """The accuracy at or below which a run learned nothing: chance plus the smaller of chance and a quarter
     of what lies above it. Twice chance with many classes (0.017 for 120, 0.2 for 10); for two classes
-    twice chance would be 1.0, so the limit stays 0.625 there."""
+    twice chance would be 1.0, so the limit stays 0.625 there.
+    """
     chance = 1.0 / classes
     return chance + min(chance, (1.0 - chance) / 4)
 
@@ -129,7 +130,8 @@ def _stuck(rows: pd.DataFrame, runs: pd.DataFrame) -> bool:
 
 def without(epochs: pd.DataFrame, health: pd.DataFrame, everything: bool = False) -> pd.DataFrame:
     """`epochs` without the runs `run_health` leaves out of the claims (`everything`: without every run it lists,
-    stuck ones too, for the report's sensitivity line)."""
+    stuck ones too, for the report's sensitivity line).
+    """
     if epochs.empty or not len(health):
         return epochs
     dropped = health if everything else health[~health[IN_CLAIMS].astype(bool)]
@@ -156,7 +158,8 @@ def untrained(epochs: pd.DataFrame, health: pd.DataFrame) -> pd.DataFrame:
 
 def claims_summary(results: Results, health: pd.DataFrame | None = None) -> pd.DataFrame:
     """The run summary every claim reads: done grid runs less those `run_health` leaves out of the claims,
-    with the other folders' timings of runs stored twice (`with_timing_copies`). `health`: if already computed."""
+    with the other folders' timings of runs stored twice (`with_timing_copies`). `health`: if already computed.
+    """
     health = run_health(results) if health is None else health
     summary = run_summary(without(results.epochs, health))
     # a packed run's epoch times are its share of its pack's: C6 says so (runs.csv's pack_size)

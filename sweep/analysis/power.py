@@ -80,7 +80,9 @@ def seeds_for_power(distances: tuple[float, ...], sd: float, alpha: float) -> in
 
 def distances(check: Check) -> tuple[float, ...]:
     """How far the mean is from each bound it must clear to be decided the way it points."""
-    mean, low, high = check.estimate.mean, check.low, check.high
+    mean = check.estimate.mean
+    low = check.low
+    high = check.high
     if math.isfinite(low) and math.isfinite(high) and low < mean < high:
         return (mean - low, high - mean)  # inside a band: equivalence needs both sides
     return (check.margin(),)

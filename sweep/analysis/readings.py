@@ -89,7 +89,8 @@ def recalibrated(summary: pd.DataFrame) -> pd.DataFrame:
     running training-mode train_acc minus a recalibrated val_acc, which mixes two measurements.
 
     A run without them (measured without train.recalibrate_bn) gets empty cells, never its raw numbers,
-    so a check on such runs has no value rather than a raw one under the recalibrated name."""
+    so a check on such runs has no value rather than a raw one under the recalibrated name.
+    """
     swapped = {}
     for when in WHENS:
         for raw, recal in RECALIBRATED.items():
@@ -122,7 +123,8 @@ def reread(
 @dataclass(frozen=True)
 class _Curve:
     """One run's records, ordered by step, as arrays: the axis a point is found on, the epoch, and the
-    numeric columns read there (as floats, as a row of the numeric columns reads)."""
+    numeric columns read there (as floats, as a row of the numeric columns reads).
+    """
 
     axis: np.ndarray
     epoch: np.ndarray

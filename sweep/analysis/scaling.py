@@ -60,7 +60,8 @@ class Curve:
 
 def curves(results: an.Results, min_batches: int = 2) -> list[Curve]:
     """Every group of done grid runs (controls at default, toggles at the post's setting) and of tuned runs
-    that covers at least `min_batches` batch sizes, in results-folder order."""
+    that covers at least `min_batches` batch sizes, in results-folder order.
+    """
     found: list[Curve] = []
     for role_epochs, tuned in ((results.epochs, False), (results.tuned, True)):
         for rows in _groups(_comparable(role_epochs), tuned):
@@ -110,7 +111,8 @@ def _curve(rows: pd.DataFrame, tuned: bool, runs: pd.DataFrame) -> Curve:
 
 def metric_of(epochs: pd.DataFrame) -> str:
     """val_acc_recal when every record has it (runs with `train.recalibrate_bn: true`), else val_acc:
-    one metric for the whole curve, so its batch sizes are compared on the same reading."""
+    one metric for the whole curve, so its batch sizes are compared on the same reading.
+    """
     recal = vocab.VAL_ACC_RECAL
     return recal if recal in epochs and epochs[recal].notna().all() else vocab.VAL_ACC
 
@@ -151,7 +153,8 @@ def elapsed_seconds(run: pd.DataFrame) -> pd.Series:
     """Training seconds since the start of the run at each record.
 
     `epoch_seconds` is the time since the start of the epoch, so the elapsed time at a record is its
-    own value plus the full times of the epochs completed before it (the records at integer epochs)."""
+    own value plus the full times of the epochs completed before it (the records at integer epochs).
+    """
     order = step_order(run[vocab.STEP].to_numpy())
     epoch = run[vocab.EPOCH].to_numpy(dtype=float)[order]
     seconds = run[vocab.EPOCH_SECONDS].to_numpy(dtype=float)[order]
@@ -167,7 +170,8 @@ def elapsed(epoch: np.ndarray, seconds: np.ndarray) -> np.ndarray:
 
 def step_order(steps: np.ndarray) -> np.ndarray:
     """Positions of a run's records in step order, as `DataFrame.sort_values(step)` puts them (the same
-    quicksort, so equal steps come out alike); without pandas' cost per call, paid for every run."""
+    quicksort, so equal steps come out alike); without pandas' cost per call, paid for every run.
+    """
     return np.argsort(steps, kind="quicksort")
 
 
@@ -227,7 +231,9 @@ def _reach(records: _Records, target: float, chance: float) -> Reach:
     def at(xs: np.ndarray) -> float:
         return float(xs[i - 1] + frac * (xs[i] - xs[i - 1]))
 
-    step, epoch, seconds = at(records.steps), at(records.epochs), at(records.secs)
+    step = at(records.steps)
+    epoch = at(records.epochs)
+    seconds = at(records.secs)
     quiet = records.quiet_per_step * step
     return replace(missed, step=step, epoch=epoch, seconds=seconds, quiet_seconds=quiet, at_first_record=i == 1)
 
@@ -247,7 +253,8 @@ def choose_targets(curve: Curve, table: pd.DataFrame | None = None) -> tuple[flo
     """The levels of the ladder above chance that at least half the curve's batch sizes reach with >= 2 seeds.
 
     Fixed levels make targets comparable between curves; "half the batch sizes" keeps a target most
-    of the curve can be read at, without choosing it by a fit's outcome. `table`: `above_chance(curve)`."""
+    of the curve can be read at, without choosing it by a fit's outcome. `table`: `above_chance(curve)`.
+    """
     table = above_chance(curve) if table is None else table
     if table.empty:
         return ()

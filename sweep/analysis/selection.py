@@ -47,7 +47,8 @@ class Selection:
     def tested_at(self) -> str:
         """The settings the group ran at, in a few words: the ones every reader needs (NAMED, the optimizer
         even where the rows lack its column: then the default) and every other one not at its default, with
-        the seed count; "optimizer=adam, lr=0.001, batch_size=32, samples_per_class=50, ...; 3 seeds"."""
+        the seed count; "optimizer=adam, lr=0.001, batch_size=32, samples_per_class=50, ...; 3 seeds".
+        """
         settings = [c for c in setting_columns(self.rows) if c != self.axis and c not in RECORDING_KEYS]
         columns = [c for c in NAMED if c in settings] + [c for c in settings if c not in NAMED]
         filled = with_defaults(self.rows, columns)
@@ -117,7 +118,8 @@ def is_default(series: pd.Series, default: Any) -> pd.Series:
 
 def at_post(series: pd.Series, key: str) -> pd.Series:
     """Rows at the post's setting of a toggle; an empty cell of a key added later is its default
-    (results written before the key existed ran at it), and counts when that is the post's setting."""
+    (results written before the key existed ran at it), and counts when that is the post's setting.
+    """
     post = POST_DEFAULTS[key]
     at = matches(series, post)
     if key in declared.added_later() and matches(pd.Series([declared.default(key)]), post).iloc[0]:
@@ -186,7 +188,8 @@ def settings_key(rows: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
 
 def with_defaults(rows: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     """`rows` with the empty cells of controls and of keys added after the first release filled with
-    the key's default: results written before a key existed lack it, and their runs ran at its default."""
+    the key's default: results written before a key existed lack it, and their runs ran at its default.
+    """
     implied = _implied_defaults()
     filled = {
         c: rows[c].fillna(_as_written(implied[c]))
@@ -240,7 +243,8 @@ def pair_keys(rows: pd.DataFrame, axis: str) -> pd.Series:
     """Each row's pair key (`settings_key` of its seed and every setting but the axis), named "_pair".
 
     A check that compares several metrics on the same rows computes it once and passes it on:
-    building keys is most of a paired comparison's cost."""
+    building keys is most of a paired comparison's cost.
+    """
     others = [c for c in setting_columns(rows) if c != axis] + [vocab.SEED]
     return settings_key(rows, others).rename("_pair")
 
@@ -257,7 +261,8 @@ def paired_values(
 ) -> pd.Series:
     """Per pair (same seed and other settings): metric at `value` minus metric at `reference`.
 
-    `keys`: `pair_keys(rows, axis)`, when already computed."""
+    `keys`: `pair_keys(rows, axis)`, when already computed.
+    """
     keys = pair_keys(rows, axis) if keys is None else keys
     return (_per_pair(rows, axis, value, metric, keys) - _per_pair(rows, axis, reference, metric, keys)).dropna()
 

@@ -1,6 +1,7 @@
 """Quiet training times read back: timing.csv (written by `python -m sweep time`, sweep/train/timing.py)
 matched to a folder's runs by their configuration (sweep/config/timing_schema.py), and the sentence the
-report says about where they come from. pandas only."""
+report says about where they come from. pandas only.
+"""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def read(path: Path) -> pd.DataFrame | None:
 
 def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
     """`epochs` with each run's quiet seconds per optimizer step from `folder/timing.csv`, and its configuration's
-    repeats' epoch seconds as text in the order measured (empty where none matched)."""
+    repeats' epoch seconds as text in the order measured (empty where none matched).
+    """
     timing = read(folder / TIMING_CSV)
     if timing is None or epochs.empty:
         return epochs

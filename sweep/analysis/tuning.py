@@ -55,7 +55,8 @@ class TunedPoint:
 
     def edge(self) -> str:
         """The flag "at the edge of the range [low, high]: widen search.lr ..." when the best lr is at an edge
-        of the range the search ended with (`lr_range.edge_side`); "" otherwise (or where it is not known)."""
+        of the range the search ended with (`lr_range.edge_side`); "" otherwise (or where it is not known).
+        """
         if self.lr_range is None:
             return ""
         low, high = self.lr_range
@@ -178,7 +179,8 @@ def _small_vs_large(
     tuned: pd.DataFrame, points: list[TunedPoint]
 ) -> tuple[int | None, int | None, Estimate | None, str]:
     """The post's advice at tuned lrs: the best small batch against the best large one, in the first context,
-    on the metric both points read (val_acc_recal only where both do)."""
+    on the metric both points read (val_acc_recal only where both do).
+    """
     context = points[0].context
     mine = [p for p in points if p.context == context]
     small = [p for p in mine if p.batch_size <= SMALL_BATCH]

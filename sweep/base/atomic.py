@@ -22,7 +22,8 @@ import pandas as pd
 @contextlib.contextmanager
 def replacing(path: Path) -> Iterator[Path]:
     """A unique temporary path beside `path` to write to; it replaces `path` when the block ends
-    without an error, and is removed when it raises."""
+    without an error, and is removed when it raises.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(handle)
@@ -46,7 +47,8 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 def write_csvs(frames: list[tuple[pd.DataFrame, Path]]) -> None:
     """Several files written in full first, then replaced one right after another: readers of a pair
-    (runs.csv and epochs.csv) see mismatched files for only the instant between two renames."""
+    (runs.csv and epochs.csv) see mismatched files for only the instant between two renames.
+    """
     with contextlib.ExitStack() as stack:
         for frame, path in frames:
             frame.to_csv(stack.enter_context(replacing(path)), index=False)

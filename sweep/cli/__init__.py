@@ -1,7 +1,7 @@
 """Command line: `python -m sweep {plan,run,status,worker,slurm,time,report,export}`. It parses arguments, calls
 `sweep.run.orchestrate` (run, status, worker), `sweep.report` or `sweep.export`, prints, and maps errors to exit codes;
 `run --no-train` and `slurm` are in `cli_cluster`, `export` in `cli_export`, the `--storage` flag's reading and
-checks in `cli_storage`.
+checks in `cli_storage`, the flags several commands share and the `Options` read from them in `arguments`.
 
 Exit codes: 0 success; 1 some runs failed; 2 bad input (one line on stderr,
 nothing written); 130 interrupted (the next `run` picks up where it stopped).
@@ -13,10 +13,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sweep import vocab
-from sweep.cli import cli_cluster, cli_export
+from sweep.cli import arguments, cli_cluster, cli_export
 from sweep.cli.cli_storage import storage_arg
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid, lr_range
 from sweep.config.plan import RunSpec, plan
@@ -24,9 +23,6 @@ from sweep.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ORPHANED, E
 from sweep.report import stamp
 from sweep.train import backends, timing
 from sweep.train.usercode import UserCodeError
-
-if TYPE_CHECKING:
-    from sweep.run.orchestrate import Options
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,8 +84,8 @@ def _parser() -> argparse.ArgumentParser:
         "are never trained again, failed and interrupted ones are retried.",
     )
     p.add_argument("grid", help="the grid file (YAML)")
-    _results_args(p)
-    _worker_args(p)
+    arguments.results_args(p)
+    arguments.worker_args(p)
     p.add_argument(
         "--in-process",
         action="store_true",
@@ -112,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-seeds",
-        type=_positive,
+        type=arguments.positive,
         default=None,
         metavar="N",
         help="with --until-decided: the cap on seeds per grid point, at least the grid's seed count "
@@ -122,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("status", help="count done / running / failed / diverged / pending runs")
     p.add_argument("grid", help="the grid file (YAML)")
-    _results_args(p)
+    arguments.results_args(p)
     p.set_defaults(handler=cmd_status)
 
     p = commands.add_parser(
@@ -145,10 +141,10 @@ def _parser() -> argparse.ArgumentParser:
         help="the results folder: the workers' logs with --workers or --devices, --keep-models' models/, and "
         "a database store's checkpoints/ (default: the journal file's folder, else results/<study>)",
     )
-    _worker_args(p)
+    arguments.worker_args(p)
     p.set_defaults(handler=cmd_worker)
 
-    cli_cluster.add_slurm_parser(commands, _results_args, storage_arg)
+    cli_cluster.add_slurm_parser(commands)
 
     p = commands.add_parser(
         "time",
@@ -161,11 +157,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("grid", help="the grid file (YAML)")
     p.add_argument("--results", type=Path, default=None, help="results folder (default results/<name>)")
     p.add_argument(
-        "--repeats", type=_positive, default=timing.DEFAULT_REPEATS, help="timed epochs per configuration (default 3)"
+        "--repeats",
+        type=arguments.positive,
+        default=timing.DEFAULT_REPEATS,
+        help="timed epochs per configuration (default 3)",
     )
     p.add_argument(
         "--gpus",
-        type=_positive,
+        type=arguments.positive,
         default=None,
         help="only the configurations with this many replicas, in this process (default: every replica count, "
         "each in a fresh process, since TensorFlow keeps one per process)",
@@ -183,108 +182,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--svg", action="store_true", help="also write every figure as SVG (for papers; PNG always)")
     p.set_defaults(handler=cmd_report)
 
-    cli_export.add_export_parser(commands, _results_args, _options)
+    cli_export.add_export_parser(commands)
     return parser
-
-
-def _worker_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--workers",
-        type=_positive,
-        default=None,
-        help="worker processes on this machine (default: one per device group with GPUs, else 1)",
-    )
-    p.add_argument(
-        "--devices",
-        default=None,
-        metavar="IDS",
-        help="GPU ids to use, e.g. 0,2 (default: CUDA_VISIBLE_DEVICES, else every GPU, else the CPU); "
-        "a run with gpus: G takes G of them, and two runs never share one",
-    )
-    p.add_argument(
-        "--trials-per-gpu",
-        type=_positive,
-        default=None,
-        metavar="K",
-        help="let K runs share each GPU, for models too small to fill one (default 1)",
-    )
-    p.add_argument(
-        "--keep-models",
-        action="store_true",
-        help="keep each run's checkpoint after it ends (normally removed once it is done, failed or diverged), "
-        "and save each done run's final model as <results>/models/<run_id>.keras "
-        "(sweep.train.checkpoint.load_model, or keras.saving.load_model with the custom objects in docs/design.md)",
-    )
-    p.add_argument(
-        "--pack",
-        type=_positive,
-        default=None,
-        metavar="K",
-        help="train up to K runs that share a compiled graph as towers of one model, same records as alone "
-        "(default: the measured size per batch size, docs/levers.md; 1 trains every run alone)",
-    )
-    p.add_argument(
-        "--retries",
-        type=_non_negative,
-        default=None,
-        help="times a run that raised is tried again before it is left failed (default 1)",
-    )
-    p.add_argument(
-        "--max-requeues",
-        type=_non_negative,
-        default=None,
-        metavar="N",
-        help="times a run whose worker died (kill -9, out of memory, a lost node, no progress) is queued again; "
-        "the next death leaves it failed and the sweep goes on (default 3)",
-    )
-
-
-def _non_negative(text: str) -> int:
-    return 0 if text.strip() == "0" else _positive(text)
-
-
-def _results_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--results", type=Path, default=None, help="results folder (default results/<name>)")
-    p.add_argument(
-        "--storage",
-        default=None,
-        help="store: journal file path or postgresql:// URL, or @FILE to read it from a file "
-        "(default: $BATCHSWEEP_STORAGE, else <results>/journal.log)",
-    )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def _options(args: argparse.Namespace) -> Options:
-    """The flags, as the orchestrator's options; the store from --storage, @FILE or $BATCHSWEEP_STORAGE."""
-    from sweep.run.orchestrate import Options
-
-    return Options(
-        results=args.results,
-        storage=storage_arg(args.storage),
-        workers=getattr(args, "workers", None),
-        devices=getattr(args, "devices", None),
-        trials_per_gpu=_given(args, "trials_per_gpu", 1),
-        retries=_given(args, "retries", 1),
-        max_requeues=_given(args, "max_requeues", 3),
-        in_process=getattr(args, "in_process", False),
-        keep_models=getattr(args, "keep_models", False),
-        pack=getattr(args, "pack", None),
-    )
-
-
-def _given(args: argparse.Namespace, name: str, default: int) -> int:
-    """A flag's value, its default when not given (None marks "not given" for `run --no-train`)."""
-    value = getattr(args, name, None)
-    return default if value is None else value
 
 
 # --- plan
@@ -335,7 +234,7 @@ def _budget_text(runs: list[RunSpec]) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.no_train:
-        return cli_cluster.queue_only(args, storage_arg)
+        return cli_cluster.queue_only(args)
     if args.max_seeds is not None and not args.until_decided:
         raise UsageError("--max-seeds is the cap of --until-decided; add --until-decided, or drop --max-seeds")
     grid = load_grid(args.grid)
@@ -343,16 +242,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         from sweep.run import until
 
         max_seeds = until.DEFAULT_MAX_SEEDS if args.max_seeds is None else args.max_seeds
-        return until.run_until_decided(grid, _options(args), max_seeds).exit_code
+        return until.run_until_decided(grid, arguments.options(args), max_seeds).exit_code
     from sweep.run import orchestrate
 
-    return orchestrate.run_sweep(grid, _options(args)).exit_code
+    return orchestrate.run_sweep(grid, arguments.options(args)).exit_code
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from sweep.run import sweep_status
 
-    sweep_status.status(load_grid(args.grid), _options(args))
+    sweep_status.status(load_grid(args.grid), arguments.options(args))
     return EXIT_OK
 
 
@@ -368,7 +267,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return EXIT_ORPHANED
     from sweep.run import orchestrate
 
-    options = _options(args)
+    options = arguments.options(args)
     if options.storage is None:
         raise UsageError("--storage is required (or set $BATCHSWEEP_STORAGE): the sweep's journal file or database URL")
     return orchestrate.join(options.storage, args.study, options)

@@ -7,13 +7,13 @@ Exit codes as `sweep.cli`: 0 queued (and submitted); 2 bad input, one line on st
 from __future__ import annotations
 
 import argparse
-import functools
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep import vocab
+from sweep.cli import arguments
+from sweep.cli.cli_storage import storage_arg
 from sweep.config import GridFile, load_grid
 from sweep.exits import EXIT_OK, UsageError
 from sweep.run import slurm
@@ -22,7 +22,6 @@ from sweep.store.queue import RetryPolicy
 if TYPE_CHECKING:
     from sweep.run.orchestrate import Queued
 
-StorageArg = Callable[[str | None], str | None]  # --storage, @FILE or $BATCHSWEEP_STORAGE -> the target
 # Flags of `run` that train or steer training: with --no-train they would silently do nothing.
 TRAINING_FLAGS = (
     "workers",
@@ -46,11 +45,7 @@ Across nodes the store must be a postgresql:// URL; a journal file is safe only 
 on one node. Cluster set-up, preemption and Kubernetes: docs/cluster.md."""
 
 
-def add_slurm_parser(
-    commands: argparse._SubParsersAction,
-    results_args: Callable[[argparse.ArgumentParser], None],
-    storage_arg: StorageArg,
-) -> None:
+def add_slurm_parser(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "slurm",
         help="queue a grid's runs and submit a Slurm job array of workers that train them (sbatch)",
@@ -62,7 +57,7 @@ def add_slurm_parser(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("grid", help="the grid file (YAML)")
-    results_args(p)
+    arguments.results_args(p)
     p.add_argument("--array", required=True, metavar="N", help="worker tasks in the job array (#SBATCH --array=0-N-1)")
     p.add_argument("--partition", metavar="P", help="Slurm partition (#SBATCH --partition)")
     p.add_argument(
@@ -97,7 +92,7 @@ def add_slurm_parser(
         help="one more sbatch option as an #SBATCH line, repeatable; write it with '=': --sbatch-arg=--mem=8G",
     )
     p.add_argument("--dry-run", action="store_true", help="print the batch script; queue and submit nothing")
-    p.set_defaults(handler=functools.partial(cmd_slurm, storage_arg=storage_arg))
+    p.set_defaults(handler=cmd_slurm)
 
 
 # --- run --no-train
@@ -120,7 +115,7 @@ def _given(value: object) -> bool:
     return value is not None and value is not False
 
 
-def queue_only(args: argparse.Namespace, storage_arg: StorageArg) -> int:
+def queue_only(args: argparse.Namespace) -> int:
     """`run GRID --no-train`: queue the runs, say how many and how to start workers."""
     from sweep.run import orchestrate
 
@@ -153,7 +148,8 @@ def _queued_text(grid: GridFile, queued: Queued) -> str:
 
 def _worker_storage(raw: str | None, target: str) -> str | None:
     """The store as a worker's --storage anywhere: @FILE and a journal as absolute paths, a database URL
-    as given; None when the URL holds a password (the worker then reads $BATCHSWEEP_STORAGE)."""
+    as given; None when the URL holds a password (the worker then reads $BATCHSWEEP_STORAGE).
+    """
     from sweep.store import redact, storage
 
     raw = raw if raw is not None else os.environ.get(vocab.STORAGE_ENV)
@@ -167,7 +163,7 @@ def _worker_storage(raw: str | None, target: str) -> str | None:
 # --- slurm
 
 
-def cmd_slurm(args: argparse.Namespace, storage_arg: StorageArg) -> int:
+def cmd_slurm(args: argparse.Namespace) -> int:
     from sweep.store import redact
 
     target_arg = storage_arg(args.storage)

@@ -1,13 +1,14 @@
 """Command line of `sweep export`: a sweep's CSVs and report from its store (`sweep.run.snapshot`), or a
-results folder's runs for TensorBoard or MLflow (`sweep.export`)."""
+results folder's runs for TensorBoard or MLflow (`sweep.export`).
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sweep.cli import arguments
 from sweep.config import load_grid
 from sweep.exits import EXIT_OK, UsageError
 
@@ -17,12 +18,8 @@ if TYPE_CHECKING:
 GRID_SUFFIXES = (".yaml", ".yml")
 
 
-def add_export_parser(
-    commands: argparse._SubParsersAction,
-    results_args: Callable[[argparse.ArgumentParser], None],
-    options: Callable[[argparse.Namespace], Options],
-) -> None:
-    """The `export` command; `options` reads --results and --storage (@FILE, $BATCHSWEEP_STORAGE) as `run` does."""
+def add_export_parser(commands: argparse._SubParsersAction) -> None:
+    """The `export` command; --results and --storage (@FILE, $BATCHSWEEP_STORAGE) read as `run` reads them."""
     p = commands.add_parser(
         "export",
         help="write a sweep's CSVs and report from its store, however far it got; or its runs for TensorBoard "
@@ -48,7 +45,7 @@ def add_export_parser(
     p.add_argument(
         "source", metavar="GRID|DIR", type=Path, help="a grid file (YAML) or a results folder, e.g. results/article"
     )
-    results_args(p)
+    arguments.results_args(p)
     p.add_argument(
         "--study",
         default=None,
@@ -59,7 +56,7 @@ def add_export_parser(
     p.add_argument(
         "--mlflow", metavar="URI", help="MLflow tracking URI: sqlite:///mlflow.db (a local file) or a server's URL"
     )
-    p.set_defaults(handler=lambda args: cmd_export(args, options(args)))
+    p.set_defaults(handler=lambda args: cmd_export(args, arguments.options(args)))
 
 
 def cmd_export(args: argparse.Namespace, options: Options) -> int:

@@ -1,5 +1,6 @@
 """Where `--storage` points: the flag, an `@FILE` holding it, or $BATCHSWEEP_STORAGE, read and checked before
-any store is opened (a password need not be on a command line; a form that is no store is refused)."""
+any store is opened (a password need not be on a command line; a form that is no store is refused).
+"""
 
 from __future__ import annotations
 

@@ -10,9 +10,11 @@ The package, in the order a grid file passes through it:
 - `gridyaml`: the file's YAML, read safely, every error on one line;
 - `declare`, `keys`, `declared`: how a key is declared (its check, default, docs, and what its value reaches:
   the compiled graph, the pack, the data or only the run), every key, and the tables derived from them;
-- `checks`: the value checks keys use;
+- `validators`: the checks of single values that keys use;
 - `stopping`: `train.early_stopping`, its rule and its check;
 - `rules`: rules across keys (which keys a point uses, combinations that cannot work);
+- `problems`: where in the file and what is wrong, raised by every part of the parse;
+- `search_settings`: the `search:` block (a learning-rate search per grid point) and its checks;
 - this module: `GridFile` and `load_grid`, the typed frozen settings of every point;
 - `plan`: grid x seeds -> runs, each a `RunSpec` with a stable id;
 - `lr_range`: where a search's best lr sits in its range, and how the range widens;
@@ -26,11 +28,10 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from sweep.config.checks import Check, boolean, did_you_mean, got, non_negative_int, number_in, one_of, positive_int
 from sweep.config.declared import conditional, declarations, field_docs
-from sweep.config.gridyaml import YamlError, one_line, read_yaml
+from sweep.config.gridyaml import YamlError, read_yaml
 from sweep.config.keys import (
     DATASETS,
     SECTIONS,
@@ -40,10 +41,19 @@ from sweep.config.keys import (
     TrainConfig,
     UnknownSettings,
 )
+from sweep.config.problems import KeyProblem, checked, reject_unknown, unknown
 from sweep.config.rules import inert, is_set, point_problem, unused, without_inert
-from sweep.vocab import RECAL
+from sweep.config.search_settings import (
+    SEARCH_DOCS,
+    SEARCH_METRICS,
+    SearchConfig,
+    check_metric,
+    lr_problem,
+    parse_search,
+)
+from sweep.config.validators import Validator, did_you_mean, got, non_negative_int
 
-__all__ = [  # the grid file's API; the settings types are re-exported from sweep.config.keys for their users
+__all__ = [  # the grid file's API; the settings types and the search block's re-exported for their users
     "DATASETS",
     "MAX_RUNS",
     "SEARCH_DOCS",
@@ -67,11 +77,6 @@ __all__ = [  # the grid file's API; the settings types are re-exported from swee
 
 class ConfigError(Exception):
     """Bad grid file. The message is one line, ready for stderr."""
-
-
-def _unknown(word: str, valid: Any) -> str:
-    hint = did_you_mean(word, valid)
-    return f"unknown key{hint}{' ' if hint else '; '}valid keys: {', '.join(valid)}"
 
 
 Setting = tuple[str, Any]  # (dotted key, value)
@@ -116,48 +121,6 @@ class GridFile:
         return list(unique)
 
 
-# The metric a learning-rate search optimises, at the last epoch, and in which direction. The `_recal`
-# ones read BatchNorm statistics recomputed for the weights (train.recalibrate_bn): raw val_acc lags
-# behind the weights where few steps were taken, so it scores such trials on that lag, not only their lr.
-SEARCH_METRICS: dict[str, Literal["maximize", "minimize"]] = {
-    "val_acc": "maximize",
-    "val_loss": "minimize",
-    "val_acc_recal": "maximize",
-    "val_loss_recal": "minimize",
-}
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """The `search:` block: a learning-rate search for every grid point, then its best lr over the seeds.
-
-    Every combination of the grid (and variants) gets its own Optuna study of
-    `trials` runs at seed `seed`, each with a learning rate drawn from
-    [lr_low, lr_high]; the best one is re-run at every seed of the grid file.
-    """
-
-    lr_low: float
-    lr_high: float
-    lr_log: bool = True
-    trials: int = 8
-    metric: str = "val_acc"
-    seed: int = 0
-    prune: bool = True
-    widen: int = 2  # times the range may reach a decade further when the best lr sits at its edge
-
-
-SEARCH_KEYS = ("lr", "trials", "metric", "seed", "prune", "widen")
-SEARCH_DOCS = {
-    "search.lr": "{low, high, log}: the range learning rates are drawn from (log: true, the default, = log-uniform)",
-    "search.trials": "learning rates tried per grid point (default 8; the first half at random, then TPE)",
-    "search.metric": "val_acc (maximised, the default) | val_loss (minimised) | val_acc_recal | val_loss_recal "
-    "(the same with recalibrated BatchNorm; need train.recalibrate_bn: true), at the last epoch",
-    "search.seed": "the seed the trials run at (default 0; pick one outside seeds: so the re-runs are fresh)",
-    "search.prune": "stop a trial below the median of earlier trials from epoch 2 (default true)",
-    "search.widen": "times a search whose best lr sits at an edge of its range reaches a decade past that edge, "
-    "with half as many trials again (default 2; 0: never)",
-}
-SEARCH_LR_KEYS = ("low", "high", "log")
 TOP_LEVEL_KEYS = ("name", "seeds", "base", "grid", "variants", "search")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 MAX_NAME = 100  # a folder name and an Optuna study name; file systems stop at 255 bytes
@@ -174,107 +137,88 @@ def load_grid(path: str | Path) -> GridFile:
         raise ConfigError(str(err)) from None
     try:
         grid_file = _parse(raw, label, path.parent)
-    except _KeyError as err:
+    except KeyProblem as err:
         raise ConfigError(f"{label}: {err.where}: {err.what}") from None
     return grid_file
 
 
-class _KeyError(Exception):
-    def __init__(self, where: str, what: str) -> None:
-        where, what = one_line(where, 200), one_line(what, 1000)  # keys and values come from the file
-        super().__init__(f"{where}: {what}")
-        self.where, self.what = where, what
-
-
 def _parse(raw: Any, label: str, folder: Path) -> GridFile:
     if not isinstance(raw, dict):
-        raise _KeyError(
+        raise KeyProblem(
             "(top level)", f"must be a mapping with keys {', '.join(TOP_LEVEL_KEYS)}, got {type(raw).__name__}"
         )
-    _reject_unknown(raw, TOP_LEVEL_KEYS, "")
+    reject_unknown(raw, TOP_LEVEL_KEYS, "")
     name = _parse_name(raw.get("name", Path(label).stem))
     seeds = _parse_seeds(raw.get("seeds", [0]))
     base = _parse_base(raw.get("base") or {}, folder)
     grid = _parse_grid(raw.get("grid") or {}, folder)
     variants = _parse_variants(raw.get("variants"), {key for key, _ in grid}, folder)
-    search = _parse_search(raw["search"]) if "search" in raw else None
+    search = parse_search(raw["search"]) if "search" in raw else None
     grid_file = GridFile(name=name, seeds=seeds, base=base, grid=grid, variants=variants, source=label, search=search)
     _check_points(grid_file)
     return grid_file
-
-
-def _reject_unknown(mapping: dict, valid: Any, prefix: str) -> None:
-    for key in mapping:
-        if key not in valid:
-            where = f"{prefix}{key}"
-            raise _KeyError(where, _unknown(str(key), valid))
 
 
 def _parse_name(value: Any) -> str:
     # fullmatch, not match: NAME_PATTERN's $ also matches before a final newline ("x\n").
     # The first character cannot be '.', so '.', '..' and '../x' never name a folder outside results/.
     if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
-        raise _KeyError("name", f"must be letters, digits, '_', '.' or '-' (it names the results folder), {got(value)}")
+        raise KeyProblem(
+            "name", f"must be letters, digits, '_', '.' or '-' (it names the results folder), {got(value)}"
+        )
     if len(value) > MAX_NAME:
-        raise _KeyError("name", f"must be at most {MAX_NAME} characters (it names the results folder), {got(value)}")
+        raise KeyProblem("name", f"must be at most {MAX_NAME} characters (it names the results folder), {got(value)}")
     return value
 
 
 def _parse_seeds(value: Any) -> tuple[int, ...]:
     if not isinstance(value, list) or not value:
-        raise _KeyError("seeds", f"must be a non-empty list of integers >= 0, {got(value)}")
-    seeds = tuple(_checked(f"seeds[{i}]", non_negative_int, v) for i, v in enumerate(value))
+        raise KeyProblem("seeds", f"must be a non-empty list of integers >= 0, {got(value)}")
+    seeds = tuple(checked(f"seeds[{i}]", non_negative_int, v) for i, v in enumerate(value))
     if len(set(seeds)) != len(seeds):
-        raise _KeyError("seeds", f"must not repeat a seed, got {list(seeds)}")
+        raise KeyProblem("seeds", f"must not repeat a seed, got {list(seeds)}")
     return seeds
 
 
-def _checked(where: str, check: Check, value: Any) -> Any:
-    try:
-        return check(value)
-    except ValueError as err:
-        raise _KeyError(where, str(err)) from None
-
-
-def _field_check(section: str, key: str, where: str) -> Check:
+def _field_check(section: str, key: str, where: str) -> Validator:
     names = [dotted.split(".")[1] for dotted in declarations() if dotted.startswith(f"{section}.")]
     if key not in names:
-        raise _KeyError(where, _unknown(key, names))
+        raise KeyProblem(where, unknown(key, names))
     return declarations()[f"{section}.{key}"].check
 
 
 def _parse_base(raw: Any, folder: Path) -> PointConfig:
     if not isinstance(raw, dict):
-        raise _KeyError("base", f"must be a mapping with sections {', '.join(SECTIONS)}, {got(raw)}")
-    _reject_unknown(raw, SECTIONS, "base.")
+        raise KeyProblem("base", f"must be a mapping with sections {', '.join(SECTIONS)}, {got(raw)}")
+    reject_unknown(raw, SECTIONS, "base.")
     point = PointConfig()
     for section, values in raw.items():
         values = values or {}
         if not isinstance(values, dict):
-            raise _KeyError(f"base.{section}", f"must be a mapping of keys to values, {got(values)}")
+            raise KeyProblem(f"base.{section}", f"must be a mapping of keys to values, {got(values)}")
         for key, value in values.items():
             where = f"base.{section}.{key}"
-            value = _checked(where, _field_check(section, str(key), where), value)
+            value = checked(where, _field_check(section, str(key), where), value)
             point = point.with_value(f"{section}.{key}", _resolve(section, str(key), value, folder, where))
     return point
 
 
 def _parse_grid(raw: Any, folder: Path) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     if not isinstance(raw, dict):
-        raise _KeyError("grid", f"must be a mapping of dotted keys (e.g. train.batch_size) to lists, {got(raw)}")
+        raise KeyProblem("grid", f"must be a mapping of dotted keys (e.g. train.batch_size) to lists, {got(raw)}")
     axes = []
     for dotted, values in raw.items():
         section, key = _split_dotted(str(dotted), f"grid.{dotted}")
         check = _field_check(section, key, f"grid.{dotted}")
         if not isinstance(values, list) or not values:
-            raise _KeyError(f"grid.{dotted}", f"must be a non-empty list of values, {got(values)}")
-        checked = tuple(
-            _resolve(section, key, _checked(f"grid.{dotted}[{i}]", check, v), folder, f"grid.{dotted}[{i}]")
+            raise KeyProblem(f"grid.{dotted}", f"must be a non-empty list of values, {got(values)}")
+        axis = tuple(
+            _resolve(section, key, checked(f"grid.{dotted}[{i}]", check, v), folder, f"grid.{dotted}[{i}]")
             for i, v in enumerate(values)
         )
-        if len(set(checked)) != len(checked):
-            raise _KeyError(f"grid.{dotted}", f"must not repeat a value, got {list(values)}")
-        axes.append((f"{section}.{key}", checked))
+        if len(set(axis)) != len(axis):
+            raise KeyProblem(f"grid.{dotted}", f"must not repeat a value, got {list(values)}")
+        axes.append((f"{section}.{key}", axis))
     return tuple(axes)
 
 
@@ -283,7 +227,7 @@ def _split_dotted(dotted: str, where: str) -> tuple[str, str]:
     if len(parts) != 2 or parts[0] not in SECTIONS:
         valid = ", ".join(f"{s}.<key>" for s in SECTIONS)
         hint = did_you_mean(parts[0], SECTIONS) if len(parts) == 2 else ""
-        raise _KeyError(where, f"keys are dotted paths into base ({valid}){hint}")
+        raise KeyProblem(where, f"keys are dotted paths into base ({valid}){hint}")
     return parts[0], parts[1]
 
 
@@ -315,9 +259,9 @@ def _existing(value: str, folder: Path, where: str) -> str:
         found = resolved.exists()
     except (OSError, RuntimeError, ValueError) as err:  # ~nosuchuser, a NUL byte, a name too long, a symlink loop
         reason = err.strerror if isinstance(err, OSError) and err.strerror else err  # not the whole long path again
-        raise _KeyError(where, f"not a usable path, {got(value)} ({type(err).__name__}: {reason})") from None
+        raise KeyProblem(where, f"not a usable path, {got(value)} ({type(err).__name__}: {reason})") from None
     if not found:
-        raise _KeyError(where, f"no such file or folder: {resolved}")
+        raise KeyProblem(where, f"no such file or folder: {resolved}")
     return str(resolved)
 
 
@@ -326,53 +270,28 @@ def _parse_variants(raw: Any, grid_keys: set[str], folder: Path) -> tuple[tuple[
     if raw is None:
         return ()
     if not isinstance(raw, list) or not raw:
-        raise _KeyError("variants", f"must be a non-empty list of mappings of dotted keys to values, {got(raw)}")
+        raise KeyProblem("variants", f"must be a non-empty list of mappings of dotted keys to values, {got(raw)}")
     variants = []
     for i, overrides in enumerate(raw):
         overrides = overrides or {}
         if not isinstance(overrides, dict):
-            raise _KeyError(
+            raise KeyProblem(
                 f"variants[{i}]", f"must be a mapping of dotted keys to values ({{}} = the base), {got(overrides)}"
             )
         settings = []
         for dotted, value in overrides.items():
             where = f"variants[{i}].{dotted}"
             section, key = _split_dotted(str(dotted), where)
-            value = _resolve(section, key, _checked(where, _field_check(section, key, where), value), folder, where)
+            value = _resolve(section, key, checked(where, _field_check(section, key, where), value), folder, where)
             if f"{section}.{key}" in grid_keys:
-                raise _KeyError(
+                raise KeyProblem(
                     where, f"{section}.{key} is also a grid axis; vary a key in grid or in variants, not both"
                 )
             settings.append((f"{section}.{key}", value))
         variants.append(tuple(settings))
     if len(set(variants)) != len(variants):
-        raise _KeyError("variants", "must not repeat a variant")
+        raise KeyProblem("variants", "must not repeat a variant")
     return tuple(variants)
-
-
-def _parse_search(raw: Any) -> SearchConfig:
-    example = "e.g. {lr: {low: 1e-4, high: 1e-1}, trials: 8}"
-    if not isinstance(raw, dict) or "lr" not in raw:
-        raise _KeyError("search", f"must be a mapping with at least lr: {{low, high}}, {example}; {got(raw)}")
-    _reject_unknown(raw, SEARCH_KEYS, "search.")
-    lr = raw["lr"]
-    if not isinstance(lr, dict) or not {"low", "high"} <= set(lr):
-        raise _KeyError("search.lr", f"must be a mapping with low and high (and optionally log), {got(lr)}")
-    _reject_unknown(lr, SEARCH_LR_KEYS, "search.lr.")
-    positive = number_in(0, math.inf, low_open=True, high_open=True)
-    low, high = _checked("search.lr.low", positive, lr["low"]), _checked("search.lr.high", positive, lr["high"])
-    if low >= high:
-        raise _KeyError("search.lr", f"low must be less than high, got low={low:g}, high={high:g}")
-    return SearchConfig(
-        lr_low=low,
-        lr_high=high,
-        lr_log=_checked("search.lr.log", boolean, lr.get("log", True)),
-        trials=_checked("search.trials", positive_int, raw.get("trials", 8)),
-        metric=_checked("search.metric", one_of(*SEARCH_METRICS), raw.get("metric", "val_acc")),
-        seed=_checked("search.seed", non_negative_int, raw.get("seed", 0)),
-        prune=_checked("search.prune", boolean, raw.get("prune", True)),
-        widen=_checked("search.widen", non_negative_int, raw.get("widen", 2)),
-    )
 
 
 def _check_points(grid_file: GridFile) -> None:
@@ -384,14 +303,15 @@ def _check_points(grid_file: GridFile) -> None:
         set_but_idle |= idle
         set_and_used |= {k.name for k in conditional() if is_set(point, k)} - idle
         problem = point_problem(without_inert(point))
-        problem = problem or (_search_problem(point, settings) if grid_file.search else None)
+        varied = [key for key, _ in settings]
+        problem = problem or (lr_problem(point, varied) if grid_file.search else None)
         if problem:
-            raise _KeyError(_point_name(settings), problem)
+            raise KeyProblem(_point_name(settings), problem)
         if grid_file.search:
-            _check_search_metric(grid_file.search, point, settings)
+            check_metric(grid_file.search, point, _point_name(settings))
     for k in conditional():  # a key set only where it is inert: no point uses it
         if k.name in set_but_idle - set_and_used:
-            raise _KeyError(
+            raise KeyProblem(
                 _where_set(grid_file, k.name),
                 f"only used with {k.where_used()}, which no point of the grid has; remove it",
             )
@@ -404,7 +324,7 @@ def _check_size(grid_file: GridFile) -> None:
     per_point = seeds * (2 if search else 1) + (search.trials if search else 0)
     if points * per_point > MAX_RUNS:
         searched = f" + {search.trials} search trials and {seeds} tuned runs" if search else ""
-        raise _KeyError(
+        raise KeyProblem(
             "grid",
             f"makes {points * per_point} runs ({points} points x {seeds} seeds{searched}); "
             f"at most {MAX_RUNS}: split it into several grid files",
@@ -426,29 +346,3 @@ def _where_set(grid_file: GridFile, dotted: str) -> str:
 
 def _point_name(settings: tuple[Setting, ...]) -> str:
     return "base" if not settings else "grid point " + ", ".join(f"{k}={v}" for k, v in settings)
-
-
-def _check_search_metric(search: SearchConfig, point: PointConfig, settings: tuple[Setting, ...]) -> None:
-    """A `_recal` metric is in a run's records only with train.recalibrate_bn: true; without it every trial
-    would fail at the end of its first epoch, when the search reads it."""
-    if search.metric.endswith(RECAL) and not point.train.recalibrate_bn:
-        raw = " | ".join(m for m in SEARCH_METRICS if not m.endswith(RECAL))
-        raise _KeyError(
-            "search.metric",
-            f"{search.metric} is recorded only with train.recalibrate_bn: true, which {_point_name(settings)} does "
-            f"not set; set it, or use {raw}",
-        )
-
-
-def _search_problem(point: PointConfig, settings: tuple[Setting, ...]) -> str | None:
-    """With search:, the learning rate is the search's: it cannot also be varied or scaled."""
-    if any(key == "train.lr" for key, _ in settings):
-        return (
-            "train.lr is tuned by search.lr; remove it from grid and variants "
-            "(base.train.lr stays the untuned reference)"
-        )
-    if point.train.lr_scaling != "none":
-        return (
-            "train.lr_scaling must be none with search: the search picks the learning rate of every batch size itself"
-        )
-    return None

@@ -1,6 +1,7 @@
 """How a grid key is declared: `key(...)` and the `Key` it carries, the condition under which a key
 is used (`Only`), the key versions and analysis roles, and how a value is written in a grid file.
-sweep/config/keys.py declares every key with these; nothing here knows any particular key."""
+sweep/config/keys.py declares every key with these; nothing here knows any particular key.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from sweep.config.checks import Check
+from sweep.config.validators import Validator
 
 # Key versions: 1 the first release, 2 the control axes, 3 the gradient noise scale, 4 recalibrated
 # BatchNorm evaluation, 5 imbalance_keeps, 6 the user's own model, data and callbacks; a new key
@@ -67,7 +68,7 @@ class Key:
 
     name: str  # dotted, section.field; filled in by declarations()
     default: Any
-    check: Check
+    check: Validator
     doc: str  # one line, for --help and docs/grid.md
     slug: str  # its short name in run ids: bs64
     reach: str  # GRAPH | PACK | DATA | RUN: what a changed value reaches
@@ -84,7 +85,7 @@ class Key:
 
 def key(
     default: Any,
-    check: Check,
+    check: Validator,
     doc: str,
     *,
     slug: str,

@@ -1,7 +1,8 @@
 """What the key declarations (sweep/config/keys.py) say, as the tables the rest of the package reads:
 every key's declaration by its dotted name, defaults, the keys some points do not use, slugs, the
 keys added after the first release, the keys that shape the compiled graph or a pack, the control
-axes and the post's settings, and docs/grid.md's key list."""
+axes and the post's settings, and docs/grid.md's key list.
+"""
 
 from __future__ import annotations
 

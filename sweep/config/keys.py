@@ -17,20 +17,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from sweep.config.checks import (
-    boolean,
-    int_at_least,
-    non_negative_int,
-    number_in,
-    one_of,
-    one_of_ints,
-    optional_path,
-    optional_positive_int,
-    optional_reference,
-    options_mapping,
-    positive_int,
-    references,
-)
 from sweep.config.declare import (  # noqa: F401
     COMPANION,
     CONTROL,
@@ -46,6 +32,20 @@ from sweep.config.declare import (  # noqa: F401
     yaml_text,
 )
 from sweep.config.stopping import rule_check
+from sweep.config.validators import (
+    boolean,
+    int_at_least,
+    non_negative_int,
+    number_in,
+    one_of,
+    one_of_ints,
+    optional_path,
+    optional_positive_int,
+    optional_reference,
+    options_mapping,
+    positive_int,
+    references,
+)
 
 GLYPHS120, DIGITS, FOLDER, NPZ, LOADER = "glyphs120", "digits", "folder", "npz", "loader"
 DATASETS = (GLYPHS120, DIGITS, FOLDER, NPZ, LOADER)

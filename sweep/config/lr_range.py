@@ -18,7 +18,8 @@ LOW, HIGH = "low", "high"
 
 def edge_side(best: float, drawn: Iterable[float], low: float, high: float) -> str:
     """LOW or HIGH when `best` is the lowest (highest) of the `drawn` lrs and near that end of
-    [low, high]; "" when it is inside the range."""
+    [low, high]; "" when it is inside the range.
+    """
     lrs = list(drawn)
     if not lrs:
         return ""
@@ -36,5 +37,6 @@ def widened(low: float, high: float, side: str) -> tuple[float, float]:
 
 def extra_trials(trials: int) -> int:
     """Trials a widening adds to a search of `trials`: half as many again, at least 2 (one alone would
-    rarely land past the old edge)."""
+    rarely land past the old edge).
+    """
     return max(2, trials // 2)

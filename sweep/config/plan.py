@@ -33,7 +33,8 @@ class RunSpec:
     @property
     def run_id(self) -> str:
         """`<slug>-<hash>`, at most MAX_ID_BYTES: a longer slug (a long folder name in data.path) is cut, since
-        the id names files (checkpoints, kept models, TensorBoard folders) and the hash alone identifies it."""
+        the id names files (checkpoints, kept models, TensorBoard folders) and the hash alone identifies it.
+        """
         slug, tail = self.slug, f"-{self.spec_hash}"
         room = MAX_ID_BYTES - len(tail)
         if len(slug.encode()) > room:
@@ -65,7 +66,8 @@ class RunSpec:
 
     def _point_dict(self) -> dict[str, dict[str, Any]]:
         """The settings, without later-added keys at their default: also what the store
-        keeps, so an older harness can still read runs that do not use newer keys."""
+        keeps, so an older harness can still read runs that do not use newer keys.
+        """
         later = declared.added_later()
         return {
             section: {

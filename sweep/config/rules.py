@@ -100,7 +100,8 @@ BUILT_IN_MODEL = ("model.width", "model.batchnorm", "model.bn_momentum")  # the 
 
 def _user_code_problem(point: PointConfig) -> str | None:
     """Settings of the built-in model under model.builder, options without a builder, a stopping metric
-    that is not recorded."""
+    that is not recorded.
+    """
     model = point.model
     if model.builder:
         for name in BUILT_IN_MODEL:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep import vocab
-from sweep.config.checks import decoded, got
+from sweep.config.validators import decoded, got
 
 METRICS = (
     vocab.VAL_ACC,

@@ -83,7 +83,8 @@ class Results:
 
     def x(self, record: pd.Series) -> int:
         """A record's step in the tools: its epoch, or, where any run of the folder has records inside
-        epochs (eval_every_steps), its optimizer step for every run, so all runs share one x axis."""
+        epochs (eval_every_steps), its optimizer step for every run, so all runs share one x axis.
+        """
         return int(record[vocab.STEP] if self.by_steps else record[vocab.EPOCH])
 
 

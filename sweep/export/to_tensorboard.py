@@ -43,7 +43,8 @@ def write(results: Results, where: str) -> str:
 
 def _folder_name(run_id: str) -> str:
     """A run's folder under the export's: its id, which runs.csv may hold in any form (a hand-edited or
-    hostile file), checked before anything is written, so no run writes or deletes outside it."""
+    hostile file), checked before anything is written, so no run writes or deletes outside it.
+    """
     if Path(run_id).name != run_id or run_id in ("", ".", "..") or "\\" in run_id or "\0" in run_id:
         raise ExportError(f"--tensorboard: runs.csv has a run_id that is not a plain folder name: {run_id!r}")
     return run_id

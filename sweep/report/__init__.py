@@ -137,7 +137,8 @@ def _draw(
     svg: bool,
 ) -> tuple[list[FigureFile], list[scaling.CurveReading], list[FigureFile], dict[str, FigureFile], FigureFile | None]:
     """Every figure: the per-folder ones and seeds to decide; the steps to target (read here, returned
-    for the tables) and their figures; the condition maps; the first screen's picture of the post."""
+    for the tables) and their figures; the condition maps; the first screen's picture of the post.
+    """
     figures = plots.draw_all(results, target, svg=svg)
     seeds = seeds_figure.draw(findings, target, svg=svg)
     figures += [seeds] if seeds else []

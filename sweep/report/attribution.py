@@ -101,7 +101,8 @@ class Attribution:
 
     def sentences(self) -> list[str]:
         """What the arms support: the default gap, one passage per effect, and whether any arm is the largest
-        (only when its interval is clear of every other arm's)."""
+        (only when its interval is clear of every other arm's).
+        """
         effects = [a for a in self.arms if a.change is not None and a.change.n > 0]
         if not effects:
             return [f"No control arm in these results: run {EXPERIMENTS} to attribute the gap."]
@@ -193,7 +194,8 @@ def _describe(group: pd.DataFrame) -> str:
 
 def _arm_of(row: pd.Series, off: list[str]) -> tuple[Mechanism, str] | None:
     """The mechanism of a run whose controls `off` are not at their defaults, with its label (the
-    mechanism and the run's control values); DEFAULT when none is off; None when several mechanisms are."""
+    mechanism and the run's control values); DEFAULT when none is off; None when several mechanisms are.
+    """
     if not off:
         return DEFAULT, DEFAULT.label
     for mechanism in CONTROLS:
@@ -205,14 +207,16 @@ def _arm_of(row: pd.Series, off: list[str]) -> tuple[Mechanism, str] | None:
 
 def _accompanies(companion: str, off: list[str]) -> bool:
     """Whether a companion setting belongs to one of these controls (train.steps to train.budget); one that
-    only adds records (train.eval_every_steps) is the same in every arm and does not name one."""
+    only adds records (train.eval_every_steps) is the same in every arm and does not name one.
+    """
     only = declared.declaration(companion).only
     return only is not None and only.on in off
 
 
 def _arm_runs(epochs: pd.DataFrame) -> pd.DataFrame:
     """One row per done run at the post's toggles: settings, seed, its mechanism and arm label, and a
-    context key (every other setting) that groups runs comparable with each other."""
+    context key (every other setting) that groups runs comparable with each other.
+    """
     runs = at_epoch(epochs, None)
     for key in POST_DEFAULTS:
         if key in runs:

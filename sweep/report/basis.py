@@ -36,7 +36,8 @@ def with_lost(
 ) -> Finding | None:
     """The finding with the number of runs that did not train in the groups it compares: the same choice of
     runs made with them back in (choices depend on settings only), counted, never read. Where the claim had
-    nothing to read without them, a finding without checks says so."""
+    nothing to read without them, a finding without checks says so.
+    """
     if untrained is None or untrained.empty:
         return finding
     everything = pd.concat([table, untrained], ignore_index=True)
@@ -58,7 +59,8 @@ READ_TUNED = "each batch size at its own tuned lr (the search's best, re-run at 
 def tuned_lr(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """The tuned re-runs' summary with `train.lr` replaced by its description, so batch sizes that differ in
     their best lr form one group: "tuned per batch size over [0.0001, 0.03] (8: 0.0068, 64: 0.0021)", one
-    description per results folder (one folder, one searched grid; an optimizer's search per folder)."""
+    description per results folder (one folder, one searched grid; an optimizer's search per folder).
+    """
     if summary.empty or "train.lr" not in summary:
         return summary
     parts = []
@@ -82,7 +84,8 @@ def _searched(runs: pd.DataFrame) -> str:
 
 def with_sequential(finding: Finding | None, decisions: pd.DataFrame | None) -> Finding | None:
     """The finding with each check's sequential p-value, where decisions.csv holds exactly its checks (the same
-    labels: the same numbers; a check read on other numbers, or from another folder, keeps its fixed-n p)."""
+    labels: the same numbers; a check read on other numbers, or from another folder, keeps its fixed-n p).
+    """
     if finding is None or decisions is None or not sequential_applies(finding, decisions):
         return finding
     rows = decisions.set_index("check")

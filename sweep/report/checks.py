@@ -91,7 +91,9 @@ def check_gap_at_two_batch_sizes(claim: Claim, table: pd.DataFrame) -> Finding |
 
 def gap_at_two_batch_sizes(claim: Claim, sel: Selection, large: Any) -> Finding:
     """C1's checks on one group of runs with batch sizes `small` (the claim's first) and `large`."""
-    small, gap2, rows = claim.needs.values[0], column(vocab.GAP, "epoch2"), sel.rows
+    small = claim.needs.values[0]
+    gap2 = column(vocab.GAP, "epoch2")
+    rows = sel.rows
     checks = (
         Check(f"gap at batch {large}, epoch 2", estimate_at(rows, BATCH_SIZE, large, gap2), low=FAR_GAP.value),
         Check(
@@ -307,7 +309,9 @@ def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Fin
     seeds = sorted_values(sel.rows[vocab.SEED])
     if not small or not large or len(seeds) < 2:
         return None
-    diffs, picks, sides = [], [], (small, large)
+    diffs = []
+    picks = []
+    sides = (small, large)
     keys, narrow = pair_keys(sel.rows, BATCH_SIZE), sel.rows[[BATCH_SIZE, metric]]  # once, not once per seed
     for seed in seeds:
         held = sel.rows[vocab.SEED] == seed

@@ -44,7 +44,8 @@ def comparable(
     summary: pd.DataFrame, epochs: pd.DataFrame, claim_ids: tuple[str, ...] = CLAIMS_READ, lr: str = FIXED
 ) -> list[Read]:
     """Every claim of `claim_ids` at every reading, raw and (where measured) recalibrated; `lr` names the
-    lr the runs were trained at (TUNED: `summary` is `basis.tuned_lr`'s, `epochs` the tuned re-runs')."""
+    lr the runs were trained at (TUNED: `summary` is `basis.tuned_lr`'s, `epochs` the tuned re-runs').
+    """
     found: list[Read] = []
     for claim in map(by_id, claim_ids):
         if claim.evaluate(summary) is None:  # these runs cannot test it at all: nothing to re-read
@@ -121,7 +122,8 @@ def table(found: list[Read]) -> pd.DataFrame:
 
 def lag_sentence(found: list[Read], claim_id: str, reading: readings.Reading) -> str | None:
     """Per check of one claim at one reading: raw mean, recalibrated mean, and their difference (the lag).
-    `found`: the reads at one lr."""
+    `found`: the reads at one lr.
+    """
     pair = {r.batchnorm: r.finding for r in found if r.claim.id == claim_id and r.reading == reading}
     raw, recal = pair.get(RAW), pair.get(RECALIBRATED)
     if raw is None or recal is None:

@@ -101,7 +101,8 @@ class Doc:
 
 def slugs(headings: Sequence[Heading]) -> list[str]:
     """GitHub's anchor for each heading (lower case, punctuation dropped, spaces to hyphens, repeats numbered),
-    so the Markdown contents link on GitHub and the HTML ids are the same."""
+    so the Markdown contents link on GitHub and the HTML ids are the same.
+    """
     seen: dict[str, int] = {}
     out = []
     for heading in headings:

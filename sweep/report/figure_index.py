@@ -1,5 +1,6 @@
 """The index of a figures folder (`figures.json`): what each figure was drawn from, its title and caption, so
-a figure is drawn again only when that changes, and a figure no longer drawn is removed. No matplotlib."""
+a figure is drawn again only when that changes, and a figure no longer drawn is removed. No matplotlib.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ INDEX = "figures.json"  # figure name -> {"key": what it was drawn from, "title"
 def prune(folder: Path, drawn: set[str]) -> list[str]:
     """Remove the figures an earlier report drew here and this one did not (a setting no longer in the
     results, a renamed figure): a stale PNG beside the report would show numbers it no longer holds.
-    Only names in the index go: files this harness did not draw are left alone. Returns the names removed."""
+    Only names in the index go: files this harness did not draw are left alone. Returns the names removed.
+    """
     index = read_index(folder)
     stale = sorted(name for name in index if name not in drawn)
     for name in stale:

@@ -104,7 +104,8 @@ class Finding:
 
     def seeds_needed(self) -> SeedsNeeded | None:
         """Seeds per setting for 80% power on the undecided checks: the most any of them needs
-        (all must hold), or the fewest (C4: one kind is enough). None: every check is decided."""
+        (all must hold), or the fewest (C4: one kind is enough). None: every check is decided.
+        """
         needed = [seeds_needed(c) for c in self.undecided()]
         if not needed:
             return None

@@ -40,7 +40,8 @@ READINGS = {
 
 def rows(findings: Sequence[tuple[Claim, Finding | None]], verdicts: Mapping[str, str]) -> list[tuple[str, ...]]:
     """One row per claim these results test: the claim in words, its verdict in short, each check's effect
-    and interval, and what it was read from. `verdicts`: claim id -> the report's verdict words."""
+    and interval, and what it was read from. `verdicts`: claim id -> the report's verdict words.
+    """
     return [
         (f"[{claim.id}](#{section_anchor(claim)}): {claim.brief}", short_verdict(verdicts[claim.id]))
         + (effects(finding), read_from(finding))
@@ -72,7 +73,8 @@ def untested(findings: Sequence[tuple[Claim, Finding | None]]) -> str:
 
 def short_verdict(words: str) -> str:
     """The verdict's first clause: "undecided at 3 seeds, after Holm correction", "supported (sequential,
-    decided by 3 seeds)"; the seeds that would decide it and the any-of rule's wording are in the full table."""
+    decided by 3 seeds)"; the seeds that would decide it and the any-of rule's wording are in the full table.
+    """
     first = re.sub(r" \(any-of rule:[^)]*\)", " (one check is enough)", words.split(";")[0])
     if first.startswith("inconclusive:"):
         return "inconclusive: too few seeds with numbers"
@@ -108,7 +110,8 @@ def read_from(finding: Finding) -> str:
 
 def bullets(findings: Sequence[tuple[Claim, Finding | None]], maps: Sequence[ConditionMap] = ()) -> list[str]:
     """At most four short points: the post's picture and its cause, the batch-size advice, the other suspected
-    causes, and what would decide the claims still open."""
+    causes, and what would decide the claims still open.
+    """
     found = {c.id: f for c, f in findings if f is not None}
     mapped = {m.claim.id: m for m in maps}
     out = [
@@ -190,7 +193,8 @@ def _open(findings: Sequence[tuple[Claim, Finding | None]]) -> str:
 
 def terminal(findings: Sequence[tuple[Claim, Finding | None]], verdicts: Mapping[str, str]) -> list[str]:
     """What `run` and `report` print at their end: per tested claim, its words and verdict, then its effects
-    and what they were read from; the untested claims in one line; what would decide the open ones."""
+    and what they were read from; the untested claims in one line; what would decide the open ones.
+    """
     lines = []
     for claim, finding in findings:
         if finding is not None:

@@ -44,7 +44,8 @@ class Setting:
     @property
     def shows(self) -> bool:
         """The post's picture in seed means (as the reproduction ranks settings; with 3 seeds an interval inside
-        the +-0.1 band is rarely reached)."""
+        the +-0.1 band is rarely reached).
+        """
         return shows_pattern(self.gap.mean, self.gap_small.mean)
 
 
@@ -103,7 +104,8 @@ def _span(values: Sequence[float], digits: int = 2) -> str:
 
 def _mechanism(found: Sequence[Setting]) -> str:
     """Batch 64's gap against the weight its moving statistics still give their initial values, raw and
-    recalibrated: if BatchNorm's lag makes the picture, the raw gap follows the weight and the other does not."""
+    recalibrated: if BatchNorm's lag makes the picture, the raw gap follows the weight and the other does not.
+    """
     by_weight: dict[str, list[Setting]] = {}
     for s in found:
         by_weight.setdefault("no BatchNorm" if s.weight is None else f"{s.weight:.2f}", []).append(s)

@@ -131,7 +131,8 @@ class Candidate:
 
 def candidates(table: pd.DataFrame) -> list[Candidate]:
     """Every setting with batch 8 and 64 at epoch 2: those showing the post's pattern first, each part
-    closest to the post's numbers first (a setting can be near the four numbers without their pattern)."""
+    closest to the post's numbers first (a setting can be near the four numbers without their pattern).
+    """
     found = []
     for _, sel in groups_everywhere(by_id("C1"), table):
         numbers = {

@@ -129,7 +129,8 @@ class ConditionMap:
 
     def summary(self, words: dict[bool | None, str] = CELL_WORDS) -> str:
         """ "shows the post's pattern at A; does not at B; unclear at C", each part only where it has cells,
-        then the runs that did not train."""
+        then the runs that did not train.
+        """
         parts = []
         for outcome in (True, False, None):
             chosen = [c for c in self.trained() if c.outcome is outcome]
@@ -162,7 +163,8 @@ def maps(table: pd.DataFrame, untrained: pd.DataFrame | None = None) -> list[Con
     """Every mapped claim's map, where a results folder has at least MIN_CELLS cells for it.
 
     `untrained`: the run summary of the runs that did not train: in a cell's runs, never in its numbers; a cell
-    where one compared value has none that trained is named as such."""
+    where one compared value has none that trained is named as such.
+    """
     lost = untrained if untrained is not None and len(untrained) else table.iloc[0:0]
     both = pd.concat([table.assign(**{LOST: False}), lost.assign(**{LOST: True})], ignore_index=True)
     found = []
@@ -215,7 +217,8 @@ def _at_epoch_two(claim: Claim, table: pd.DataFrame) -> pd.DataFrame | None:
 
 def _groups(claim: Claim, rows: pd.DataFrame) -> tuple[list[tuple[Any, Selection]], list[str]]:
     """Every (compared value, group of runs) that has the claim's reference and that value, and the settings
-    that may set groups apart."""
+    that may set groups apart.
+    """
     axis = claim.needs.axes[0]
     reference, named = _reference(claim)
     others = [c for c in setting_columns(rows) if c != axis and c not in RECORDING_KEYS]
@@ -268,7 +271,8 @@ def _inert(key: str, row: pd.Series) -> bool:
 
 def _distinct(keys: Sequence[str], found: list[tuple[Any, Selection]]) -> list[str]:
     """The keys that split the cells differently from every earlier key: a companion that always moves
-    with its control (train.steps with train.budget) adds nothing to a cell's name."""
+    with its control (train.steps with train.budget) adds nothing to a cell's name.
+    """
     kept, seen = [], set()
     for k in keys:
         split = tuple(fmt_value(with_defaults(s.rows, [k])[k].iloc[0]) for _, s in found)
@@ -284,7 +288,8 @@ LOST = "_did_not_train"  # a column `maps` adds: the run did not train (in a cel
 
 def _judged(claim: Claim, mapped: Mapped, found: list[tuple[Any, Selection]]) -> tuple[Cell, ...]:
     """Every cell's checks on its runs that trained, each described by its own 95% interval (no correction:
-    a map decides nothing); a cell where one compared value has no run that trained has nothing to describe."""
+    a map decides nothing); a cell where one compared value has no run that trained has nothing to describe.
+    """
     reference = _reference(claim)[0]
     cells = []
     for value, sel in found:
@@ -305,7 +310,8 @@ def _order(value: Any) -> tuple[int, Any]:
 
 def where(cells: Sequence[Cell], chosen: Sequence[Cell]) -> str:
     """The chosen cells in the fewest settings: a greedy cover by patterns (each key fixed or free)
-    whose every cell is chosen, largest first."""
+    whose every cell is chosen, largest first.
+    """
     if not cells:
         return ""
     keys = [k for k, _ in cells[0].conditions]

@@ -41,7 +41,8 @@ TITLE_CHARS_PER_INCH = 11  # characters of 10-pt text per inch of figure: where 
 
 def title(fig: Figure, question: str, where_: str) -> None:
     """The figure's title: its question, then its results folder and the settings it holds fixed, wrapped to the
-    figure's width (the report reads the title on one line: `cached_or_drawn` joins the lines)."""
+    figure's width (the report reads the title on one line: `cached_or_drawn` joins the lines).
+    """
     chars = max(40, int(fig.get_size_inches()[0] * TITLE_CHARS_PER_INCH))
     fig.suptitle("\n".join(textwrap.wrap(question, chars) + textwrap.wrap(where_, chars)), fontsize="medium")
 
@@ -52,7 +53,8 @@ def _title_lines(fig: Figure) -> int:
 
 def clipped(low: float, mean: float, high: float, bounds: tuple[float, float]) -> tuple[float, float]:
     """An interval's error-bar lengths below and above the mean, kept within what the quantity can be:
-    a t interval over few seeds reaches below 0 s or past accuracy 1, which no run can. No interval: 0."""
+    a t interval over few seeds reaches below 0 s or past accuracy 1, which no run can. No interval: 0.
+    """
     below = mean - max(low, bounds[0]) if math.isfinite(low) else 0.0
     above = min(high, bounds[1]) - mean if math.isfinite(high) else 0.0
     return max(below, 0.0), max(above, 0.0)
@@ -82,7 +84,8 @@ def place(
     about half of a figure's drawing time; these figures' labels are of known length.
 
     `gap`: inches between panels (0.15 with a shared y axis; more when each panel has its own labels).
-    The legend and a title of several lines add to the figure's height: they do not squeeze the panels."""
+    The legend and a title of several lines add to the figure's height: they do not squeeze the panels.
+    """
     legend = 0.2 * legend_rows + 0.15 if legend_rows else 0.0
     lines = _title_lines(fig)
     width, height = fig.get_size_inches()
@@ -121,7 +124,8 @@ def _combos(rows: pd.DataFrame, keys: list[str]) -> int:
 
 def facet_keys(rows: pd.DataFrame, keys: list[str]) -> list[str]:
     """The fewest settings to split panels by so that no panel holds more than MAX_LINES lines (one per
-    combination of `keys`): greedily the setting that leaves the fewest lines per panel, then the fewest panels."""
+    combination of `keys`): greedily the setting that leaves the fewest lines per panel, then the fewest panels.
+    """
     facets: list[str] = []
     inner = list(keys)
 
@@ -138,7 +142,8 @@ def facet_keys(rows: pd.DataFrame, keys: list[str]) -> list[str]:
 class Encoding:
     """How the lines of a panel are told apart: colour by the inner setting with the most values (one colour
     per value, the same in every panel), line style by the combination of the others (`split`). Where those
-    do not fit (more than MAX_LINES colours or 4 styles), one colour per line of the panel, each labelled."""
+    do not fit (more than MAX_LINES colours or 4 styles), one colour per line of the panel, each labelled.
+    """
 
     def __init__(self, rows: pd.DataFrame, keys: list[str]) -> None:
         self.keys = keys
@@ -194,7 +199,8 @@ def _is_default(key: str, value: Any, defaults: dict[str, Any]) -> bool:
 
 def combination_label(keys: list[str], values: tuple) -> str:
     """What sets a line apart: its settings that are set (not empty) and not at the post's default (a colour
-    legend names its one setting even there: "train.lr=0.001")."""
+    legend names its one setting even there: "train.lr=0.001").
+    """
     defaults = {**an.POST_DEFAULTS, **an.CONTROL_DEFAULTS}
     shown = [(k, v) for k, v in zip(keys, values, strict=True) if not pd.isna(v) and not _is_default(k, v, defaults)]
     return ", ".join(f"{k}={fmt_value(v)}" for k, v in shown) or POST

@@ -173,7 +173,8 @@ def plans(epochs: pd.DataFrame, source: str) -> list[Plan]:
 def _fixed(summary: pd.DataFrame, axis: str) -> str:
     """The settings every run of a folder shares, as `Selection.tested_at` words them: a setting empty in some
     runs and set in others varies (ghost_batch_size), so only the optimizer of the varying ones is kept (tested_at
-    would otherwise name its default)."""
+    would otherwise name its default).
+    """
     varying = [c for c in an.varying(summary) if c != OPTIMIZER]
     return Selection(axis, summary.drop(columns=varying), {}, 1).tested_at()
 
@@ -295,7 +296,8 @@ def _errorbar_by_batch(
     ax: Axes, rows: pd.DataFrame, metric: str, bounds: tuple[float, float], dodge: float = 1.0, **style: Any
 ) -> None:
     """Mean and 95% interval (within `bounds`) per batch size; `dodge` shifts the points (a factor on the log2
-    axis) so that the error bars of several lines at one batch size do not hide each other."""
+    axis) so that the error bars of several lines at one batch size do not hide each other.
+    """
     points = [(size, estimate(group[metric])) for size, group in rows.groupby(an.BATCH_SIZE)]
     errors = [layout.clipped(e.low, e.mean, e.high, bounds) for _, e in points]
     ax.errorbar(
@@ -310,7 +312,8 @@ def _errorbar_by_batch(
 
 def final_val_vs_batch(summary: pd.DataFrame, where_: str = "") -> Figure:
     """val_acc at the last epoch against batch size, one line per combination of the other settings that vary:
-    panels split by as few of them as keep MAX_LINES lines a panel, colour by one, line style by the rest."""
+    panels split by as few of them as keep MAX_LINES lines a panel, colour by one, line style by the rest.
+    """
     others = an.varying(summary, exclude=[an.BATCH_SIZE])
     facets = layout.facet_keys(summary, others)
     inner = [k for k in others if k not in facets]
@@ -369,7 +372,8 @@ def speed_vs_batch(summary: pd.DataFrame, where_: str = "") -> Figure:
 
 def toggle_gaps(summary: pd.DataFrame, toggles: list[str], where_: str = "") -> Figure:
     """For each toggle: gap and eval_gap at epoch 2 and at the end, per value of the toggle in numeric order,
-    the reference value (the post's setting; the most samples per class) marked under its tick."""
+    the reference value (the post's setting; the most samples per class) marked under its tick.
+    """
     question = "Does each suspected cause open a train-val gap?"
     fig, axes = layout.panels(len(toggles), question, where_, width=3.0)
     bars = [(vocab.GAP, "epoch2"), (vocab.GAP, "last"), (vocab.EVAL_GAP, "epoch2"), (vocab.EVAL_GAP, "last")]

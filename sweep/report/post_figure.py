@@ -152,7 +152,8 @@ def _mark_post(ax: Axes, means: pd.DataFrame, sizes: list[int]) -> None:
 
 def _legend(fig, sizes: list[int]) -> None:  # noqa: ANN001 (matplotlib Figure)
     """Colour = batch size, line style = train or val, star = the post's numbers: one entry each, below the
-    panels, where it hides no curve."""
+    panels, where it hides no curve.
+    """
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=c, label=f"batch {b}") for c, b in zip(COLOURS, sizes, strict=False)]

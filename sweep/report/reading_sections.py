@@ -1,5 +1,6 @@
 """The report's sections that re-read the batch-size claims: at comparable points, the attribution of C1's
-gap, and the batch sizes at their own best learning rate. Written as blocks of a `Doc`."""
+gap, and the batch sizes at their own best learning rate. Written as blocks of a `Doc`.
+"""
 
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ def draw(readings: list[CurveReading], out: Path, svg: bool = False) -> list[Fig
 
 def names(curves: list[Curve]) -> list[str]:
     """Each curve's figure name, "steps_to_target-<folder>_<lr>"; where two curves of a folder share an lr (one
-    per optimizer), each adds its optimizer, and where that is not enough, its place among them."""
+    per optimizer), each adds its optimizer, and where that is not enough, its place among them.
+    """
 
     def slug(*parts: str) -> str:
         return "steps_to_target-" + re.sub(r"[^A-Za-z0-9]+", "_", "_".join(parts)).strip("_")
@@ -88,7 +89,8 @@ def optimizer(curve: Curve) -> str:
 def fixed_settings(curve: Curve) -> str:
     """What a curve holds fixed besides its batch sizes, optimizer and lr first, as its figure title and report
     heading say it: "optimizer=momentum, lr=0.01, samples_per_class=100, epochs=2" (`Selection.tested_at`),
-    "lr tuned per batch size" where each batch size ran at its search's best lr."""
+    "lr tuned per batch size" where each batch size ran at its search's best lr.
+    """
     said = Selection(BATCH_SIZE, curve.epochs, {}, 1).tested_at().rsplit(";", 1)[0].split(", ")
     if curve.lr == TUNED:
         said.insert(1, f"lr {TUNED}")  # after the optimizer, which tested_at always names first
@@ -97,7 +99,8 @@ def fixed_settings(curve: Curve) -> str:
 
 def _drawing_key(reading: CurveReading) -> str:
     """What one figure is drawn from: the curve's label, settings and metric, its per-run readings, the fits,
-    this code and the layout rules."""
+    this code and the layout rules.
+    """
     digest = hashlib.sha256(f"{reading.curve.label()} {fixed_settings(reading.curve)} {reading.curve.metric}".encode())
     digest.update(pd.util.hash_pandas_object(reading.reaches, index=False).to_numpy().tobytes())
     digest.update(repr((reading.targets, reading.rows, reading.fits)).encode())
@@ -108,7 +111,8 @@ def _drawing_key(reading: CurveReading) -> str:
 
 def steps_figure(reading: CurveReading) -> Figure:
     """Steps against batch size, log-log, TARGETS_PER_PANEL targets a panel (one colour each, the same in every
-    panel): measured (solid), perfect scaling (dashed) and the fit (dotted)."""
+    panel): measured (solid), perfect scaling (dashed) and the fit (dotted).
+    """
     from matplotlib.lines import Line2D
 
     curve = reading.curve

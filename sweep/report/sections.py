@@ -62,7 +62,8 @@ def document(
     main_figure: FigureFile | None = None,
 ) -> Doc:
     """The report's blocks: the first screen (verdicts in short, the post's picture, what they mean), the
-    contents, then every section that supports them."""
+    contents, then every section that supports them.
+    """
     doc = Doc()
     where = where or Where()
     sequential = until_section.by_claim(until)
@@ -136,7 +137,8 @@ def verdicts_section(
     doc: Doc, findings: list[tuple[Claim, Finding | None]], where: Where, sequential: dict[str, pd.DataFrame]
 ) -> None:
     """Every tested claim: the post's words, each check's estimate, the verdict with where it was mapped, and
-    what it was read from in full."""
+    what it was read from in full.
+    """
     doc.h(2, "Verdicts in full")
     mapped = {m.claim.id: m for m in where.maps}
     doc.table(
@@ -162,7 +164,8 @@ def verdict_where(
     claim: Claim, finding: Finding | None, found: ConditionMap | None, sequential: pd.DataFrame | None = None
 ) -> str:
     """The verdict at the settings it read (the sequential one after `run --until-decided`), then, where
-    the claim was mapped, where it is supported and where not."""
+    the claim was mapped, where it is supported and where not.
+    """
     text = verdict(claim, finding, sequential)
     if finding is not None and finding.untrained and "did not train" not in text:
         text += f"; {finding.untrained} of the runs it compares did not train and are left out of every number"

@@ -22,7 +22,8 @@ from sweep.report.findings import READ_QUIET, READ_TIME, SPEEDUP, Finding
 @across_batch_sizes
 def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding | None:
     """Epoch time, largest vs smallest batch: from the quiet `sweep time` repeats where every run has them
-    (paired by repeat), else each run's median epoch time (epochs 2 onwards), paired by seed."""
+    (paired by repeat), else each run's median epoch time (epochs 2 onwards), paired by seed.
+    """
     median = f"{vocab.EPOCH_SECONDS}_median"
     reading = median if median in sel.rows else vocab.EPOCH_SECONDS  # summaries written before the spread existed
     in_run = paired_relative(sel.rows, BATCH_SIZE, small, large, reading)
@@ -59,7 +60,8 @@ def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding 
 
 def _quiet_change(rows: pd.DataFrame, small: Any, large: Any) -> Estimate | None:
     """Relative change of the quiet epoch time per repeat (repeat k of every batch size ran in one round of
-    `sweep time`'s alternation, so they pair); None unless every run compared has its configuration's repeats."""
+    `sweep time`'s alternation, so they pair); None unless every run compared has its configuration's repeats.
+    """
     if QUIET_REPEATS not in rows or rows[QUIET_REPEATS].isna().any():
         return None
     times = {

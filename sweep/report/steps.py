@@ -162,7 +162,8 @@ def steps_section(doc: Doc, readings: list[scaling.CurveReading], figures: list[
 
 def _heading(c: scaling.Curve) -> str:
     """A curve's heading: its folder and every setting it holds fixed, optimizer and lr first (two curves of
-    one folder at one lr differ in their optimizer), as its figure's title says them."""
+    one folder at one lr differ in their optimizer), as its figure's title says them.
+    """
     return f"{c.source}: {fixed_settings(c)}; seeds {', '.join(map(str, c.seeds))}; read on {c.metric}"
 
 

@@ -1,5 +1,6 @@
 """The report's "Seeds until decided" section: the plan and every check's sequential status, from the
-``decisions.csv`` and ``looks.csv`` that `sweep run --until-decided` leaves in a results folder."""
+``decisions.csv`` and ``looks.csv`` that `sweep run --until-decided` leaves in a results folder.
+"""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def folders_by_claim(found: Sequence[Found]) -> dict[str, str]:
 def verdict(finding: Finding, checks: pd.DataFrame) -> str:
     """A claim's verdict from its checks' sequential p-values after the report's Holm correction (one family
     with every other check of the report), and an undecided one at the cap with the seeds per setting 80%
-    power would still need (from the finding's own check)."""
+    power would still need (from the finding's own check).
+    """
     combine = any_of if finding.rule == ANY else all_of
     sides = [c.outcome() for c in finding.checks]
     seen = dict(zip(checks["check"].astype(str), checks["n"], strict=True))
@@ -68,7 +70,8 @@ def verdict(finding: Finding, checks: pd.DataFrame) -> str:
 
 def _decided_by(combine, sides: Sequence[bool | None], seeds: Sequence[int]) -> int:
     """The fewest seeds at which the checks decided so far already fix the claim's outcome: one check
-    holding at 5 seeds supports an any-of claim, whatever another check does at the 12-seed cap."""
+    holding at 5 seeds supports an any-of claim, whatever another check does at the 12-seed cap.
+    """
     for count in sorted(set(seeds)):
         if combine(side if n <= count else None for side, n in zip(sides, seeds, strict=True)) is not None:
             return count

@@ -125,14 +125,16 @@ def format_event(event: events.Event, progress: Progress) -> str | None:
 def threads_per_worker(workers: int) -> int:
     """TensorFlow threads per worker: a fair share of the cores ($BATCHSWEEP_THREADS overrides).
 
-    Measured in benchmarks/workers.py (docs/measured.md)."""
+    Measured in benchmarks/workers.py (docs/measured.md).
+    """
     override = os.environ.get("BATCHSWEEP_THREADS")
     return int(override) if override else max(1, devices.cpu_count() // workers)
 
 
 def worker_command(study: str, policy: RetryPolicy, flags: Sequence[str] = ()) -> list[str]:
     """The worker's argv. The store is passed in its environment ($BATCHSWEEP_STORAGE), not
-    here: a command line is visible to every user of the machine (ps), a password with it."""
+    here: a command line is visible to every user of the machine (ps), a password with it.
+    """
     return [sys.executable, "-m", "sweep", "worker", "--study", study, *policy_flags(policy), *flags]
 
 
@@ -167,14 +169,17 @@ def run_workers(
     queue is empty; return the first non-zero exit code. The CPU cores are shared evenly;
     `towers`: the workers train packs, their towers side by side (`devices.towers_side_by_side`).
     A worker that died holding runs (`on_death` says so, having queued them again or left them failed
-    past the policy's cap) is replaced while runs are queued: the sweep goes on without it."""
+    past the policy's cap) is replaced while runs are queued: the sweep goes on without it.
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     threads_each = threads_per_worker(len(slots))
     inbox: queue.Queue = queue.Queue()
     command = worker_command(study, policy, flags)
     start = functools.partial(_start, command, storage, threads=threads_each, inbox=inbox, towers=towers)
     procs = [start(log_dir / f"worker-{i}.log", visible=slot) for i, slot in enumerate(slots)]
-    restarts, replaced, codes = 0, 0, []
+    restarts = 0
+    replaced = 0
+    codes = []
     try:
         while procs:
             item = inbox.get()
@@ -217,7 +222,8 @@ def _stop(procs: list[subprocess.Popen], say: Say) -> None:
 
 def _open_log(path: Path) -> TextIO:
     """A worker's log, appended to; a path that is a symbolic link (ln -s ~/victim logs/worker-0.log) is
-    refused (O_NOFOLLOW), not written through."""
+    refused (O_NOFOLLOW), not written through.
+    """
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
     try:
         return open(os.open(path, flags, 0o644), "a", encoding="utf-8")  # noqa: SIM115 - closed by _relay
@@ -271,7 +277,8 @@ def watch_parent() -> bool:
     the worker must exit without claiming anything (`EXIT_ORPHANED`). True otherwise: a worker
     started by hand or by Slurm has no such variable, and elsewhere than Linux a worker notices a
     dead coordinator at its next event (broken pipe). The variable is taken out of the
-    environment, so no process this one starts inherits it."""
+    environment, so no process this one starts inherits it.
+    """
     expected = os.environ.pop(vocab.PARENT_PID_ENV, None)
     if expected is None or not sys.platform.startswith("linux"):
         return True

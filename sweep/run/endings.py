@@ -1,6 +1,7 @@
 """How a claimed run ends, alone or as one tower of a pack: its status, error and last record stored,
 its model kept or dropped, its checkpoint dropped, and the event said (sweep/run/worker.py,
-sweep/run/pack_worker.py)."""
+sweep/run/pack_worker.py).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import optuna
 
 from sweep import vocab
 from sweep.run import events, resume
-from sweep.store import Claim, Store
+from sweep.store import Lease, Store
 
 RSS_FACT = "worker_rss_mb"
 
@@ -25,18 +26,20 @@ def rss_mb() -> float:
 
 def taken_back(run_id: str, emit: events.Emit) -> tuple[str, bool]:
     """The store ended this attempt while it trained (its worker was presumed dead) and queued
-    the next one: drop this attempt's work quietly; the queued attempt trains the run."""
+    the next one: drop this attempt's work quietly; the queued attempt trains the run.
+    """
     emit(events.RunInterrupted(run_id, "the store presumed this worker dead and queued the run again"))
     return vocab.INTERRUPTED, False
 
 
-def should_prune(claim: Claim, epoch: float, epochs: int) -> bool:
+def should_prune(claim: Lease, epoch: float, epochs: int) -> bool:
     """A search trial whose curve is below the pruner's median, at a whole epoch before its last:
-    pruning at the last epoch would save nothing and hide a finished trial from the sampler."""
+    pruning at the last epoch would save nothing and hide a finished trial from the sampler.
+    """
     return claim.search is not None and float(epoch).is_integer() and epoch < epochs and claim.trial.should_prune()
 
 
-def pruned_error(claim: Claim, epoch: float) -> str:
+def pruned_error(claim: Lease, epoch: float) -> str:
     return f"pruned after epoch {epoch}: {claim.metric} below the search's median"
 
 
@@ -50,9 +53,11 @@ class Ending:
     last: dict[str, Any] | None
 
 
-def end_run(store: Store, claim: Claim, emit: events.Emit, places: resume.Places, ending: Ending, model: Any) -> str:
+def end_run(store: Store, claim: Lease, emit: events.Emit, places: resume.Places, ending: Ending, model: Any) -> str:
     """Store how the run ended, keep or drop its model and checkpoint, say so; returns its status."""
-    status, last, error = ending.status, ending.last, ending.error
+    status = ending.status
+    last = ending.last
+    error = ending.error
     value = last[claim.metric] if last and status == vocab.DONE else None
     try:
         resume.keep_model(places, claim.spec.run_id, status, model)  # before the run ends

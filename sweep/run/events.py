@@ -99,7 +99,8 @@ def from_line(line: str) -> Event | None:
     """The event of a worker's stdout line, or None for a line that is not one (it goes to the log).
 
     A line that looks like an event but is not one this version knows (a worker of another
-    version) is logged too, rather than stopping the coordinator."""
+    version) is logged too, rather than stopping the coordinator.
+    """
     if not line.startswith(PREFIX):
         return None
     try:

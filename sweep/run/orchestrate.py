@@ -93,7 +93,8 @@ def locations(grid: GridFile, options: Options) -> tuple[Path, str]:
 
 def _same_backend(store: Store) -> None:
     """Refuse a store whose runs trained on another backend: it would count them as this one's finished
-    runs (a run id names the settings, not the backend). Runs recorded before the backend was: tensorflow."""
+    runs (a run id names the settings, not the backend). Runs recorded before the backend was: tensorflow.
+    """
     here = backends.current()
     for trial in store.trials():
         info = trial.user_attrs.get(INFO)
@@ -136,7 +137,10 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
         console.say("checking model.builder, data.loader and train.callbacks (loads TensorFlow)")
         preflight.check(points)  # a broken reference stops here, before anything is queued
     store, added = _queue(grid, target, runs, groups, console, options.policy)
-    code, planned, trained, rounds = EXIT_OK, list(runs), 0, 0
+    code = EXIT_OK
+    planned = list(runs)
+    trained = 0
+    rounds = 0
     for phase in range(PHASES + (grid.search.widen if grid.search else 0)):
         widened = store.widen_searches(groups)
         for line in widened:
@@ -175,7 +179,8 @@ def queue_sweep(grid: GridFile, options: Options = Options(), console: Console =
     """`run --no-train`: queue what `run_sweep` would train, for workers started elsewhere (`sweep worker`,
     a Slurm array), and train nothing. No preflight of the user's code: it loads TensorFlow, and the
     workers find a broken reference as a failed run. Each finished search's best lr is queued by the
-    next call, as `run_sweep` does between its phases."""
+    next call, as `run_sweep` does between its phases.
+    """
     runs, groups = plan(grid), search_groups(grid)
     _, target = locations(grid, options)
     # trained by workers elsewhere: their backend, not this process's, is the one to check
@@ -198,7 +203,8 @@ def _queue(
 ) -> tuple[Store, int]:
     """Open (or start) the sweep's store, put dead workers' runs back, queue the grid's runs and searches;
     return the store and how many runs were newly queued. `here`: this process trains them (its backend
-    must be the store's)."""
+    must be the store's).
+    """
     store = open_store(target, grid.name, create=True)
     if here:
         _same_backend(store)
@@ -211,7 +217,8 @@ def _queue(
 def train_runs(store: Store, runs: list[RunSpec], options: Options, results: Path, console: Console) -> tuple[int, int]:
     """Queue `runs` (a finished run is never queued again) and train the pending ones the way `run_sweep`
     does (workers or this process, retries, progress), then export the tables; return the workers' exit
-    code and how many runs they trained. Used to add runs to a sweep after its grid (`sweep.run.until`)."""
+    code and how many runs they trained. Used to add runs to a sweep after its grid (`sweep.run.until`).
+    """
     store.enqueue(runs)
     todo = store.pending(runs)
     code, done = _train(store, options, todo, results, console) if todo else (EXIT_OK, 0)
@@ -252,7 +259,8 @@ def _epochs(specs: list[RunSpec]) -> int:
 
 def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, console: Console) -> tuple[int, int]:
     """Train the queued runs with workers and show their progress; return the workers' exit code
-    and how many runs they trained."""
+    and how many runs they trained.
+    """
     progress = coordinator.Progress(runs_total=len(todo), epochs_total=_epochs(todo))
     started = time.monotonic()
     log_dir = results / vocab.LOG_DIR
@@ -295,7 +303,8 @@ def train_here(
     pack: int | None = None,
 ) -> int:
     """The worker loop in this process, its events shown as progress lines. A worker that would
-    be replaced (memory, another replica count) runs again here, up to MAX_WORKER_RESTARTS times."""
+    be replaced (memory, another replica count) runs again here, up to MAX_WORKER_RESTARTS times.
+    """
     from sweep.run import worker
 
     def show(event: events.Event) -> None:
@@ -374,7 +383,8 @@ def counts_text(counts: dict[str, int]) -> str:
 def join(target: str, name: str, options: Options = Options(), console: Console = Console()) -> int:
     """`sweep worker`: train the queued runs of an existing sweep in this process (its events as lines
     on stdout, for a coordinator), or, with workers or devices, in worker processes whose logs go to
-    <results>/logs (results: default results/<name>)."""
+    <results>/logs (results: default results/<name>).
+    """
     from sweep.run import worker
 
     if not storage.is_database(target) and not Path(target).exists():

@@ -19,13 +19,14 @@ from sweep import vocab
 from sweep.config.plan import RunSpec
 from sweep.run import events, resume
 from sweep.run.endings import Ending, end_run, pruned_error, should_prune
-from sweep.store import Claim, Store
+from sweep.store import Lease, Store
 from sweep.train import checkpoint, pack
 
 
-def size_for(claim: Claim, limit: int | None, places: resume.Places, alone: set[str]) -> int:
+def size_for(claim: Lease, limit: int | None, places: resume.Places, alone: set[str]) -> int:
     """How many runs the claimed run may pack with itself: 1 when it must train alone (`alone`: runs
-    whose pack failed in this worker)."""
+    whose pack failed in this worker).
+    """
     spec = claim.spec
     if pack.pack_key(spec) is None or places.models is not None or spec.run_id in alone:
         return 1  # --keep-models saves each run's compiled model
@@ -34,7 +35,7 @@ def size_for(claim: Claim, limit: int | None, places: resume.Places, alone: set[
     return limit if limit is not None else pack.default_size(spec.point.train.batch_size)
 
 
-def claim_mates(store: Store, claim: Claim, size: int, places: resume.Places, alone: set[str]) -> list[Claim]:
+def claim_mates(store: Store, claim: Lease, size: int, places: resume.Places, alone: set[str]) -> list[Lease]:
     """The claimed run and up to size - 1 more queued runs that pack with it, each claimed."""
     key = pack.pack_key(claim.spec)
 
@@ -50,12 +51,13 @@ def claim_mates(store: Store, claim: Claim, size: int, places: resume.Places, al
     return claims
 
 
-def run_pack(store: Store, claims: list[Claim], emit: events.Emit, places: resume.Places) -> list[str]:
+def run_pack(store: Store, claims: list[Lease], emit: events.Emit, places: resume.Places) -> list[str]:
     """Train the claimed (and started) runs as one pack; returns each run's status, in order.
 
     An error (one run's data or model, say) does not fail the pack's runs: those still training are
     queued again (status interrupted) for the caller to train alone, where the run at fault fails on
-    its own and the others go on from their checkpoints. Ctrl-C propagates (the caller re-queues)."""
+    its own and the others go on from their checkpoints. Ctrl-C propagates (the caller re-queues).
+    """
     from sweep.train.records import Diverged, total_steps
     from sweep.train.trainer import forget_compiled
 
@@ -106,7 +108,7 @@ def run_pack(store: Store, claims: list[Claim], emit: events.Emit, places: resum
     return [end_run(store, claim, emit, places, endings[k], None) for k, claim in enumerate(claims)]
 
 
-def _requeue(store: Store, claim: Claim, reason: str, emit: events.Emit) -> str:
+def _requeue(store: Store, claim: Lease, reason: str, emit: events.Emit) -> str:
     """End the attempt unfinished and queue the run again (its checkpoint, if any, is kept)."""
     store.requeue(claim, reason)
     emit(events.RunInterrupted(claim.spec.run_id, reason))
@@ -115,7 +117,7 @@ def _requeue(store: Store, claim: Claim, reason: str, emit: events.Emit) -> str:
 
 def _store_record(
     store: Store,
-    claim: Claim,
+    claim: Lease,
     packed: pack.PackedRun,
     k: int,
     record: dict[str, Any],

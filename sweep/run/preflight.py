@@ -1,5 +1,6 @@
 """Before anything is queued: each distinct model builder, loader and callback a grid names is tried
-once, so a broken reference stops `run` with one line naming its key (sweep/train/usercode.py words it)."""
+once, so a broken reference stops `run` with one line naming its key (sweep/train/usercode.py words it).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def uses_code(point: PointConfig) -> bool:
 
 def check(points: Iterable[PointConfig]) -> None:
     """Build each distinct model, load each distinct dataset and make each callback once; raise on
-    the first that fails. Imports TensorFlow only when a point uses the user's code."""
+    the first that fails. Imports TensorFlow only when a point uses the user's code.
+    """
     points = [p for p in points if uses_code(p)]
     if not points:
         return

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import vocab
-from sweep.store import Claim, Store, storage
+from sweep.store import Lease, Store, storage
 from sweep.train import checkpoint
 
 Say = Callable[[str], None]
@@ -48,7 +48,8 @@ class Places:
 def places(target: str, study: str, results: Path | None = None, keep_models: bool = False) -> Places:
     """$BATCHSWEEP_CHECKPOINTS, else `checkpoints/` beside a journal file, else (a database store)
     in the results folder: `results`, default results/<study>. Models go to <results>/models, where
-    the results folder of a journal store defaults to the journal's folder."""
+    the results folder of a journal store defaults to the journal's folder.
+    """
     journal = None if storage.is_database(target) else Path(target).parent
     folder = results or journal or Path("results") / study
     env = os.environ.get(CHECKPOINTS_ENV)
@@ -61,10 +62,11 @@ def _log(text: str) -> None:
 
 
 def resume(
-    store: Store, claim: Claim, run: Any, places: Places, say: Say = _log
+    store: Store, claim: Lease, run: Any, places: Places, say: Say = _log
 ) -> tuple[checkpoint.Position, dict[str, Any]] | None:
     """Restore `run` (a prepared sweep.train.trainer.Run) from its checkpoint if the store agrees with it;
-    return the position to go on from and the record it stands at, or None to start at epoch 0."""
+    return the position to go on from and the record it stands at, or None to start at epoch 0.
+    """
     spec = claim.spec
     path = places.checkpoint(spec.run_id)
     if not path.exists():
@@ -103,7 +105,7 @@ def _text(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True)
 
 
-def after_record(places: Places, claim: Claim, run: Any, record: dict[str, Any]) -> None:
+def after_record(places: Places, claim: Lease, run: Any, record: dict[str, Any]) -> None:
     """Checkpoint the run at the record the store has just taken."""
     spec = claim.spec
     checkpoint.save(places.checkpoint(spec.run_id), spec.run_id, spec.to_json(), run.position, record, run.model)
@@ -117,7 +119,8 @@ def keep_model(places: Places, run_id: str, status: str, model: Any) -> None:
 
 def drop_checkpoint(places: Places, run_id: str, status: str) -> None:
     """A run that ended (done, pruned, diverged, failed) needs no checkpoint; --keep-models keeps it.
-    A failed run is retried from epoch 0, as its last checkpoint may hold what made it fail."""
+    A failed run is retried from epoch 0, as its last checkpoint may hold what made it fail.
+    """
     if places.models is None and status in (*vocab.FINAL_STATUSES, vocab.FAILED):
         checkpoint.remove(places.checkpoint(run_id))
 
@@ -125,7 +128,8 @@ def drop_checkpoint(places: Places, run_id: str, status: str) -> None:
 @contextlib.contextmanager
 def uninterrupted() -> Iterator[None]:
     """SIGTERM and SIGINT wait while a record and its checkpoint are written (milliseconds), then
-    stop the run as they would have: the run is re-queued with its checkpoint on disk."""
+    stop the run as they would have: the run is re-queued with its checkpoint on disk.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return

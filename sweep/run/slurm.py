@@ -38,7 +38,8 @@ class ArrayJob:
     """What the batch script says. `storage` is what the worker is given as --storage (a journal's
     absolute path, a database URL without a password, or @FILE); None: the worker reads the store
     from $BATCHSWEEP_STORAGE, which sbatch exports from the submitting shell, so no password is
-    written into the script."""
+    written into the script.
+    """
 
     study: str
     storage: str | None
@@ -123,7 +124,8 @@ def script(job: ArrayJob) -> str:
 
 def _worker_loop(command: str) -> list[str]:
     """The worker, started again when it asks for a fresh process, as `sweep run`'s coordinator does.
-    Not `exec`: Slurm signals every process of the task (scancel, preemption, --time), the worker too."""
+    Not `exec`: Slurm signals every process of the task (scancel, preemption, --time), the worker too.
+    """
     return [
         f"# A worker exits {EXIT_RECYCLE} for a fresh process to take over (its memory passed",
         "# $BATCHSWEEP_WORKER_MAX_MB, or a run needs another replica count) and "

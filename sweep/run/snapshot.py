@@ -25,7 +25,8 @@ CONSOLE = Console()
 
 def from_grid(grid: GridFile, options: Options, console: Console = CONSOLE) -> Path:
     """The grid's sweep, from its store (--storage, else <results>/journal.log) into its results folder;
-    returns that folder."""
+    returns that folder.
+    """
     results, target = locations(grid, options)
     store = _open(target, grid.name)
     runs = plan(grid) + [s for specs in store.tuned_runs(search_groups(grid), grid.seeds).values() for s in specs]
@@ -37,7 +38,8 @@ def from_grid(grid: GridFile, options: Options, console: Console = CONSOLE) -> P
 
 def from_folder(folder: Path, options: Options, study: str | None, console: Console = CONSOLE) -> Path:
     """A results folder's sweep, from its store (--storage, else the folder's journal.log) into the folder.
-    The sweep is --study, else the one named in the folder's runs.csv, else the folder's name."""
+    The sweep is --study, else the one named in the folder's runs.csv, else the folder's name.
+    """
     if not folder.is_dir():
         raise UsageError(f"{folder}: no such folder (give a grid file or a results folder written by `sweep run`)")
     target = options.storage or str(folder / vocab.JOURNAL_FILE)

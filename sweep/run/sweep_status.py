@@ -1,5 +1,6 @@
 """`sweep status`: how far a sweep got (done, running, failed, diverged, pending) and, for each running
-run, where it runs and how far it is; the store is only read."""
+run, where it runs and how far it is; the store is only read.
+"""
 
 from __future__ import annotations
 

@@ -170,7 +170,8 @@ def run_until_decided(
     grid: GridFile, options: Options | None = None, max_seeds: int = DEFAULT_MAX_SEEDS, console: Console | None = None
 ) -> Outcome:
     """Train the grid, then each planned look's seeds at the points whose claims are undecided; write
-    decisions.csv and looks.csv, then the report."""
+    decisions.csv and looks.csv, then the report.
+    """
     options, console = options or Options(), console or Console()
     check_input(grid, max_seeds)
     layout = Layout.of(grid, max_seeds)
@@ -184,7 +185,10 @@ def run_until_decided(
         return outcome
     store = open_store(target, grid.name, create=False)
     store.sweep.set_user_attr(PLAN_ATTR, list(layout.plan.looks))
-    trained, rows, k, points = outcome.trained, [], 0, len(layout.runs)
+    trained = outcome.trained
+    rows = []
+    k = 0
+    points = len(layout.runs)
     while True:
         table = health.claims_summary(analysis.load([results]))
         now = look(table, layout, k)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 
 from sweep import vocab
 from sweep.run import events
-from sweep.store import Claim
+from sweep.store import Lease
 
 FACTOR = 10.0  # times the slowest interval seen before a run counts as stalled
 FLOOR_ENV = "BATCHSWEEP_STALL_FLOOR"
@@ -46,7 +46,7 @@ class Watchdog:
     def __init__(self, floor: float, stop: Callable[[], None] = _kill_this_process) -> None:
         self._floor, self._stop = floor, stop
         self._lock = threading.Lock()
-        self._claims: list[Claim] = []
+        self._claims: list[Lease] = []
         self._last = time.monotonic()
         self._slowest: float | None = None  # the slowest interval between records so far
         threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
@@ -60,7 +60,7 @@ class Watchdog:
         return FACTOR * self._slowest, f"10x this worker's slowest interval between records, {self._slowest:.1f} s"
 
     @contextlib.contextmanager
-    def watching(self, claims: list[Claim]) -> Iterator[None]:
+    def watching(self, claims: list[Lease]) -> Iterator[None]:
         """Watch these runs (one, or a pack) while the block trains them."""
         with self._lock:
             self._claims, self._last = list(claims), time.monotonic()
@@ -96,7 +96,7 @@ class Watchdog:
                 self._stall(claims, why)
                 return
 
-    def _stall(self, claims: list[Claim], why: str) -> None:
+    def _stall(self, claims: list[Lease], why: str) -> None:
         """Say why on each run's attempt (given a few seconds: the store itself may be what hangs), then stop."""
         writer = threading.Thread(target=_say_why, args=(claims, why), daemon=True)
         writer.start()
@@ -104,7 +104,7 @@ class Watchdog:
         self._stop()
 
 
-def _say_why(claims: list[Claim], why: str) -> None:
+def _say_why(claims: list[Lease], why: str) -> None:
     for claim in claims:
         with contextlib.suppress(Exception):  # any store error: the worker is stopped all the same
             claim.trial.set_user_attr(vocab.STALLED, why)

@@ -27,7 +27,7 @@ from sweep.config import UnknownSettings
 from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
 from sweep.run import events, resume, watchdog
 from sweep.run.endings import Ending, end_run, pruned_error, rss_mb, should_prune, taken_back
-from sweep.store import DEFAULT_POLICY, Claim, RetryPolicy, Store, is_disk_full, redact
+from sweep.store import DEFAULT_POLICY, Lease, RetryPolicy, Store, is_disk_full, redact
 
 IDLE_POLL_SECONDS = 2.0
 
@@ -88,7 +88,8 @@ def work(
 
 def masked(emit: events.Emit, target: str) -> events.Emit:
     """`emit` with every text of an event passed through `redact`: an error's last line (a user's callback
-    may raise with the storage URL in its message) reaches the terminal, a log or a Slurm job's .out file."""
+    may raise with the storage URL in its message) reaches the terminal, a log or a Slurm job's .out file.
+    """
 
     def emit_masked(event: events.Event) -> None:
         texts = {f.name: redact(v, target) for f in fields(event) if isinstance(v := getattr(event, f.name), str)}
@@ -156,9 +157,10 @@ def _work(
 
 
 @contextlib.contextmanager
-def heartbeats(store: Store, claims: list[Claim]) -> Iterator[None]:
+def heartbeats(store: Store, claims: list[Lease]) -> Iterator[None]:
     """Each claimed run's heartbeat (database stores) from its claim to its end, alone or in a pack: a run
-    whose worker dies goes stale and is re-queued by any other worker."""
+    whose worker dies goes stale and is re-queued by any other worker.
+    """
     with contextlib.ExitStack() as beating:
         for claim in claims:
             beating.enter_context(store.heartbeat(claim))
@@ -174,7 +176,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def run_one(store: Store, claim: Claim, emit: events.Emit, places: resume.Places | None = None) -> tuple[str, bool]:
+def run_one(store: Store, claim: Lease, emit: events.Emit, places: resume.Places | None = None) -> tuple[str, bool]:
     """Train one claimed run to its end; record every epoch as it finishes, and checkpoint it there.
     A run with a checkpoint the store agrees with goes on from it (sweep/run/resume.py).
 
@@ -192,7 +194,10 @@ def run_one(store: Store, claim: Claim, emit: events.Emit, places: resume.Places
     spec = claim.spec
     emit(events.RunStarted(spec.run_id, spec.point.train.epochs))
     places = places or resume.places(store.target, store.name)
-    status, error, epochs, retryable = vocab.FAILED, None, spec.point.train.epochs, True
+    status = vocab.FAILED
+    error = None
+    epochs = spec.point.train.epochs
+    retryable = True
     last: dict[str, Any] | None = None
     run = None
     try:

@@ -1,6 +1,7 @@
 """A sweep's worker processes: where each runs (its devices), what it is told (flags), and what
 happens when one dies (its runs queued again or failed past the cap, and a new worker in its place).
-No TensorFlow."""
+No TensorFlow.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def say_dead(dead: list[Dead], say: Say, warn: Say) -> None:
 
 def replace_dead(store: Store, policy: RetryPolicy, say: Say, warn: Say) -> coordinator.OnDeath:
     """What the coordinator does when a worker dies: its runs queued again (or failed past the cap), and
-    a new worker in its place if it held a run and runs are still queued."""
+    a new worker in its place if it held a run and runs are still queued.
+    """
 
     def on_death(pid: int, code: int) -> coordinator.Death:
         dead = store.requeue_dead(policy, {pid: coordinator.ended(code)})
@@ -40,7 +42,8 @@ def replace_dead(store: Store, policy: RetryPolicy, say: Say, warn: Say) -> coor
 
 def packs(pack: int | None, queued: list[RunSpec]) -> bool:
     """Whether the workers may train packs: `--pack K` above 1, or without it a queued run's batch
-    size that `pack.PACK_SIZES` packs. Such workers run their towers side by side (sweep/train/devices.py)."""
+    size that `pack.PACK_SIZES` packs. Such workers run their towers side by side (sweep/train/devices.py).
+    """
     from sweep.train.pack import default_size
 
     return pack > 1 if pack else any(default_size(spec.point.train.batch_size) > 1 for spec in queued)
@@ -48,7 +51,8 @@ def packs(pack: int | None, queued: list[RunSpec]) -> bool:
 
 def worker_flags(results: Path, keep_models: bool, pack: int | None) -> list[str]:
     """What a worker process needs to know: the results folder (where a database store's
-    checkpoints and --keep-models' final models go, sweep/run/resume.py) and --pack."""
+    checkpoints and --keep-models' final models go, sweep/run/resume.py) and --pack.
+    """
     keep = ["--keep-models"] if keep_models else []
     return ["--results", str(results), *keep, *(["--pack", str(pack)] if pack else [])]
 

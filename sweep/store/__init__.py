@@ -30,7 +30,7 @@ from sweep import vocab
 from sweep.config.plan import RunSpec, SearchGroup
 from sweep.store import crash, internals, params, queue, search, storage, tables
 from sweep.store.crash import Dead
-from sweep.store.queue import DEFAULT_POLICY, Claim, RetryPolicy, epochs_of, latest_by_run, status_of
+from sweep.store.queue import DEFAULT_POLICY, Lease, RetryPolicy, epochs_of, latest_by_run, status_of
 from sweep.store.search import Search
 from sweep.store.secrets import redact
 from sweep.store.storage import (
@@ -50,7 +50,7 @@ __all__ = [
     "STORE_FORMAT",
     "VERSION_ATTR",
     "DEFAULT_POLICY",
-    "Claim",
+    "Lease",
     "Dead",
     "NewerStoreError",
     "RetryPolicy",
@@ -79,14 +79,16 @@ class Store:
     @classmethod
     def open(cls, target: str | Path, name: str, create: bool = True) -> Store:
         """Open (or with `create`, start) the sweep `name`. KeyError if it is missing and not `create`;
-        NewerStoreError if a newer batchsweep wrote it."""
+        NewerStoreError if a newer batchsweep wrote it.
+        """
         backend = storage.open_storage(target)
         return cls(str(target), backend, storage.open_study(backend, name, create=create))
 
     def close(self) -> None:
         """Hand a database store's pooled connections back to the server now, not when the garbage
         collector gets to them: a process that opens stores in a loop would otherwise run the server
-        out of connections. A journal holds nothing open; closing it does nothing."""
+        out of connections. A journal holds nothing open; closing it does nothing.
+        """
         if isinstance(self._backend, optuna.storages.RDBStorage):
             self._backend.remove_session()  # the thread's session gives its connection back to the pool
             self._backend.engine.dispose()  # and the pool closes them all
@@ -131,7 +133,8 @@ class Store:
 
     def widen_searches(self, groups: list[SearchGroup]) -> list[str]:
         """Widen each finished search whose best lr sits at an edge of its range and queue its new
-        trial slots (`search.widen`); return one line per widened search."""
+        trial slots (`search.widen`); return one line per widened search.
+        """
         lines = []
         for group in groups:
             found = self._searches.get(group.group_id)
@@ -164,10 +167,11 @@ class Store:
 
     # --- claiming and recording (the worker's side)
 
-    def claim_next(self, accept: Callable[[RunSpec], bool] | None = None) -> Claim | None:
+    def claim_next(self, accept: Callable[[RunSpec], bool] | None = None) -> Lease | None:
         """Atomically take the next queued run (the next that `accept`s, if given): the sweep's own
         first, then the searches' trials in order. A search slot's lr is drawn by `start`, once the
-        worker knows it can train it."""
+        worker knows it can train it.
+        """
         identity = crash.worker_identity()
         for study, found in [(self.sweep, None), *((s.study, s) for s in self._searches.values())]:
             claim = queue.claim_next(study, identity, found, accept)
@@ -175,14 +179,14 @@ class Store:
                 return claim
         return None
 
-    def start(self, claim: Claim) -> Claim:
+    def start(self, claim: Lease) -> Lease:
         """A search slot: its lr is drawn now. A run of the sweep: its varying settings become Optuna params."""
         if claim.search:
             return claim.search.start(claim)
         params.record(claim.trial, claim.spec)
         return claim
 
-    def heartbeat(self, claim: Claim) -> AbstractContextManager[None]:
+    def heartbeat(self, claim: Lease) -> AbstractContextManager[None]:
         """Optuna's heartbeat for the claim while it trains (database stores; nothing on a journal)."""
         return internals.heartbeat(claim.trial) if self.database else contextlib.nullcontext()
 
@@ -191,9 +195,10 @@ class Store:
     record_fact = staticmethod(queue.record_fact)
 
     @staticmethod
-    def earlier_records(claim: Claim) -> list[list[dict[str, Any]]]:
+    def earlier_records(claim: Lease) -> list[list[dict[str, Any]]]:
         """The records of each earlier attempt at the claim's run (its checkpoint may continue one),
-        the latest attempt first."""
+        the latest attempt first.
+        """
         run_id, number = claim.trial.user_attrs.get(vocab.RUN_ID), claim.trial.number
         earlier = [
             t
@@ -202,18 +207,19 @@ class Store:
         ]
         return [epochs_of(t) for t in sorted(earlier, key=lambda t: -t.number)]
 
-    def finish(self, claim: Claim, status: str, value: float | None = None, error: str | None = None) -> None:
+    def finish(self, claim: Lease, status: str, value: float | None = None, error: str | None = None) -> None:
         """End the attempt: done (with the metric's value), pruned, or failed/diverged with its error,
-        any password in it masked (a driver's error text may echo the store's URL)."""
+        any password in it masked (a driver's error text may echo the store's URL).
+        """
         queue.finish(claim, status, value, redact(error, self.target) if error else None)
 
     @staticmethod
-    def requeue(claim: Claim, reason: str) -> bool:
+    def requeue(claim: Lease, reason: str) -> bool:
         """End the attempt unfinished and queue the next one (False if the store had already ended it)."""
         return queue.requeue(claim.study, claim.trial, reason)
 
     @staticmethod
-    def retry(claim: Claim, policy: RetryPolicy, retryable: bool) -> bool:
+    def retry(claim: Lease, policy: RetryPolicy, retryable: bool) -> bool:
         """Queue another attempt of a failed run if the policy allows it now. Returns whether it did."""
         if not policy.again_now(claim.attempt, retryable):
             return False
@@ -223,7 +229,8 @@ class Store:
     def requeue_dead(self, policy: RetryPolicy = DEFAULT_POLICY, causes: dict[int, str] | None = None) -> list[Dead]:
         """Queue again the runs (and search trials) whose worker died, or leave failed those whose worker
         died more often than the policy allows; `causes`: how a worker ended, by pid, where this process
-        saw it end."""
+        saw it end.
+        """
         return [dead for study in self._studies() for dead in crash.requeue_dead(study, self.database, policy, causes)]
 
     def ended_by_death(self, pid: int) -> bool:
@@ -263,7 +270,8 @@ class Store:
 
     def unplanned(self, runs: list[RunSpec]) -> list[str]:
         """The runs this store holds at settings `runs` do not plan (an earlier version of the grid file?).
-        A planned point at another seed is planned: `run --until-decided` added it."""
+        A planned point at another seed is planned: `run --until-decided` added it.
+        """
         planned = {s.run_id for s in runs} | set(self.search_slots())
         points = {s.settings_hash for s in runs}
         return [

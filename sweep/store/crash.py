@@ -59,7 +59,8 @@ def requeue_dead(
 ) -> list[Dead]:
     """Queue again the RUNNING trials of `study` whose worker is gone, or leave them failed past the
     policy's cap (`RetryPolicy.again_after_death`). `causes`: what this process knows of a worker's end,
-    by pid (its exit code, from the coordinator that started it)."""
+    by pid (its exit code, from the coordinator that started it).
+    """
     causes = causes or {}
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     found: list[tuple[FrozenTrial, str | None]]
@@ -78,7 +79,8 @@ def _end_dead(
     study: optuna.Study, trial: FrozenTrial, reason: str, policy: queue.RetryPolicy, causes: dict[int, str]
 ) -> Dead | None:
     """Queue the next attempt of a dead worker's run, or end the run failed; None if another process
-    ended the attempt first."""
+    ended the attempt first.
+    """
     attrs = trial.user_attrs
     pid = attrs.get(WORKER_PID)
     reason = attrs.get(vocab.STALLED) or (f"{reason}: {causes[pid]}" if pid in causes else reason)
@@ -94,7 +96,8 @@ def _end_dead(
 
 def ended_by_death(study: optuna.Study, pid: int) -> bool:
     """Whether a run that the worker `pid` of this host held was ended by its death (by any process:
-    another worker may have seen it first)."""
+    another worker may have seen it first).
+    """
     for trial in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
         attrs = trial.user_attrs
         if attrs.get(WORKER_PID) != pid or not _ours(attrs):
@@ -119,7 +122,8 @@ def _stale_reason() -> str:
 
 def _why_dead(trial: FrozenTrial) -> str | None:
     """Why this RUNNING trial's worker is known dead, or None if it may be alive (or is not ours to judge:
-    another host, or another pid namespace of this one, as containers sharing a hostname have)."""
+    another host, or another pid namespace of this one, as containers sharing a hostname have).
+    """
     attrs = trial.user_attrs
     if vocab.RUN_ID not in attrs:
         return None

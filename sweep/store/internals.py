@@ -56,7 +56,8 @@ def take(study: optuna.Study, frozen: FrozenTrial) -> bool:
 
     The first heartbeat is what lets a claim survive its worker: Optuna fails only a stale heartbeat
     (`fail_stale_trials`) and ignores a RUNNING trial that never had one, so a worker killed between
-    its claim and its heartbeat thread's start would leave the run RUNNING for ever."""
+    its claim and its heartbeat thread's start would leave the run RUNNING for ever.
+    """
     from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
 
     storage = study._storage

@@ -13,11 +13,11 @@ run ids are unchanged (params are not part of the spec).
 Each key's distribution is fixed by its declaration (`sweep/config/keys.py`), never by the
 grid, so adding a value to a grid never meets Optuna's "different distribution" error:
 
-- bool: categorical (False, True); a str key with a fixed set of words (`checks.OneOf`):
+- bool: categorical (False, True); a str key with a fixed set of words (`validators.OneOf`):
   categorical over that set; a free str (a path) is not recorded;
 - int: log scale over [1, 2**31 - 1] when the key's check refuses 0 (batch sizes, epochs),
   else linear over [0, 2**31 - 1] (seeds);
-- float: the bounds of the key's `checks.NumberIn` (an unbounded end capped at 1e9), on a
+- float: the bounds of the key's `validators.NumberIn` (an unbounded end capped at 1e9), on a
   log scale from 1e-9 when the key is positive (lr, width).
 
 The bounds matter to importance: PED-ANOVA (Optuna's default evaluator, and the one
@@ -44,8 +44,8 @@ from optuna.trial import FrozenTrial
 
 from sweep import vocab
 from sweep.config import declared, keys
-from sweep.config.checks import Check, NumberIn, OneOf
 from sweep.config.plan import RunSpec
+from sweep.config.validators import NumberIn, OneOf, Validator
 from sweep.store.queue import spec_of
 
 INT_HIGH = 2**31 - 1
@@ -80,7 +80,8 @@ def list_varying(study: optuna.Study, runs: Iterable[RunSpec]) -> None:
 
 def record(trial: optuna.Trial, spec: RunSpec) -> list[str]:
     """Suggest the run's own varying settings, and the other settings listed as varying in its sweep
-    (a variant's key, at its default in this run), on its claimed trial; return the names recorded."""
+    (a variant's key, at its default in this run), on its claimed trial; return the names recorded.
+    """
     flat = spec.flat()
     listed = trial.study.user_attrs.get(VARYING_ATTR, [])
     recorded = []
@@ -149,7 +150,7 @@ def _kind(name: str) -> str:
     return str(declared).replace(" | None", "").strip()
 
 
-def _refuses(check: Check, value: Any) -> bool:
+def _refuses(check: Validator, value: Any) -> bool:
     try:
         check(value)
     except ValueError:

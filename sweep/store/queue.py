@@ -70,17 +70,20 @@ DEFAULT_POLICY = RetryPolicy()
 
 class SearchOfTrial(Protocol):
     """What a claim needs of the learning-rate search its trial belongs to (`search.Search`; named by
-    its shape here, so this module does not import the one that builds on it)."""
+    its shape here, so this module does not import the one that builds on it).
+    """
 
     @property
     def settings(self) -> dict[str, Any]: ...
 
-    def start(self, claim: Claim) -> Claim: ...
+    def start(self, claim: Lease) -> Lease: ...
 
 
 @dataclass(frozen=True)
-class Claim:
-    """A run this worker has taken: its live trial, its spec, the queue it came from."""
+class Lease:
+    """A leased run, what `claim_next` hands a worker: its live trial, its spec, the queue it came from (a post's
+    claim is another thing: `sweep.report.findings.Claim`).
+    """
 
     trial: optuna.Trial
     spec: RunSpec
@@ -179,7 +182,8 @@ def _enqueue_attempt(study: optuna.Study, run_id: str, spec_json: str, attempt: 
 
 def enqueue_next(study: optuna.Study, attrs: dict[str, Any], **more: Any) -> None:
     """Queue the attempt after the one whose user attributes are `attrs`: same run, same spec; `more`
-    replaces what it inherits (a worker's death counted)."""
+    replaces what it inherits (a worker's death counted).
+    """
     if vocab.RUN_ID in attrs:
         kept = {k: attrs[k] for k in INHERITED if k in attrs} | more
         _enqueue_attempt(study, attrs[vocab.RUN_ID], attrs[SPEC], int(attrs.get(vocab.ATTEMPT, 1)) + 1, kept)
@@ -193,7 +197,7 @@ def claim_next(
     identity: dict[str, Any],
     search: SearchOfTrial | None = None,
     accept: Callable[[RunSpec], bool] | None = None,
-) -> Claim | None:
+) -> Lease | None:
     """Atomically take the next WAITING trial of `study` (the next whose spec `accept`s, if given),
     or None if there is none.
 
@@ -213,7 +217,7 @@ def claim_next(
             continue
         for key, value in identity.items():
             trial.set_user_attr(key, value)
-        return Claim(trial, spec, study, search)
+        return Lease(trial, spec, study, search)
     return None
 
 
@@ -234,10 +238,11 @@ def _duplicate(study: optuna.Study, frozen: FrozenTrial) -> bool:
 # --- recording and ending
 
 
-def record_epoch(claim: Claim, record: dict[str, Any]) -> None:
+def record_epoch(claim: Lease, record: dict[str, Any]) -> None:
     """One evaluation record. End of epoch e: user attribute epoch_000e and trial.report(metric, e).
     A record inside an epoch (eval_every_steps, a steps budget) is keyed by its step as well and
-    not reported to Optuna, whose intermediate values are per epoch."""
+    not reported to Optuna, whose intermediate values are per epoch.
+    """
     epoch = float(record[vocab.EPOCH])
     if epoch.is_integer():
         claim.trial.set_user_attr(f"{EPOCH_PREFIX}{int(epoch):04d}", record)
@@ -246,11 +251,11 @@ def record_epoch(claim: Claim, record: dict[str, Any]) -> None:
         claim.trial.set_user_attr(f"{EPOCH_PREFIX}{int(epoch):04d}_step_{int(record[vocab.STEP]):09d}", record)
 
 
-def record_info(claim: Claim, info: dict[str, Any]) -> None:
+def record_info(claim: Lease, info: dict[str, Any]) -> None:
     claim.trial.set_user_attr(INFO, info)
 
 
-def record_fact(claim: Claim, key: str, value: Any) -> None:
+def record_fact(claim: Lease, key: str, value: Any) -> None:
     """A fact about the attempt that is not a record (e.g. the worker's memory when it ended)."""
     claim.trial.set_user_attr(key, value)
 
@@ -261,7 +266,7 @@ def epochs_of(trial: FrozenTrial) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (r[vocab.STEP], r[vocab.EPOCH]))
 
 
-def finish(claim: Claim, status: str, value: float | None = None, error: str | None = None) -> None:
+def finish(claim: Lease, status: str, value: float | None = None, error: str | None = None) -> None:
     trial, study = claim.trial, claim.study
     trial.set_user_attr(vocab.STATUS, status)
     if error:
@@ -289,7 +294,8 @@ def requeue(study: optuna.Study, trial: optuna.Trial, reason: str, **more: Any) 
 
 def end_attempt(study: optuna.Study, trial: optuna.Trial, status: str, error: str) -> bool:
     """Mark a running attempt ended (FAIL to Optuna) with `status` and `error`; False if another process
-    ended it first."""
+    ended it first.
+    """
     try:
         trial.set_user_attr(vocab.STATUS, status)
         trial.set_user_attr(vocab.ERROR, error[-ERROR_TAIL:])

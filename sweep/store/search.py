@@ -72,7 +72,7 @@ class Search:
         """The range trials are drawn from now: the last widening's, or the grid's."""
         return self.ranges()[-1]
 
-    def start(self, claim: queue.Claim) -> queue.Claim:
+    def start(self, claim: queue.Lease) -> queue.Lease:
         """A claimed slot becomes a run: draw its lr, and keep the run's own spec on the trial."""
         spec = at_lr(claim.spec, self.sample_lr(claim.trial))
         claim.trial.set_user_attr(queue.SPEC, spec.to_json())
@@ -104,7 +104,8 @@ def list_searches(sweep: optuna.Study, groups: list[SearchGroup]) -> dict[str, d
 
 def open_search(storage: optuna.storages.BaseStorage, group_id: str, settings: dict[str, Any]) -> Search:
     """The search's study (created if new), with the search's pruner: median of earlier trials
-    at the same epoch, from epoch 2 on, after 2 finished trials."""
+    at the same epoch, from epoch 2 on, after 2 finished trials.
+    """
     pruner = (
         optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2)
         if settings["prune"]
@@ -140,7 +141,8 @@ def best_lr(search: Search) -> float | None:
 def widen(search: Search) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """Widen a finished search whose best lr sits at an edge of its range, if `widen` allows another:
     record the wider range and return (old range, new range); the caller queues the new slots.
-    None when the search is unfinished, its best lr is inside the range, or its widenings are spent."""
+    None when the search is unfinished, its best lr is inside the range, or its widenings are spent.
+    """
     best = best_lr(search)
     ranges = search.ranges()
     if best is None or len(ranges) > search.settings.get("widen", 0):

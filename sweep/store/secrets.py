@@ -32,7 +32,8 @@ _PIECE_CUTS = (re.compile(r"[^A-Za-z0-9]+"), re.compile(r"[@:/?#\[\]&=,;\s]+"))
 
 def redact(text: str, target: str | None = None) -> str:
     """`text` with every password masked; with `target` (a storage URL or connection string),
-    also every occurrence of its password or a piece of it."""
+    also every occurrence of its password or a piece of it.
+    """
     for secret in sorted(secrets_of(target), key=len, reverse=True) if target else ():
         text = text.replace(secret, MASK)
     text = _USERINFO.sub(lambda m: m["head"] + MASK + "@", text)

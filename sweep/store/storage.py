@@ -58,7 +58,8 @@ def heartbeat_seconds() -> int:
 
 def open_storage(target: str | Path) -> optuna.storages.BaseStorage:
     """A journal file path, or a database URL (postgresql://...) whose running trials keep heartbeats:
-    one whose heartbeat is 3 intervals old lost its worker (`crash.requeue_dead`)."""
+    one whose heartbeat is 3 intervals old lost its worker (`crash.requeue_dead`).
+    """
     text = str(target)
     if is_database(text):
         if text.startswith("postgresql://"):  # the psycopg 3 driver, whatever SQLAlchemy's default

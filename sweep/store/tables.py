@@ -1,5 +1,6 @@
 """Tables of a sweep's trials: one row per run, one row per (run, record), counts, and the CSV
-files (written atomically). Pure functions of the trials; no TensorFlow."""
+files (written atomically). Pure functions of the trials; no TensorFlow.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ RUN_FACTS = (vocab.STOPPED_EARLY, vocab.RESUMED_FROM_EPOCH)
 
 def runs_table(trials: Iterable[FrozenTrial], searches: Mapping[str, dict[str, Any]] | None = None) -> pd.DataFrame:
     """One row per run: spec columns, status, timings, run facts, final metrics; and on the runs of a search
-    in `searches` (group id -> its settings), what it chose on and its lr range, for the report."""
+    in `searches` (group id -> its settings), what it chose on and its lr range, for the report.
+    """
     rows = [{**_run_row(t), **_search_of(t, searches or {})} for t in latest_by_run(trials).values()]
     return pd.DataFrame(rows).sort_values(vocab.RUN_ID).reset_index(drop=True) if rows else pd.DataFrame()
 

@@ -54,7 +54,8 @@ def is_tensorflow() -> bool:
 def check(source: str, points: Iterable[PointConfig]) -> None:
     """Raise UnsupportedError naming the first key (and value) the current backend cannot train.
 
-    `points` are the grid's points. Nothing to check on TensorFlow."""
+    `points` are the grid's points. Nothing to check on TensorFlow.
+    """
     backend = current()
     if backend == TENSORFLOW:
         return
@@ -73,5 +74,6 @@ def check(source: str, points: Iterable[PointConfig]) -> None:
 def jit_compile() -> bool:
     """Keras's `jit_compile` for every model the trainer compiles. Off on TensorFlow: XLA is off under
     op determinism anyway. On JAX, on: without it Keras runs every step op by op, not through jax.jit.
-    Off on torch: there it means torch.compile, which costs more to compile than these small runs take."""
+    Off on torch: there it means torch.compile, which costs more to compile than these small runs take.
+    """
     return current() == JAX

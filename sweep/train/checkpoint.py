@@ -82,7 +82,8 @@ def save(path: Path, run_id: str, spec: str, position: Position, record: dict[st
 @contextlib.contextmanager
 def _temporary(path: Path, suffix: str = "") -> Iterator[Path]:
     """A temporary file beside `path` whose name no other process shares (two containers may have the same
-    pid), removed if the block raises before renaming it."""
+    pid), removed if the block raises before renaming it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", suffix=suffix, dir=path.parent)
     os.close(handle)
@@ -95,7 +96,8 @@ def _temporary(path: Path, suffix: str = "") -> Iterator[Path]:
 def _arrays_of(variables: list[Any], prefix: str) -> dict[str, np.ndarray]:
     """Each variable's value as `<prefix><i>`. Under MirroredStrategy each replica keeps its own
     BatchNorm moving statistics (updated from its share of the batch, never synchronised), and
-    each replica evaluates with its own: a replica whose copy differs is saved too, `<prefix><i>r<k>`."""
+    each replica evaluates with its own: a replica whose copy differs is saved too, `<prefix><i>r<k>`.
+    """
     import keras
 
     arrays = {}
@@ -110,7 +112,8 @@ def _arrays_of(variables: list[Any], prefix: str) -> dict[str, np.ndarray]:
 
 def _replicas(variable: Any) -> tuple[Any, ...]:
     """The per-replica copies of a mirrored variable; one copy (itself) otherwise. Only TensorFlow
-    mirrors (a torch variable's `value.values` is a tensor method, not copies)."""
+    mirrors (a torch variable's `value.values` is a tensor method, not copies).
+    """
     if not backends.is_tensorflow():
         return (variable,)
     return tuple(getattr(getattr(variable, "value", None), "values", None) or (variable,))
@@ -118,7 +121,8 @@ def _replicas(variable: Any) -> tuple[Any, ...]:
 
 def _put_in_place(tmp: Path, path: Path) -> None:
     """Make a fully written temporary file `path`: fsync it, rename it over the old one, and sync the
-    folder so the rename itself survives a power loss."""
+    folder so the rename itself survives a power loss.
+    """
     with open(tmp, "rb") as written:
         os.fsync(written.fileno())
     os.replace(tmp, path)
@@ -166,7 +170,8 @@ def restore(model: Any, strategy: Any, saved: Saved) -> None:
     """Put the checkpoint's variables into the run's compiled model (fresh or reused from the cache).
 
     An optimizer that has not trained yet has no slots: it is built here the way Keras's first
-    `fit` builds it, so its variables line up. Shapes are checked before anything is assigned."""
+    `fit` builds it, so its variables line up. Shapes are checked before anything is assigned.
+    """
     if not model.optimizer.built:
         with strategy.scope():
             model.optimizer.build(model.trainable_variables)
@@ -196,7 +201,8 @@ def _replica_copy(model: Any, name: str) -> Any:
 def remove(path: Path) -> None:
     """Delete a run's checkpoint, and the temporary files killed writes left behind: those untouched for
     LEFTOVER_SECONDS. A younger one may be another process's write in progress (a zombie attempt of the
-    same run, on a shared file system), which must not lose its file mid-write."""
+    same run, on a shared file system), which must not lose its file mid-write.
+    """
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     for leftover in path.parent.glob(f".{path.name}.tmp-*"):
@@ -216,7 +222,8 @@ def save_model(folder: Path, run_id: str, model: Any) -> Path:
 
 def load_model(path: Path | str, compile: bool = True) -> Any:
     """A saved final model, with the classes a built-in model may hold (GhostBatchNormalization, and
-    a warm-up schedule's `batchsweep>Warmup`, which importing `sweep.train.warmup` registers)."""
+    a warm-up schedule's `batchsweep>Warmup`, which importing `sweep.train.warmup` registers).
+    """
     import keras
 
     import sweep.train.warmup  # noqa: F401 - registers the warm-up schedule's class with Keras

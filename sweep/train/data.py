@@ -145,7 +145,9 @@ def _split_fixed(cfg: DataConfig) -> RawArrays:
     if cfg.classes:
         per_class, names = per_class[: cfg.classes], names[: cfg.classes]
     rng = np.random.default_rng(derive_seed(cfg.seed, "split"))
-    pools, x_val, y_val = [], [], []
+    pools = []
+    x_val = []
+    y_val = []
     for k, images in enumerate(per_class):
         images = images[rng.permutation(len(images))][: cfg.samples_per_class]
         n_val = max(1, round(cfg.val_fraction * len(images)))
@@ -192,7 +194,8 @@ def raw_arrays(cfg: DataConfig, cache_dir: Path | None = None) -> RawArrays:
 def _read_cache(cache: Path) -> RawArrays | None:
     """The cached arrays; None if there are none, or the file is not what this module writes (cut short,
     another format, or an object array: never unpickled, which would run code chosen by its writer).
-    The caller renders them again and replaces the file."""
+    The caller renders them again and replaces the file.
+    """
     try:
         with np.load(cache, allow_pickle=False) as saved:
             arrays = tuple(np.asarray(saved[k]) for k in ("x_train", "y_train", "x_val", "y_val"))
@@ -226,7 +229,8 @@ def _save_atomically(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 def preprocess(x: np.ndarray, mismatch: str = "none") -> np.ndarray:
     """uint8 (N,H,W) -> float32 (N,H,W,1), or (N,H,W,3) -> (N,H,W,3). Training always uses
-    mismatch="none" (x / 255)."""
+    mismatch="none" (x / 255).
+    """
     x = x.astype(np.float32)
     x = x[..., None] if x.ndim == 3 else x
     if mismatch == "none":
@@ -281,7 +285,8 @@ def batches(x: Any, y: Any, batch_size: int) -> Any:
     memory, so a fixed prefetch of two batches is all the pipeline needs.
 
     On another Keras backend (JAX): a generator of numpy batches in the same order, so no TensorFlow
-    is imported there (sweep/train/backends.py)."""
+    is imported there (sweep/train/backends.py).
+    """
     if not backends.is_tensorflow():
         return numpy_batches(x, y, batch_size)
     import tensorflow as tf
@@ -294,7 +299,8 @@ def batches(x: Any, y: Any, batch_size: int) -> Any:
 
 def numpy_batches(x: Any, y: Any, batch_size: int) -> Any:
     """`batches` as numpy slices, read in order in this thread, and counted: Keras knows each epoch's
-    length, as it does a `tf.data` pipeline's (a generator would make it guess the first one)."""
+    length, as it does a `tf.data` pipeline's (a generator would make it guess the first one).
+    """
     return _numpy_batches_class()(x if y is None else (x, y), batch_size)
 
 

@@ -233,7 +233,8 @@ def _npz_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def npz_images(x: np.ndarray, source: str | Path, channels: int = 1) -> np.ndarray:
     """x as uint8 (N,H,W) grey levels, or (N,H,W,3) colour with channels 3. Refuses what it would have
-    to guess about (docs/inputs.md). `source` names where x came from (a path: data.path)."""
+    to guess about (docs/inputs.md). `source` names where x came from (a path: data.path).
+    """
     where = f"{_source(source)}: array x"
     if x.dtype.kind not in "uif":
         raise DataError(

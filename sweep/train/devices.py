@@ -56,7 +56,8 @@ def towers_side_by_side(threads: int) -> bool:
     threads: on TensorFlow, a pack's towers are independent ops, so its executor then runs them side
     by side, a core each, where with every thread inside each op a small model's ops leave the cores
     idle (results/bench/pack.md: a pack's steps 2.6x a run alone at batch 8). The records are then those of
-    the runs alone at one thread (runs.csv `threads`). JAX and torch step one op after another."""
+    the runs alone at one thread (runs.csv `threads`). JAX and torch step one op after another.
+    """
     return threads > 1 and backends.is_tensorflow()
 
 
@@ -66,7 +67,8 @@ DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 def with_host_devices(xla_flags: str, count: int) -> str:
     """XLA_FLAGS giving JAX at least `count` CPU devices; the user's other flags, and a larger
-    count of theirs, kept."""
+    count of theirs, kept.
+    """
     flags = xla_flags.split()
     named = [f for f in flags if f.startswith(DEVICE_COUNT_FLAG + "=")]
     if named and int(named[-1].split("=", 1)[1]) >= count:
@@ -88,7 +90,8 @@ _configured: dict[str, Any] = {}
 def configure_replicas(max_replicas: int) -> None:
     """Split the CPU into `max_replicas` logical devices if GPUs are short. Call once, first.
     On JAX: ask for that many host devices, in effect if JAX has not started its backend yet.
-    Nothing to do on another backend: it trains one replica (sweep/train/backends.py refuses more)."""
+    Nothing to do on another backend: it trains one replica (sweep/train/backends.py refuses more).
+    """
     if backends.current() == backends.JAX and max_replicas > 1:
         os.environ["XLA_FLAGS"] = with_host_devices(os.environ.get("XLA_FLAGS", ""), max_replicas)
     if _configured or not backends.is_tensorflow():
@@ -145,7 +148,8 @@ def _jax_replicas(count: int) -> Replicas:
 
 def check_even_split(replicas: Replicas, rows: int, batch: int) -> None:
     """On JAX every training batch is cut into equal shares, one per replica (TensorFlow cuts a
-    short last batch unevenly): refuse a training set whose short last batch cannot be cut so."""
+    short last batch unevenly): refuse a training set whose short last batch cannot be cut so.
+    """
     count, short = len(replicas.devices), rows % batch
     if count > 1 and short % count and backends.current() == backends.JAX:
         raise DataError(
@@ -177,7 +181,8 @@ class _NoStrategy:
 
 class _DataParallel:
     """What `strategy_for` gives on JAX over several devices: `scope()` makes Keras's DataParallel
-    distribution over them current, and the one before it current again on leaving."""
+    distribution over them current, and the one before it current again on leaving.
+    """
 
     def __init__(self, devices: tuple[str, ...]) -> None:
         import keras
@@ -190,7 +195,8 @@ class _DataParallel:
 
 def strategy_for(replicas: Replicas) -> Any:
     """MirroredStrategy over several devices; the default strategy on one; on JAX, DataParallel over
-    several devices; no strategy otherwise."""
+    several devices; no strategy otherwise.
+    """
     if backends.current() == backends.JAX and len(replicas.devices) > 1:
         return _DataParallel(replicas.devices)
     if not backends.is_tensorflow():
@@ -207,13 +213,15 @@ def strategy_for(replicas: Replicas) -> Any:
 def training_scope(strategy: Any) -> contextlib.AbstractContextManager[Any]:
     """Where a model made under `strategy` trains. TensorFlow's model keeps its strategy; Keras on JAX
     reads the distribution at each fit, so its scope is entered again. Evaluation stays outside: on
-    JAX an evaluation batch of any size then runs whole on the replicated weights."""
+    JAX an evaluation batch of any size then runs whole on the replicated weights.
+    """
     return contextlib.nullcontext() if backends.is_tensorflow() else strategy.scope()
 
 
 def device_pool(requested: str | None) -> list[str]:
     """The GPU ids a sweep may use: --devices, else CUDA_VISIBLE_DEVICES, else every GPU
-    nvidia-smi lists, else none (train on the CPU). Found without importing TensorFlow."""
+    nvidia-smi lists, else none (train on the CPU). Found without importing TensorFlow.
+    """
     text = requested if requested is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
     if text is None:
         return _nvidia_smi_gpus()
@@ -243,7 +251,8 @@ def worker_slots(pool: list[str], replicas: int, trials_per_gpu: int = 1) -> lis
     """CUDA_VISIBLE_DEVICES for each worker process: disjoint groups of `replicas` devices,
     each group shared by `trials_per_gpu` workers. Two workers never share a device unless
     trials_per_gpu > 1. A run needing more replicas than there are devices gets them all
-    (and splits them into logical devices)."""
+    (and splits them into logical devices).
+    """
     size = max(1, min(replicas, len(pool)))
     groups = [",".join(pool[i : i + size]) for i in range(0, len(pool) - size + 1, size)]
     return [group for _ in range(trials_per_gpu) for group in groups]
@@ -257,7 +266,8 @@ def intra_op_threads() -> int:
     """TensorFlow's intra-op thread count in this process: set in code, by
     $TF_NUM_INTRAOP_THREADS (`worker_environment`), or else one per core. On JAX: the size of XLA's
     CPU thread pool, $PJRT_NPROC (`worker_environment`), $NPROC, or else one per core. On torch: its
-    intra-op thread count, which it takes from $OMP_NUM_THREADS (`worker_environment`)."""
+    intra-op thread count, which it takes from $OMP_NUM_THREADS (`worker_environment`).
+    """
     if backends.current() == backends.TORCH:
         import torch
 
@@ -272,7 +282,8 @@ def intra_op_threads() -> int:
 
 def cpu_threads() -> int:
     """The cores this process may keep busy: its intra-op threads, or its inter-op threads where
-    more (a packing worker runs its towers side by side, `towers_side_by_side`)."""
+    more (a packing worker runs its towers side by side, `towers_side_by_side`).
+    """
     inter = int(os.environ.get("TF_NUM_INTEROP_THREADS") or 0) if backends.is_tensorflow() else 0
     return max(intra_op_threads(), inter)
 

@@ -161,7 +161,8 @@ def render_masters(size: int = 64) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def _sampling_masters(image_size: int) -> tuple[np.ndarray, int]:
     """Masters at 2x the output size, pre-blurred 1 px: the samples shrink them by 1.3-2.7x,
-    so this blur stops order-1 interpolation aliasing without a per-sample filter."""
+    so this blur stops order-1 interpolation aliasing without a per-sample filter.
+    """
     size = 2 * image_size
     masters = np.array(render_masters(size))  # writable copy
     for m in masters:

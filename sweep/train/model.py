@@ -140,7 +140,8 @@ def _define_ghost_batch_norm() -> Any:
 
         def _ghost_count(self, images: Any) -> int | None:
             """Ghost batches in a batch of `images`. JAX needs it (a static shape under jit); TensorFlow's
-            batch size is dynamic in its graph, and it counts them itself (as it always has: same numbers)."""
+            batch size is dynamic in its graph, and it counts them itself (as it always has: same numbers).
+            """
             if keras.backend.backend() == backends.TENSORFLOW:
                 return None
             return -(-int(images) // self.ghost_batch_size)

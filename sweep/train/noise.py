@@ -77,7 +77,8 @@ def measure(
 
 def keras_gradient(model: Any, loss: Callable[[Any, Any], Any]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """`gradient(xb, yb)` for a Keras model in training mode, by the backend's own autodiff. It may
-    move BatchNorm's moving statistics: call it inside `preserved(model)`."""
+    move BatchNorm's moving statistics: call it inside `preserved(model)`.
+    """
     import keras
 
     backend = keras.backend.backend()
@@ -98,7 +99,8 @@ def keras_gradient(model: Any, loss: Callable[[Any, Any], Any]) -> Callable[[np.
 
 def _jax_gradient(model: Any, loss: Callable[[Any, Any], Any]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """jax.grad of the loss over the trainable values, through `stateless_call` (which leaves the
-    model's variables alone), compiled once per batch shape."""
+    model's variables alone), compiled once per batch shape.
+    """
     import jax
 
     def value(trainable: list[Any], non_trainable: list[Any], xb: Any, yb: Any) -> Any:

@@ -1,5 +1,6 @@
 """The optimizer a run trains with: `train.optimizer` at the effective learning rate (scaled by batch
-size on request, `train.lr_scaling`), with an optional linear warm-up per step (`train.warmup_epochs`)."""
+size on request, `train.lr_scaling`), with an optional linear warm-up per step (`train.warmup_epochs`).
+"""
 
 from __future__ import annotations
 

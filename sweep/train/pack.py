@@ -119,7 +119,8 @@ class PackedRun:
 
     def records(self) -> Iterator[dict[int, EpochRecord | Diverged]]:
         """At every record stop, each live tower's record (or its Diverged), by tower index.
-        Before a record is yielded, its tower's `position` says where it stands, for its checkpoint."""
+        Before a record is yielded, its tower's `position` says where it stands, for its checkpoint.
+        """
         cfg = self.towers[0].spec.point.train
         stops = record_stops(self.steps_per_epoch, total_steps(cfg, self.steps_per_epoch), cfg.eval_every_steps)
         for epoch, epoch_stops in enumerate(stops, start=1):
@@ -240,7 +241,8 @@ class _Variables:
 @dataclass(frozen=True)
 class TowerView:
     """A tower as a checkpoint reads it: the variables of its run's model and optimizer alone, in
-    their order there, so a re-queued run restores from it into an unpacked model (sweep/run/resume.py)."""
+    their order there, so a re-queued run restores from it into an unpacked model (sweep/run/resume.py).
+    """
 
     variables: list[Any]
     optimizer: _Variables
@@ -264,7 +266,8 @@ def tower_view(model: Any, k: int) -> TowerView:
 class _Twins:
     """K copies of the runs' architecture, as one model, that evaluate with recalibrated BatchNorm
     statistics (sweep/train/recal.py's `Twin` for a pack): one probe and one `evaluate` for all K, each
-    copy's ops those of its run's own twin, so its numbers are the ones the run gets alone."""
+    copy's ops those of its run's own twin, so its numbers are the ones the run gets alone.
+    """
 
     def __init__(self, build: Any, k: int) -> None:
         import keras
@@ -309,7 +312,8 @@ def _watch(spec: RunSpec) -> stopping.Watch | None:
 
 def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: int) -> tuple[Any, list[Any], bool]:
     """(compiled pack model, each run's tower, whether the compiled model was reused). Each tower is
-    seeded and built as its run would be alone; a cached pack of the same graph takes their weights."""
+    seeded and built as its run would be alone; a cached pack of the same graph takes their weights.
+    """
     first = specs[0]
     schedules = [optim.learning_rate(spec.point.train, steps_per_epoch) for spec in specs]
     replicas = devices.replicas_for(1)
@@ -347,7 +351,8 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
 def _tower_model(k: int, spec: RunSpec, classes: int) -> Any:
     """The run's model, its variables' paths under `tower{k}/`. Without it every tower's paths are
     the same ("conv0/kernel"); torch's module tracks a model's variables by path, so it would zero
-    one tower's gradients only, and the others' would add up across steps."""
+    one tower's gradients only, and the others' would add up across steps.
+    """
     import keras
 
     data = spec.point.data
@@ -376,7 +381,8 @@ RUN_LOSS = "run_loss"
 def _run_loss() -> Any:
     """A tower's loss as Keras tracks a one-output model's `loss`: the batch's mean loss weighted by
     the batch's size read at run time. Keras's own per-output loss weighs each batch by its static
-    size, unknown for a short last batch, so its running mean differs from the run's alone there."""
+    size, unknown for a short last batch, so its running mean differs from the run's alone there.
+    """
     import keras
 
     class RunLoss(keras.metrics.Mean):
@@ -392,7 +398,8 @@ def _run_loss() -> Any:
 
 def _batch_size(y: Any) -> Any:
     """A batch's size when the step runs: `tf.shape` on TensorFlow, where a traced batch's size is
-    unknown; elsewhere its shape, static under jax.jit (a short last batch is traced on its own)."""
+    unknown; elsewhere its shape, static under jax.jit (a short last batch is traced on its own).
+    """
     import keras
 
     if keras.backend.backend() == backends.TENSORFLOW:

@@ -99,7 +99,8 @@ class Twin:
 
 def norms_and_probe(model: Any) -> tuple[list[Any], Any]:
     """A model's BatchNorm layers, and a model from its inputs to theirs (its probe). Made before the
-    model is called inside another, so each input is the one in the model's own graph."""
+    model is called inside another, so each input is the one in the model's own graph.
+    """
     import keras
 
     norms = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
@@ -111,7 +112,8 @@ def set_statistics(norms: list[list[Any]], probe: Any, xs: list[np.ndarray]) -> 
 
     `norms[k]` are model k's BatchNorm layers and `xs[k]` its images (all of one length);
     `probe(chunks)` returns, for each model, the inputs of its BatchNorm layers on its chunk, in
-    training mode. A pack (sweep/train/pack.py) probes its K towers in one call; a run alone, K = 1."""
+    training mode. A pack (sweep/train/pack.py) probes its K towers in one call; a run alone, K = 1.
+    """
     import keras
 
     sums = [[np.zeros(layer.moving_mean.shape, np.float64) for layer in layers] for layers in norms]
@@ -141,7 +143,8 @@ def set_statistics(norms: list[list[Any]], probe: Any, xs: list[np.ndarray]) -> 
 def _sums(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per channel (column), the sum and the sum of squares of float32 values, in float64: each value
     and its square cast exactly, added row after row as `flat.astype(float64).sum(axis=0)` adds them
-    (the same bits; tests/test_recal.py), without that float64 copy of every value."""
+    (the same bits; tests/test_recal.py), without that float64 copy of every value.
+    """
     return np.add.reduce(flat, axis=0, dtype=np.float64), np.add.reduce(np.square(flat, dtype=np.float64), axis=0)
 
 

@@ -1,5 +1,6 @@
 """What a run records: `EpochRecord` (one row of epochs.csv), when records fall (`record_stops`),
-and how one is assembled from the training stretches and evaluations (`assemble`). No TensorFlow."""
+and how one is assembled from the training stretches and evaluations (`assemble`). No TensorFlow.
+"""
 
 from __future__ import annotations
 

@@ -70,7 +70,8 @@ def current_lr(optimizer: Any, k: int) -> float:
 
 def reset(optimizer: Any, rates: list[float]) -> None:
     """A zeroed optimizer (step count, slots) with these runs' constant learning rates (the
-    cache key holds any warm-up schedule: those are the same as the compiled model's)."""
+    cache key holds any warm-up schedule: those are the same as the compiled model's).
+    """
     zero_optimizer(optimizer)
     for rate, value in zip(optimizer.tower_rates or (), rates, strict=False):
         rate.assign(value)

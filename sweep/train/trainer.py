@@ -111,7 +111,8 @@ class Run:
         """The run's records in order; from `resume` on, those after it (a restored checkpoint's).
 
         Before each record is yielded, `position` says where the run then stands, early stopping's
-        verdict at the end of an epoch included, so a checkpoint written at the record is complete."""
+        verdict at the end of an epoch included, so a checkpoint written at the record is complete.
+        """
         cfg, steps_per_epoch = self.spec.point.train, self.info.steps_per_epoch
         stops = record_stops(steps_per_epoch, total_steps(cfg, steps_per_epoch), cfg.eval_every_steps)
         rule = stopping.parse(cfg.early_stopping)
@@ -139,14 +140,19 @@ class Run:
 
     def _one_epoch(self, epoch: int, stops: list[int], resume: checkpoint.Position | None) -> Iterator[EpochRecord]:
         """Train one epoch up to each stop (steps into the epoch) in turn; a record at every stop.
-        An epoch a checkpoint stopped inside goes on from there, its running means included."""
+        An epoch a checkpoint stopped inside goes on from there, its running means included.
+        """
         split, batch = self.split, self.spec.point.train.batch_size
         order = data_module.epoch_order(split.y_train, self.spec.point.data.shuffle, self.spec.seed, epoch)
         x, y = split.x_train[order], split.y_train[order]
         first = resume.index + 1 if resume is not None and resume.epoch == epoch else 0
-        done, seconds, stretches = 0, 0.0, []
+        done = 0
+        seconds = 0.0
+        stretches = []
         if first and resume is not None:
-            done, seconds, stretches = stops[first - 1], resume.seconds, [tuple(s) for s in resume.stretches]
+            done = stops[first - 1]
+            seconds = resume.seconds
+            stretches = [tuple(s) for s in resume.stretches]
         for index in range(first, len(stops)):
             rows = slice(done * batch, stops[index] * batch)  # at the defaults: one stop, every row
             history, took = self._fit(x[rows], y[rows], epoch)
@@ -237,7 +243,8 @@ def run_info(
     spec: RunSpec, split: data_module.Split, model: Any, replicas: devices.Replicas, reused: bool, tower: Any = None
 ) -> RunInfo:
     """The facts of a prepared run: `model` is the compiled model it trains in (a pack's, with
-    `tower` its own model among the pack's; sweep/train/pack.py)."""
+    `tower` its own model among the pack's; sweep/train/pack.py).
+    """
     import keras
 
     batch = spec.point.train.batch_size
@@ -267,7 +274,8 @@ def seed_everything(seed: int) -> None:
     CPU is deterministic as it is). On torch, deterministic algorithms: an op without a
     deterministic kernel raises rather than vary (on the CPU they all have one; on CUDA cuBLAS
     needs its fixed workspace, set before it starts). The same records then need the same intra-op
-    thread count too (RunInfo.threads), as on TensorFlow."""
+    thread count too (RunInfo.threads), as on TensorFlow.
+    """
     import keras
 
     set_random_seed(derive_seed(seed, "init"))
@@ -286,7 +294,8 @@ def set_random_seed(seed: int) -> None:
     """`keras.utils.set_random_seed` (Keras 3.15), without its `tf.random.set_seed` off TensorFlow:
     that imports TensorFlow whenever it is installed, and only TensorFlow's own ops read it. The
     rest is the state it sets: its global seed and fresh global seed generator (drawn from
-    Python's `random`), Python's and numpy's generators, and torch's on torch."""
+    Python's `random`), Python's and numpy's generators, and torch's on torch.
+    """
     import random
 
     import keras
@@ -311,7 +320,8 @@ def set_random_seed(seed: int) -> None:
 def steps_per_execution(batch_size: int, replicas: int) -> int:
     """Optimizer steps per call into TensorFlow. One under MirroredStrategy: there Keras's
     multi-step loop fails ("You must feed a value for placeholder tensor", Keras 3.15). One on
-    torch: Keras's torch trainer takes no other."""
+    torch: Keras's torch trainer takes no other.
+    """
     if replicas > 1 or backends.current() == backends.TORCH:
         return 1
     return max(1, IMAGES_PER_EXECUTION // batch_size)
@@ -321,7 +331,8 @@ def graph_key(spec: RunSpec, num_classes: int, lr: Any, replicas: devices.Replic
     """Everything that shapes a compiled model's graph: the values of the keys declared to (`keys.GRAPH`),
     and what the graph takes from other keys: the number of classes, the replicas, the steps per execution
     (from the batch size) and a warm-up schedule's numbers, which are traced into it. A constant learning
-    rate is not in it: it is a variable, set per run."""
+    rate is not in it: it is a variable, set per run.
+    """
     cfg = spec.point.train
     schedule = lr.get_config() if not isinstance(lr, float) else None
     shaping = tuple(spec.point.value(name) for name in declared.graph_keys())
@@ -344,7 +355,8 @@ class _CompiledCache:
         """(strategy, compiled model with this run's initial weights, whether the model was reused).
 
         Seeding comes right before the weights are drawn, as in a fresh process; a new
-        graph first clears Keras's global state, as a fresh process would have it."""
+        graph first clears Keras's global state, as a fresh process would have it.
+        """
         lr = optim.learning_rate(spec.point.train, steps_per_epoch)
         key = graph_key(spec, split.num_classes, lr, replicas)
         reuse = key == self.key
@@ -384,7 +396,8 @@ def reset_compiled(model: Any, fresh: Any, lr: Any) -> None:
     """Make a compiled model start where `fresh` (a newly built, uncompiled model of the same
     architecture) starts: its weights, a zeroed optimizer, this learning rate (a float is assigned;
     a schedule is part of the compiled graph). Its traced functions are kept, so the next `fit`
-    does not trace again; the numbers are a fresh model's (tests/test_train.py)."""
+    does not trace again; the numbers are a fresh model's (tests/test_train.py).
+    """
     model.set_weights(fresh.get_weights())
     zero_optimizer(model.optimizer)
     if isinstance(lr, float):
@@ -394,7 +407,8 @@ def reset_compiled(model: Any, fresh: Any, lr: Any) -> None:
 
 def zero_optimizer(optimizer: Any) -> None:
     """An optimizer as before its first step: the step count, Adam's moments, SGD's momentum zeroed;
-    its learning rate left as it is."""
+    its learning rate left as it is.
+    """
     for variable in optimizer.variables:
         if "learning_rate" not in variable.path:
             variable.assign(np.zeros(variable.shape, variable.dtype))

@@ -83,7 +83,8 @@ def build_model(reference: str, options: str | None, input_shape: tuple[int, ...
 @functools.lru_cache(maxsize=2)
 def load_arrays(reference: str) -> tuple[Any, Any]:
     """The loader's (x, y), before the npz checks (sweep/train/datafiles.py). Called once per process: a worker
-    trains many runs on the same data. Not cached on disk: the harness cannot tell when it changes."""
+    trains many runs on the same data. Not cached on disk: the harness cannot tell when it changes.
+    """
     got = call(reference, "data.loader")
     if not (isinstance(got, tuple) and len(got) == 2):
         raise UserCodeError(f"data.loader {reference} returned {type(got).__name__}; it must return a tuple (x, y)")
@@ -121,7 +122,8 @@ def _run_scoped(inner: Any) -> Any:
     """The callback as one `fit` over the whole run would call it. The harness trains each epoch (each
     stretch between records) with a `fit` call of its own, and Keras calls `on_train_begin` at every one,
     which resets a callback's state (EarlyStopping's patience, for one): here it runs once per run, and
-    `on_train_end` once, when the run ends (`end_run`)."""
+    `on_train_end` once, when the run ends (`end_run`).
+    """
     import keras
 
     class RunScoped(keras.callbacks.Callback):

@@ -11,7 +11,7 @@ import reprlib
 from collections.abc import Callable
 from typing import Any
 
-Check = Callable[[Any], Any]
+Validator = Callable[[Any], Any]
 
 # Values are shown shortened: a hostile file can hold a huge or self-similar structure
 # (YAML aliases: a "billion laughs") whose full repr would never finish.
@@ -46,7 +46,7 @@ def non_negative_int(value: Any) -> int:
     return value
 
 
-def int_at_least(low: int, why: str) -> Check:
+def int_at_least(low: int, why: str) -> Validator:
     """An integer >= low; `why` tells the user where the bound comes from."""
 
     def check(value: Any) -> int:
@@ -81,7 +81,7 @@ class NumberIn:
         return float(value)
 
 
-def number_in(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Check:
+def number_in(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Validator:
     """A float in [low, high], with either end optionally open."""
     return NumberIn(low, high, low_open=low_open, high_open=high_open)
 
@@ -99,7 +99,7 @@ class OneOf:
         return value
 
 
-def one_of(*choices: str) -> Check:
+def one_of(*choices: str) -> Validator:
     return OneOf(*choices)
 
 
@@ -109,7 +109,7 @@ def optional_path(value: Any) -> str | None:
     return value
 
 
-def one_of_ints(*choices: int) -> Check:
+def one_of_ints(*choices: int) -> Validator:
     def check(value: Any) -> int:
         if not _is_int(value) or value not in choices:
             raise ValueError(f"must be one of {' | '.join(map(str, choices))}, {got(value)}")
@@ -152,7 +152,8 @@ MAX_DEPTH, MAX_VALUES = 20, 10_000
 
 def decoded(value: Any) -> Any:
     """`value` (JSON text as stored, or what YAML gave) checked to nest at most MAX_DEPTH levels and hold at
-    most MAX_VALUES values; ValueError otherwise."""
+    most MAX_VALUES values; ValueError otherwise.
+    """
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -173,7 +174,8 @@ def decoded(value: Any) -> Any:
 
 def options_mapping(value: Any) -> str | None:
     """null, or a mapping of names to plain values (numbers, strings, booleans, null, lists of them),
-    kept as canonical JSON: hashable, and the same text whatever order the file wrote the keys in."""
+    kept as canonical JSON: hashable, and the same text whatever order the file wrote the keys in.
+    """
     if value is None:
         return None
     value = decoded(value)  # as stored: already canonical JSON

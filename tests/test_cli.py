@@ -233,3 +233,79 @@ def test_ctrl_c_in_process_queues_the_run_again_and_the_next_run_finishes(tmp_pa
     assert interrupted.user_attrs[vocab.STATUS] == vocab.INTERRUPTED and len(store.queued()) == 1
     outcome, _ = sweep_here(grid, results=tmp_path / "out")
     assert outcome.exit_code == 0 and outcome.counts[vocab.DONE] == 1
+
+
+@pytest.mark.unit
+def test_version_is_the_installed_packages(capsys: pytest.CaptureFixture) -> None:
+    import importlib.metadata
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"sweep (batchsweep) {importlib.metadata.version('batchsweep')}\n"
+
+
+@pytest.mark.unit
+def test_a_bare_sweep_prints_its_help_and_exits_0(capsys: pytest.CaptureFixture) -> None:
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: sweep") and all(f"\n    {c}" in out for c in ("plan", "run", "status", "export"))
+
+
+@pytest.mark.unit
+def test_status_and_export_read_a_results_folder_named_unlike_its_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder's journal names its sweep: `--results out/q` for a grid named "tiny" needs no --study."""
+    monkeypatch.chdir(tmp_path)
+    write_grid(tmp_path, TINY_GRID)
+    assert cli.main(["run", "grid.yaml", "--results", "out/q", "--no-train"]) == 0
+    capsys.readouterr()
+    assert cli.main(["status", "out/q"]) == 0
+    assert capsys.readouterr().out == "tiny: 2 runs in its store: 0 done, 0 running, 0 failed, 0 diverged, 2 pending\n"
+    assert cli.main(["export", "out/q"]) == 0
+    assert pd.read_csv(tmp_path / "out" / "q" / vocab.RUNS_CSV)[vocab.STATUS].tolist() == [vocab.PENDING] * 2
+
+
+@pytest.mark.unit
+def test_a_store_of_several_sweeps_needs_study(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_grid(tmp_path, TINY_GRID)
+    write_grid(tmp_path, TINY_GRID.replace("name: tiny", "name: other"), name="other.yaml")
+    for grid in ("grid.yaml", "other.yaml"):
+        assert cli.main(["run", grid, "--storage", "out/q/journal.log", "--results", "out/q", "--no-train"]) == 0
+    capsys.readouterr()
+    assert cli.main(["status", "out/q"]) == 2
+    assert (
+        capsys.readouterr().err
+        == "error: out/q/journal.log holds several sweeps (other, tiny); name one with --study\n"
+    )
+
+
+@pytest.mark.unit
+def test_the_defaults_the_help_states_are_the_ones_a_run_gets(tmp_path: Path) -> None:
+    """Each `(default N)` in `run --help` is what a run without the flag is given."""
+    import argparse
+    import re
+
+    from sweep.cli import arguments
+    from sweep.train.pack import default_size
+
+    parser = argparse.ArgumentParser()
+    arguments.worker_args(parser)
+    arguments.results_args(parser)
+    options = arguments.options(parser.parse_args([]))
+    effective = {
+        "retries": options.retries,
+        "max_requeues": options.max_requeues,
+        "trials_per_gpu": options.trials_per_gpu,
+        "pack": options.pack or max(default_size(b) for b in (1, 8, 64, 256, 4096)),
+    }
+    stated = {}
+    for action in parser._actions:
+        found = re.search(r"\(default (\d+)", action.help or "")
+        if found:
+            stated[action.dest] = int(found.group(1))
+    assert stated == effective

@@ -102,6 +102,21 @@ def test_sigterm_after_epoch_3_requeues_at_once_and_resumes_at_epoch_4(
     _resumes_at_epoch_4_with_identical_records(tmp_path, journal, victim.user_attrs["run_id"])
 
 
+def test_sigterm_to_run_stops_its_workers_says_how_to_resume_and_exits_143(
+    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kill PID` (or a container's stop) to the `run` command, as Ctrl-C: each worker queues its run again,
+    and `run` ends with the one line that says what to do, exit 128 + 15.
+    """
+    journal, coordinator, victim = _run_until_epoch_3_is_checkpointed(tmp_path, started, monkeypatch)
+    coordinator.send_signal(signal.SIGTERM)
+    output = coordinator.communicate(timeout=120)[0]
+    assert coordinator.returncode == 143, output
+    assert output.rstrip().endswith("stopped; run the same command again to resume where it stopped"), output
+    trial = Store.open(journal, "preempt", create=False).sweep.get_trials(deepcopy=False)[victim.number]
+    assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs[vocab.STATUS] == vocab.INTERRUPTED
+
+
 def _run_until_epoch_3_is_checkpointed(
     tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Path, subprocess.Popen, optuna.trial.FrozenTrial]:

@@ -10,31 +10,38 @@ nothing written); 130 interrupted (the next `run` picks up where it stopped).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sweep import vocab
+from sweep import __version__, vocab
 from sweep.cli import arguments, cli_cluster, cli_export
 from sweep.cli.cli_storage import storage_arg
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid, lr_range
 from sweep.config.plan import RunSpec, plan
-from sweep.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_ORPHANED, EXIT_USAGE, UsageError
+from sweep.exits import EXIT_FAILED, EXIT_OK, EXIT_ORPHANED, EXIT_USAGE, UsageError
 from sweep.report import stamp
 from sweep.train import backends, timing
 from sweep.train.usercode import UserCodeError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:  # a bare `sweep`: what it can do, not an error
+        parser.print_help()
+        return EXIT_OK
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop)  # `kill`, Slurm's scancel, a container's stop: as Ctrl-C
     try:
         return args.handler(args)
     except (ConfigError, UsageError, UserCodeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("\ninterrupted; run the same command again to continue where it stopped", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as err:
+        print(f"\n{STOPPED}", file=sys.stderr)
+        return 128 + (err.signum if isinstance(err, Stopped) else signal.SIGINT)
     except OSError as err:
         from sweep.store import DISK_FULL_ADVICE, is_disk_full
 
@@ -46,6 +53,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except Exception:  # noqa: BLE001 - a bug or a driver error: its traceback, without the store's password
         return _crashed(args)
+
+
+STOPPED = "stopped; run the same command again to resume where it stopped"
+
+
+class Stopped(KeyboardInterrupt):
+    """A signal that asks the command to stop (SIGTERM): handled as Ctrl-C is, exit code 128 + its number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(signum)
 
 
 def _crashed(args: argparse.Namespace) -> int:
@@ -71,9 +93,17 @@ def _parser() -> argparse.ArgumentParser:
         "at every seed):\n" + "\n".join(f"  {k:<26} {doc}" for k, doc in SEARCH_DOCS.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s (batchsweep) {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = commands.add_parser("plan", help="list the runs a grid file would train (no training, no TensorFlow)")
+    p = commands.add_parser(
+        "plan",
+        help="list the runs a grid file would train (no training, no TensorFlow)",
+        description="Print one line per run GRID would train (its run id and the settings that vary), then how "
+        "many runs, grid points, seeds and epochs in all. Reads only the grid file.",
+        epilog="example:\n  sweep plan experiments/article.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("grid", help="the grid file (YAML)")
     p.set_defaults(handler=cmd_plan)
 
@@ -116,9 +146,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=cmd_run)
 
-    p = commands.add_parser("status", help="count done / running / failed / diverged / pending runs")
-    p.add_argument("grid", help="the grid file (YAML)")
+    p = commands.add_parser(
+        "status",
+        help="count done / running / failed / diverged / pending runs",
+        description="Say how far a sweep got: its runs done, running, failed, diverged and pending, and for each "
+        "running run where it runs and how far it is. Given a grid file, the grid's runs are counted (those not "
+        "queued yet as pending); given a results folder, the runs its store holds. The store is only read.",
+        epilog="examples:\n  sweep status experiments/article.yaml\n  sweep status results/article\n"
+        "  sweep status grid.yaml --storage @~/.sweep-db",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("grid", metavar="GRID|DIR", help="a grid file (YAML) or a results folder, e.g. results/article")
     arguments.results_args(p)
+    p.add_argument("--study", default=None, help="with a results folder whose store holds several sweeps: which one")
     p.set_defaults(handler=cmd_status)
 
     p = commands.add_parser(
@@ -251,7 +291,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from sweep.run import sweep_status
 
-    sweep_status.status(load_grid(args.grid), arguments.options(args))
+    if Path(args.grid).is_dir():
+        sweep_status.folder_status(Path(args.grid), arguments.options(args), study=args.study)
+    else:
+        sweep_status.status(load_grid(args.grid), arguments.options(args))
     return EXIT_OK
 
 

@@ -59,7 +59,7 @@ def worker_args(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="K",
         help="train up to K runs that share a compiled graph as towers of one model, same records as alone "
-        "(default: the measured size per batch size, docs/levers.md; 1 trains every run alone)",
+        "(default 1: every run alone; packs speed up training steps, not a grid's records: docs/levers.md)",
     )
     p.add_argument(
         "--retries",

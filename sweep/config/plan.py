@@ -161,7 +161,7 @@ class SearchGroup:
         return f"{slug}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
     def study_name(self) -> str:
-        return f"{self.template.sweep}:lr_search:{self.group_id}"
+        return f"{self.template.sweep}:lr_search:{self.group_id}"  # store.storage.SEARCH_MARK finds them
 
     def trial_spec(self, lr: float) -> RunSpec:
         return at_lr(self.template, lr)

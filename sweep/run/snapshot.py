@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from sweep import vocab
 from sweep.config import GridFile
 from sweep.config.plan import plan, search_groups
-from sweep.run.orchestrate import Console, Options, UsageError, counts_text, locations, open_store, write_report
-from sweep.store import Store, storage
-from sweep.store.secrets import redact
+from sweep.run import folders
+from sweep.run.orchestrate import Console, Options, counts_text, locations, open_store, write_report
+from sweep.store import Store
 
 CONSOLE = Console()
 
@@ -28,7 +26,7 @@ def from_grid(grid: GridFile, options: Options, console: Console = CONSOLE) -> P
     returns that folder.
     """
     results, target = locations(grid, options)
-    store = _open(target, grid.name)
+    store = open_store(folders.existing(target), grid.name, create=False)
     runs = plan(grid) + [s for specs in store.tuned_runs(search_groups(grid), grid.seeds).values() for s in specs]
     # the grid's runs (those not queued yet count as pending) and whatever else the sweep holds: seeds
     # added by --until-decided, runs of an earlier version of the grid file
@@ -38,37 +36,11 @@ def from_grid(grid: GridFile, options: Options, console: Console = CONSOLE) -> P
 
 def from_folder(folder: Path, options: Options, study: str | None, console: Console = CONSOLE) -> Path:
     """A results folder's sweep, from its store (--storage, else the folder's journal.log) into the folder.
-    The sweep is --study, else the one named in the folder's runs.csv, else the folder's name.
+    The sweep is --study, else the one named in the folder's runs.csv, else the one its store holds.
     """
-    if not folder.is_dir():
-        raise UsageError(f"{folder}: no such folder (give a grid file or a results folder written by `sweep run`)")
-    target = options.storage or str(folder / vocab.JOURNAL_FILE)
-    store = _open(target, study or _sweep_name(folder))
+    target = folders.store_of(folder, options.storage)
+    store = open_store(target, folders.sweep_of(folder, target, study), create=False)
     return _write(store, list(store.current()), folder, console)
-
-
-def _open(target: str, name: str) -> Store:
-    if not storage.is_database(target) and not Path(target).is_file():
-        raise UsageError(
-            redact(
-                f"{target}: no such journal file; give the sweep's store with --storage "
-                "(or queue the runs first: `sweep run GRID --no-train`)",
-                target,
-            )
-        )
-    return open_store(target, name, create=False)
-
-
-def _sweep_name(folder: Path) -> str:
-    runs = folder / vocab.RUNS_CSV
-    if runs.is_file():
-        try:
-            names = pd.read_csv(runs, usecols=["sweep"])["sweep"].dropna().unique()
-        except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError):
-            names = []
-        if len(names) == 1:
-            return str(names[0])
-    return folder.resolve().name
 
 
 def _write(store: Store, planned: list[str], results: Path, console: Console) -> Path:

@@ -9,9 +9,11 @@ from pathlib import Path
 from sweep import vocab
 from sweep.config import GridFile
 from sweep.config.plan import RunSpec, plan, search_groups
+from sweep.run import folders
 from sweep.run.orchestrate import Console, Options, counts_text, locations, open_store
 from sweep.store import Store, epochs_of, status_of, storage
 from sweep.store.crash import WORKER_HOST, WORKER_PID
+from sweep.store.queue import spec_of
 from sweep.store.secrets import redact
 
 
@@ -34,6 +36,23 @@ def status(grid: GridFile, options: Options | None = None, console: Console | No
     console.say(f"{grid.name}: {len(runs)} runs{searched}: {counts_text(counts)}")
     if store is not None and counts[vocab.RUNNING]:
         _say_running(store, {s.run_id: s for s in runs} | store.search_slots(), console)
+    return counts
+
+
+def folder_status(
+    folder: Path, options: Options | None = None, console: Console | None = None, study: str | None = None
+) -> dict[str, int]:
+    """`sweep status DIR`: the sweep a results folder's store holds (its journal.log, or --storage), counted
+    from the store alone: every run the sweep queued is there.
+    """
+    options, console = options or Options(), console or Console()
+    target = folders.store_of(folder, options.storage)
+    store = open_store(target, folders.sweep_of(folder, target, study), create=False)
+    current = store.current()
+    counts = store.counts(list(current))
+    console.say(f"{store.name}: {len(current)} runs in its store: {counts_text(counts)}")
+    if counts[vocab.RUNNING]:
+        _say_running(store, {run_id: spec_of(trial) for run_id, trial in current.items()}, console)
     return counts
 
 

@@ -105,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("grid", help="the grid file (YAML)")
+    arguments.override_args(p)
     p.set_defaults(handler=cmd_plan)
 
     p = commands.add_parser(
@@ -114,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         "are never trained again, failed and interrupted ones are retried.",
     )
     p.add_argument("grid", help="the grid file (YAML)")
+    arguments.override_args(p)
     arguments.results_args(p)
     arguments.worker_args(p)
     p.add_argument(
@@ -195,6 +197,7 @@ def _parser() -> argparse.ArgumentParser:
         "idle machine. Writes <results>/timing.csv; repeat to replace it. Trains nothing into the store.",
     )
     p.add_argument("grid", help="the grid file (YAML)")
+    arguments.override_args(p)
     p.add_argument("--results", type=Path, default=None, help="results folder (default results/<name>)")
     p.add_argument(
         "--repeats",
@@ -230,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    grid = load_grid(args.grid)
+    grid = load_grid(args.grid, args.overrides)
     runs = plan(grid)
     width = max(len(r.run_id) for r in runs)
     for spec in runs:
@@ -277,7 +280,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return cli_cluster.queue_only(args)
     if args.max_seeds is not None and not args.until_decided:
         raise UsageError("--max-seeds is the cap of --until-decided; add --until-decided, or drop --max-seeds")
-    grid = load_grid(args.grid)
+    grid = load_grid(args.grid, args.overrides)
+    arguments.record_overrides(grid, args)
     if args.until_decided:
         from sweep.run import until
 
@@ -322,7 +326,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_time(args: argparse.Namespace) -> int:
     from sweep.run import orchestrate
 
-    grid = load_grid(args.grid)
+    grid = load_grid(args.grid, args.overrides)
     specs = plan(grid)  # search trials and tuned runs share their grid point's configuration
     backends.check(grid.source, [s.point for s in specs])
     results, _ = orchestrate.locations(grid, orchestrate.Options(results=args.results))

@@ -10,9 +10,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep.cli.cli_storage import storage_arg
+from sweep.config import GridFile
 
 if TYPE_CHECKING:
     from sweep.run.orchestrate import Options
+
+
+def override_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="settings over the grid file's, dotted keys and YAML values: train.epochs=1 seeds=[0,1] "
+        "(a section.key is set for every point; grid.section.key=[...] makes an axis)",
+    )
+
+
+def record_overrides(grid: GridFile, args: argparse.Namespace) -> None:
+    """With overrides, the grid as run goes into its results folder (grid.yaml), and a line says so: a rerun
+    of that file trains the same runs.
+    """
+    if not args.overrides:
+        return
+    from sweep.config import resolved
+    from sweep.run import orchestrate
+
+    results, _ = orchestrate.locations(grid, options(args))
+    path = resolved.write(results, grid, tuple(args.overrides))
+    print(f"{grid.name}: with {' '.join(args.overrides)}; the grid as run: {path} (rerun: sweep run {path})")
 
 
 def results_args(p: argparse.ArgumentParser) -> None:

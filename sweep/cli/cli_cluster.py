@@ -120,7 +120,8 @@ def queue_only(args: argparse.Namespace) -> int:
     from sweep.run import orchestrate
 
     refuse_training_flags(args)
-    grid = load_grid(args.grid)
+    grid = load_grid(args.grid, args.overrides)
+    arguments.record_overrides(grid, args)
     options = orchestrate.Options(results=args.results, storage=storage_arg(args.storage))
     queued = orchestrate.queue_sweep(grid, options)
     print(_queued_text(grid, queued))

@@ -14,6 +14,7 @@ The package, in the order a grid file passes through it:
 - `stopping`: `train.early_stopping`, its rule and its check;
 - `rules`: rules across keys (which keys a point uses, combinations that cannot work);
 - `problems`: where in the file and what is wrong, raised by every part of the parse;
+- `overrides`: `key=value` from the command line, applied to the file's YAML before it is checked;
 - `search_settings`: the `search:` block (a learning-rate search per grid point) and its checks;
 - this module: `GridFile` and `load_grid`, the typed frozen settings of every point;
 - `plan`: grid x seeds -> runs, each a `RunSpec` with a stable id;
@@ -26,6 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,7 @@ from sweep.config.keys import (
     TrainConfig,
     UnknownSettings,
 )
+from sweep.config.overrides import apply as apply_overrides
 from sweep.config.problems import KeyProblem, checked, reject_unknown, unknown
 from sweep.config.rules import inert, is_set, point_problem, unused, without_inert
 from sweep.config.search_settings import (
@@ -127,8 +130,10 @@ MAX_NAME = 100  # a folder name and an Optuna study name; file systems stop at 2
 MAX_RUNS = 100_000  # more runs than any sweep here needs; a bigger grid is a typo, not a plan
 
 
-def load_grid(path: str | Path) -> GridFile:
-    """Read and validate a grid file; raise ConfigError with a one-line message."""
+def load_grid(path: str | Path, overrides: Sequence[str] = ()) -> GridFile:
+    """Read and validate a grid file, with `key=value` overrides from the command line applied first
+    (sweep/config/overrides.py); raise ConfigError with a one-line message.
+    """
     path = Path(path)
     label = path.name
     try:
@@ -136,7 +141,7 @@ def load_grid(path: str | Path) -> GridFile:
     except YamlError as err:
         raise ConfigError(str(err)) from None
     try:
-        grid_file = _parse(raw, label, path.parent)
+        grid_file = _parse(apply_overrides(raw, overrides), label, path.parent)
     except KeyProblem as err:
         raise ConfigError(f"{label}: {err.where}: {err.what}") from None
     return grid_file

@@ -69,6 +69,11 @@ def read_yaml(path: Path) -> Any:
         raise YamlError(f"{path.name}: not a UTF-8 text file (invalid byte at offset {err.start})") from None
     except OSError as err:
         raise YamlError(f"{path}: cannot read the grid file: {err.strerror or err}") from None
+    return parse_yaml(text, path.name)
+
+
+def parse_yaml(text: str, label: str) -> Any:
+    """YAML text as Python values; YamlError with one line naming `label` (a file, or an override) otherwise."""
     # PyYAML's scanner is quadratic in the depth of [ and { (5000 levels: seconds; 100k: hours) and its
     # parser recursive, so deep nesting is refused before parsing; a real grid file nests 3 or 4 levels.
     depth = 0
@@ -77,7 +82,7 @@ def read_yaml(path: Path) -> Any:
         if depth > MAX_NESTING:
             line = text.count("\n", 0, bracket.start()) + 1
             raise YamlError(
-                f"{path.name}: line {line}: YAML error: nested too deeply (more than {MAX_NESTING} levels of [ or {{)"
+                f"{label}: line {line}: YAML error: nested too deeply (more than {MAX_NESTING} levels of [ or {{)"
             )
     try:
         return yaml.load(text, Loader=SafeLoader)  # noqa: S506 - a SafeLoader: no Python tags, nothing executed
@@ -87,12 +92,12 @@ def read_yaml(path: Path) -> Any:
         problem = getattr(err, "problem", None) or (str(err).splitlines() or [type(err).__name__])[0]
         semantic = isinstance(err, (yaml.constructor.ConstructorError, yaml.composer.ComposerError))
         kind = "YAML error" if semantic else "YAML syntax error"
-        raise YamlError(one_line(f"{path.name}: {where}{kind}: {problem}", 1000)) from None
+        raise YamlError(one_line(f"{label}: {where}{kind}: {problem}", 1000)) from None
     except RecursionError:  # PyYAML parses nesting recursively: [[[[... a thousand levels deep
-        raise YamlError(f"{path.name}: YAML error: nested too deeply") from None
+        raise YamlError(f"{label}: YAML error: nested too deeply") from None
     except MemoryError:
         raise
     except Exception as err:  # noqa: BLE001 - PyYAML's constructors raise plain errors on some scalars: !!int '', 2001-13-45, a 5000-digit int
         detail = (str(err).splitlines() or [""])[0]
         what = f"a value cannot be read ({type(err).__name__}: {detail})"
-        raise YamlError(one_line(f"{path.name}: YAML error: {what}", 1000)) from None
+        raise YamlError(one_line(f"{label}: YAML error: {what}", 1000)) from None

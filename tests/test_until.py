@@ -319,7 +319,12 @@ def test_a_report_without_decisions_has_no_until_section(tmp_path: Path) -> None
     [
         ("0, 1, 2", "", ["--until-decided", "--max-seeds", "2"], "--max-seeds 2: must be at least the grid's 3 seeds"),
         ("0, 1, 2", "", ["--max-seeds", "5"], "--max-seeds is the cap of --until-decided"),
-        ("0", "", ["--until-decided", "--max-seeds", "5"], "needs at least 2 seeds"),
+        (
+            "0",
+            "",
+            ["--until-decided", "--max-seeds", "1"],
+            "--max-seeds 1: must be at least the grid's 2 seeds ([0, 1])",
+        ),
         (
             "0, 1",
             "    search: {lr: {low: 1e-4, high: 1e-2}, trials: 2}\n",

@@ -139,6 +139,7 @@ def test_a_callback_from_the_users_file_is_used_and_can_stop_the_run(tmp_path: P
     ("base", "expected"),
     [
         ('model: {builder: "models.py:missing"}', "model.builder {}/models.py:missing: {}/models.py has no function"),
+        ('model: {builder: "models.py:buld"}', "{}/models.py has no function buld; did you mean 'build'?"),
         ('model: {builder: "models.py:not_a_model"}', "returned str, not a keras.Model"),
         ('model: {builder: "models.py:broken"}', "raised RuntimeError: no GPU here"),
         ('model: {builder: "no_such_module:build"}', "cannot import no_such_module: ModuleNotFoundError"),
@@ -155,6 +156,7 @@ def test_a_broken_reference_is_one_line_exit_2_and_nothing_is_written(tmp_path: 
     error = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(error) == 1 and expected.format(tmp_path, tmp_path) in error[0], done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "results").exists()
+    assert done.stderr == error[0] + "\n"  # nothing of TensorFlow's start-up on the terminal
 
 
 @pytest.mark.unit

@@ -4,7 +4,11 @@ once, so a broken reference stops `run` with one line naming its key (sweep/trai
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sweep.config.keys import LOADER, PointConfig
@@ -22,6 +26,28 @@ def check(points: Iterable[PointConfig]) -> None:
     points = [p for p in points if uses_code(p)]
     if not points:
         return
+    with _quiet_stderr():  # TensorFlow's start-up lines (C++ logging, before Python can silence it)
+        _try_each(points)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """This process's stderr (file descriptor 2, where TensorFlow's C++ writes) set aside while the block
+    runs; a problem is raised as a one-line UserCodeError and said after the block, on the terminal.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _try_each(points: list[PointConfig]) -> None:
     from sweep.train import data  # numpy and the dataset code: only when a point uses the user's code
 
     splits: dict[Any, Any] = {}

@@ -57,11 +57,6 @@ def check_input(grid: GridFile, max_seeds: int) -> None:
             f"{grid.source}: --until-decided with a learning-rate search (search:) is not supported yet; "
             "remove the search: block or run without --until-decided"
         )
-    if len(grid.seeds) < 2:
-        raise UsageError(
-            f"{grid.source}: --until-decided needs at least 2 seeds in seeds: (a t-test needs 2), "
-            f"got {list(grid.seeds)}"
-        )
     if max_seeds < len(grid.seeds):
         raise UsageError(
             f"--max-seeds {max_seeds}: must be at least the grid's {len(grid.seeds)} seeds ({list(grid.seeds)})"
@@ -173,6 +168,9 @@ def run_until_decided(
     decisions.csv and looks.csv, then the report.
     """
     options, console = options or Options(), console or Console()
+    if len(grid.seeds) == 1:  # a t-test needs two: the next seed joins the first look
+        grid = replace(grid, seeds=seed_order(grid.seeds, 2))
+        console.say(f"{grid.name}: one seed in the grid file; until decided starts from two, {list(grid.seeds)}")
     check_input(grid, max_seeds)
     layout = Layout.of(grid, max_seeds)
     results, target = locations(grid, options)

@@ -20,6 +20,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from sweep.config.validators import did_you_mean
+
 
 class UserCodeError(ValueError):
     """A model.builder, data.loader or train.callbacks reference that cannot be used."""
@@ -34,7 +36,9 @@ def load(reference: str, key: str) -> Callable[..., Any]:
         raise UserCodeError(f"{key} {reference}: cannot import {module_name}: {_one_line(err)}") from None
     function = getattr(module, name, None)
     if not callable(function):
-        raise UserCodeError(f"{key} {reference}: {module_name} has no function {name}")
+        functions = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
+        hint = did_you_mean(name, functions)
+        raise UserCodeError(f"{key} {reference}: {module_name} has no function {name}{hint}")
     return function
 
 

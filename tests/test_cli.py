@@ -309,3 +309,15 @@ def test_the_defaults_the_help_states_are_the_ones_a_run_gets(tmp_path: Path) ->
         if found:
             stated[action.dest] = int(found.group(1))
     assert stated == effective
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("command", ["plan", "run", "status", "worker", "slurm", "time", "report", "export"])
+def test_every_command_has_a_description_and_examples(command: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main([command, "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    description = text.split("\n\n")[1]
+    assert len(description.split()) >= 10, description  # a sentence or more on what it does
+    assert "\nexample" in text and f"sweep {command} " in text.split("\nexample")[1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -118,3 +119,26 @@ def test_readme_quotes_the_reference_reports_family_size() -> None:
     family = pd.read_csv(REPO / "results" / "reference" / "tables" / "claims.csv")["family"].dropna().unique()
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert f"Holm\nover its {int(family[0])} checks" in readme or f"Holm over its {int(family[0])} checks" in readme
+
+
+def _markdown_files() -> list[Path]:
+    docs = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
+    return [*docs, REPO / "experiments" / "README.md"]
+
+
+def test_every_relative_link_and_named_file_in_readme_and_docs_exists() -> None:
+    """A link [text](path) or a backticked repository path (`sweep/run/worker.py`, `docs/cluster.md`) that
+    names nothing is a reader's dead end, and the layout has moved before.
+    """
+    link = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+    named = re.compile(r"`((?:sweep|docs|tests|benchmarks|experiments|notebooks)/[\w./-]+\.(?:py|md|yaml|ipynb))`")
+    missing = []
+    for page in _markdown_files():
+        text = page.read_text(encoding="utf-8")
+        for target in link.findall(text):
+            if "://" not in target and not target.startswith("mailto:") and not (page.parent / target).exists():
+                missing.append(f"{page.relative_to(REPO)}: {target}")
+        for path in named.findall(text):
+            if not (REPO / path).exists():
+                missing.append(f"{page.relative_to(REPO)}: {path}")
+    assert missing == []

@@ -91,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
         + "\n".join(f"  {k:<26} {doc}" for k, doc in field_docs().items())
         + "\n\nOptional search: block (a learning-rate search for every grid point, then its best lr "
         "at every seed):\n" + "\n".join(f"  {k:<26} {doc}" for k, doc in SEARCH_DOCS.items()),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=arguments.Help,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s (batchsweep) {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -102,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Print one line per run GRID would train (its run id and the settings that vary), then how "
         "many runs, grid points, seeds and epochs in all. Reads only the grid file.",
         epilog="example:\n  sweep plan experiments/article.yaml",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=arguments.Help,
     )
     p.add_argument("grid", help="the grid file (YAML)")
     arguments.override_args(p)
@@ -113,6 +113,11 @@ def _parser() -> argparse.ArgumentParser:
         help="train every pending run of a grid file, then export runs.csv and epochs.csv",
         description="Train every run of GRID that is not done yet. Safe to repeat: finished runs "
         "are never trained again, failed and interrupted ones are retried.",
+        epilog="examples:\n  sweep run experiments/smoke.yaml\n  sweep run experiments/article.yaml --workers 2\n"
+        "  sweep run experiments/article.yaml train.epochs=1 seeds=[0] --results results/quick\n"
+        "  sweep run experiments/batch_sizes.yaml --until-decided --max-seeds 10\n"
+        "  sweep run grid.yaml --storage @~/.sweep-db --no-train   # queue only, for workers elsewhere",
+        formatter_class=arguments.Help,
     )
     p.add_argument("grid", help="the grid file (YAML)")
     arguments.override_args(p)
@@ -156,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
         "queued yet as pending); given a results folder, the runs its store holds. The store is only read.",
         epilog="examples:\n  sweep status experiments/article.yaml\n  sweep status results/article\n"
         "  sweep status grid.yaml --storage @~/.sweep-db",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=arguments.Help,
     )
     p.add_argument("grid", metavar="GRID|DIR", help="a grid file (YAML) or a results folder, e.g. results/article")
     arguments.results_args(p)
@@ -168,6 +173,9 @@ def _parser() -> argparse.ArgumentParser:
         help="join a sweep: train queued runs from a store until none are left",
         description="Train queued runs of an existing sweep until the queue is empty. "
         "Started by `run`, or by hand on another machine.",
+        epilog="examples:\n  sweep worker --study article --storage results/article/journal.log\n"
+        "  BATCHSWEEP_STORAGE=@~/.sweep-db sweep worker --study causes",
+        formatter_class=arguments.Help,
     )
     p.add_argument(
         "--storage",
@@ -195,6 +203,9 @@ def _parser() -> argparse.ArgumentParser:
         "batch size, replicas), the repeats alternating between configurations, graphs traced first, and keep "
         "the best: a benchmark-style measurement for the report's seconds to target, to run on an otherwise "
         "idle machine. Writes <results>/timing.csv; repeat to replace it. Trains nothing into the store.",
+        epilog="examples:\n  sweep time experiments/batch_sizes.yaml\n"
+        "  sweep time experiments/batch_sizes.yaml --repeats 5",
+        formatter_class=arguments.Help,
     )
     p.add_argument("grid", help="the grid file (YAML)")
     arguments.override_args(p)
@@ -219,6 +230,9 @@ def _parser() -> argparse.ArgumentParser:
         help="rebuild tables, figures and the claims report from results folders (no TensorFlow)",
         description="Read runs.csv and epochs.csv of each DIR and write tables/, figures/, "
         "report.md and report.html (self-contained) into OUT.",
+        epilog="examples:\n  sweep report results/article\n"
+        "  sweep report results/article results/causes --out results/reference --svg",
+        formatter_class=arguments.Help,
     )
     p.add_argument("folders", nargs="+", metavar="DIR", type=Path, help="results folder(s), e.g. results/article")
     p.add_argument("--out", type=Path, default=None, help="where to write (default: DIR; required with several DIRs)")

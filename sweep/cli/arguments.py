@@ -16,6 +16,17 @@ if TYPE_CHECKING:
     from sweep.run.orchestrate import Options
 
 
+class Help(argparse.HelpFormatter):
+    """Descriptions wrapped to the terminal, except text laid out by hand (examples, lists): any with a line
+    break is kept as written.
+    """
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 def override_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "overrides",

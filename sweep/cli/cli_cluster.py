@@ -54,7 +54,7 @@ def add_slurm_parser(commands: argparse._SubParsersAction) -> None:
         "with sbatch. Each task trains queued runs until none are left; its log is "
         "<results>/slurm/worker-JOBID_TASK.out. Edit the script and `sbatch` it again to add workers.",
         epilog=SLURM_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=arguments.Help,
     )
     p.add_argument("grid", help="the grid file (YAML)")
     arguments.results_args(p)

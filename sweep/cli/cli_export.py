@@ -40,7 +40,7 @@ def add_export_parser(commands: argparse._SubParsersAction) -> None:
         "  tensorboard --logdir runs/article\n"
         "  python -m sweep export results/article --mlflow sqlite:///mlflow.db\n"
         "  mlflow ui --backend-store-uri sqlite:///mlflow.db",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=arguments.Help,
     )
     p.add_argument(
         "source", metavar="GRID|DIR", type=Path, help="a grid file (YAML) or a results folder, e.g. results/article"

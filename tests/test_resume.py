@@ -345,6 +345,29 @@ def test_a_run_that_hangs_is_stopped_by_the_watchdog_and_counts_as_a_death(tmp_p
     ), runs[vocab.ERROR][0]
 
 
+def test_runs_queueing_on_a_new_database_at_the_same_moment_all_succeed(tmp_path: Path, postgres_url: str) -> None:
+    """Eight `run --no-train` started together on a database no sweep has used (the tasks of a Slurm array
+    starting at once): Optuna's tables are made once, every command succeeds, each run is queued once.
+    """
+    write_grid(tmp_path, GRID)
+    command = [sys.executable, "-m", "sweep", "run", "grid.yaml", "--storage", postgres_url, "--no-train"]
+    procs = [
+        subprocess.Popen(
+            command, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for _ in range(8)
+    ]
+    try:
+        outputs = [proc.communicate(timeout=120)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    assert [proc.returncode for proc in procs] == [0] * 8, "\n".join(outputs)
+    waiting = _trials(postgres_url, "crash", states=(optuna.trial.TrialState.WAITING,))
+    assert sorted(Counter(t.user_attrs["run_id"] for t in waiting).values()) == [1, 1, 1, 1]
+
+
 def test_a_closed_database_store_hands_its_connections_back(postgres_url: str) -> None:
     """A process that opens a store again and again (`status` in a loop, a polling test) must not run
     the server out of connections: each closed store leaves none behind.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import time
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -67,12 +68,33 @@ def open_storage(target: str | Path) -> optuna.storages.BaseStorage:
     if is_database(text):
         if text.startswith("postgresql://"):  # the psycopg 3 driver, whatever SQLAlchemy's default
             text = "postgresql+psycopg://" + text[len("postgresql://") :]
-        beat = heartbeat_seconds()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(text, heartbeat_interval=beat, grace_period=3 * beat)
+        return _database(text, heartbeat_seconds())
     Path(text).parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(RepairingJournal(text))
+
+
+SCHEMA_TRIES = 5  # processes that open a new database at once: all but one find Optuna's tables half made
+
+
+def _database(url: str, beat: int) -> optuna.storages.RDBStorage:
+    """Optuna's storage on a database. The first open creates Optuna's tables; several processes opening a
+    new database at the same moment (the tasks of a Slurm array) race to create them, and the losers fail
+    on a table or type that now exists. They try again a moment later, when the tables are there.
+    """
+    import sqlalchemy.exc
+
+    for attempt in range(1, SCHEMA_TRIES):
+        try:
+            return _rdb(url, beat)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            time.sleep(0.2 * attempt)
+    return _rdb(url, beat)  # the last try: its error, if any, is the user's to see
+
+
+def _rdb(url: str, beat: int) -> optuna.storages.RDBStorage:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(url, heartbeat_interval=beat, grace_period=3 * beat)
 
 
 class RepairingJournal(BaseJournalBackend):

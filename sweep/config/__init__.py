@@ -15,6 +15,7 @@ The package, in the order a grid file passes through it:
 - `rules`: rules across keys (which keys a point uses, combinations that cannot work);
 - `problems`: where in the file and what is wrong, raised by every part of the parse;
 - `overrides`: `key=value` from the command line, applied to the file's YAML before it is checked;
+- `resolved`: a grid as run, written back as a grid file (`<results>/grid.yaml` after overrides);
 - `search_settings`: the `search:` block (a learning-rate search per grid point) and its checks;
 - this module: `GridFile` and `load_grid`, the typed frozen settings of every point;
 - `plan`: grid x seeds -> runs, each a `RunSpec` with a stable id;

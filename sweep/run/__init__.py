@@ -12,5 +12,6 @@ their coordinator, Slurm arrays, and seeds added until the checks are decided.
 - `until`: `run --until-decided`, seeds only where checks are undecided;
 - `slurm`: the batch script of a Slurm job array, and submitting it;
 - `snapshot`: `sweep export` of a sweep's store;
-- `sweep_status`: `sweep status`.
+- `sweep_status`: `sweep status`;
+- `folders`: a results folder as a command's argument: its store, and the sweep it holds.
 """

@@ -86,7 +86,9 @@ def _database(url: str, beat: int) -> optuna.storages.RDBStorage:
     for attempt in range(1, SCHEMA_TRIES):
         try:
             return _rdb(url, beat)
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError) as err:
+            if isinstance(err, sqlalchemy.exc.ProgrammingError) and "already exists" not in str(err):
+                raise  # a bad connection option, say: no other process will make it right
             time.sleep(0.2 * attempt)
     return _rdb(url, beat)  # the last try: its error, if any, is the user's to see
 

@@ -18,6 +18,7 @@ SEARCH_GROUP = "search_group"
 # runs.csv, on a search's trials and tuned runs: what the search chose on, and the lr range it drew from
 SEARCH_METRIC, SEARCH_LR_LOW, SEARCH_LR_HIGH = "search_metric", "search_lr_low", "search_lr_high"
 ERROR = "error"
+LR_SEARCH_MARK = ":lr_search:"  # in a learning-rate search's study name, <sweep>:lr_search:<group>
 
 # Per-epoch metrics, in the column order of epochs.csv.
 EPOCH = "epoch"

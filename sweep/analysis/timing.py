@@ -19,8 +19,6 @@ from sweep.config.timing_schema import (
     timing_keys,
 )
 
-TIMING_CSV = vocab.TIMING_CSV
-
 
 def read(path: Path) -> pd.DataFrame | None:
     return pd.read_csv(path) if path.is_file() else None
@@ -30,7 +28,7 @@ def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
     """`epochs` with each run's quiet seconds per optimizer step from `folder/timing.csv`, and its configuration's
     repeats' epoch seconds as text in the order measured (empty where none matched).
     """
-    timing = read(folder / TIMING_CSV)
+    timing = read(folder / vocab.TIMING_CSV)
     if timing is None or epochs.empty:
         return epochs
     names = timing_keys(timing.columns)
@@ -48,13 +46,13 @@ def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
 
 def describe(folder: Path) -> str:
     """One sentence on where a folder's quiet times come from, for the report; empty without timing.csv."""
-    timing = read(folder / TIMING_CSV)
+    timing = read(folder / vocab.TIMING_CSV)
     if timing is None or timing.empty:
         return ""
     load = pd.concat([timing["load_average_before"], timing["load_average_after"]])
     return (
         f"Quiet seconds for {folder} are optimizer steps x the best of {int(timing['repeats'].min())} "
-        f"alternating one-epoch timings per configuration (`python -m sweep time`, {folder / TIMING_CSV}; "
+        f"alternating one-epoch timings per configuration (`python -m sweep time`, {folder / vocab.TIMING_CSV}; "
         f"{int(timing['threads'].iloc[0])} thread(s), {timing['cpu'].iloc[0]}, measured "
         f"{str(timing['measured'].min())[:10]}, 1-minute load average {load.min():.1f}-{load.max():.1f}); "
         "training only, without the evaluations at records."

@@ -20,12 +20,13 @@ import pandas as pd
 
 
 @contextlib.contextmanager
-def replacing(path: Path) -> Iterator[Path]:
-    """A unique temporary path beside `path` to write to; it replaces `path` when the block ends
-    without an error, and is removed when it raises.
+def replacing(path: Path, suffix: str = ".tmp") -> Iterator[Path]:
+    """A unique temporary path beside `path` to write to (`.<name>.<random><suffix>`: a writer that wants a
+    file type, as Keras's `.keras`, gives it); it replaces `path` when the block ends without an error,
+    and is removed when it raises.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
     os.close(handle)
     tmp = Path(name)
     try:

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sweep import vocab
 from sweep.config import GridFile, PointConfig, SearchConfig, declared
 
 MAX_ID_BYTES = 200  # a run id names files: with a suffix it stays under a file name's 255 bytes
@@ -161,7 +162,7 @@ class SearchGroup:
         return f"{slug}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
     def study_name(self) -> str:
-        return f"{self.template.sweep}:lr_search:{self.group_id}"  # store.storage.SEARCH_MARK finds them
+        return f"{self.template.sweep}{vocab.LR_SEARCH_MARK}{self.group_id}"
 
     def trial_spec(self, lr: float) -> RunSpec:
         return at_lr(self.template, lr)

@@ -9,6 +9,7 @@ Either way the run is queued again, up to the retry policy's cap on deaths (then
 from __future__ import annotations
 
 import datetime
+import functools
 import math
 import os
 import socket
@@ -146,6 +147,7 @@ def may_come_back(study: optuna.Study, database: bool) -> bool:
     return any(t.user_attrs.get(WORKER_HOST) == socket.gethostname() for t in running)
 
 
+@functools.cache  # a process's pid namespace is fixed for its life
 def _pid_namespace() -> str:
     """This process's pid namespace (Linux: "pid:[4026531836]"); "" where there is no such thing to read."""
     try:

@@ -49,9 +49,6 @@ def is_database(target: str) -> bool:
     return "://" in target
 
 
-SEARCH_MARK = ":lr_search:"  # in the study name of each learning-rate search (plan.SearchGroup.study_name)
-
-
 def heartbeat_seconds() -> int:
     """How often a worker on a database store proves it is alive ($BATCHSWEEP_HEARTBEAT, default 20).
 
@@ -167,7 +164,7 @@ def _end_of_last_line(handle: Any, size: int, chunk: int = 1 << 16) -> int:
 def sweep_names(storage: optuna.storages.BaseStorage) -> list[str]:
     """The sweeps a store holds: its studies that are not a sweep's learning-rate searches."""
     names = optuna.study.get_all_study_names(storage)
-    return sorted(name for name in names if SEARCH_MARK not in name)
+    return sorted(name for name in names if vocab.LR_SEARCH_MARK not in name)
 
 
 def open_study(storage: optuna.storages.BaseStorage, name: str, create: bool = True) -> optuna.Study:

@@ -19,10 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from sweep import vocab
+from sweep.base import atomic
 from sweep.train import backends
 
 LEFTOVER_SECONDS = 600.0  # a temporary file untouched this long is a killed write's, not one in progress
@@ -73,24 +72,11 @@ def save(path: Path, run_id: str, spec: str, position: Position, record: dict[st
     """Write the checkpoint atomically: a temporary file in the same folder, fsync, rename over the old."""
     meta = {"format": FORMAT, "run_id": run_id, "spec": spec, "position": asdict(position), "record": record}
     arrays = _arrays_of(model.variables, "m") | _arrays_of(model.optimizer.variables, "o")
-    with _temporary(path) as tmp:
+    with atomic.replacing(path) as tmp:  # a temporary name no other process shares (containers share pids)
         with open(tmp, "wb") as out:
             np.savez(out, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]  # numpy's stub
-        _put_in_place(tmp, path)
-
-
-@contextlib.contextmanager
-def _temporary(path: Path, suffix: str = "") -> Iterator[Path]:
-    """A temporary file beside `path` whose name no other process shares (two containers may have the same
-    pid), removed if the block raises before renaming it.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", suffix=suffix, dir=path.parent)
-    os.close(handle)
-    try:
-        yield Path(name)
-    finally:
-        Path(name).unlink(missing_ok=True)
+        _fsync(tmp)
+    _sync_folder(path.parent)
 
 
 def _arrays_of(variables: list[Any], prefix: str) -> dict[str, np.ndarray]:
@@ -119,17 +105,14 @@ def _replicas(variable: Any) -> tuple[Any, ...]:
     return tuple(getattr(getattr(variable, "value", None), "values", None) or (variable,))
 
 
-def _put_in_place(tmp: Path, path: Path) -> None:
-    """Make a fully written temporary file `path`: fsync it, rename it over the old one, and sync the
-    folder so the rename itself survives a power loss.
-    """
-    with open(tmp, "rb") as written:
-        os.fsync(written.fileno())
-    os.replace(tmp, path)
-    _sync_folder(path.parent)
+def _fsync(written: Path) -> None:
+    """The file's bytes on the disk before it is renamed over the old one (`atomic.replacing`)."""
+    with open(written, "rb") as handle:
+        os.fsync(handle.fileno())
 
 
 def _sync_folder(folder: Path) -> None:
+    """The folder's entry too, so the rename itself survives a power loss."""
     with contextlib.suppress(OSError):  # not every file system lets a folder be opened and synced
         fd = os.open(folder, os.O_RDONLY)
         try:
@@ -205,7 +188,7 @@ def remove(path: Path) -> None:
     """
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    for leftover in path.parent.glob(f".{path.name}.tmp-*"):
+    for leftover in path.parent.glob(f".{path.name}.*"):  # atomic.replacing's temporary names
         with contextlib.suppress(FileNotFoundError):
             if time.time() - leftover.stat().st_mtime > LEFTOVER_SECONDS:
                 leftover.unlink()
@@ -214,9 +197,10 @@ def remove(path: Path) -> None:
 def save_model(folder: Path, run_id: str, model: Any) -> Path:
     """The run's final model as `<folder>/<run_id>.keras`, written atomically like a checkpoint."""
     path = folder / f"{run_id}.keras"
-    with _temporary(path, suffix=".keras") as tmp:  # Keras wants the .keras suffix
+    with atomic.replacing(path, suffix=".keras") as tmp:  # Keras wants the .keras suffix
         model.save(tmp)
-        _put_in_place(tmp, path)
+        _fsync(tmp)
+    _sync_folder(path.parent)
     return path
 
 

@@ -12,7 +12,8 @@ did not train, diverged or got stuck); `selection` (the runs that answer a quest
 `estimates`, `power`, `sequential` (intervals, seeds for 80% power, seeds until decided);
 `readings` (equal epochs, steps, fit or time); `scaling`, `scaling_fit`, `critical` (steps to target,
 the critical batch size); `tuning` (batch sizes at their own best lr); `decisions` (decisions.csv);
-`timing` (timing.csv read back).
+`timing` (timing.csv read back); `study`, `study_advice` (a batch-size study of the user's model read back,
+and what it recommends).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Command line: `python -m sweep {plan,run,status,worker,slurm,time,report,export}`. It parses arguments, calls
-`sweep.run.orchestrate` (run, status, worker), `sweep.report` or `sweep.export`, prints, and maps errors to exit codes;
-`run --no-train` and `slurm` are in `cli_cluster`, `export` in `cli_export`, the `--storage` flag's reading and
-checks in `cli_storage`, the flags several commands share and the `Options` read from them in `arguments`.
+"""Command line: `python -m sweep {plan,run,status,worker,slurm,time,report,study,advise,export}`. It parses arguments,
+calls `sweep.run.orchestrate` (run, status, worker), `sweep.report` or `sweep.export`, prints, and maps errors to exit
+codes; `run --no-train` and `slurm` are in `cli_cluster`, `export` in `cli_export`, `study` and `advise` (a batch-size
+study of the user's model) in `cli_study`, the `--storage` flag's reading and checks in `cli_storage`, the flags
+several commands share and the `Options` read from them in `arguments`.
 
 Exit codes: 0 success; 1 some runs failed; 2 bad input (one line on stderr,
 nothing written); 130 interrupted (the next `run` picks up where it stopped).
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sweep import __version__, vocab
-from sweep.cli import arguments, cli_cluster, cli_export
+from sweep.cli import arguments, cli_cluster, cli_export, cli_study
 from sweep.cli.cli_storage import storage_arg
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs, load_grid, lr_range
 from sweep.config.plan import RunSpec, plan
@@ -239,6 +240,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--svg", action="store_true", help="also write every figure as SVG (for papers; PNG always)")
     p.set_defaults(handler=cmd_report)
 
+    cli_study.add_study_parsers(commands)
     cli_export.add_export_parser(commands)
     return parser
 

@@ -20,7 +20,9 @@ The package, in the order a grid file passes through it:
 - this module: `GridFile` and `load_grid`, the typed frozen settings of every point;
 - `plan`: grid x seeds -> runs, each a `RunSpec` with a stable id;
 - `lr_range`: where a search's best lr sits in its range, and how the range widens;
-- `timing_schema`: which settings make a timing configuration, and timing.csv's columns.
+- `timing_schema`: which settings make a timing configuration, and timing.csv's columns;
+- `study_plan`: a batch-size study's grid (`sweep study`): the doubling ladder, the search, the records,
+  the overrides over the user's grid file, and the plan's rough duration.
 """
 
 from __future__ import annotations

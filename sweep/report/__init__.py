@@ -22,7 +22,9 @@ One job per module, data flowing one way:
 - `sections`: findings, attribution, tuning -> the blocks of a `document.Doc`;
 - `document`: the blocks and their Markdown and HTML renderers;
 - `plots`, `plot_layout`, `scaling_plots`, `figure_index`: the figures, their layout, and their index;
-- `stamp`: whether `sweep report` may keep the report it wrote last time.
+- `stamp`: whether `sweep report` may keep the report it wrote last time;
+- `study_report`, `study_words`: a batch-size study's report (study.md, study.html) and its recommendation in
+  words (`sweep study`, `sweep advise`).
 """
 
 from __future__ import annotations

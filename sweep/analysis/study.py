@@ -1,0 +1,222 @@
+"""A batch-size study read back: each batch size at its own tuned learning rate, its steps and seconds to
+one target, and the critical batch size fitted over the ladder (docs/study.md).
+
+Reads what `sweep.analysis.load` returns for one results folder; no TensorFlow. A folder holds a study
+when it has a learning-rate search re-run at its best lr at two or more batch sizes (`sweep study`
+makes one; so does any grid with a `search:` block over batch sizes). The pieces are the existing ones:
+`tuning` (best lr per batch size, its range and edge), `health` (runs that did not train), `scaling`
+(steps to target, read on val_acc_recal where recorded), `scaling_fit` (S = S_min (1 + B_crit / B)),
+`critical` (B_simple) and `timing` (quiet seconds per step). What to recommend from these numbers is
+`sweep.analysis.study_advice`.
+
+- Runs that did not train, diverged or failed are left out of every number and named (`Rung.failed`).
+- The target is chosen from the data by a fixed rule (`choose_target`), and stated: the highest level of
+  `scaling.TARGET_LADDER` that every run of every batch size reached; else the highest that every run
+  of at least `scaling_fit.MIN_FIT_BATCHES` batch sizes reached (the others: not reached within budget).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+
+from sweep import analysis as an
+from sweep import vocab
+from sweep.analysis import critical, health, scaling, scaling_fit, tuning
+from sweep.analysis import timing as quiet
+from sweep.analysis.estimates import Estimate, estimate
+from sweep.config.timing_schema import QUIET_STEP_SECONDS
+
+DEFAULT_TOLERANCE = 0.02  # of the metric (accuracy): a smaller difference does not matter for the advice
+DEFAULT_DEVICES = 8  # the device count the advice predicts for
+
+
+class NoStudy(Exception):
+    """A results folder without a batch-size study; the message is one line, ready for stderr."""
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One batch size at its tuned learning rate, over the seeds whose runs trained."""
+
+    batch_size: int
+    best_lr: float
+    lr_range: tuple[float, float] | None  # the search's range as it ended (widened where it was)
+    edge: str  # "" or why the best lr may lie outside the range (`tuning.TunedPoint.edge`)
+    trials: int
+    val: Estimate  # the study's metric at each run's last record
+    by_seed: tuple[tuple[int, float], ...]  # the same per seed, for paired differences
+    raw: Estimate  # raw val_acc at the last record
+    untuned: Estimate  # the grid file's own lr at the same seeds, on the same metric
+    untuned_lr: float | None
+    lag: Estimate  # metric - raw val_acc, per seed (BatchNorm's lag; NaN when the metric is raw)
+    failed: tuple[str, ...]  # "run_id: why" for each tuned run left out
+    target: scaling.TargetRow | None  # steps and seconds to the study's target
+    step_seconds: float  # quiet seconds per optimizer step (NaN without timing.csv)
+    b_simple: Estimate | None  # the gradient noise scale at the runs' last record
+
+    def seeds(self) -> dict[int, float]:
+        return dict(self.by_seed)
+
+
+@dataclass(frozen=True)
+class Study:
+    """The study of one results folder: its rungs, target, fit and how it was measured."""
+
+    folder: Path
+    metric: str
+    optimizer: str
+    seeds: tuple[int, ...]
+    search_seed: int | None
+    rungs: tuple[Rung, ...]
+    target: float | None
+    target_rule: str
+    fit: scaling_fit.Fit | None
+    reading: scaling.CurveReading | None  # the tuned curve at the target, for the figure
+    timing_note: str  # where the quiet seconds come from ("" without timing.csv)
+    tolerance: float = DEFAULT_TOLERANCE
+    devices: int = DEFAULT_DEVICES
+
+    def rung(self, batch: int) -> Rung:
+        return next(r for r in self.rungs if r.batch_size == batch)
+
+    def quiet(self) -> bool:
+        """Seconds to target are quiet seconds (timing.csv) at every batch size that reached it."""
+        rows = [r.target for r in self.rungs if r.target is not None and r.target.n_reached]
+        return bool(rows) and all(math.isfinite(t.quiet_seconds.mean) for t in rows)
+
+
+def read(folder: Path, tolerance: float = DEFAULT_TOLERANCE, devices: int = DEFAULT_DEVICES) -> Study:
+    """The study in `folder`; NoStudy when it holds none."""
+    try:
+        results = an.load([folder])
+    except an.ResultsError as err:
+        raise NoStudy(str(err)) from None
+    tuned = tuning.tuning(results)
+    points = [p for p in tuned.points if p.context == tuned.points[0].context] if tuned else []
+    if len({p.batch_size for p in points}) < 2:
+        raise NoStudy(
+            f"{folder} holds no batch-size study (no learning-rate search re-run at its best lr at 2 or more "
+            f"batch sizes); make one with `sweep study GRID --results {folder}`"
+        )
+    left_out = _left_out(results)
+    kept = replace(results, tuned=results.tuned[~results.tuned[vocab.RUN_ID].isin(left_out)].reset_index(drop=True))
+    curve = next((c for c in scaling.curves(kept) if c.lr == scaling.TUNED), None)
+    reading, rule = _reading(curve)
+    noise = critical.noise_reading(curve) if curve is not None else None
+    metric = curve.metric if curve is not None else scaling.metric_of(kept.tuned)
+    rungs = tuple(_rung(p, kept.tuned, results, left_out, metric, reading, noise) for p in points)
+    return Study(
+        folder=folder,
+        metric=metric,
+        optimizer=_first(results.tuned, "train.optimizer"),
+        seeds=tuple(sorted(int(s) for s in kept.tuned[vocab.SEED].unique())),
+        search_seed=_search_seed(results.runs),
+        rungs=rungs,
+        target=reading.targets[0] if reading else None,
+        target_rule=rule,
+        fit=reading.fits[0] if reading else None,
+        reading=reading,
+        timing_note=quiet.describe(folder),
+        tolerance=tolerance,
+        devices=devices,
+    )
+
+
+def _left_out(results: an.Results) -> dict[str, str]:
+    """Tuned runs that decide nothing: did not train (`health`), diverged or failed; run_id -> why."""
+    runs = results.runs
+    tuned = runs[runs[vocab.ROLE] == vocab.TUNED]
+    why = {
+        str(r[vocab.RUN_ID]): f"{r[vocab.STATUS]}" + (f" ({r[vocab.ERROR]})" if pd.notna(r.get(vocab.ERROR)) else "")
+        for _, r in tuned[tuned[vocab.STATUS].isin((vocab.DIVERGED, vocab.FAILED))].iterrows()
+    }
+    problems = health.run_health(replace(results, epochs=results.tuned))
+    for _, row in problems.iterrows():
+        if str(row["problem"]).startswith(health.DID_NOT_TRAIN):
+            why[str(row[vocab.RUN_ID])] = str(row["problem"])
+    return why
+
+
+def choose_target(table: pd.DataFrame, batches: int) -> tuple[float | None, str]:
+    """The study's target and the rule that chose it, from `scaling.above_chance`'s table."""
+    if table.empty:
+        return None, "no run recorded a level of the ladder above chance"
+    every = table.groupby(["target", "batch_size"])["reached"].agg(["all", "size"])
+    complete = every[every["all"] & (every["size"] >= scaling_fit.MIN_REACHED)].reset_index()
+    per_target = complete.groupby("target")["batch_size"].nunique()
+    levels = ", ".join(f"{t:g}" for t in scaling.TARGET_LADDER)
+    if (per_target == batches).any():
+        target = float(per_target[per_target == batches].index.max())
+        return target, (f"the highest level of {levels} that every run of every batch size reached")
+    enough = per_target[per_target >= scaling_fit.MIN_FIT_BATCHES]
+    if not enough.empty:
+        return float(enough.index.max()), (
+            f"no level of {levels} was reached by every run of every batch size; the highest that every run "
+            f"of {scaling_fit.MIN_FIT_BATCHES} or more batch sizes reached (the others did not within their budget)"
+        )
+    return None, (
+        f"no level of {levels} was reached by every run of {scaling_fit.MIN_FIT_BATCHES} batch sizes: "
+        "train longer (train.epochs) for steps to target"
+    )
+
+
+def _reading(curve: scaling.Curve | None) -> tuple[scaling.CurveReading | None, str]:
+    if curve is None:
+        return None, "no tuned runs at two or more batch sizes finished"
+    ladder = scaling.above_chance(curve)
+    target, rule = choose_target(ladder, curve.epochs[an.BATCH_SIZE].nunique())
+    if target is None:
+        return None, rule
+    table = ladder[ladder["target"] == target].reset_index(drop=True)
+    fit = scaling_fit.fit_scaling(table, target)
+    return scaling.CurveReading(curve, (target,), table, scaling.target_rows(table), [fit]), rule
+
+
+def _rung(
+    point: tuning.TunedPoint,
+    tuned: pd.DataFrame,
+    results: an.Results,
+    left_out: dict[str, str],
+    metric: str,
+    reading: scaling.CurveReading | None,
+    noise: critical.NoiseReading | None,
+) -> Rung:
+    batch = point.batch_size
+    rows = tuned[tuned[an.BATCH_SIZE] == batch]
+    last = an.at_epoch(rows, None)
+    values = last.groupby(vocab.SEED)[metric].mean() if not last.empty else pd.Series(dtype=float)
+    raw = last.groupby(vocab.SEED)[vocab.VAL_ACC].mean() if not last.empty else pd.Series(dtype=float)
+    everyone = results.runs[(results.runs[vocab.ROLE] == vocab.TUNED) & (results.runs[an.BATCH_SIZE] == batch)]
+    failed = tuple(f"{r}: {left_out[r]}" for r in sorted(everyone[vocab.RUN_ID].astype(str)) if r in left_out)
+    target = next((r for r in reading.rows if r.batch_size == batch), None) if reading else None
+    step = rows[QUIET_STEP_SECONDS].dropna() if QUIET_STEP_SECONDS in rows else pd.Series(dtype=float)
+    return Rung(
+        batch_size=batch,
+        best_lr=point.best_lr,
+        lr_range=point.lr_range,
+        edge=point.edge(),
+        trials=len(point.trials),
+        val=estimate(values),
+        by_seed=tuple((int(s), float(v)) for s, v in values.items()),
+        raw=estimate(raw),
+        untuned=point.fixed_val,
+        untuned_lr=point.fixed_lr,
+        lag=estimate(values - raw) if metric != vocab.VAL_ACC else estimate([]),
+        failed=failed,
+        target=target,
+        step_seconds=float(step.iloc[0]) if len(step) else math.nan,
+        b_simple=noise.last.get(batch) if noise else None,
+    )
+
+
+def _first(table: pd.DataFrame, column: str) -> str:
+    return str(table[column].dropna().iloc[0]) if column in table and table[column].notna().any() else "?"
+
+
+def _search_seed(runs: pd.DataFrame) -> int | None:
+    trials = runs[runs[vocab.ROLE] == vocab.SEARCH]
+    return int(trials[vocab.SEED].iloc[0]) if len(trials) else None

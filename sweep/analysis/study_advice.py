@@ -1,0 +1,187 @@
+"""What a batch-size study recommends, and why; the warnings that say where its reading would mislead.
+
+Every number a sentence quotes is a field of `sweep.analysis.study.Study` or of the `Advice` here, with its
+interval, reading, optimizer, tuned lr and seeds (docs/study.md). No TensorFlow, numpy and scipy only.
+
+- *Largest batch size within tolerance*: the largest batch size whose mean (over seeds, at its own tuned
+  lr) lies within `tolerance` of the best batch size's. The difference is paired by seed; the advice says
+  whether its 95% interval shows it within tolerance, or only its mean does.
+- *Fastest to target*: the batch size whose every run reached the target in the fewest seconds, quiet
+  seconds per step (`sweep time`) x steps where measured, else the runs' own wall time; on this machine.
+- *G devices at the same per-device batch*: a prediction, not a measurement. Steps at the global batch
+  G x B from the fitted S = S_min (1 + B_crit / B); a step assumed to take as long as one measured step at
+  B (no communication cost); the speed-up S(B) / S(G B) over B_crit's interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sweep.analysis.estimates import ALPHA, Estimate, estimate, fmt_estimate
+from sweep.analysis.power import seeds_for_power
+from sweep.analysis.study import Rung, Study
+
+
+@dataclass(frozen=True)
+class DevicePrediction:
+    """The predicted effect of G devices at per-device batch B: steps and seconds to the target."""
+
+    devices: int
+    batch_size: int  # per device
+    speedup: float  # S(B) / S(G B) at the fitted B_crit
+    speedup_low: float  # over B_crit's 95% interval
+    speedup_high: float
+    seconds: float  # predicted seconds to target at the fitted B_crit (NaN without a step time)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The recommendation and its reasons."""
+
+    study: Study
+    best: Rung
+    chosen: Rung  # the largest batch size whose mean is within tolerance of the best
+    gap: Estimate  # best - chosen, paired by seed
+    fastest: Rung | None
+    devices: DevicePrediction | None
+    devices_problem: str  # why there is no prediction ("" when there is)
+    warnings: tuple[str, ...]
+    unseparated: tuple[int, ...] = ()  # batch sizes the seeds cannot place against the best
+
+    def shown(self) -> bool:
+        """The interval of best - chosen lies below the tolerance (not only its mean)."""
+        return self.chosen is self.best or (self.gap.n > 1 and self.gap.high <= self.study.tolerance)
+
+
+def trained(study: Study) -> list[Rung]:
+    return [r for r in study.rungs if r.val.n > 0]
+
+
+def paired_gap(better: Rung, other: Rung) -> Estimate:
+    """better - other over the seeds both have (the seed pairs the data order and the initial weights' draw)."""
+    a, b = better.seeds(), other.seeds()
+    return estimate([a[s] - b[s] for s in sorted(a.keys() & b.keys())])
+
+
+def advise(study: Study) -> Advice | None:
+    """None when no batch size has a run that trained."""
+    rungs = trained(study)
+    if not rungs:
+        return None
+    best = max(rungs, key=lambda r: r.val.mean)
+    within = [r for r in rungs if best.val.mean - r.val.mean <= study.tolerance]
+    chosen = max(within, key=lambda r: r.batch_size)
+    devices, problem = predict_devices(study, chosen)
+    return Advice(
+        study=study,
+        best=best,
+        chosen=chosen,
+        gap=paired_gap(best, chosen),
+        fastest=fastest(study),
+        devices=devices,
+        devices_problem=problem,
+        warnings=tuple(warnings(study, best)),
+        unseparated=tuple(r.batch_size for r in unseparated(study, best)),
+    )
+
+
+def fastest(study: Study) -> Rung | None:
+    """The batch size whose every run reached the target in the fewest seconds (by its mean)."""
+    done = [r for r in trained(study) if r.target is not None and not r.target.not_reached]
+    timed = [r for r in done if math.isfinite(seconds_to_target(study, r).mean)]
+    return min(timed, key=lambda r: seconds_to_target(study, r).mean) if timed else None
+
+
+def seconds_to_target(study: Study, rung: Rung) -> Estimate:
+    """Quiet seconds where every batch size has them, else the runs' own wall time (one kind for all)."""
+    if rung.target is None:
+        return estimate([])
+    return rung.target.quiet_seconds if study.quiet() else rung.target.seconds
+
+
+def seconds_kind(study: Study) -> str:
+    if study.quiet():
+        return "quiet training seconds (steps x the best quiet seconds per step of `sweep time`)"
+    return "the runs' own wall time (training and the evaluations at records; no quiet timing)"
+
+
+def predict_devices(study: Study, rung: Rung) -> tuple[DevicePrediction | None, str]:
+    fit = study.fit
+    if fit is None or math.isnan(fit.b_crit):
+        return None, f"no fit of the critical batch size ({fit.problem if fit else study.target_rule})"
+    g, b = study.devices, rung.batch_size
+
+    def speedup(b_crit: float) -> float:
+        if math.isinf(b_crit):
+            return float(g)  # perfect scaling
+        return (1 + b_crit / b) / (1 + b_crit / (g * b))
+
+    steps = fit.predict(g * b)
+    return DevicePrediction(
+        devices=g,
+        batch_size=b,
+        speedup=speedup(fit.b_crit),
+        speedup_low=speedup(fit.b_crit_low),
+        speedup_high=speedup(fit.b_crit_high),
+        seconds=steps * rung.step_seconds,
+    ), ""
+
+
+# --- warnings
+
+
+def warnings(study: Study, best: Rung) -> list[str]:
+    found = [w for r in study.rungs for w in _rung_warnings(study, r)]
+    found += _separation(study, best)
+    if study.fit is not None and study.fit.problem:
+        found.append(
+            f"The critical batch size is not identified at {study.metric} {study.fit.target:g}: {study.fit.problem}."
+        )
+    return found
+
+
+def _rung_warnings(study: Study, rung: Rung) -> list[str]:
+    said = []
+    if rung.failed:
+        said.append(
+            f"Batch {rung.batch_size}: {len(rung.failed)} tuned run(s) left out of every number, they decide "
+            f"nothing: {'; '.join(rung.failed)}."
+        )
+    if rung.edge:
+        said.append(f"Batch {rung.batch_size}: its best lr {rung.best_lr:.3g} is {rung.edge}.")
+    lag = rung.lag
+    if lag.n > 1 and lag.low > 0 and lag.mean > study.tolerance:
+        said.append(
+            f"BatchNorm lag at batch {rung.batch_size}: raw val_acc reads {lag.mean:.3f} below {study.metric} "
+            f"(lag {fmt_estimate(lag)}); raw readings understate this batch size, so this study reads "
+            f"{study.metric}."
+        )
+    return said
+
+
+def unseparated(study: Study, best: Rung) -> list[Rung]:
+    """Batch sizes whose difference from the best includes 0 and reaches past the tolerance."""
+    found = []
+    for rung in trained(study):
+        gap = paired_gap(best, rung)
+        if rung is not best and gap.n > 1 and gap.low <= 0 <= gap.high and gap.high > study.tolerance:
+            found.append(rung)
+    return found
+
+
+def _separation(study: Study, best: Rung) -> list[str]:
+    """Batch sizes the seeds cannot place: their difference from the best includes 0 and reaches past the
+    tolerance, so neither 'as good' nor 'worse' is shown; with the seeds that would show it at 80% power.
+    """
+    said = []
+    for rung in unseparated(study, best):
+        gap = paired_gap(best, rung)
+        need = seeds_for_power((abs(gap.mean),), gap.sd, ALPHA) if gap.mean else None
+        more = f"; about {need} seeds would at 80% power if the difference is {gap.mean:.3f}" if need else ""
+        said.append(
+            f"Too few seeds to separate batch {rung.batch_size} from batch {best.batch_size}: {best.batch_size} "
+            f"minus {rung.batch_size} is {fmt_estimate(gap)} on {study.metric}, an interval that includes 0 "
+            f"and reaches past the tolerance {study.tolerance:g}{more}."
+        )
+    return said

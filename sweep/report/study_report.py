@@ -1,0 +1,177 @@
+"""The study report: study.md and a self-contained study.html in a results folder that holds a batch-size
+study (`sweep study`), with tables/study.csv and figures/study_steps.png.
+
+Its first screen answers the user's question: the recommendation and its reasons (`study_words`), then
+one row per batch size (its result at its tuned lr, steps and seconds to the target, perfect scaling,
+B_simple), the steps-to-target figure, and the warnings. The details follow, folded: the target's rule,
+each learning-rate search, and how the numbers were measured. Reads the CSVs only (no TensorFlow).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from sweep.analysis import study as reading
+from sweep.analysis.estimates import fmt_estimate
+from sweep.analysis.study import Rung, Study
+from sweep.analysis.study_advice import Advice, advise, seconds_kind, seconds_to_target
+from sweep.base import atomic
+from sweep.report import provenance
+from sweep.report.document import TITLE, Doc, to_html, to_markdown
+from sweep.report.plots import FigureFile
+from sweep.report.study_words import advice_lines, lr_words, num, seeds_words
+
+STUDY_MD, STUDY_HTML, STUDY_CSV = "study.md", "study.html", "tables/study.csv"
+FIGURE = "study_steps"
+
+
+@dataclass(frozen=True)
+class Written:
+    markdown: Path
+    html: Path
+    lines: list[str]  # the recommendation, for the terminal
+
+
+def build(
+    folder: Path, tolerance: float = reading.DEFAULT_TOLERANCE, devices: int = reading.DEFAULT_DEVICES
+) -> Written:
+    """Read the study in `folder` (NoStudy when there is none) and write its report there."""
+    study = reading.read(folder, tolerance, devices)
+    advice = advise(study)
+    lines = advice_lines(advice) if advice else ["No run of any batch size trained: nothing to recommend."]
+    doc = Doc()
+    title = f"Your batch size, answered: the batch-size study in {folder}"
+    doc.h(1, title)
+    doc.p(_provenance(folder))
+    doc.p(_about(study))
+    doc.h(2, "Recommendation")
+    doc.bullets(lines[:4])
+    doc.table(*_table(study))
+    figure = _figure(study, folder)
+    if figure is not None:
+        doc.figure(figure)
+    doc.h(2, "Warnings")
+    doc.bullets(list(advice.warnings) if advice and advice.warnings else ["None: no reading here is known to mislead."])
+    doc.contents()
+    _details(doc, study, advice)
+    head, rows = _table(study)
+    atomic.write_csv(pd.DataFrame(rows, columns=head), folder / STUDY_CSV)
+    markdown, html = folder / STUDY_MD, folder / STUDY_HTML
+    atomic.write_text(markdown, to_markdown(doc, folder))
+    atomic.write_text(html, to_html(doc).replace(f"<title>{TITLE}</title>", f"<title>{title}</title>", 1))
+    return Written(markdown, html, lines)
+
+
+def _provenance(folder: Path) -> str:
+    return f"Results folder {folder}; " + "; ".join(f"{name}: {value}" for name, value in provenance.rows()) + "."
+
+
+def _about(study: Study) -> str:
+    return (
+        f"Each batch size at its own learning rate, chosen by a search on a held-out seed "
+        f"({'seed ' + str(study.search_seed) if study.search_seed is not None else 'the search seed'}) and re-run "
+        f"at {seeds_words(study)}; read on {study.metric} (BatchNorm statistics recomputed for the weights where "
+        f"recorded) at each run's last record, optimizer {study.optimizer}. Intervals are 95% Student-t over "
+        f"seeds. Tolerance for 'as good as the best': {study.tolerance:g}. docs/study.md explains the procedure."
+    )
+
+
+def _perfect(study: Study) -> dict[int, float]:
+    """Perfect scaling from the smallest batch size whose every run reached the target: steps x B constant."""
+    complete = [r for r in study.rungs if r.target is not None and not r.target.not_reached]
+    if not complete:
+        return {}
+    first = min(complete, key=lambda r: r.batch_size)
+    assert first.target is not None
+    constant = first.target.steps.mean * first.batch_size
+    return {r.batch_size: constant / r.batch_size for r in study.rungs if r.batch_size >= first.batch_size}
+
+
+def _table(study: Study) -> tuple[list[str], list[list[str]]]:
+    target = f"{study.metric} {study.target:g}" if study.target is not None else "the target"
+    head = [
+        "batch size",
+        "tuned lr",
+        f"{study.metric} at the last record",
+        "raw val_acc",
+        "at the grid file's lr",
+        f"steps to {target}",
+        "perfect scaling (steps)",
+        f"seconds to {target}",
+        "B_simple",
+    ]
+    perfect = _perfect(study)
+    rows = [
+        [
+            str(r.batch_size),
+            f"{r.best_lr:.3g}" + (" (edge)" if r.edge else ""),
+            fmt_estimate(r.val),
+            fmt_estimate(r.raw),
+            f"{fmt_estimate(r.untuned)} at lr {r.untuned_lr:g}" if r.untuned_lr is not None else "",
+            _steps(r),
+            f"{perfect[r.batch_size]:.0f}" if r.batch_size in perfect else "",
+            num(seconds_to_target(study, r), ".3g") if r.target is not None and not r.target.not_reached else "",
+            num(r.b_simple) if r.b_simple is not None else "",
+        ]
+        for r in study.rungs
+    ]
+    return head, rows
+
+
+def _steps(rung: Rung) -> str:
+    row = rung.target
+    if row is None:
+        return "n/a"
+    if row.not_reached:
+        return f"{row.not_reached} of {row.n_runs} runs not reached within {row.budget_steps} steps"
+    return num(row.steps)
+
+
+def _figure(study: Study, folder: Path) -> FigureFile | None:
+    if study.reading is None:
+        return None
+    from sweep.report import scaling_plots
+
+    fig = scaling_plots.steps_figure(study.reading)
+    png = folder / "figures" / f"{FIGURE}.png"
+    with atomic.replacing(png, ".png") as tmp:
+        fig.savefig(tmp, dpi=100, metadata={"Software": None})
+    title = " ".join(fig.get_suptitle().split()) or FIGURE
+    caption = (
+        "Solid: measured steps to the target (95% interval over seeds); dashed: perfect scaling from the smallest "
+        "batch size that reached it (steps x batch constant); dotted: the fit S = S_min (1 + B_crit / B); "
+        "triangles: runs that did not reach it, at their last record."
+    )
+    return FigureFile(FIGURE, png, None, title, caption)
+
+
+def _details(doc: Doc, study: Study, advice: Advice | None) -> None:
+    doc.h(2, "The target")
+    doc.p(
+        f"Target {study.metric} {study.target:g}: {study.target_rule}."
+        if study.target is not None
+        else f"No target: {study.target_rule}."
+    )
+    doc.h(2, "The learning-rate searches")
+    doc.bullets(
+        [f"Batch {r.batch_size}: {lr_words(study, r)}" + (f"; {r.edge}" if r.edge else "") for r in study.rungs]
+    )
+    doc.h(2, "How it was measured")
+    doc.p(f"Seconds to target are {seconds_kind(study)}. {study.timing_note}".strip())
+    if advice is not None and advice.devices is not None:
+        p = advice.devices
+        doc.p(
+            f"The {p.devices}-device prediction: S(G B) = S_min (1 + B_crit / (G B)) from the fit, a step at global "
+            f"batch {p.devices * p.batch_size} assumed as long as one measured at batch {p.batch_size}; the speed-up "
+            "S(B) / S(G B) is 1 at B_crit = 0 and G at B_crit = infinity, so its interval is B_crit's mapped "
+            "through it."
+        )
+    doc.p(
+        "References: Shallue et al. 2019, 'Measuring the effects of data parallelism on neural network training' "
+        "(steps to target per batch size, each at its own tuned lr); McCandlish et al. 2018, 'An empirical model of "
+        "large-batch training' (S = S_min (1 + B_crit / B), the noise scale); Google's Deep Learning Tuning Playbook "
+        "(retune the lr when the batch size changes). docs/study.md says what this study assumes."
+    )

@@ -1,0 +1,120 @@
+"""A batch-size study's recommendation in words: the few lines `sweep advise` prints and the study report's
+first screen opens with. Every number is a field of `sweep.analysis.study` / `study_advice`, with its
+interval, reading, optimizer, tuned lr and seeds; nothing is said that the interval does not support.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sweep.analysis.estimates import Estimate, fmt_estimate
+from sweep.analysis.study import Rung, Study
+from sweep.analysis.study_advice import Advice, seconds_kind, seconds_to_target
+
+
+def num(e: Estimate, style: str = ".0f") -> str:
+    """ "412 [380, 444] (n=3)": steps (style ".0f") and seconds (".3g"), with the interval where there is one;
+    a lower end below 0 is shown as 0, where a count or a duration ends.
+    """
+    if e.n == 0 or not math.isfinite(e.mean):
+        return "n/a"
+    if e.n == 1 or not math.isfinite(e.low):
+        return f"{e.mean:{style}} ({e.n} seed{'s' if e.n > 1 else ''}, no interval)"
+    return f"{e.mean:{style}} [{max(e.low, 0):{style}}, {e.high:{style}}] (n={e.n})"
+
+
+def lr_words(study: Study, rung: Rung) -> str:
+    """ "lr 0.00312 (adam, tuned over [0.0001, 0.03] by 6 trials at seed 100)"."""
+    where = f"[{rung.lr_range[0]:.3g}, {rung.lr_range[1]:.3g}]" if rung.lr_range else "its range"
+    seed = f" at seed {study.search_seed}" if study.search_seed is not None else ""
+    return f"lr {rung.best_lr:.3g} ({study.optimizer}, tuned over {where} by {rung.trials} trials{seed})"
+
+
+def seeds_words(study: Study) -> str:
+    return f"seeds {', '.join(map(str, study.seeds))}"
+
+
+def recommendation(advice: Advice) -> str:
+    study, chosen, best = advice.study, advice.chosen, advice.best
+    head = (
+        f"Train with batch {chosen.batch_size} at {lr_words(study, chosen)}: the largest batch size whose "
+        f"{study.metric} is within {study.tolerance:g} of the best"
+    )
+    if chosen is best:
+        best_words = f"{study.metric} {fmt_estimate(best.val)} ({seeds_words(study)})"
+        return f"{head}; it is the best itself, {best_words}{_apart(advice)}."
+    shown = (
+        "its interval shows it within the tolerance"
+        if advice.shown()
+        else "its mean is within the tolerance, but its interval reaches past it: these seeds do not show it"
+    )
+    return (
+        f"{head} (batch {best.batch_size}, {study.metric} {fmt_estimate(best.val)}); batch {chosen.batch_size} reads "
+        f"{fmt_estimate(chosen.val)}, {fmt_estimate(advice.gap)} below it paired by seed ({seeds_words(study)}): "
+        f"{shown}{_apart(advice)}."
+    )
+
+
+def _apart(advice: Advice) -> str:
+    """The batch sizes these seeds cannot place against the best (the warnings say by how much)."""
+    if not advice.unseparated:
+        return ""
+    which = ", ".join(map(str, advice.unseparated))
+    return f"; these seeds do not separate batch {advice.best.batch_size} from batch {which} (see the warnings)"
+
+
+def fastest_words(advice: Advice) -> str:
+    study, rung = advice.study, advice.fastest
+    if rung is None or rung.target is None:
+        return f"Fastest to target: not read ({study.target_rule})."
+    return (
+        f"Fastest to {study.metric} {study.target:g} on this machine: batch {rung.batch_size} at "
+        f"{lr_words(study, rung)}, {num(seconds_to_target(study, rung), '.3g')} s and {num(rung.target.steps)} steps, "
+        f"in {seconds_kind(study)}."
+    )
+
+
+def critical_words(study: Study) -> str:
+    fit = study.fit
+    if fit is None:
+        return f"Critical batch size: not fitted ({study.target_rule})."
+    b_simple = [r.b_simple.mean for r in study.rungs if r.b_simple is not None and r.b_simple.n]
+    noise = (
+        f"; the gradient noise scale B_simple at the runs' last record ranges {min(b_simple):.0f}-{max(b_simple):.0f} "
+        "over the batch sizes (McCandlish et al. 2018 take it as an estimate of B_crit)"
+        if b_simple
+        else ""
+    )
+    if math.isnan(fit.b_crit):
+        return f"Critical batch size at {study.metric} {fit.target:g}: not fitted, {fit.problem}{noise}."
+    high = "no upper end" if math.isinf(fit.b_crit_high) else f"{fit.b_crit_high:.0f}"
+    state = "" if fit.identified else f" (not identified: {fit.problem})"
+    return (
+        f"Critical batch size at {study.metric} {fit.target:g}: B_crit {fit.b_crit:.0f} [{fit.b_crit_low:.0f}, {high}] "
+        f"(95% profile interval of S = S_min (1 + B_crit / B) over batch sizes "
+        f"{', '.join(map(str, fit.batch_sizes))}, each at its tuned lr){state}{noise}."
+    )
+
+
+def devices_words(advice: Advice) -> str:
+    p = advice.devices
+    if p is None:
+        return f"{advice.study.devices} devices: no prediction, {advice.devices_problem}."
+    seconds = f", about {p.seconds:.3g} s to target" if math.isfinite(p.seconds) else ""
+    return (
+        f"Prediction, not measured: {p.devices} devices at batch {p.batch_size} each (global batch "
+        f"{p.devices * p.batch_size}) need {p.speedup:.1f}x fewer steps to the target [{p.speedup_low:.1f}x, "
+        f"{p.speedup_high:.1f}x over B_crit's interval]{seconds} if a step takes as long as one at batch "
+        f"{p.batch_size} here (no communication cost), at the lr tuned for batch {p.batch_size} (retune it)."
+    )
+
+
+def advice_lines(advice: Advice) -> list[str]:
+    """The recommendation in a few lines, for the terminal and the first screen."""
+    lines = [recommendation(advice), fastest_words(advice), critical_words(advice.study), devices_words(advice)]
+    if advice.warnings:
+        lines.append(
+            f"{len(advice.warnings)} warning(s): {advice.warnings[0]}"
+            + (" (more in study.md)" if len(advice.warnings) > 1 else "")
+        )
+    return lines

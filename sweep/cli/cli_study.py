@@ -92,6 +92,11 @@ def _add_study(commands: argparse._SubParsersAction) -> None:
         "--repeats", type=arguments.positive, default=3, help="quiet timed epochs per batch size (default 3)"
     )
     p.add_argument("--plan", action="store_true", help="time and plan, write <results>/grid.yaml, train nothing")
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="train in this process instead of worker processes (as `run --in-process`); for debugging and tests",
+    )
     _advice_args(p)
     arguments.results_args(p)
     arguments.worker_args(p)
@@ -194,6 +199,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     settings.ladder()  # a bad ladder answers before anything loads
     grid, overrides = _study_grid(args, settings)
     results = _results(grid, args)
+    written = resolved.write(results, grid, overrides)  # the study as a grid file: `sweep run` or `slurm` it
     if not args.plan:
         from sweep.run import orchestrate
 
@@ -201,7 +207,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         if outcome.exit_code:
             return outcome.exit_code
         return _report(results, args)
-    print(f"planned only; the study as a grid file: {resolved.write(results, grid, overrides)}")
+    print(f"planned only; the study as a grid file: {written}")
     return EXIT_OK
 
 
@@ -210,14 +216,15 @@ def _study_grid(args: argparse.Namespace, settings: StudySettings) -> tuple[Grid
     from the smallest batch size's steps per epoch in the quiet timing, which is measured first.
     """
     user = tuple(args.overrides)
-    study_plan.check_grid(load_grid(args.target, user))
-    name = f"{load_grid(args.target, user).name}_study"
+    own = load_grid(args.target, study_plan.study_overrides(settings, None, None) + user)
+    study_plan.check_grid(own)
+    name = f"{own.name}_study"
     first = load_grid(args.target, study_plan.study_overrides(settings, name, None) + user)
     timing = _quiet_timing(first, plan(first), args)
     steps = {int(b): int(s) for b, s in zip(timing["train.batch_size"], timing["steps_per_epoch"], strict=True)}
     seconds = {int(b): float(s) for b, s in zip(timing["train.batch_size"], timing["epoch_seconds_best"], strict=True)}
-    own = first.base.train.eval_every_steps is not None
-    every = None if own else study_plan.records_every(steps[settings.smallest], settings.records_per_epoch)
+    kept = first.base.train.eval_every_steps is not None  # the grid file sets its own records
+    every = None if kept else study_plan.records_every(steps[settings.smallest], settings.records_per_epoch)
     overrides = study_plan.study_overrides(settings, name, every) + user
     grid = load_grid(args.target, overrides)
     specs = plan(grid)

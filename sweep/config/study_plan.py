@@ -84,15 +84,17 @@ def check_grid(grid: GridFile) -> None:
         )
 
 
-def study_overrides(settings: StudySettings, name: str, eval_every: int | None) -> tuple[str, ...]:
-    """The overrides that turn a grid file into the study; `eval_every` None keeps the grid's own records."""
+def study_overrides(settings: StudySettings, name: str | None, eval_every: int | None) -> tuple[str, ...]:
+    """The overrides that turn a grid file into the study; `name` None keeps the grid's name, `eval_every` None
+    its own records.
+    """
     seeds = list(range(settings.seeds))
     if settings.search_seed in seeds:
         raise UsageError(
             f"--search-seed {settings.search_seed} is one of the seeds 0-{settings.seeds - 1}; hold it out"
         )
     found = (
-        f"name={name}",
+        *((f"name={name}",) if name else ()),
         f"seeds={seeds}",
         f"grid.{BATCH_KEY}={list(settings.ladder())}",
         f"search.lr={{low: {settings.lr_low:g}, high: {settings.lr_high:g}, log: true}}",

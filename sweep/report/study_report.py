@@ -49,7 +49,7 @@ def build(
     doc.p(_about(study))
     doc.h(2, "Recommendation")
     doc.bullets(lines[:4])
-    doc.table(*_table(study))
+    doc.table(*table(study))
     figure = _figure(study, folder)
     if figure is not None:
         doc.figure(figure)
@@ -57,7 +57,7 @@ def build(
     doc.bullets(list(advice.warnings) if advice and advice.warnings else ["None: no reading here is known to mislead."])
     doc.contents()
     _details(doc, study, advice)
-    head, rows = _table(study)
+    head, rows = table(study)
     atomic.write_csv(pd.DataFrame(rows, columns=head), folder / STUDY_CSV)
     markdown, html = folder / STUDY_MD, folder / STUDY_HTML
     atomic.write_text(markdown, to_markdown(doc, folder))
@@ -90,7 +90,7 @@ def _perfect(study: Study) -> dict[int, float]:
     return {r.batch_size: constant / r.batch_size for r in study.rungs if r.batch_size >= first.batch_size}
 
 
-def _table(study: Study) -> tuple[list[str], list[list[str]]]:
+def table(study: Study) -> tuple[list[str], list[list[str]]]:
     target = f"{study.metric} {study.target:g}" if study.target is not None else "the target"
     head = [
         "batch size",

@@ -1,0 +1,174 @@
+"""A batch-size study read back (sweep/analysis/study.py, study_advice.py), its words and report
+(sweep/report/study_words.py, study_report.py), `sweep advise`, and the study's plan
+(sweep/config/study_plan.py), on results folders written here with known answers.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweep import vocab
+from sweep.analysis import study, study_advice
+from sweep.cli import main
+from sweep.config import study_plan
+from sweep.exits import EXIT_USAGE, UsageError
+from sweep.report import study_report, study_words
+
+pytestmark = pytest.mark.unit
+
+BATCHES = (8, 16, 32, 64, 128, 256)
+SEEDS = (0, 1, 2, 3, 4)
+B_CRIT, S_MIN = 64.0, 300.0  # steps to val_acc_recal 0.5: S_MIN (1 + B_CRIT / B), times a seed's noise
+FINAL = {8: 0.92, 16: 0.925, 32: 0.92, 64: 0.912, 128: 0.86, 256: 0.83}  # val_acc_recal at the last record
+LAG = {8: 0.0, 16: 0.0, 32: 0.0, 64: 0.0, 128: 0.0, 256: 0.3}  # raw val_acc this far below it
+TRIALS = (1e-4, 1e-3, 3e-3, 1e-2)  # each search's lrs; the best is the third unless `edge_at` says otherwise
+LR_RANGE = (1e-4, 3e-2)
+
+
+def _curve(batch: int, seed: int, rng: np.random.Generator) -> pd.DataFrame:
+    """One tuned run's records: val_acc_recal rises linearly from chance (0.1) through 0.5 at S(B), to its final
+    value; so any level L is reached at S(B) (L - 0.1) / 0.4 steps, and B_crit is the same at every target.
+    """
+    at_half = S_MIN * (1 + B_CRIT / batch) * math.exp(rng.normal(0, 0.05))
+    final = FINAL[batch] + rng.normal(0, 0.002)
+    steps_per_epoch = 4096 // batch
+    last = int(3 * at_half * (final - 0.1) / 0.4) + 1
+    steps = np.unique(np.linspace(max(1, last // 60), last, 60).astype(int))
+    recal = np.minimum(final, 0.1 + 0.4 * steps / at_half)
+    epoch = steps / steps_per_epoch
+    step_seconds = 0.001 * (1 + batch / 64)  # a larger batch's step costs more: batch 64 is fastest to target
+    within = np.where(np.isclose(epoch, np.round(epoch)) & (epoch > 0), steps_per_epoch, steps % steps_per_epoch)
+    return pd.DataFrame(
+        {
+            vocab.STEP: steps,
+            vocab.EPOCH: epoch,
+            vocab.VAL_ACC_RECAL: recal,
+            vocab.VAL_ACC: recal - LAG[batch],
+            vocab.EPOCH_SECONDS: within * step_seconds,
+            vocab.NOISE_SCALE: 60.0 + rng.normal(0, 5),
+        }
+    )
+
+
+def write_study(folder: Path, edge_at: int | None = None) -> Path:
+    """runs.csv and epochs.csv of a study over BATCHES: searches at seed 100, tuned runs at SEEDS."""
+    rng = np.random.default_rng(7)
+    runs, epochs = [], []
+    settings = {"train.optimizer": "adam", "train.epochs": 3, "data.samples_per_class": 100}
+    for batch in BATCHES:
+        group = f"bs{batch}-grp{batch:04d}"
+        best = TRIALS[-1] if batch == edge_at else TRIALS[2]
+        lrs = (*TRIALS[:-1], 0.029) if batch == edge_at else TRIALS
+        best = 0.029 if batch == edge_at else best
+        for k, lr in enumerate(lrs):
+            score = FINAL[batch] - (0.0 if lr == best else 0.05 * (k + 1))
+            runs.append(
+                {
+                    vocab.RUN_ID: f"bs{batch}-lr{lr:g}-s100-{batch:04d}t{k}",
+                    **_run(vocab.SEARCH, group, 100, batch, lr, settings),
+                    "final_val_acc_recal": score,
+                    vocab.SEARCH_METRIC: vocab.VAL_ACC_RECAL,
+                    vocab.SEARCH_LR_LOW: LR_RANGE[0],
+                    vocab.SEARCH_LR_HIGH: LR_RANGE[1],
+                }
+            )
+        for seed in SEEDS:
+            run_id = f"bs{batch}-lr{best:g}-s{seed}-{batch:04d}s{seed}"
+            row = {vocab.RUN_ID: run_id, **_run(vocab.TUNED, group, seed, batch, best, settings)}
+            runs.append(row)
+            epochs.append(_curve(batch, seed, rng).assign(**row))
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(runs).to_csv(folder / vocab.RUNS_CSV, index=False)
+    pd.concat(epochs, ignore_index=True).to_csv(folder / vocab.EPOCHS_CSV, index=False)
+    return folder
+
+
+def _run(role: str, group: str, seed: int, batch: int, lr: float, settings: dict) -> dict:
+    return {
+        vocab.STATUS: vocab.DONE,
+        vocab.ROLE: role,
+        vocab.SEARCH_GROUP: group,
+        vocab.SEED: seed,
+        "train.batch_size": batch,
+        "train.lr": lr,
+        "num_classes": 10,
+        **settings,
+    }
+
+
+def test_a_known_critical_batch_size_is_fitted_and_the_advice_says_so(tmp_path: Path) -> None:
+    """B_crit = 64 by construction: the fit's interval holds it, and the words give the batch sizes the data
+    choose (64: the largest within 0.02 of the best, and the fastest to target) with their numbers.
+    """
+    found = study.read(write_study(tmp_path / "study"))
+    fit = found.fit
+    assert found.metric == vocab.VAL_ACC_RECAL and found.target == 0.8  # batch 256 ends at 0.83
+    assert fit is not None and fit.identified, fit
+    assert fit.b_crit_low < B_CRIT < fit.b_crit_high and fit.b_crit == pytest.approx(B_CRIT, rel=0.2)
+    assert fit.batch_sizes == BATCHES
+    advice = study_advice.advise(found)
+    assert advice is not None
+    assert advice.chosen.batch_size == 64 and advice.shown()
+    assert advice.fastest is not None and advice.fastest.batch_size == 64
+    words = study_words.advice_lines(advice)
+    assert words[0].startswith(f"Train with batch 64 at lr {TRIALS[2]:.3g} (adam, tuned over [0.0001, 0.03]")
+    assert "within 0.02 of the best" in words[0] and "its interval shows it within the tolerance" in words[0]
+    assert "Fastest to val_acc_recal 0.8 on this machine: batch 64" in words[1]
+    assert f"B_crit {fit.b_crit:.0f} [{fit.b_crit_low:.0f}, {fit.b_crit_high:.0f}]" in words[2]
+    assert "B_simple" in words[2]
+    speedup = (1 + fit.b_crit / 64) / (1 + fit.b_crit / (8 * 64))
+    assert words[3].startswith("Prediction, not measured: 8 devices at batch 64 each (global batch 512)")
+    assert f"{speedup:.1f}x fewer steps" in words[3]
+    # batch 256's raw val_acc lags 0.3 behind its recalibrated reading: a warning names it, and no other
+    lags = [w for w in advice.warnings if w.startswith("BatchNorm lag")]
+    assert len(lags) == 1 and lags[0].startswith("BatchNorm lag at batch 256: raw val_acc reads 0.300 below")
+
+
+def test_a_best_lr_at_the_edge_of_its_range_is_warned(tmp_path: Path) -> None:
+    """Batch 32's best lr (0.029) is the highest tried, at the top of [1e-4, 3e-2]: the warning says so, and
+    the report's table marks it; the other searches' best lrs are inside their range and get none.
+    """
+    folder = write_study(tmp_path / "edge", edge_at=32)
+    advice = study_advice.advise(study.read(folder))
+    assert advice is not None
+    edges = [w for w in advice.warnings if "at the edge of the range" in w]
+    assert edges == [
+        "Batch 32: its best lr 0.029 is at the edge of the range [0.0001, 0.03]: widen search.lr or raise search.widen."
+    ]
+    _, rows = study_report.table(advice.study)  # the report's table marks it too
+    assert [row[1] for row in rows] == ["0.003", "0.003", "0.029 (edge)", "0.003", "0.003", "0.003"]
+
+
+def test_advise_prints_the_recommendation_and_refuses_a_folder_without_a_study(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = write_study(tmp_path / "study")
+    assert main(["advise", str(folder)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("Train with batch 64") and len(out) <= 6
+    plain = tmp_path / "plain"
+    runs = pd.read_csv(folder / vocab.RUNS_CSV)
+    plain.mkdir()
+    runs[runs[vocab.ROLE] == vocab.SEARCH].assign(**{vocab.ROLE: vocab.GRID}).to_csv(plain / vocab.RUNS_CSV)
+    pd.read_csv(folder / vocab.EPOCHS_CSV).head(0).to_csv(plain / vocab.EPOCHS_CSV)
+    assert main(["advise", str(plain)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds no batch-size study" in err and "sweep study GRID" in err
+    assert not list(plain.glob("study*")) and not (plain / "tables").exists()  # nothing half-written
+
+
+def test_the_plan_refuses_a_ladder_it_cannot_fit_and_sets_records_from_the_smallest_batch() -> None:
+    assert study_plan.ladder(8, 128) == (8, 16, 32, 64, 128)
+    with pytest.raises(UsageError, match="LARGEST must be SMALLEST doubled"):
+        study_plan.ladder(8, 100)
+    with pytest.raises(UsageError, match="at least 3 batch sizes"):
+        study_plan.ladder(8, 16)
+    assert study_plan.records_every(150, 8) == 19 and study_plan.records_every(3, 8) == 1
+    overrides = study_plan.study_overrides(study_plan.StudySettings(), "x_study", 19)
+    assert "search.metric=val_acc_recal" in overrides and "train.eval_every_steps=19" in overrides
+    assert "seeds=[0, 1, 2, 3, 4]" in overrides and "search.seed=100" in overrides

@@ -1,0 +1,66 @@
+"""`sweep study` end to end in this process on the docs' own-model example (experiments/own_model/), cut to
+tiny data: the quiet timing, the plan, the searches and tuned runs, the study report and `sweep advise`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from sweep import vocab
+from sweep.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "experiments" / "own_model" / "my_grid.yaml"
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_tiny_study_of_the_own_model_example_plans_trains_reports_and_advises(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "study"
+    code = main(
+        [
+            "study",
+            str(EXAMPLE),
+            "data.samples_per_class=40",
+            "train.epochs=1",
+            "search.widen=0",
+            "--batch-sizes",
+            "8,32",
+            "--seeds",
+            "2",
+            "--trials",
+            "2",
+            "--repeats",
+            "1",
+            "--records-per-epoch",
+            "2",
+            "--results",
+            str(results),
+            "--in-process",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    # the plan, said before training: the ladder, the run count (3 x (2 + 2 + 2)) and a duration
+    assert "my_model_study: batch sizes 8, 16, 32;" in out and "18 runs (6 of them search trials); roughly" in out
+    timing = pd.read_csv(results / vocab.TIMING_CSV)
+    assert sorted(timing["train.batch_size"]) == [8, 16, 32]
+    grid = yaml.safe_load((results / "grid.yaml").read_text())  # the study as a grid file, to run elsewhere
+    every = int(timing.loc[timing["train.batch_size"] == 8, "steps_per_epoch"].iloc[0])
+    assert grid["base"]["train"]["eval_every_steps"] == -(-every // 2) and grid["search"]["seed"] == 100
+    runs = pd.read_csv(results / vocab.RUNS_CSV)
+    tuned = runs[runs[vocab.ROLE] == vocab.TUNED]
+    assert sorted(tuned["train.batch_size"]) == [8, 8, 16, 16, 32, 32] and set(tuned[vocab.SEED]) == {0, 1}
+    study_md = (results / "study.md").read_text()
+    assert "## Recommendation" in study_md and "## Warnings" in study_md and "Train with batch" in study_md
+    assert (results / "study.html").is_file() and (results / "tables" / "study.csv").is_file()
+    assert main(["advise", str(results)]) == 0
+    advice = capsys.readouterr().out.splitlines()
+    assert advice[0].startswith("Train with batch") and "tuned over [0.0001, " in advice[0]
+    assert advice[0] in study_md  # the same words on the first screen

@@ -119,6 +119,7 @@ def test_a_known_critical_batch_size_is_fitted_and_the_advice_says_so(tmp_path: 
     assert words[0].startswith(f"Train with batch 64 at lr {TRIALS[2]:.3g} (adam, tuned over [0.0001, 0.03]")
     assert "within 0.02 of the best" in words[0] and "its interval shows it within the tolerance" in words[0]
     assert "Fastest to val_acc_recal 0.8 on this machine: batch 64" in words[1]
+    assert "; next, batch " in words[1]  # the runner-up, and whether the seeds order the two
     assert f"B_crit {fit.b_crit:.0f} [{fit.b_crit_low:.0f}, {fit.b_crit_high:.0f}]" in words[2]
     assert "B_simple" in words[2]
     speedup = (1 + fit.b_crit / 64) / (1 + fit.b_crit / (8 * 64))

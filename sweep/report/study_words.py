@@ -9,7 +9,7 @@ import math
 
 from sweep.analysis.estimates import Estimate, fmt_estimate
 from sweep.analysis.study import Rung, Study
-from sweep.analysis.study_advice import Advice, seconds_kind, seconds_to_target
+from sweep.analysis.study_advice import Advice, by_seconds, seconds_kind, seconds_to_target
 
 
 def num(e: Estimate, style: str = ".0f") -> str:
@@ -70,8 +70,19 @@ def fastest_words(advice: Advice) -> str:
     return (
         f"Fastest to {study.metric} {study.target:g} on this machine: batch {rung.batch_size} at "
         f"{lr_words(study, rung)}, {num(seconds_to_target(study, rung), '.3g')} s and {num(rung.target.steps)} steps, "
-        f"in {seconds_kind(study)}."
+        f"in {seconds_kind(study)}{_next(advice)}."
     )
+
+
+def _next(advice: Advice) -> str:
+    """The runner-up, and whether the two intervals overlap (then these seeds do not order them)."""
+    ranked = by_seconds(advice.study)
+    if len(ranked) < 2:
+        return ""
+    first, second = (seconds_to_target(advice.study, r) for r in ranked[:2])
+    overlap = second.low <= first.high if math.isfinite(first.high) and math.isfinite(second.low) else True
+    said = f"; next, batch {ranked[1].batch_size} in {num(second, '.3g')} s"
+    return said + (", an interval that overlaps the fastest's: these seeds do not order them" if overlap else "")
 
 
 def critical_words(study: Study) -> str:

@@ -64,3 +64,16 @@ def test_a_tiny_study_of_the_own_model_example_plans_trains_reports_and_advises(
     advice = capsys.readouterr().out.splitlines()
     assert advice[0].startswith("Train with batch") and "tuned over [0.0001, " in advice[0]
     assert advice[0] in study_md  # the same words on the first screen
+
+
+def test_a_model_without_batchnorm_is_recalibrated_as_itself() -> None:
+    """The study records val_acc_recal for every model; an MLP has no BatchNorm statistics to recompute, so its
+    recalibrated numbers are its own (the study of experiments/study/mlp.yaml failed every run before).
+    """
+    from sweep.config import load_grid
+    from sweep.config.plan import plan
+    from sweep.train.trainer import Run
+
+    grid = load_grid(REPO / "experiments" / "study" / "mlp.yaml", ["train.recalibrate_bn=true", "train.epochs=1"])
+    (record,) = list(Run(plan(grid)[0]).epochs())
+    assert record.val_acc_recal == record.val_acc and record.train_eval_loss_recal == record.train_eval_loss

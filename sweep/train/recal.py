@@ -73,7 +73,8 @@ class Twin:
         # input is what it would be with recalibrated statistics above it. (It also moves the
         # twin's moving averages; they are overwritten right after.)
         self._inputs = lambda x: probe(x, training=True)
-        if keras.backend.backend() == backends.TENSORFLOW:  # traced once; on JAX the pass runs eagerly
+        # traced once; on JAX the pass runs eagerly; a model without BatchNorm has nothing to trace
+        if probe is not None and keras.backend.backend() == backends.TENSORFLOW:
             import tensorflow as tf
 
             self._inputs = tf.function(self._inputs, reduce_retracing=True)
@@ -99,12 +100,14 @@ class Twin:
 
 def norms_and_probe(model: Any) -> tuple[list[Any], Any]:
     """A model's BatchNorm layers, and a model from its inputs to theirs (its probe). Made before the
-    model is called inside another, so each input is the one in the model's own graph.
+    model is called inside another, so each input is the one in the model's own graph. A model without
+    BatchNorm (a user's MLP) has no statistics to recompute and no probe (None): its recalibrated
+    numbers are its own.
     """
     import keras
 
     norms = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
-    return norms, keras.Model(model.inputs, [layer.input for layer in norms])
+    return norms, (keras.Model(model.inputs, [layer.input for layer in norms]) if norms else None)
 
 
 def set_statistics(norms: list[list[Any]], probe: Any, xs: list[np.ndarray]) -> None:

@@ -30,12 +30,12 @@ TRIALS = (1e-4, 1e-3, 3e-3, 1e-2)  # each search's lrs; the best is the third un
 LR_RANGE = (1e-4, 3e-2)
 
 
-def _curve(batch: int, seed: int, rng: np.random.Generator) -> pd.DataFrame:
+def _curve(batch: int, seed: int, rng: np.random.Generator, noise: float = 0.002) -> pd.DataFrame:
     """One tuned run's records: val_acc_recal rises linearly from chance (0.1) through 0.5 at S(B), to its final
     value; so any level L is reached at S(B) (L - 0.1) / 0.4 steps, and B_crit is the same at every target.
     """
     at_half = S_MIN * (1 + B_CRIT / batch) * math.exp(rng.normal(0, 0.05))
-    final = FINAL[batch] + rng.normal(0, 0.002)
+    final = FINAL[batch] + rng.normal(0, noise)
     steps_per_epoch = 4096 // batch
     last = int(3 * at_half * (final - 0.1) / 0.4) + 1
     steps = np.unique(np.linspace(max(1, last // 60), last, 60).astype(int))
@@ -51,12 +51,17 @@ def _curve(batch: int, seed: int, rng: np.random.Generator) -> pd.DataFrame:
             vocab.VAL_ACC: recal - LAG[batch],
             vocab.EPOCH_SECONDS: within * step_seconds,
             vocab.NOISE_SCALE: 60.0 + rng.normal(0, 5),
+            vocab.GAP: 0.0,  # read by `tuning` at epoch 2, where a record falls there
         }
     )
 
 
-def write_study(folder: Path, edge_at: int | None = None) -> Path:
-    """runs.csv and epochs.csv of a study over BATCHES: searches at seed 100, tuned runs at SEEDS."""
+def write_study(
+    folder: Path, edge_at: int | None = None, noise: float = 0.002, untrained: tuple[int, int] | None = None
+) -> Path:
+    """runs.csv and epochs.csv of a study over BATCHES: searches at seed 100, tuned runs at SEEDS; `noise`: the
+    sd of a run's final value around FINAL; `untrained`: the (batch, seed) whose run stays at chance.
+    """
     rng = np.random.default_rng(7)
     runs, epochs = [], []
     settings = {"train.optimizer": "adam", "train.epochs": 3, "data.samples_per_class": 100}
@@ -81,7 +86,10 @@ def write_study(folder: Path, edge_at: int | None = None) -> Path:
             run_id = f"bs{batch}-lr{best:g}-s{seed}-{batch:04d}s{seed}"
             row = {vocab.RUN_ID: run_id, **_run(vocab.TUNED, group, seed, batch, best, settings)}
             runs.append(row)
-            epochs.append(_curve(batch, seed, rng).assign(**row))
+            curve = _curve(batch, seed, rng, noise)
+            if (batch, seed) == untrained:
+                curve = curve.assign(**{vocab.VAL_ACC_RECAL: 0.1, vocab.VAL_ACC: 0.1})
+            epochs.append(curve.assign(**row))
     folder.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(runs).to_csv(folder / vocab.RUNS_CSV, index=False)
     pd.concat(epochs, ignore_index=True).to_csv(folder / vocab.EPOCHS_CSV, index=False)
@@ -173,3 +181,22 @@ def test_the_plan_refuses_a_ladder_it_cannot_fit_and_sets_records_from_the_small
     overrides = study_plan.study_overrides(study_plan.StudySettings(), "x_study", 19)
     assert "search.metric=val_acc_recal" in overrides and "train.eval_every_steps=19" in overrides
     assert "seeds=[0, 1, 2, 3, 4]" in overrides and "search.seed=100" in overrides
+
+
+def test_a_run_that_did_not_train_decides_nothing_and_too_few_seeds_are_said(tmp_path: Path) -> None:
+    """Batch 128 seed 0 stays at chance: it is left out of batch 128's numbers and named in a warning. With
+    seed-to-seed noise of 0.03, the seeds cannot place batch 128 against the best: the warning says so.
+    """
+    found = study.read(write_study(tmp_path / "noisy", noise=0.03, untrained=(128, 0)))
+    rung = found.rung(128)
+    assert rung.val.n == len(SEEDS) - 1 and 0 not in rung.seeds()
+    assert (
+        len(rung.failed) == 1 and rung.failed[0].startswith("bs128-lr0.003-s0-") and "did not train" in rung.failed[0]
+    )
+    advice = study_advice.advise(found)
+    assert advice is not None
+    left_out = [w for w in advice.warnings if "left out of every number" in w]
+    assert len(left_out) == 1 and left_out[0].startswith("Batch 128: 1 tuned run(s) left out")
+    apart = [w for w in advice.warnings if w.startswith("Too few seeds to separate batch 128 from batch")]
+    assert len(apart) == 1 and "an interval that includes 0 and reaches past the tolerance 0.02" in apart[0]
+    assert 128 in advice.unseparated and "these seeds do not separate" in study_words.recommendation(advice)

@@ -161,6 +161,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     from sweep.report.study_words import advice_lines
 
     _check_folder(args.folder)
+    _check_tolerance(args)
     try:
         found = study.read(args.folder, args.tolerance, args.predict_devices)
     except study.NoStudy as err:
@@ -178,14 +179,23 @@ def _check_folder(folder: Path) -> None:
         raise UsageError(f"{folder}: no such results folder")
 
 
+def _check_tolerance(args: argparse.Namespace) -> None:
+    if not 0 <= args.tolerance < 1:
+        raise UsageError(f"--tolerance {args.tolerance:g}: must be at least 0 and below 1 (a difference of accuracy)")
+
+
 # --- study
 
 
 def cmd_study(args: argparse.Namespace) -> int:
+    _check_tolerance(args)
     if args.target.is_dir():
+        if args.overrides:
+            raise UsageError(
+                f"{' '.join(args.overrides)}: KEY=VALUE settings change a grid file's study; {args.target} is a "
+                "results folder, whose report is written from its runs as they are"
+            )
         return _report(args.target, args)
-    if not 0 <= args.tolerance < 1:
-        raise UsageError(f"--tolerance {args.tolerance:g}: must be at least 0 and below 1 (a difference of accuracy)")
     settings = StudySettings(
         smallest=args.batch_sizes[0],
         largest=args.batch_sizes[1],

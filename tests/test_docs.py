@@ -40,7 +40,7 @@ def test_quick_start_test_command_is_what_ci_runs() -> None:
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert commands[1] in ci
     assert ci[-1] == ".venv/bin/python -m pytest -m system --require-services"
-    assert ".venv/bin/python -m sweep run experiments/article.yaml --results results/article-rerun" in commands[0]
+    assert ".venv/bin/sweep run experiments/article.yaml --results results/article-rerun" in commands[0]
 
 
 def test_the_article_sweep_time_quoted_is_the_reference_runs() -> None:

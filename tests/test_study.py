@@ -200,3 +200,13 @@ def test_a_run_that_did_not_train_decides_nothing_and_too_few_seeds_are_said(tmp
     apart = [w for w in advice.warnings if w.startswith("Too few seeds to separate batch 128 from batch")]
     assert len(apart) == 1 and "an interval that includes 0 and reaches past the tolerance 0.02" in apart[0]
     assert 128 in advice.unseparated and "these seeds do not separate" in study_words.recommendation(advice)
+
+
+@pytest.mark.parametrize("command", ["study", "advise"])
+def test_study_and_advise_have_a_description_and_examples(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert len(text.split("\n\n")[1].split()) >= 10  # a sentence or more on what it does
+    assert "\nexample" in text and f"sweep {command} " in text.split("\nexample")[1]

@@ -59,8 +59,8 @@ def measure(repeats: int) -> list[dict[str, Any]]:
     """Alternating on/off repeats; weights and optimizer restored before each, so both compute the same."""
     from sweep.config import DataConfig, ModelConfig
     from sweep.train import data
+    from sweep.train.compiled import zero_optimizer
     from sweep.train.model import build_model
-    from sweep.train.trainer import zero_optimizer
 
     split = data.load_split(DataConfig(samples_per_class=50))
     model = build_model(ModelConfig(), split.x_train.shape[1], split.num_classes, split.x_train.shape[-1])

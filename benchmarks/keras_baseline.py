@@ -7,7 +7,7 @@ One process, one Python loop over the grid's runs (the same expansion as
 and for each run: seed, load the data, build and compile the model, then
 `model.fit(...)`. The model, data, seeds, optimiser and epochs are the
 harness's own (`sweep.train.model.build_model`, `sweep.train.data.load_split`,
-`sweep.config.plan.derive_seed`, `sweep.train.optim.make_optimizer`), so the only
+`sweep.base.seeds.derive_seed`, `sweep.train.optim.make_optimizer`), so the only
 difference from `python -m sweep run` is the machinery around training: no
 store, no worker processes, no inference-mode train subset, no CSV export and
 no report.
@@ -46,7 +46,7 @@ after every run, as Keras advises for loops (and as the harness's worker does).
 subset after every epoch, so every metric of the harness is computed.
 `--reuse-model` is a lever experiment for the harness (docs/levers.md), not what
 a user writes: one compiled model per architecture, fresh weights per run
-(`sweep.train.trainer.reset_compiled`, the reset the harness's workers use).
+(`sweep.train.compiled.reset_compiled`, the reset the harness's workers use).
 
 Writes one CSV row per (run, epoch); `epoch_seconds` is the training part of the
 epoch only (from the epoch's start to the start of its validation), like the
@@ -62,7 +62,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sweep.train.trainer import EVAL_BATCH  # the harness's evaluation batch, so validation numbers match
+from sweep.train.compiled import EVAL_BATCH  # the harness's evaluation batch, so validation numbers match
 
 COLUMNS = (
     "run_id",
@@ -146,11 +146,11 @@ def train_run(
     import keras
     import tensorflow as tf
 
-    from sweep.config.plan import derive_seed
+    from sweep.base.seeds import derive_seed
     from sweep.train import data
     from sweep.train import model as model_module
+    from sweep.train.compiled import reset_compiled
     from sweep.train.optim import make_optimizer
-    from sweep.train.trainer import reset_compiled
 
     check_plain(spec)
     started = time.perf_counter()

@@ -20,14 +20,14 @@ MEASURING = ("noise_scale", "recalibrate_bn")  # train.* settings that only add 
 
 
 def seconds(batch_size: int, epochs: int, setting: str, on: bool) -> float:
-    from sweep.train.trainer import Run
+    from sweep.train.trainer import Trainer
 
     point = PointConfig(
         data=DataConfig(samples_per_class=40),
         train=TrainConfig(epochs=epochs, batch_size=batch_size, **{setting: on}),
     )
     started = time.perf_counter()
-    for _ in Run(RunSpec(sweep="bench", seed=0, point=point, varying=(("seed", 0),))).epochs():
+    for _ in Trainer.alone(RunSpec(sweep="bench", seed=0, point=point, varying=(("seed", 0),))).epochs():
         pass
     return time.perf_counter() - started
 

@@ -7,7 +7,7 @@ how many more runs per hour packing gives on the project's grids.
 In one run, on one machine (the grids first, then the K table):
 
 1. K per batch size (benchmarks/pack_k.py, one fresh process per repeat): model-images per second of
-   a PackedRun's training epoch for every batch size and K, in a packing worker's environment (the
+   a pack's training epoch for every batch size and K, in a packing worker's environment (the
    towers side by side), Ks in alternating order across repeats, best of the repeats; K is chosen as
    the smallest K within CHOSEN_WITHIN of the best. Beside it, a run alone in an unpacked worker's
    environment (every thread inside each op), the default it is weighed against. With it, the

@@ -1,17 +1,18 @@
-"""Training throughput of a pack (sweep/train/pack.py `PackedRun`) per batch size and towers K: the table
-behind `sweep.train.pack.PACK_SIZES`. Run by benchmarks/pack.py, one fresh process per repeat:
+"""Training throughput of a pack (sweep/train/pack.py, trained by `sweep.train.trainer.Trainer`) per batch size
+and towers K: the table behind `sweep.train.pack.PACK_SIZES`. Run by benchmarks/pack.py, one fresh process per
+repeat:
 
     python -m benchmarks.pack_k --batch-sizes 8 64 --ks 1 2 4 [--reverse]
 
 For each batch size and K, in this process: K runs of the default model (120 classes, 32x32 images,
-samples_per_class 50 as in experiments/batch_sizes.yaml, Adam lr 0.001, seeds 0..K-1) built as one
-PackedRun; a short first epoch traces the training function (TRACE_BATCHES x steps_per_execution
-batches of each tower's epoch order), then a second `fit` epoch of TIMED_IMAGES images (the first
-third of each tower's 4,800-image epoch: whole batches at every batch size, so no shape is new) is
-timed, `model.fit` alone: no evaluation, no records inside the epoch. A third of the epoch, not all of
-it, so that the whole table fits the benchmark's half hour. Model-images per second = K x images /
-seconds. `--reverse` runs the Ks in the reverse order, so that a change in the machine's load does
-not favour one end of the table.
+samples_per_class 50 as in experiments/batch_sizes.yaml, Adam lr 0.001, seeds 0..K-1) built as one trainer (K
+= 1: a run alone, in its own model); a short first epoch traces the training function (TRACE_BATCHES x
+steps_per_execution batches of each tower's epoch order), then a second `fit` epoch of TIMED_IMAGES images
+(the first third of each tower's 4,800-image epoch: whole batches at every batch size, so no shape is new) is
+timed, `model.fit` alone: no evaluation, no records inside the epoch. A third of the epoch, not all of it, so
+that the whole table fits the benchmark's half hour. Model-images per second = K x images / seconds.
+`--reverse` runs the Ks in the reverse order, so that a change in the machine's load does not favour one end
+of the table.
 
 Prints one JSON object per measurement, the last line a JSON list of all of them.
 """
@@ -55,22 +56,22 @@ def specs_for(batch_size: int, k: int, data: dict[str, int], folder: Path) -> li
 
 
 def time_pack(specs: list[Any]) -> dict[str, Any]:
-    """One PackedRun: a tracing epoch, then one timed training epoch (fit only)."""
+    """One pack (sweep/train/trainer.py `Trainer` of K runs): a tracing epoch, then one timed training
+    epoch (fit only).
+    """
     from sweep.train import data as data_module
-    from sweep.train.pack import PackedRun
+    from sweep.train.trainer import Trainer
 
-    packed = PackedRun(specs)
+    packed = Trainer(specs)
     batch = specs[0].point.train.batch_size
     spe = int(packed.model.steps_per_execution)
-    orders = [
-        data_module.epoch_order(t.split.y_train, t.spec.point.data.shuffle, t.spec.seed, 1) for t in packed.towers
-    ]
-    xs = [t.split.x_train[o] for t, o in zip(packed.towers, orders, strict=True)]
-    ys = [t.split.y_train[o] for t, o in zip(packed.towers, orders, strict=True)]
+    orders = [data_module.epoch_order(t.split.y_train, t.spec.point.data.shuffle, t.spec.seed, 1) for t in packed.runs]
+    xs = [t.split.x_train[o] for t, o in zip(packed.runs, orders, strict=True)]
+    ys = [t.split.y_train[o] for t, o in zip(packed.runs, orders, strict=True)]
     images = min(TIMED_IMAGES, len(ys[0]) // batch * batch)  # whole batches only
     traced = min(TRACE_BATCHES * spe * batch, images)
-    packed._fit([x[:traced] for x in xs], [y[:traced] for y in ys], 1)
-    _, seconds = packed._fit([x[:images] for x in xs], [y[:images] for y in ys], 2)
+    packed.engine.fit([x[:traced] for x in xs], [y[:traced] for y in ys], 1)
+    _, seconds = packed.engine.fit([x[:images] for x in xs], [y[:images] for y in ys], 2)
     k = len(specs)
     return {
         "batch_size": batch,
@@ -85,7 +86,7 @@ def time_pack(specs: list[Any]) -> dict[str, Any]:
 
 def measure(batch_sizes: list[int], ks: list[int], reverse: bool, data: dict[str, int], folder: Path) -> list[dict]:
     """Every (batch size, K), Ks in the given order or reversed; printed as measured."""
-    from sweep.train.trainer import forget_compiled
+    from sweep.train.compiled import forget_compiled
 
     found = []
     for batch_size in batch_sizes:

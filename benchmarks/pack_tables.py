@@ -193,7 +193,7 @@ def _k_section(rows: list[Row], meta: dict[str, Any]) -> list[str]:
     lines = [
         "## 1. Towers K per batch size",
         "",
-        "Model-images per second of one training epoch of a PackedRun of K runs in a packing worker (its towers "
+        "Model-images per second of one training epoch of a pack of K runs in a packing worker (its towers "
         "side by side: one intra-op thread, an inter-op thread per core; benchmarks/pack_k.py: default "
         "model, 120 classes, 32x32, 40 training images per class = 4,800, Adam lr 0.001, no records inside the "
         f"epoch; timed: a `fit` epoch of the first {meta.get('timed_images')} images of each tower's epoch order, "

@@ -72,7 +72,7 @@ def lever(settings: dict[str, Any]) -> dict[str, Any]:
     feed ("tfdata": the harness's `sweep.train.data.batches`; "tfdata_plain": without prefetch; "numpy": arrays
     to fit), runs (runs of the same spec in this process), first_batch (fit one batch first, to time the
     first step), reuse (runs after the first reuse the first run's compiled model, reset by the harness's
-    own `sweep.train.trainer.reset_compiled`), data (DataConfig fields, default LEVER_DATA).
+    own `sweep.train.compiled.reset_compiled`), data (DataConfig fields, default LEVER_DATA).
     """
     import psutil
 
@@ -80,12 +80,12 @@ def lever(settings: dict[str, Any]) -> dict[str, Any]:
     import keras
     import tensorflow as tf
 
+    from sweep.base.seeds import derive_seed
     from sweep.config import DataConfig, ModelConfig
-    from sweep.config.plan import derive_seed
     from sweep.train import data
     from sweep.train import model as model_module
+    from sweep.train.compiled import reset_compiled
     from sweep.train.optim import make_optimizer
-    from sweep.train.trainer import reset_compiled
 
     out: dict[str, Any] = {"import_tf": time.time() - born, "runs": []}
     cfg = DataConfig(**settings.get("data", LEVER_DATA))
@@ -178,7 +178,7 @@ def _lever_inputs(x: Any, y: Any, batch: int, feed: str) -> dict[str, Any]:
 
 
 def _timed_evaluation(model: Any, x: Any, y: Any) -> tuple[dict[str, float], float]:
-    from sweep.train.trainer import EVAL_BATCH
+    from sweep.train.compiled import EVAL_BATCH
 
     started = time.perf_counter()
     result = model.evaluate(x, y, batch_size=EVAL_BATCH, verbose=0, return_dict=True)

@@ -15,7 +15,7 @@ import time
 def main(calls: int) -> None:
     from sweep.config.keys import DataConfig, ModelConfig
     from sweep.train import data, model, recal
-    from sweep.train.trainer import seed_everything
+    from sweep.train.compiled import seed_everything
 
     seed_everything(0)  # the same weights in every process, and TensorFlow's op determinism, as a run
     split = data.load_split(DataConfig(samples_per_class=50))

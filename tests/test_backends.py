@@ -217,8 +217,8 @@ def test_a_jax_run_trains_without_importing_tensorflow() -> None:
     script = (
         "import sys\n"
         "from test_train import tiny_spec\n"
-        "from sweep.train.trainer import Run\n"
-        "records = list(Run(tiny_spec()).epochs())\n"
+        "from sweep.train.trainer import Trainer\n"
+        "records = list(Trainer.alone(tiny_spec()).epochs())\n"
         "assert len(records) == 2, records\n"
         "print('tensorflow' in sys.modules)\n"
     )
@@ -312,10 +312,10 @@ NOISE = """
 import math
 from test_train import tiny_spec, without_timings
 from sweep import vocab
-from sweep.train.trainer import Run
+from sweep.train.trainer import Trainer
 
-plain = without_timings(list(Run(tiny_spec(eval_every_steps=1)).epochs()))
-measured = without_timings(list(Run(tiny_spec(eval_every_steps=1, noise_scale=True)).epochs()))
+plain = without_timings(list(Trainer.alone(tiny_spec(eval_every_steps=1)).epochs()))
+measured = without_timings(list(Trainer.alone(tiny_spec(eval_every_steps=1, noise_scale=True)).epochs()))
 assert [{k: v for k, v in r.items() if k not in vocab.NOISE_METRICS} for r in measured] == plain
 first = measured[0][vocab.NOISE_SCALE]  # step 1: far from a minimum, so |G|^2's estimate is well above 0
 assert math.isfinite(first) and first > 0, measured[0]

@@ -34,7 +34,8 @@ from benchmarks import (
 from sweep.config import load_grid
 from sweep.config.plan import RunSpec, plan
 from sweep.train import devices
-from sweep.train.trainer import Run, forget_compiled
+from sweep.train.compiled import forget_compiled
+from sweep.train.trainer import Trainer
 
 METRICS = ("train_acc", "train_loss", "val_acc", "val_loss", "train_eval_acc", "train_eval_loss")
 NUMBERS = ("step", *METRICS[:4])
@@ -57,9 +58,9 @@ def specs(tmp_path_factory: pytest.TempPathFactory) -> list[RunSpec]:
 
 @pytest.fixture(scope="module")
 def harness_records(specs: list[RunSpec]) -> dict[str, list[dict[str, Any]]]:
-    """Each run as the harness's worker trains it (sweep.train.trainer.Run), by run id."""
+    """Each run as the harness's worker trains it (sweep.train.trainer.Trainer), by run id."""
     forget_compiled()
-    records = {spec.run_id: [record.to_dict() for record in Run(spec).epochs()] for spec in specs}
+    records = {spec.run_id: [record.to_dict() for record in Trainer.alone(spec).epochs()] for spec in specs}
     forget_compiled()
     return records
 

@@ -20,7 +20,9 @@ from sweep import vocab
 from sweep.config.plan import RunSpec
 from sweep.run import resume
 from sweep.train import checkpoint
-from sweep.train.trainer import Run, forget_compiled
+from sweep.train.compiled import forget_compiled
+from sweep.train.single import Single
+from sweep.train.trainer import Trainer
 
 
 def _rows(records: list[dict]) -> list[str]:
@@ -28,22 +30,22 @@ def _rows(records: list[dict]) -> list[str]:
     return [json.dumps({k: v for k, v in r.items() if k not in TIMINGS}, sort_keys=True) for r in records]
 
 
-def _interrupted(spec: RunSpec, after: int, path: Path, fresh: bool) -> tuple[list[dict], Run]:
-    """Train `spec` for `after` records, checkpointing at each; then restore a new Run from the
+def _interrupted(spec: RunSpec, after: int, path: Path, fresh: bool) -> tuple[list[dict], Trainer]:
+    """Train `spec` for `after` records, checkpointing at each; then restore a new Trainer from the
     checkpoint (in a fresh Keras session if `fresh`, else in the cached compiled model) and finish it.
     """
-    run = Run(spec)
+    run = Trainer.alone(spec)
     records = []
     for record in run.epochs():
         records.append(record.to_dict())
-        checkpoint.save(path, spec.run_id, spec.to_json(), run.position, records[-1], run.model)
+        checkpoint.save(path, spec.run_id, spec.to_json(), run.runs[0].position, records[-1], run.view(0))
         if len(records) == after:
             break
     if fresh:
         forget_compiled()  # as a new worker process would start
     saved = checkpoint.load(path)
     assert saved is not None and json.dumps(saved.record) == json.dumps(records[-1])  # as text: NaN equals NaN
-    again = Run(spec)
+    again = Trainer.alone(spec)
     assert again.info.reused_model is not fresh
     checkpoint.restore(again.model, again.strategy, saved)
     return records + [r.to_dict() for r in again.epochs(saved.position)], again
@@ -70,7 +72,7 @@ def test_restored_run_writes_the_records_of_an_uninterrupted_one(
     tmp_path: Path, train: dict, after: int, fresh: bool
 ) -> None:
     spec = tiny_spec(**train)
-    whole = [r.to_dict() for r in Run(spec).epochs()]
+    whole = [r.to_dict() for r in Trainer.alone(spec).epochs()]
     resumed, _ = _interrupted(spec, after, tmp_path / "run.npz", fresh)
     assert [r[vocab.EPOCH] for r in resumed] == [r[vocab.EPOCH] for r in whole]
     assert _rows(resumed) == _rows(whole)
@@ -82,19 +84,19 @@ def test_restored_run_writes_the_records_of_an_uninterrupted_one(
 def test_early_stopping_state_survives_a_restore(tmp_path: Path) -> None:
     rule = {"metric": "train_loss", "patience": 1, "min_delta": 10.0}  # stops after epoch 2 of 4
     spec = tiny_spec(epochs=4, early_stopping=json.dumps(rule, sort_keys=True))
-    uninterrupted = Run(spec)
+    uninterrupted = Trainer.alone(spec)
     whole = [r.to_dict() for r in uninterrupted.epochs()]
     resumed, again = _interrupted(spec, 1, tmp_path / "run.npz", fresh=True)
-    assert uninterrupted.stopped_early == again.stopped_early == 2
+    assert uninterrupted.runs[0].stopped_early == again.runs[0].stopped_early == 2
     assert _rows(resumed) == _rows(whole)
 
 
 @pytest.mark.integration
 def test_checkpoint_holds_the_optimizer_step_and_batchnorm_statistics(tmp_path: Path) -> None:
-    run = Run(tiny_spec(epochs=1))
+    run = Trainer.alone(tiny_spec(epochs=1))
     record = next(iter(run.epochs())).to_dict()
     path = tmp_path / "r.npz"
-    checkpoint.save(path, "r", "{}", run.position, record, run.model)
+    checkpoint.save(path, "r", "{}", run.runs[0].position, record, run.view(0))
     saved = checkpoint.load(path)
     assert saved is not None and saved.position.epoch == 1
     paths = [v.path for v in run.model.optimizer.variables]
@@ -105,13 +107,13 @@ def test_checkpoint_holds_the_optimizer_step_and_batchnorm_statistics(tmp_path: 
 
 @pytest.mark.integration
 def test_a_write_cut_short_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
-    run = Run(tiny_spec(epochs=2))
+    run = Trainer.alone(tiny_spec(epochs=2))
     path = tmp_path / "r.npz"
     records = []
     for record in run.epochs():
         records.append(record.to_dict())
         if len(records) == 1:
-            checkpoint.save(path, "r", "{}", run.position, records[-1], run.model)
+            checkpoint.save(path, "r", "{}", run.runs[0].position, records[-1], run.view(0))
     before = path.read_bytes()
     # A second write killed mid-way: its temporary file is there, half written; the checkpoint is not touched.
     killed = tmp_path / f".r.npz.tmp-{os.getpid() + 1}"
@@ -121,7 +123,7 @@ def test_a_write_cut_short_leaves_the_previous_checkpoint(tmp_path: Path) -> Non
     # Another container's write in progress, under this very pid: a save here leaves it alone.
     theirs = tmp_path / f".r.npz.tmp-{os.getpid()}"
     theirs.write_bytes(b"their half-written checkpoint")
-    checkpoint.save(path, "r", "{}", run.position, records[-1], run.model)
+    checkpoint.save(path, "r", "{}", run.runs[0].position, records[-1], run.view(0))
     assert theirs.read_bytes() == b"their half-written checkpoint"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted([killed.name, theirs.name])
     _age(killed, 3600)
@@ -201,9 +203,8 @@ def test_worker_resumes_a_requeued_run_from_its_checkpoint(tmp_path: Path) -> No
     """
     from sweep.config import load_grid
     from sweep.config.plan import plan
-    from sweep.run import events
+    from sweep.run import driver, events
     from sweep.run.orchestrate import Options, run_sweep
-    from sweep.run.worker import run_one
     from sweep.store import Store, epochs_of
 
     grid = load_grid(write_grid(tmp_path, GRID))
@@ -222,7 +223,7 @@ def test_worker_resumes_a_requeued_run_from_its_checkpoint(tmp_path: Path) -> No
     claim = store.claim_next()
     assert claim is not None
     with pytest.raises(KeyboardInterrupt):
-        run_one(store, claim, interrupt_after_three, places)
+        driver.train(store, [claim], interrupt_after_three, places)
     store.requeue(claim, "interrupted")
     assert places.checkpoint(spec.run_id).exists()
     outcome = run_sweep(grid, Options(in_process=True, report=False, results=tmp_path / "cut"))
@@ -258,15 +259,15 @@ def test_a_failed_run_is_retried_from_epoch_0_not_from_its_checkpoint(
     spec = plan(load_grid(grid))[0]
     results = tmp_path / "results" / "ck"
     saved = resume.places(str(results / vocab.JOURNAL_FILE), "ck").checkpoint(spec.run_id)
-    fit, trained = Run._fit, []  # (epoch, whether a checkpoint was on disk) at each fit
+    fit, trained = Single.fit, []  # (epoch, whether a checkpoint was on disk) at each fit
 
-    def fails_once_in_epoch_2(run: Run, x: object, y: object, epoch: int) -> object:
+    def fails_once_in_epoch_2(engine: Single, x: object, y: object, epoch: int) -> object:
         trained.append((epoch, saved.exists()))
         if len(trained) == 2:
             raise RuntimeError("a fault of the machine, this once")
-        return fit(run, x, y, epoch)
+        return fit(engine, x, y, epoch)
 
-    monkeypatch.setattr(Run, "_fit", fails_once_in_epoch_2)
+    monkeypatch.setattr(Single, "fit", fails_once_in_epoch_2)
     outcome, lines = sweep_here(grid)
     assert outcome.exit_code == 0, lines.text
     assert any("failed; retrying it" in line for line in lines.out)

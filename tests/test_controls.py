@@ -18,7 +18,7 @@ from sweep.config.plan import RunSpec, plan
 from sweep.train import devices
 from sweep.train.optim import effective_lr
 from sweep.train.records import epoch_number, record_stops, running_means
-from sweep.train.trainer import Run
+from sweep.train.trainer import Trainer
 
 if TYPE_CHECKING:
     from sweep.report import Written
@@ -194,7 +194,7 @@ def test_defaults_reproduce_records_made_before_the_controls_existed() -> None:
     committed = pd.read_csv(LEGACY / "epochs.csv")
     assert set(committed["run_id"]) == {"bs16-s0-0fb1ea29"}
     committed = committed.sort_values("epoch")
-    records = numbers(list(Run(runs["bs16-s0-0fb1ea29"]).epochs()))
+    records = numbers(list(Trainer.alone(runs["bs16-s0-0fb1ea29"]).epochs()))
     assert [(r["epoch"], r["step"]) for r in records] == [(1, 8), (2, 16), (3, 24)]
     same_cpu = devices.cpu_model() == "AMD EPYC"
     for record, (_, row) in zip(records, committed.iterrows(), strict=True):
@@ -244,7 +244,7 @@ def test_committed_fixture_runs_are_what_their_grid_file_trains(fixture: str, ru
         if c in committed and c not in TIMINGS and committed[c].notna().all()
     ]
     assert (set(vocab.RECAL_METRICS) <= set(columns)) == runs[run_id].point.train.recalibrate_bn
-    records = numbers(list(Run(runs[run_id]).epochs()))
+    records = numbers(list(Trainer.alone(runs[run_id]).epochs()))
     assert all(set(r) == set(columns) for r in records)  # every column the run has is compared, nothing else
     assert len(records) == len(committed)
     rows = [{k: row[k] for k in columns} for _, row in committed.iterrows()]
@@ -263,10 +263,10 @@ def test_committed_fixture_runs_are_what_their_grid_file_trains(fixture: str, ru
 
 @pytest.mark.integration
 def test_explicit_defaults_match_and_a_control_changes_the_numbers() -> None:
-    implicit = numbers(list(Run(tiny_spec()).epochs()))
+    implicit = numbers(list(Trainer.alone(tiny_spec()).epochs()))
     explicit = numbers(
         list(
-            Run(
+            Trainer.alone(
                 tiny_spec(
                     model={"ghost_batch_size": None},
                     lr_scaling="none",
@@ -279,15 +279,15 @@ def test_explicit_defaults_match_and_a_control_changes_the_numbers() -> None:
         )
     )
     assert explicit == implicit
-    scaled = numbers(list(Run(tiny_spec(lr_scaling="linear", reference_batch_size=4)).epochs()))
+    scaled = numbers(list(Trainer.alone(tiny_spec(lr_scaling="linear", reference_batch_size=4)).epochs()))
     assert [r["lr"] for r in scaled] == [pytest.approx(0.002)] * 2  # batch 8 / reference 4 = 2x
     assert [r["val_loss"] for r in scaled] != [r["val_loss"] for r in implicit]
 
 
 @pytest.mark.integration
 def test_step_budget_gives_every_batch_size_the_same_steps() -> None:
-    small = list(Run(tiny_spec(batch_size=8, budget="steps", steps=6)).epochs())
-    large = list(Run(tiny_spec(batch_size=32, budget="steps", steps=6)).epochs())
+    small = list(Trainer.alone(tiny_spec(batch_size=8, budget="steps", steps=6)).epochs())
+    large = list(Trainer.alone(tiny_spec(batch_size=32, budget="steps", steps=6)).epochs())
     # batch 8: 4 steps per epoch -> epoch 1, then half of epoch 2; batch 32: 1 step per epoch -> 6 epochs
     assert [(r.epoch, r.step) for r in small] == [(1, 4), (1.5, 6)]
     assert [(r.epoch, r.step) for r in large] == [(e, e) for e in range(1, 7)]
@@ -295,8 +295,8 @@ def test_step_budget_gives_every_batch_size_the_same_steps() -> None:
 
 @pytest.mark.integration
 def test_records_every_n_steps_end_each_epoch_where_one_fit_would() -> None:
-    plain = list(Run(tiny_spec()).epochs())
-    dense = list(Run(tiny_spec(eval_every_steps=3)).epochs())
+    plain = list(Trainer.alone(tiny_spec()).epochs())
+    dense = list(Trainer.alone(tiny_spec(eval_every_steps=3)).epochs())
     # 4 steps per epoch, a record every 3 steps: at steps 3, 4 (epoch end), 6, 8 (epoch end)
     assert [(r.epoch, r.step) for r in dense] == [(0.75, 3), (1, 4), (1.5, 6), (2, 8)]
     ends = [r for r in dense if isinstance(r.epoch, int)]
@@ -308,7 +308,7 @@ def test_records_every_n_steps_end_each_epoch_where_one_fit_would() -> None:
 
 @pytest.mark.integration
 def test_warmup_ramps_the_learning_rate_per_step() -> None:
-    records = list(Run(tiny_spec(epochs=3, warmup_epochs=1.5)).epochs())
+    records = list(Trainer.alone(tiny_spec(epochs=3, warmup_epochs=1.5)).epochs())
     # 6 warm-up steps; after 4 steps the next step's rate is 0.001 x 5/6, then the full rate
     assert [r.lr for r in records] == [pytest.approx(0.001 * 5 / 6), pytest.approx(0.001), pytest.approx(0.001)]
 
@@ -342,15 +342,15 @@ def test_ghost_batches_are_normalised_on_their_own() -> None:
 @pytest.mark.system  # three 2-replica models (about 30 s)
 def test_ghost_batches_split_each_replicas_share() -> None:
     # 2 replicas x 4 images: ghost batches of 4 are exactly what each replica's BatchNorm sees
-    plain = numbers(list(Run(tiny_spec(gpus=2)).epochs()))
-    ghost_run = Run(tiny_spec(gpus=2, model={"ghost_batch_size": 4}))
+    plain = numbers(list(Trainer.alone(tiny_spec(gpus=2)).epochs()))
+    ghost_run = Trainer.alone(tiny_spec(gpus=2, model={"ghost_batch_size": 4}))
     ghost = numbers(list(ghost_run.epochs()))
     assert ghost_run.info.replicas == 2
     for a, b in zip(ghost, plain, strict=True):
         assert a["step"] == b["step"] and a["val_acc"] == b["val_acc"]
         assert a["val_loss"] == pytest.approx(b["val_loss"], abs=1e-4)
     # ghost batches of 2 normalise over fewer images: the numbers change
-    smaller = numbers(list(Run(tiny_spec(gpus=2, model={"ghost_batch_size": 2})).epochs()))
+    smaller = numbers(list(Trainer.alone(tiny_spec(gpus=2, model={"ghost_batch_size": 2})).epochs()))
     assert [r["train_loss"] for r in smaller] != pytest.approx([r["train_loss"] for r in plain], abs=1e-4)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -181,31 +182,33 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
     """An error inside epoch 2 (here injected into the evaluation) fails the run; epoch 1 stays recorded,
     and the next run of the same worker builds a fresh model instead of reusing the broken one's.
     """
-    from sweep.run import worker
-    from sweep.train import trainer
+    from sweep.run import driver, resume
+    from sweep.train import compiled, single
 
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
-    evaluate = trainer.Run._evaluate
+    places = resume.places(store.target, store.name)
+    evaluate = single.Single.evaluate
 
-    def broken_in_epoch_two(self: trainer.Run, x: object, y: object) -> dict[str, float]:
-        if int(self.model.optimizer.iterations.numpy()) > self.info.steps_per_epoch:
+    def broken_in_epoch_two(self: single.Single, pairs: list) -> list[dict[str, float]]:
+        steps_per_epoch = math.ceil(len(self.split.y_train) / self.spec.point.train.batch_size)
+        if int(self.model.optimizer.iterations.numpy()) > steps_per_epoch:
             raise RuntimeError("injected: evaluation broke in epoch 2")
-        return evaluate(self, x, y)
+        return evaluate(self, pairs)
 
     said: list[events.Event] = []
-    monkeypatch.setattr(trainer.Run, "_evaluate", broken_in_epoch_two)
-    status, retryable = worker.run_one(store, store.claim_next(), said.append)
+    monkeypatch.setattr(single.Single, "evaluate", broken_in_epoch_two)
+    [(status, retryable)] = driver.train(store, [store.claim_next()], said.append, places)
     assert (status, retryable) == (vocab.FAILED, True)
     failed = store.sweep.get_trials()[0]
     assert failed.state == optuna.trial.TrialState.FAIL and failed.user_attrs[vocab.STATUS] == vocab.FAILED
     assert "injected: evaluation broke in epoch 2" in failed.user_attrs[vocab.ERROR]
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1]
     assert isinstance(said[-1], events.RunEnded) and said[-1].status == vocab.FAILED
-    assert trainer.COMPILED.key is None  # its compiled model is dropped, not handed to the next run
-    monkeypatch.setattr(trainer.Run, "_evaluate", evaluate)
+    assert compiled.COMPILED.key is None  # its compiled model is dropped, not handed to the next run
+    monkeypatch.setattr(single.Single, "evaluate", evaluate)
     said.clear()
-    assert worker.run_one(store, store.claim_next(), said.append) == (vocab.DONE, True)
+    assert driver.train(store, [store.claim_next()], said.append, places) == [(vocab.DONE, True)]
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1, 2]
 
 
@@ -214,10 +217,11 @@ def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Pat
     """If the store ends an attempt while its worker still trains it (a worker presumed dead), the
     worker drops that attempt without a traceback and goes on; the next attempt is queued.
     """
-    from sweep.run import worker
+    from sweep.run import driver, resume
 
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
+    places = resume.places(store.target, store.name)
     claim = store.claim_next()
     other = Store.open(tmp_path / "j.log", "tiny")  # the process that presumes this worker dead
     said: list[events.Event] = []
@@ -230,7 +234,7 @@ def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Pat
                 replace(claim, trial=internals.handle(other.sweep, trial), study=other.sweep), "presumed dead (test)"
             )
 
-    assert worker.run_one(store, claim, presumed_dead_after_epoch_one) == (vocab.INTERRUPTED, False)
+    assert driver.train(store, [claim], presumed_dead_after_epoch_one, places) == [(vocab.INTERRUPTED, False)]
     assert isinstance(said[-1], events.RunInterrupted) and "queued the run again" in said[-1].reason
     attempts = {
         t.user_attrs[vocab.ATTEMPT]: t.state
@@ -238,4 +242,4 @@ def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Pat
         if t.user_attrs[vocab.RUN_ID] == claim.spec.run_id
     }
     assert attempts == {1: optuna.trial.TrialState.FAIL, 2: optuna.trial.TrialState.WAITING}
-    assert worker.run_one(store, store.claim_next(), said.append)[0] == vocab.DONE  # the worker goes on
+    assert driver.train(store, [store.claim_next()], said.append, places)[0][0] == vocab.DONE  # the worker goes on

@@ -16,8 +16,8 @@ from sweep import vocab
 from sweep.config.plan import plan
 from sweep.run import resume
 from sweep.train import checkpoint
+from sweep.train.compiled import EVAL_BATCH
 from sweep.train.data import load_split
-from sweep.train.trainer import EVAL_BATCH
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from sweep import vocab
 from sweep.config import DataConfig, PointConfig, TrainConfig
 from sweep.config.plan import RunSpec
 from sweep.train import noise
-from sweep.train.trainer import Run
+from sweep.train.trainer import Trainer
 
 DIM, MEAN, SIGMA = 50, 0.2, 1.0  # per-example gradients ~ N(mu, sigma^2 I) with |mu|^2 = 50 x 0.04 = 2
 TRUE_B_SIMPLE = DIM * SIGMA**2 / (DIM * MEAN**2)  # tr(Sigma) / |G|^2 = 50 / 2 = 25
@@ -61,9 +61,9 @@ def test_measuring_records_the_noise_scale_and_changes_nothing_else() -> None:
         train=TrainConfig(epochs=2, batch_size=8),
     )
     spec = RunSpec(sweep="t", seed=0, point=point, varying=(("seed", 0),))
-    plain = [r.to_dict() for r in Run(spec).epochs()]
+    plain = [r.to_dict() for r in Trainer.alone(spec).epochs()]
     measured_spec = dataclasses.replace(spec, point=point.with_value("train.noise_scale", True))
-    measured = [r.to_dict() for r in Run(measured_spec).epochs()]
+    measured = [r.to_dict() for r in Trainer.alone(measured_spec).epochs()]
     assert all(k not in plain[0] for k in vocab.NOISE_METRICS)  # off: records exactly as before
     timing = ("epoch_seconds", "samples_per_second", *vocab.NOISE_METRICS)
     assert [{k: v for k, v in r.items() if k not in timing} for r in measured] == [

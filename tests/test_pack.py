@@ -18,9 +18,10 @@ from sweep.config import DataConfig, ModelConfig, PointConfig, TrainConfig
 from sweep.config.plan import RunSpec
 from sweep.run import resume
 from sweep.train import checkpoint
-from sweep.train.pack import PackedRun, default_size, pack_key, tower_view
+from sweep.train.compiled import forget_compiled
+from sweep.train.pack import default_size, pack_key
 from sweep.train.records import Diverged
-from sweep.train.trainer import Run, forget_compiled
+from sweep.train.trainer import Trainer
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 NEVER_BETTER = '{"metric": "val_loss", "min_delta": 10.0, "patience": 1}'  # stops after its second epoch
@@ -47,7 +48,7 @@ def alone(specs: list[RunSpec]) -> list[list[dict]]:
         forget_compiled()
         records: list = []
         try:
-            for record in Run(s).epochs():
+            for record in Trainer.alone(s).epochs():
                 records.append(record)
         except Diverged:
             pass
@@ -56,8 +57,8 @@ def alone(specs: list[RunSpec]) -> list[list[dict]]:
     return out
 
 
-def packed(specs: list[RunSpec]) -> tuple[PackedRun, list[list[dict]], dict[int, Diverged]]:
-    run = PackedRun(specs)
+def packed(specs: list[RunSpec]) -> tuple[Trainer, list[list[dict]], dict[int, Diverged]]:
+    run = Trainer(specs)
     records: list[list] = [[] for _ in specs]
     diverged: dict[int, Diverged] = {}
     for found in run.records():
@@ -88,7 +89,7 @@ def test_packed_runs_record_what_they_record_alone() -> None:
     for got, want in zip(records, expected, strict=True):
         assert repr(got) == repr(want)  # exact, every field (repr: a NaN equals a NaN)
     assert [r[vocab.EPOCH] for r in records[3]] == [0.666667, 1, 1.333333, 2]  # early stopping ended it at epoch 2
-    assert run.towers[3].stopped_early == 2 and run.towers[0].stopped_early is None
+    assert run.runs[3].stopped_early == 2 and run.runs[0].stopped_early is None
     assert records[1][-1][vocab.LR] == pytest.approx(0.003) and records[0][-1][vocab.LR] == pytest.approx(0.001)
 
 
@@ -141,7 +142,7 @@ def test_a_diverging_tower_leaves_the_others_untouched() -> None:
     assert records[1] == []
     expected = alone(specs)
     assert repr(records[0]) == repr(expected[0]) and repr(records[2]) == repr(expected[2])
-    assert run.towers[1].ended
+    assert run.runs[1].ended
 
 
 @pytest.mark.unit
@@ -164,16 +165,16 @@ def test_a_run_resumes_alone_from_its_packed_checkpoint(tmp_path) -> None:
     after epoch 1, the run's remaining records are those of the run trained alone throughout.
     """
     specs = [spec(0, lr=0.002), spec(1)]
-    run = PackedRun(specs)
+    run = Trainer(specs)
     path = tmp_path / "r.npz"
     for found in run.records():
         record = found[1].to_dict()
-        checkpoint.save(path, "r", specs[1].to_json(), run.towers[1].position, record, tower_view(run.model, 1))
+        checkpoint.save(path, "r", specs[1].to_json(), run.runs[1].position, record, run.view(1))
         break
     forget_compiled()
     saved = checkpoint.load(path)
     assert saved is not None and saved.epoch == 1
-    resumed = Run(specs[1])
+    resumed = Trainer.alone(specs[1])
     checkpoint.restore(resumed.model, resumed.strategy, saved)
     rest = without_timings(list(resumed.epochs(saved.position)))
     assert repr(rest) == repr(alone([specs[1]])[0][1:])
@@ -232,7 +233,7 @@ def test_a_pack_with_a_failing_run_trains_its_mates_alone(tmp_path) -> None:
     """
     import keras
 
-    from sweep.config.plan import derive_seed
+    from sweep.base.seeds import derive_seed
     from sweep.run import worker
     from sweep.store import Store
 

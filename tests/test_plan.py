@@ -12,8 +12,9 @@ from conftest import REPO, write_grid
 
 from sweep import cli
 from sweep.analysis import decisions
+from sweep.base.seeds import derive_seed
 from sweep.config import GridFile, load_grid
-from sweep.config.plan import RunSpec, at_lr, derive_seed, plan, search_groups
+from sweep.config.plan import RunSpec, at_lr, plan, search_groups
 from sweep.run import until
 
 GRID = """

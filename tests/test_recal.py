@@ -12,7 +12,8 @@ from test_controls import tiny_spec  # 4 classes x 8 training images at 12 px; t
 
 from sweep import vocab
 from sweep.config.plan import RunSpec
-from sweep.train.trainer import Run, forget_compiled
+from sweep.train.compiled import forget_compiled
+from sweep.train.trainer import Trainer
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 
@@ -20,7 +21,7 @@ TIMINGS = ("epoch_seconds", "samples_per_second")
 def records(specs: list[RunSpec]) -> list[dict]:
     """Every record of these runs, trained one after the other in one worker (the second reuses the model)."""
     forget_compiled()
-    return [r.to_dict() for spec in specs for r in Run(spec).epochs()]
+    return [r.to_dict() for spec in specs for r in Trainer.alone(spec).epochs()]
 
 
 def without(rows: list[dict], names: tuple[str, ...]) -> list[dict]:
@@ -52,9 +53,9 @@ def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistic
 
     spec = tiny_spec(recalibrate_bn=True)
     forget_compiled()
-    run = Run(spec)
+    run = Trainer.alone(spec)
     last = [r.to_dict() for r in run.epochs()][-1]
-    split = run.split
+    split = run.runs[0].split
     oracle = model_module.build_model(
         dataclasses.replace(spec.point.model, bn_momentum=0.0), spec.point.data.image_size, split.num_classes
     )
@@ -85,7 +86,7 @@ def test_statistics_are_pooled_over_passes_and_positions() -> None:
     spec = tiny_spec()
     build = lambda: model_module.build_model(spec.point.model, 12, 4)  # noqa: E731
     weights = build().get_weights()
-    split = Run(spec).split
+    split = Trainer.alone(spec).runs[0].split
     many = dataclasses.replace(
         split, x_train_eval=np.concatenate([split.x_train_eval] * 3), y_train_eval=np.tile(split.y_train_eval, 3)
     )

@@ -72,8 +72,8 @@ def test_a_model_without_batchnorm_is_recalibrated_as_itself() -> None:
     """
     from sweep.config import load_grid
     from sweep.config.plan import plan
-    from sweep.train.trainer import Run
+    from sweep.train.trainer import Trainer
 
     grid = load_grid(REPO / "experiments" / "study" / "mlp.yaml", ["train.recalibrate_bn=true", "train.epochs=1"])
-    (record,) = list(Run(plan(grid)[0]).epochs())
+    (record,) = list(Trainer.alone(plan(grid)[0]).epochs())
     assert record.val_acc_recal == record.val_acc and record.train_eval_loss_recal == record.train_eval_loss

@@ -13,8 +13,9 @@ from sweep.config import DataConfig, PointConfig, TrainConfig, declared
 from sweep.config.declare import GRAPH
 from sweep.config.plan import RunSpec
 from sweep.train import devices
+from sweep.train.compiled import forget_compiled
 from sweep.train.records import Diverged
-from sweep.train.trainer import Run, forget_compiled
+from sweep.train.trainer import Trainer
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 
@@ -36,7 +37,7 @@ def test_records_have_every_metric_and_consistent_numbers(monkeypatch: pytest.Mo
     spec = tiny_spec()
     data = spec.point.data
     images = round(data.classes * data.samples_per_class * (1 - data.val_fraction))  # 4 x 10 x 0.8 per epoch
-    run = Run(spec)
+    run = Trainer.alone(spec)
     fits: list[float] = []  # each Keras fit call, timed around it here
     model_fit = type(run.model).fit
 
@@ -77,17 +78,17 @@ def test_records_have_every_metric_and_consistent_numbers(monkeypatch: pytest.Mo
 
 @pytest.mark.integration
 def test_same_spec_gives_identical_records() -> None:
-    first = without_timings(list(Run(tiny_spec()).epochs()))
-    second = without_timings(list(Run(tiny_spec()).epochs()))
+    first = without_timings(list(Trainer.alone(tiny_spec()).epochs()))
+    second = without_timings(list(Trainer.alone(tiny_spec()).epochs()))
     assert first == second
-    other_seed = without_timings(list(Run(tiny_spec(seed=1)).epochs()))
+    other_seed = without_timings(list(Trainer.alone(tiny_spec(seed=1)).epochs()))
     assert other_seed != first
 
 
 @pytest.mark.integration
 def test_absurd_learning_rate_diverges() -> None:
     with pytest.raises(Diverged) as info:
-        list(Run(tiny_spec(optimizer="sgd", lr=1e12)).epochs())
+        list(Trainer.alone(tiny_spec(optimizer="sgd", lr=1e12)).epochs())
     assert info.value.epoch == 1 and not math.isfinite(info.value.loss)
 
 
@@ -98,13 +99,13 @@ def assert_reuse_trains_like_fresh(specs: list[RunSpec]) -> None:
     forget_compiled()
     in_sequence, reused = [], []
     for spec in specs:
-        run = Run(spec)
+        run = Trainer.alone(spec)
         in_sequence.append(without_timings(list(run.epochs())))
         reused.append(run.info.reused_model)
     assert reused == [False, True] * (len(specs) // 2)  # each pair's first run compiled a fresh model
     for spec, records in zip(specs[1::2], in_sequence[1::2], strict=True):
         forget_compiled()
-        fresh = without_timings(list(Run(spec).epochs()))
+        fresh = without_timings(list(Trainer.alone(spec).epochs()))
         assert repr(records) == repr(fresh), spec  # exact, every metric of every epoch (repr: a NaN equals a NaN)
     assert in_sequence[0] != in_sequence[1]
 
@@ -136,18 +137,18 @@ def test_a_reused_compiled_model_trains_like_a_fresh_one_for_every_graph() -> No
 
 @pytest.mark.integration
 def test_a_run_records_how_it_was_computed() -> None:
-    run = Run(tiny_spec(batch_size=16))
+    run = Trainer.alone(tiny_spec(batch_size=16))
     assert (run.info.jit_compile, run.info.steps_per_execution) == (False, 8)  # 128 images per call
     # the same numbers need the same thread count and CPU model; this process set no thread count
     # (a worker's is set by its coordinator: tests/test_flags.py), so TensorFlow uses one per core
     assert "TF_NUM_INTRAOP_THREADS" not in os.environ
     assert run.info.threads == devices.cpu_count() and run.info.cpu == devices.cpu_model()
-    assert Run(tiny_spec(batch_size=16, gpus=2)).info.steps_per_execution == 1
+    assert Trainer.alone(tiny_spec(batch_size=16, gpus=2)).info.steps_per_execution == 1
 
 
 @pytest.mark.integration
 def test_two_replicas_split_the_global_batch() -> None:
-    run = Run(tiny_spec(gpus=2))
+    run = Trainer.alone(tiny_spec(gpus=2))
     records = list(run.epochs())
     assert (run.info.replicas, run.info.per_replica_batch, run.info.virtual_devices) == (2, 4, True)
     assert len(run.info.devices.split(",")) == 2
@@ -155,7 +156,7 @@ def test_two_replicas_split_the_global_batch() -> None:
     assert [r.step for r in records] == [4, 8]
 
 
-def labels_fitted(run: Run) -> list[list[list[int]]]:
+def labels_fitted(run: Trainer) -> list[list[list[int]]]:
     """Train the run; per fit call (one per epoch here), the labels of each batch `model.fit` was given."""
     fitted, fit = [], run.model.fit
 
@@ -175,8 +176,8 @@ def labels_fitted(run: Run) -> list[list[list[int]]]:
 def test_an_unshuffled_run_trains_on_class_sorted_single_class_batches() -> None:
     """data.shuffle: false, through the trainer: 4 classes x 8 images, batch 8, the same batches every epoch."""
     sorted_batches = [[k] * 8 for k in range(4)]
-    assert labels_fitted(Run(tiny_spec(shuffle=False))) == [sorted_batches, sorted_batches]
-    shuffled = labels_fitted(Run(tiny_spec(shuffle=True)))
+    assert labels_fitted(Trainer.alone(tiny_spec(shuffle=False))) == [sorted_batches, sorted_batches]
+    shuffled = labels_fitted(Trainer.alone(tiny_spec(shuffle=True)))
     assert shuffled[0] != shuffled[1] and any(len(set(batch)) > 1 for batch in shuffled[0])  # the default shuffles
     assert [sorted(sum(epoch, [])) for epoch in shuffled] == [sum(sorted_batches, [])] * 2  # every image, once
 
@@ -188,14 +189,14 @@ def test_an_imbalanced_run_records_balanced_train_accuracy() -> None:
     """
     spec = tiny_spec()
     skewed = dataclasses.replace(spec, point=spec.point.with_value("data.imbalance", 0.9))
-    run = Run(skewed)
+    run = Trainer.alone(skewed)
     last = list(run.epochs())[-1]
-    x, y = run.split.x_train_eval, run.split.y_train_eval
+    x, y = run.runs[0].split.x_train_eval, run.runs[0].split.y_train_eval
     predicted = run.model.predict(x, verbose=0).argmax(axis=1)
     by_hand = sum((predicted[y == k] == k).mean() for k in set(y.tolist())) / len(set(y.tolist()))
     assert last.train_eval_balanced_acc == pytest.approx(by_hand)
     assert last.train_eval_acc == pytest.approx((predicted == y).mean())
-    assert "train_eval_balanced_acc" not in list(Run(spec).epochs())[-1].to_dict()
+    assert "train_eval_balanced_acc" not in list(Trainer.alone(spec).epochs())[-1].to_dict()
 
 
 @pytest.mark.integration
@@ -206,14 +207,14 @@ def test_a_key_declared_to_shape_the_graph_makes_a_worker_build_a_fresh_model(mo
     declarations: no list to forget).
     """
     forget_compiled()
-    Run(tiny_spec(epochs=2))
-    assert Run(tiny_spec(epochs=3)).info.reused_model
+    Trainer.alone(tiny_spec(epochs=2))
+    assert Trainer.alone(tiny_spec(epochs=3)).info.reused_model
     every = declared.declarations()
     monkeypatch.setitem(every, "train.epochs", dataclasses.replace(every["train.epochs"], reach=GRAPH))
     declared.graph_keys.cache_clear()
     try:
-        assert not Run(tiny_spec(epochs=2)).info.reused_model
-        assert Run(tiny_spec(epochs=2)).info.reused_model  # the same value again: the same graph
+        assert not Trainer.alone(tiny_spec(epochs=2)).info.reused_model
+        assert Trainer.alone(tiny_spec(epochs=2)).info.reused_model  # the same value again: the same graph
     finally:
         monkeypatch.undo()
         declared.graph_keys.cache_clear()

@@ -196,13 +196,3 @@ def search_groups(grid_file: GridFile) -> list[SearchGroup]:
         )
         for point, settings in grid_file.points()
     ]
-
-
-def derive_seed(seed: int, *names: Any) -> int:
-    """A sub-seed for one purpose, derived by name: derive_seed(s, "data-order", epoch).
-
-    Named sub-seeds keep streams independent (changing how many numbers the
-    initialiser draws cannot change the data order) and reproducible.
-    """
-    text = ":".join([str(seed), *map(str, names)])
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")

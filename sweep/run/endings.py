@@ -1,6 +1,5 @@
 """How a claimed run ends, alone or as one tower of a pack: its status, error and last record stored,
-its model kept or dropped, its checkpoint dropped, and the event said (sweep/run/worker.py,
-sweep/run/pack_worker.py).
+its model kept or dropped, its checkpoint dropped, and the event said (sweep/run/driver.py).
 """
 
 from __future__ import annotations

@@ -62,10 +62,11 @@ def _log(text: str) -> None:
 
 
 def resume(
-    store: Store, claim: Lease, run: Any, places: Places, say: Say = _log
+    store: Store, claim: Lease, model: Any, strategy: Any, places: Places, say: Say = _log
 ) -> tuple[checkpoint.Position, dict[str, Any]] | None:
-    """Restore `run` (a prepared sweep.train.trainer.Run) from its checkpoint if the store agrees with it;
-    return the position to go on from and the record it stands at, or None to start at epoch 0.
+    """Restore a run alone's compiled `model` (under its `strategy`) from its checkpoint if the store
+    agrees with it; return the position to go on from and the record it stands at, or None to start
+    at epoch 0.
     """
     spec = claim.spec
     path = places.checkpoint(spec.run_id)
@@ -78,7 +79,7 @@ def resume(
         checkpoint.remove(path)
         return None
     try:
-        checkpoint.restore(run.model, run.strategy, saved)
+        checkpoint.restore(model, strategy, saved)
     except checkpoint.Mismatch as err:
         say(f"checkpoint of {spec.run_id} not used ({err}); starting from epoch 0")
         checkpoint.remove(path)
@@ -103,12 +104,6 @@ def _agreed(saved: checkpoint.Saved, attempts: list[list[dict[str, Any]]]) -> li
 def _text(record: dict[str, Any]) -> str:
     """A record compared as text: NaN equals NaN, and float digits are exact."""
     return json.dumps(record, sort_keys=True)
-
-
-def after_record(places: Places, claim: Lease, run: Any, record: dict[str, Any]) -> None:
-    """Checkpoint the run at the record the store has just taken."""
-    spec = claim.spec
-    checkpoint.save(places.checkpoint(spec.run_id), spec.run_id, spec.to_json(), run.position, record, run.model)
 
 
 def keep_model(places: Places, run_id: str, status: str, model: Any) -> None:

@@ -1,4 +1,4 @@
-"""The worker loop: claim a run, train it, write its records, repeat.
+"""The worker loop: claim a run (and the queued runs that pack with it), train them, repeat.
 
 Runs in its own process (``python -m sweep worker``), started by ``run`` or by hand on
 another machine, and reports to whoever started it through event lines on stdout
@@ -10,23 +10,19 @@ events handed to a callback. TensorFlow is imported only after the device set-up
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import signal
 import sys
 import time
-import traceback
 from collections.abc import Iterator
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from typing import Any
-
-import optuna
 
 from sweep import vocab
 from sweep.config import UnknownSettings
 from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
-from sweep.run import events, resume, watchdog
-from sweep.run.endings import Ending, end_run, pruned_error, rss_mb, should_prune, taken_back
+from sweep.run import driver, events, mates, resume, watchdog
+from sweep.run.endings import rss_mb
 from sweep.store import DEFAULT_POLICY, Lease, RetryPolicy, Store, is_disk_full, redact
 
 IDLE_POLL_SECONDS = 2.0
@@ -106,7 +102,6 @@ def _work(
     pack: int | None,
     dog: watchdog.Watchdog | None,
 ) -> int:
-    from sweep.run import pack_worker
     from sweep.train import devices
 
     replicas = max((s.point.train.gpus for s in store.queued()), default=1)
@@ -133,22 +128,18 @@ def _work(
             return EXIT_RECYCLE
         mirrored = needed if needed > 1 else mirrored
         claims = [store.start(claim)]  # a search slot: its lr is drawn now
-        size = pack_worker.size_for(claim, pack, places, alone)
+        size = mates.size_for(claim, pack, places, alone)
         if size > 1:
-            claims += [store.start(m) for m in pack_worker.claim_mates(store, claim, size, places, alone)[1:]]
+            claims += [store.start(m) for m in mates.claim_mates(store, claim, size, places, alone)[1:]]
         try:
             with heartbeats(store, claims), dog.watching(claims) if dog else contextlib.nullcontext():
-                if len(claims) > 1:
-                    statuses = pack_worker.run_pack(store, claims, emit, places)
-                    ended = [(status, True) for status in statuses]
-                    alone |= {c.spec.run_id for c, s in zip(claims, statuses, strict=True) if s == vocab.INTERRUPTED}
-                else:
-                    ended = [run_one(store, claims[0], emit, places)]
+                ended = driver.train(store, claims, emit, places)
         except KeyboardInterrupt:
             for taken in claims:
                 store.requeue(taken, "interrupted before the run finished")
                 emit(events.RunInterrupted(taken.spec.run_id))
             return EXIT_INTERRUPTED
+        alone |= {c.spec.run_id for c, (status, _) in zip(claims, ended, strict=True) if status == vocab.INTERRUPTED}
         for taken, (status, retryable) in zip(claims, ended, strict=True):
             if status == vocab.FAILED and store.retry(taken, policy, retryable):
                 emit(events.RunRetried(taken.spec.run_id, taken.spec.point.train.epochs))
@@ -174,70 +165,3 @@ def max_rss_mb() -> float:
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
-
-
-def run_one(store: Store, claim: Lease, emit: events.Emit, places: resume.Places | None = None) -> tuple[str, bool]:
-    """Train one claimed run to its end; record every epoch as it finishes, and checkpoint it there.
-    A run with a checkpoint the store agrees with goes on from it (sweep/run/resume.py).
-
-    Returns its status and whether another attempt could end differently: a run that
-    failed on its data (sweep.train.datafiles.DataError) fails the same way again.
-
-    A search trial reports the search's metric to Optuna after every epoch and stops
-    early (status pruned) when the search's pruner says its curve is below the median.
-    """
-    from sweep.train.data import DataError
-    from sweep.train.records import Diverged, total_steps
-    from sweep.train.trainer import Run, forget_compiled
-    from sweep.train.usercode import UserCodeError
-
-    spec = claim.spec
-    emit(events.RunStarted(spec.run_id, spec.point.train.epochs))
-    places = places or resume.places(store.target, store.name)
-    status = vocab.FAILED
-    error = None
-    epochs = spec.point.train.epochs
-    retryable = True
-    last: dict[str, Any] | None = None
-    run = None
-    try:
-        run = Run(spec)
-        store.record_info(claim, asdict(run.info))
-        epochs = math.ceil(total_steps(spec.point.train, run.info.steps_per_epoch) / run.info.steps_per_epoch)
-        if epochs != spec.point.train.epochs:  # a steps budget: known once the data is loaded
-            emit(events.EpochsKnown(spec.run_id, spec.point.train.epochs, epochs))
-        resumed = resume.resume(store, claim, run, places)
-        last = resumed[1] if resumed else None
-        for record in run.epochs(resumed[0] if resumed else None):
-            last = record.to_dict()
-            with resume.uninterrupted():  # the store's record and its checkpoint, both or neither
-                store.record_epoch(claim, last)
-                resume.after_record(places, claim, run, last)
-            emit(events.EpochDone(spec.run_id, epochs, last))
-            if should_prune(claim, record.epoch, epochs):
-                status = vocab.PRUNED
-                error = pruned_error(claim, record.epoch)
-                break
-        else:  # every epoch trained, or stopped early by its rule; an exception above leaves it failed
-            status = vocab.DONE
-            if run.stopped_early is not None:
-                store.record_fact(claim, vocab.STOPPED_EARLY, run.stopped_early)
-    except Diverged as err:
-        status, error = vocab.DIVERGED, str(err)
-    except KeyboardInterrupt:
-        raise
-    except OSError as err:
-        if is_disk_full(err):
-            raise  # not this run's fault, and nothing more can be recorded: the worker stops
-        error = traceback.format_exc()
-    except (DataError, UserCodeError):  # fails the same way again
-        error, retryable = traceback.format_exc(), False
-    except optuna.exceptions.UpdateFinishedTrialError:
-        return taken_back(spec.run_id, emit)
-    except Exception:  # noqa: BLE001 - any error of one run is recorded, and the sweep goes on
-        error = traceback.format_exc()
-    finally:
-        if status not in (vocab.DONE, vocab.PRUNED):  # its model may be broken: the next run builds its own
-            forget_compiled()  # also on Ctrl-C, which leaves the status failed until the run is re-queued
-    ending = Ending(status, error, epochs, last)
-    return end_run(store, claim, emit, places, ending, run.model if run else None), retryable

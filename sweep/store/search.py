@@ -26,8 +26,9 @@ import optuna
 from optuna.trial import TrialState
 
 from sweep import vocab
+from sweep.base.seeds import derive_seed
 from sweep.config import SEARCH_METRICS, lr_range
-from sweep.config.plan import RunSpec, SearchGroup, at_lr, derive_seed
+from sweep.config.plan import RunSpec, SearchGroup, at_lr
 from sweep.store import queue
 
 SEARCHES_ATTR = "lr_searches"  # on the sweep study: group id -> the search's settings, for every worker

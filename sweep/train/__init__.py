@@ -7,8 +7,9 @@ workers (sweep/run); TensorFlow (or another Keras backend) is imported only insi
 - `data`, `datafiles`, `glyphs`: the built-in datasets, the user's own files and loader, the split and batches;
 - `usercode`: importing and calling the user's builder, loader and callbacks;
 - `model`, `optim`, `warmup`: the built-in model, the optimizers, the warm-up schedule;
-- `trainer`: `Run`, one run's training loop, its records and its compiled-model cache;
-- `pack`, `tower_optimizer`: several runs trained as towers of one model;
+- `trainer`: `Trainer`, the one training loop, for a run alone or a pack: epochs, records, positions;
+- `single`, `pack`, `tower_optimizer`: the compiled model it drives, a run's own or K runs as towers of one;
+- `compiled`: the compiled model kept between runs of one graph, and seeding;
 - `records`: what a record holds, and when records are taken;
 - `recal`: BatchNorm statistics recalibrated for the records' second reading;
 - `noise`: the gradient noise scale;

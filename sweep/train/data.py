@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from sweep.base import atomic
+from sweep.base.seeds import derive_seed
 from sweep.config.keys import DIGITS, FOLDER, GLYPHS120, LOADER, NPZ, DataConfig
-from sweep.config.plan import derive_seed
 from sweep.train import backends
 from sweep.train.datafiles import DataError, folder_source, loader_source, npz_source, resize, skipped_files
 

@@ -31,39 +31,26 @@ says K. The time a run takes alone is `--pack 1`'s, or `sweep time`'s quiet meas
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from sweep.config import declared, stopping
+from sweep.config import declared
 from sweep.config.plan import RunSpec
-from sweep.train import backends, checkpoint, devices, optim, recal, tower_optimizer
+from sweep.train import backends, devices, optim, recal, tower_optimizer
 from sweep.train import data as data_module
 from sweep.train import model as model_module
-from sweep.train.records import (
-    Diverged,
-    EpochRecord,
-    assemble,
-    balanced,
-    check_finite,
-    epoch_number,
-    record_stops,
-    total_steps,
-)
-from sweep.train.trainer import (
+from sweep.train.compiled import (
     COMPILED,
     EVAL_BATCH,
     forget_compiled,
     graph_key,
-    recalibrated,
-    run_info,
     seed_everything,
     steps_per_execution,
 )
+from sweep.train.single import raw_recalibrated
 
 # Towers per pack for each batch size when `--pack` is not given (a batch size between two rows takes
 # the smaller one's; none listed: one run per pack). Empty: on 2026-12-05 (results/bench/pack.md) a
@@ -88,149 +75,66 @@ def pack_key(spec: RunSpec) -> tuple | None:
 
 
 class Unpackable(Exception):
-    """Runs that cannot train as one pack after all; the worker trains each alone (sweep/run/pack_worker.py)."""
+    """Runs that cannot train as one pack after all; the worker trains each alone (sweep/run/driver.py)."""
 
 
-@dataclass
-class Tower:
-    """One run of a pack: its data, its place in the model, where it stands."""
+class Towers:
+    """The compiled model of K runs trained together, one tower each; every call answers per tower."""
 
-    spec: RunSpec
-    split: data_module.Split
-    model: Any  # the run's own model, a layer of the pack
-    position: checkpoint.Position
-    watch: stopping.Watch | None
-    stopped_early: int | None = None
-    ended: bool = False  # diverged, stopped early or pruned: trained on, not recorded
+    def __init__(self, specs: list[RunSpec], splits: list[data_module.Split], steps_per_epoch: int) -> None:
+        self.specs = specs
+        self.splits = splits
+        self.replicas = devices.replicas_for(1)
+        self.model, self.towers, self.reused = _model_for(specs, splits[0], steps_per_epoch)
+        self.strategy = COMPILED.strategy
+        self.own_model = self.towers[0]  # whose parameters each run counts
+        self.callbacks: list[Any] = []  # packs take no user callbacks (pack_key)
 
-
-class PackedRun:
-    """K prepared runs trained together. Iterate `records()`."""
-
-    def __init__(self, specs: list[RunSpec]) -> None:
-        splits = [data_module.load_split(spec.point.data) for spec in specs]
-        first, split = specs[0], splits[0]
-        steps = math.ceil(len(split.y_train) / first.point.train.batch_size)
-        self.steps_per_epoch = steps
-        self.model, models, reused = _model_for(specs, split, steps)
-        start = checkpoint.Position(0, 0)
-        self.towers = [Tower(sp, s, m, start, _watch(sp)) for sp, s, m in zip(specs, splits, models, strict=True)]
-        self.info = run_info(first, split, self.model, devices.replicas_for(1), reused, tower=models[0])
-
-    def records(self) -> Iterator[dict[int, EpochRecord | Diverged]]:
-        """At every record stop, each live tower's record (or its Diverged), by tower index.
-        Before a record is yielded, its tower's `position` says where it stands, for its checkpoint.
-        """
-        cfg = self.towers[0].spec.point.train
-        stops = record_stops(self.steps_per_epoch, total_steps(cfg, self.steps_per_epoch), cfg.eval_every_steps)
-        for epoch, epoch_stops in enumerate(stops, start=1):
-            for index, found in self._one_epoch(epoch, epoch_stops):
-                last = index == len(epoch_stops) - 1 and epoch < len(stops)
-                for k, record in found.items():
-                    self._advance(self.towers[k], epoch, index, record, last)
-                yield found
-                for k, record in found.items():
-                    tower = self.towers[k]
-                    tower.ended = tower.ended or isinstance(record, Diverged) or tower.position.stopped
-                if all(t.ended for t in self.towers):  # nothing left to record
-                    return
-
-    def end(self, k: int) -> None:
-        """Stop recording tower `k` (a pruned search trial)."""
-        self.towers[k].ended = True
-
-    def _advance(self, tower: Tower, epoch: int, index: int, record: EpochRecord | Diverged, last: bool) -> None:
-        if isinstance(record, Diverged):
-            return
-        stop = last and tower.watch is not None and tower.watch.stop(record.to_dict())
-        state = [tower.watch.best, tower.watch.waited] if tower.watch is not None else None
-        tower.position = replace(tower.position, watch=state, stopped=stop)
-        if stop:
-            tower.stopped_early = epoch
-
-    def _one_epoch(self, epoch: int, stops: list[int]) -> Iterator[tuple[int, dict[int, EpochRecord | Diverged]]]:
-        """Train the pack up to each stop of the epoch; the live towers' records at each."""
-        batch = self.towers[0].spec.point.train.batch_size
-        orders = [
-            data_module.epoch_order(t.split.y_train, t.spec.point.data.shuffle, t.spec.seed, epoch) for t in self.towers
-        ]
-        xs = [t.split.x_train[o] for t, o in zip(self.towers, orders, strict=True)]
-        ys = [t.split.y_train[o] for t, o in zip(self.towers, orders, strict=True)]
-        done, seconds = 0, 0.0
-        stretches: list[list[tuple[float, float, int]]] = [[] for _ in self.towers]
-        for index, stop in enumerate(stops):
-            rows = slice(done * batch, stop * batch)
-            history, took = self._fit([x[rows] for x in xs], [y[rows] for y in ys], epoch)
-            seconds += took
-            images = len(ys[0][rows])
-            for k, kept in enumerate(stretches):
-                accuracy, loss = history[f"tower{k}_accuracy"][-1], history[f"tower{k}_{RUN_LOSS}"][-1]
-                kept.append((float(accuracy), float(loss), images))
-            done = stop
-            number = epoch_number(epoch, done, self.steps_per_epoch)
-            share = seconds / len(self.towers)  # each run's share of the pack's time
-            found = self._records(number, stretches, share)
-            for k in found:
-                self.towers[k].position = checkpoint.Position(epoch, index, [list(s) for s in stretches[k]], share)
-            yield index, found
-
-    def _fit(self, xs: list[np.ndarray], ys: list[np.ndarray], epoch: int) -> tuple[dict[str, list[float]], float]:
-        batch = self.towers[0].spec.point.train.batch_size
-        dataset = data_module.batches(tuple(xs), tuple(ys), batch)
+    def fit(self, xs: list[np.ndarray], ys: list[np.ndarray], epoch: int) -> tuple[list[tuple[float, float]], float]:
+        """Train every tower on its own stretch; each one's running accuracy and loss at its end."""
+        dataset = data_module.batches(tuple(xs), tuple(ys), self.specs[0].point.train.batch_size)
         started = time.perf_counter()
         # No TerminateOnNaN: one tower's NaN must not stop the others (each is checked at its record).
-        history = self.model.fit(dataset, initial_epoch=epoch - 1, epochs=epoch, verbose=0, shuffle=False)
-        return history.history, time.perf_counter() - started
+        history = self.model.fit(dataset, initial_epoch=epoch - 1, epochs=epoch, verbose=0, shuffle=False).history
+        took = time.perf_counter() - started
+        ends = [(history[f"tower{k}_accuracy"][-1], history[f"tower{k}_{RUN_LOSS}"][-1]) for k in range(len(xs))]
+        return [(float(accuracy), float(loss)) for accuracy, loss in ends], took
 
-    def _records(
-        self, epoch: float, stretches: list[list[tuple[float, float, int]]], seconds: float
-    ) -> dict[int, EpochRecord | Diverged]:
-        live = [k for k, t in enumerate(self.towers) if not t.ended]
-        step = int(self.model.optimizer.iterations.numpy())
-        found: dict[int, EpochRecord | Diverged] = {}
-        for k in live:
-            try:
-                check_finite(epoch, step, stretches[k])
-            except Diverged as err:
-                found[k] = err
-        healthy = [k for k in live if k not in found]
-        if not healthy:
-            return found
-        train_eval = evaluate_towers(self.model, [(t.split.x_train_eval, t.split.y_train_eval) for t in self.towers])
-        val = evaluate_towers(self.model, [(t.split.x_val, t.split.y_val) for t in self.towers])
-        predicted = self._predicted()
-        recal_fields = self._recalibrated(train_eval, val) if self.towers[0].spec.point.train.recalibrate_bn else None
-        for k in healthy:
-            tower = self.towers[k]
-            extra: dict[str, float] = dict(recal_fields[k]) if recal_fields else {}
-            if predicted is not None:
-                extra |= balanced(predicted[k], tower.split.y_train_eval)
-            lr = tower_optimizer.current_lr(self.model.optimizer, k)
-            found[k] = assemble(epoch, step, stretches[k], seconds, train_eval[k], val[k], lr, extra)
-        return found
+    def evaluate(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
+        """Each tower's accuracy and loss in inference mode on its own (x, y), one `evaluate` for all."""
+        return evaluate_towers(self.model, pairs)
 
-    def _recalibrated(self, train_eval: list[dict[str, float]], val: list[dict[str, float]]) -> list[dict[str, float]]:
+    def recalibrated(self, train_eval: list[dict[str, float]], val: list[dict[str, float]]) -> list[dict[str, float]]:
         """Each tower's *_recal fields, all K recalibrated and evaluated at once (a twin pack, `_Twins`)."""
-        first = self.towers[0].spec
+        first = self.specs[0]
         if not first.point.model.batchnorm:  # nothing to recalibrate: the raw numbers, as alone
-            raw = zip(self.towers, train_eval, val, strict=True)
-            return [recalibrated(first, t.split, [], e, v) for t, e, v in raw]
+            return [raw_recalibrated(e, v) for e, v in zip(train_eval, val, strict=True)]
         if COMPILED.twin is None:  # built and traced once per compiled pack, like its training function
-            point, classes = first.point, self.towers[0].split.num_classes
+            point, classes = first.point, self.splits[0].num_classes
             COMPILED.twin = _Twins(
                 lambda: model_module.build_model(point.model, point.data.image_size, classes, point.data.channels),
-                len(self.towers),
+                len(self.specs),
             )
-        numbers = COMPILED.twin.evaluate([t.model.get_weights() for t in self.towers], [t.split for t in self.towers])
+        numbers = COMPILED.twin.evaluate([t.get_weights() for t in self.towers], self.splits)
         return [n.fields() for n in numbers]
 
-    def _predicted(self) -> list[np.ndarray] | None:
-        """Each tower's class probabilities on its train_eval set, for the balanced accuracy (imbalanced data)."""
-        if not self.towers[0].spec.point.data.imbalance:
-            return None
-        images = data_module.batches(tuple(t.split.x_train_eval for t in self.towers), None, EVAL_BATCH)
-        outputs = self.model.predict(images, verbose=0)
-        return list(outputs)
+    def predicted(self, xs: list[np.ndarray]) -> list[np.ndarray]:
+        """Each tower's class probabilities on its x (the balanced accuracy of imbalanced data)."""
+        return list(self.model.predict(data_module.batches(tuple(xs), None, EVAL_BATCH), verbose=0))
+
+    def noise_scale(self, step: int) -> dict[str, float]:
+        raise Unpackable("the noise scale is measured on a run alone (pack_key)")
+
+    def lr(self, k: int) -> float:
+        """The learning rate the optimizer applies to tower `k` now."""
+        return tower_optimizer.current_lr(self.model.optimizer, k)
+
+    def view(self, k: int) -> TowerView:
+        """What run `k`'s checkpoint holds: its tower as its run's own model would hold it."""
+        return tower_view(self.model, k)
+
+    def end(self) -> None:
+        """Nothing to tell: packs take no user callbacks."""
 
 
 @dataclass(frozen=True)
@@ -305,11 +209,6 @@ def evaluate_towers(model: Any, pairs: list[tuple[np.ndarray, np.ndarray]]) -> l
     ]
 
 
-def _watch(spec: RunSpec) -> stopping.Watch | None:
-    rule = stopping.parse(spec.point.train.early_stopping)
-    return stopping.Watch(rule) if rule else None
-
-
 def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: int) -> tuple[Any, list[Any], bool]:
     """(compiled pack model, each run's tower, whether the compiled model was reused). Each tower is
     seeded and built as its run would be alone; a cached pack of the same graph takes their weights.
@@ -344,7 +243,7 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
         jit_compile=backends.jit_compile(),
         steps_per_execution=steps_per_execution(first.point.train.batch_size, 1),
     )
-    COMPILED.key, COMPILED.model, COMPILED.strategy = key, model, devices.strategy_for(replicas)
+    COMPILED.keep(key, model, devices.strategy_for(replicas))
     return model, fresh, False
 
 

@@ -40,7 +40,7 @@ DEFAULT_REPEATS = 3
 
 def measure(specs: Iterable[RunSpec], repeats: int, say: Callable[[str], None]) -> list[dict[str, Any]]:
     """Time one epoch of training per configuration, `repeats` times alternating; one row each."""
-    from sweep.train.trainer import Run
+    from sweep.train.trainer import Trainer
 
     chosen = configurations(specs)
     devices.configure_replicas(max((s.point.train.gpus for s in chosen.values()), default=1))
@@ -48,7 +48,7 @@ def measure(specs: Iterable[RunSpec], repeats: int, say: Callable[[str], None]) 
     prepared = {}
     for i, (key, spec) in enumerate(chosen.items(), start=1):
         say(f"tracing #{i} of {len(chosen)}: batch {spec.point.train.batch_size}, gpus {spec.point.train.gpus} ({key})")
-        prepared[key] = run = Run(spec)
+        prepared[key] = run = Trainer.alone(spec)
         run.timed_epoch(1)  # traces the training function: never timed
     times: dict[str, list[float]] = {key: [] for key in chosen}
     for r in range(1, repeats + 1):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweep.train import backends, optim
-from sweep.train.trainer import zero_optimizer
+from sweep.train.compiled import zero_optimizer
 
 
 def build(name: str, schedules: list[Any], towers: list[Any]) -> Any:

@@ -1,4 +1,5 @@
-"""One run: `RunSpec -> iterator of EpochRecord`. No file I/O; the worker writes.
+"""The one trainer: `Trainer(specs)` trains K runs that share a compiled graph; K = 1 is a run alone.
+No file I/O; the worker writes (sweep/run/driver.py).
 
 Each epoch is one `model.fit(..., initial_epoch=e, epochs=e+1)` call on that
 epoch's batches, followed by two inference-mode evaluations: a fixed subset of
@@ -20,39 +21,33 @@ and `train_loss` are Keras's running means since the start of the epoch
 (stretch means weighted by images). With every control at its default an epoch
 is one `fit` call, exactly as before the controls existed.
 
-Seeding is in one place (`seed_everything`): weights from a sub-seed of the
-run seed, data order from another, and TensorFlow op determinism on, so the
-same spec gives identical records (timings aside).
+A run alone trains in its own compiled model (sweep/train/single.py: replicas, user callbacks,
+the noise scale); K runs train as the towers of one model (sweep/train/pack.py), their records
+equal to each run's alone. Both answer the trainer's calls (`Engine`) per run, so the epochs,
+records, positions, early stopping and divergence below are written once. The compiled model is
+kept for the next run of the same graph, and seeded in one place (sweep/train/compiled.py).
 
-A worker trains many runs of one architecture, and tracing Keras's training
-and evaluation functions costs 4-5 s per run on a CPU (docs/levers.md). So the
-last compiled model is kept (`_CompiledCache`) and reused by the next run whose
-graph is the same (`graph_key`): it gets that run's freshly initialised weights
-and a zeroed optimizer, and trains bit for bit like a fresh model
-(tests/test_train.py). `forget_compiled` drops it after a failed run.
-
-`Run.position` says where the run stands after each record, for its checkpoint
-(sweep/train/checkpoint.py); `epochs(position)` goes on from a restored one.
+Each run's `position` says where it stands after each record, for its checkpoint
+(sweep/train/checkpoint.py); `records(position)` goes on from a restored one (a run alone).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import numpy as np
 
-from sweep import vocab
-from sweep.config import declared, stopping
-from sweep.config.plan import RunSpec, derive_seed
-from sweep.train import backends, checkpoint, devices, noise, optim, recal, usercode
+from sweep.config import stopping
+from sweep.config.plan import RunSpec
+from sweep.train import backends, checkpoint, devices
 from sweep.train import data as data_module
 from sweep.train import model as model_module
+from sweep.train.pack import Towers
 from sweep.train.records import (
+    Diverged,
     EpochRecord,
     assemble,
     balanced,
@@ -61,11 +56,49 @@ from sweep.train.records import (
     record_stops,
     total_steps,
 )
+from sweep.train.single import Single
 
-EVAL_BATCH = 512  # fixed, so evaluation numbers do not depend on the training batch size
-# Small batches run this many images per call into TensorFlow (steps_per_execution), so the
-# Python side of a step is paid once per 128 images: 1.20x less CPU at batch 8, same numbers.
-IMAGES_PER_EXECUTION = 128
+
+class Engine(Protocol):
+    """A trainer's compiled model, for one run (`Single`) or a pack (`Towers`); every list is per run."""
+
+    model: Any  # the compiled Keras model that trains
+    strategy: Any
+    replicas: devices.Replicas
+    reused: bool  # the previous run's compiled model, with fresh weights: no tracing
+    own_model: Any  # the first run's own model, whose parameters it counts
+
+    def fit(self, xs: list[np.ndarray], ys: list[np.ndarray], epoch: int) -> tuple[list[tuple[float, float]], float]:
+        """Train a stretch; each run's running accuracy and loss at its end, and the seconds it took."""
+        ...
+
+    def evaluate(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
+        """Each run's accuracy and loss in inference mode on its own (x, y)."""
+        ...
+
+    def recalibrated(self, train_eval: list[dict[str, float]], val: list[dict[str, float]]) -> list[dict[str, float]]:
+        """Each run's *_recal fields."""
+        ...
+
+    def predicted(self, xs: list[np.ndarray]) -> list[np.ndarray]:
+        """Each run's class probabilities on its x."""
+        ...
+
+    def noise_scale(self, step: int) -> dict[str, float]:
+        """The noise-scale fields of a run alone."""
+        ...
+
+    def lr(self, k: int) -> float:
+        """Run k's learning rate now."""
+        ...
+
+    def view(self, k: int) -> Any:
+        """Run k's variables as its checkpoint holds them."""
+        ...
+
+    def end(self) -> None:
+        """The runs have ended (a run alone's user callbacks are told)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -91,324 +124,221 @@ class RunInfo:
     backend: str = backends.TENSORFLOW  # Keras's backend (KERAS_BACKEND); runs on different backends never pair
 
 
-class Run:
-    """A prepared run: data loaded, model built under its strategy. Iterate `epochs()`."""
+@dataclass
+class RunState:
+    """One run of a trainer: its spec, its data, and where it stands."""
 
-    def __init__(self, spec: RunSpec) -> None:
-        self.spec = spec
-        self.split = data_module.load_split(spec.point.data)  # seeds of its own: no global random state
-        replicas = devices.replicas_for(spec.point.train.gpus)
-        batch = spec.point.train.batch_size
-        steps_per_epoch = math.ceil(len(self.split.y_train) / batch)
-        devices.check_even_split(replicas, len(self.split.y_train), batch)
-        self.strategy, self.model, reused = COMPILED.model_for(spec, self.split, steps_per_epoch, replicas)
-        self.info = run_info(spec, self.split, self.model, replicas, reused)
-        self.callbacks = usercode.callbacks(spec.point.train.callbacks)  # fresh ones per run
-        self.stopped_early: int | None = None  # the epoch after which train.early_stopping (or a callback) stopped it
-        self.position = checkpoint.Position(0, 0)  # where the run stands after its latest record
+    spec: RunSpec
+    split: data_module.Split
+    watch: stopping.Watch | None  # its early-stopping rule's state, if it has one
+    position: checkpoint.Position = field(default_factory=lambda: checkpoint.Position(0, 0))
+    stopped_early: int | None = None  # the epoch after which its rule (or a callback) stopped it
+    ended: bool = False  # diverged, stopped early or pruned: trained on in a pack, not recorded
+
+
+class Trainer:
+    """K prepared runs that share a compiled graph, trained together; K = 1 is a run alone.
+
+    Its compiled model (`engine`) is the run's own model for one run (sweep/train/single.py) and the
+    towers of one model for several (sweep/train/pack.py); either answers every call per run, so the
+    epochs, records and positions below are one code path for both.
+    """
+
+    def __init__(self, specs: list[RunSpec]) -> None:
+        splits = [data_module.load_split(spec.point.data) for spec in specs]  # seeds of their own
+        first, split = specs[0], splits[0]
+        self.steps_per_epoch = math.ceil(len(split.y_train) / first.point.train.batch_size)
+        self.engine: Engine = (
+            Single(first, split, self.steps_per_epoch)
+            if len(specs) == 1
+            else Towers(specs, splits, self.steps_per_epoch)
+        )
+        self.runs = [RunState(spec, s, _watch(spec)) for spec, s in zip(specs, splits, strict=True)]
+        self.info = run_info(first, split, self.engine)
+
+    @classmethod
+    def alone(cls, spec: RunSpec) -> Trainer:
+        """A trainer of one run."""
+        return cls([spec])
+
+    @property
+    def model(self) -> Any:
+        """The compiled model that trains: the run's own, or the pack's."""
+        return self.engine.model
+
+    @property
+    def strategy(self) -> Any:
+        """The distribution strategy the model was built under (replicas of a run alone)."""
+        return self.engine.strategy
 
     def epochs(self, resume: checkpoint.Position | None = None) -> Iterator[EpochRecord]:
-        """The run's records in order; from `resume` on, those after it (a restored checkpoint's).
+        """A run alone's records in order (`records` for one run); Diverged is raised where its loss
+        became NaN or infinite.
+        """
+        for found in self.records(resume):
+            record = found[0]
+            if isinstance(record, Diverged):
+                raise record
+            yield record
 
-        Before each record is yielded, `position` says where the run then stands, early stopping's
+    def records(self, resume: checkpoint.Position | None = None) -> Iterator[dict[int, EpochRecord | Diverged]]:
+        """At every record stop, each live run's record (or its Diverged), by run index; from `resume`
+        on (a restored checkpoint's, a run alone only), those after it.
+
+        Before a record is yielded, its run's `position` says where it then stands, early stopping's
         verdict at the end of an epoch included, so a checkpoint written at the record is complete.
         """
-        cfg, steps_per_epoch = self.spec.point.train, self.info.steps_per_epoch
-        stops = record_stops(steps_per_epoch, total_steps(cfg, steps_per_epoch), cfg.eval_every_steps)
-        rule = stopping.parse(cfg.early_stopping)
-        watch = stopping.Watch(rule) if rule else None
-        if watch is not None and resume is not None and resume.watch is not None:
-            watch.best, watch.waited = resume.watch[0], int(resume.watch[1])
-        if resume is not None and resume.stopped:  # stopped at its last record: nothing left to train
-            self.stopped_early = resume.epoch
+        yield from self._until_ended(resume)
+        self.engine.end()
+
+    def _until_ended(self, resume: checkpoint.Position | None) -> Iterator[dict[int, EpochRecord | Diverged]]:
+        """`records` up to the last record of the last run still recorded."""
+        cfg = self.runs[0].spec.point.train
+        stops = record_stops(self.steps_per_epoch, total_steps(cfg, self.steps_per_epoch), cfg.eval_every_steps)
+        if resume is not None:
+            self._resume(resume)
         for epoch, epoch_stops in enumerate(stops, start=1):
             if resume is not None and (resume.stopped or resume.covers(epoch, len(epoch_stops))):
                 continue
-            for record in self._one_epoch(epoch, epoch_stops, resume):
-                stop = self.position.index == len(epoch_stops) - 1 and (
-                    bool(self.model.stop_training) or (watch is not None and watch.stop(record.to_dict()))
-                )
-                stop = stop and epoch < len(stops)
-                state = [watch.best, watch.waited] if watch is not None else None
-                self.position = replace(self.position, watch=state, stopped=stop)
-                yield record
-            if self.position.stopped:
-                self.stopped_early = epoch
-                break
-        for callback in self.callbacks:
-            callback.end_run()
+            for index, found in self._one_epoch(epoch, epoch_stops, resume):
+                at_end = index == len(epoch_stops) - 1
+                for k, record in found.items():
+                    self._advance(self.runs[k], epoch, at_end and epoch < len(stops), at_end, record)
+                yield found
+                for k, record in found.items():
+                    run = self.runs[k]
+                    run.ended = run.ended or isinstance(record, Diverged) or run.position.stopped
+                if all(run.ended for run in self.runs):  # nothing left to record
+                    return
 
-    def _one_epoch(self, epoch: int, stops: list[int], resume: checkpoint.Position | None) -> Iterator[EpochRecord]:
-        """Train one epoch up to each stop (steps into the epoch) in turn; a record at every stop.
+    def end(self, k: int) -> None:
+        """Stop recording run `k` (a pruned search trial); in a pack its tower trains on unrecorded."""
+        self.runs[k].ended = True
+
+    def view(self, k: int) -> Any:
+        """Run `k`'s model and optimizer variables as a checkpoint holds them (its own model's order)."""
+        return self.engine.view(k)
+
+    def timed_epoch(self, epoch: int) -> float:
+        """Train a run alone one whole epoch with no records and return its seconds (sweep/train/timing.py)."""
+        run = self.runs[0]
+        order = data_module.epoch_order(run.split.y_train, run.spec.point.data.shuffle, run.spec.seed, epoch)
+        return self.engine.fit([run.split.x_train[order]], [run.split.y_train[order]], epoch)[1]
+
+    def _resume(self, resume: checkpoint.Position) -> None:
+        """Take up a run alone's early-stopping state from its checkpoint's position."""
+        if len(self.runs) != 1:
+            raise ValueError("only a run alone resumes from a checkpoint")
+        run = self.runs[0]
+        if run.watch is not None and resume.watch is not None:
+            run.watch.best, run.watch.waited = resume.watch[0], int(resume.watch[1])
+        if resume.stopped:  # stopped at its last record: nothing left to train
+            run.stopped_early = resume.epoch
+
+    def _advance(self, run: RunState, epoch: int, may_stop: bool, at_end: bool, record: Any) -> None:
+        """After a record at the end of an epoch: whether the run stops there (`may_stop`: not its last)."""
+        if isinstance(record, Diverged):
+            return
+        stop = at_end and (
+            bool(self.engine.model.stop_training) or (run.watch is not None and run.watch.stop(record.to_dict()))
+        )
+        stop = stop and may_stop
+        state = [run.watch.best, run.watch.waited] if run.watch is not None else None
+        run.position = replace(run.position, watch=state, stopped=stop)
+        if stop:
+            run.stopped_early = epoch
+
+    def _one_epoch(
+        self, epoch: int, stops: list[int], resume: checkpoint.Position | None
+    ) -> Iterator[tuple[int, dict[int, EpochRecord | Diverged]]]:
+        """Train every run up to each stop (steps into the epoch) in turn; the live runs' records at each.
         An epoch a checkpoint stopped inside goes on from there, its running means included.
         """
-        split, batch = self.split, self.spec.point.train.batch_size
-        order = data_module.epoch_order(split.y_train, self.spec.point.data.shuffle, self.spec.seed, epoch)
-        x, y = split.x_train[order], split.y_train[order]
+        batch = self.runs[0].spec.point.train.batch_size
+        orders = [
+            data_module.epoch_order(r.split.y_train, r.spec.point.data.shuffle, r.spec.seed, epoch) for r in self.runs
+        ]
+        xs = [r.split.x_train[o] for r, o in zip(self.runs, orders, strict=True)]
+        ys = [r.split.y_train[o] for r, o in zip(self.runs, orders, strict=True)]
         first = resume.index + 1 if resume is not None and resume.epoch == epoch else 0
         done = 0
         seconds = 0.0
-        stretches = []
+        stretches: list[list[tuple[float, float, int]]] = [[] for _ in self.runs]
         if first and resume is not None:
             done = stops[first - 1]
             seconds = resume.seconds
-            stretches = [tuple(s) for s in resume.stretches]
+            stretches = [[tuple(s) for s in resume.stretches]]  # saved as lists
         for index in range(first, len(stops)):
             rows = slice(done * batch, stops[index] * batch)  # at the defaults: one stop, every row
-            history, took = self._fit(x[rows], y[rows], epoch)
+            ends, took = self.engine.fit([x[rows] for x in xs], [y[rows] for y in ys], epoch)
             seconds += took
-            stretches.append((float(history["accuracy"][-1]), float(history["loss"][-1]), len(y[rows])))
+            images = len(ys[0][rows])
+            for kept, (accuracy, loss) in zip(stretches, ends, strict=True):
+                kept.append((accuracy, loss, images))
             done = stops[index]
-            record = self._record(epoch_number(epoch, done, self.info.steps_per_epoch), stretches, seconds)
-            self.position = checkpoint.Position(epoch, index, [list(s) for s in stretches], seconds)
-            yield record
+            share = seconds / len(self.runs)  # each run's share of the machine time
+            found = self._records(epoch_number(epoch, done, self.steps_per_epoch), stretches, share)
+            for k in found:
+                self.runs[k].position = checkpoint.Position(epoch, index, [list(s) for s in stretches[k]], share)
+            yield index, found
 
-    def timed_epoch(self, epoch: int) -> float:
-        """Train one whole epoch with no records and return its seconds (sweep/train/timing.py)."""
-        split = self.split
-        order = data_module.epoch_order(split.y_train, self.spec.point.data.shuffle, self.spec.seed, epoch)
-        return self._fit(split.x_train[order], split.y_train[order], epoch)[1]
-
-    def _fit(self, x: Any, y: Any, epoch: int) -> tuple[dict[str, list[float]], float]:
-        import keras
-
-        dataset = data_module.batches(x, y, self.spec.point.train.batch_size)
-        started = time.perf_counter()
-        with devices.training_scope(self.strategy):
-            history = self.model.fit(
-                dataset,
-                initial_epoch=epoch - 1,
-                epochs=epoch,
-                verbose=0,
-                shuffle=False,
-                callbacks=[keras.callbacks.TerminateOnNaN(), *self.callbacks],
-            )
-        return history.history, time.perf_counter() - started
-
-    def _record(self, epoch: float, stretches: list[tuple[float, float, int]], seconds: float) -> EpochRecord:
-        """Evaluate now; train_acc and train_loss are the running means over the epoch's stretches so far."""
-        split, cfg = self.split, self.spec.point.train
-        step = int(self.model.optimizer.iterations.numpy())
-        check_finite(epoch, step, stretches)
-        train_eval = self._evaluate(split.x_train_eval, split.y_train_eval)
-        val = self._evaluate(split.x_val, split.y_val)
-        extra = self._noise_scale(step) if cfg.noise_scale else {}
-        if cfg.recalibrate_bn:
-            extra |= recalibrated(self.spec, split, self.model.get_weights(), train_eval, val)
-        if self.spec.point.data.imbalance:
-            predicted = self.model.predict(data_module.batches(split.x_train_eval, None, EVAL_BATCH), verbose=0)
-            extra |= balanced(predicted, split.y_train_eval)
-        return assemble(epoch, step, stretches, seconds, train_eval, val, optim.current_lr(self.model), extra)
-
-    def _noise_scale(self, step: int) -> dict[str, float]:
-        """B_simple at the current weights, from training batches drawn by a sub-seed of the run seed."""
-        import keras
-
-        if COMPILED.gradient is None:  # traced once per compiled model, like its training function
-            COMPILED.gradient = noise.keras_gradient(self.model, keras.losses.SparseCategoricalCrossentropy())
-        rng = np.random.default_rng(derive_seed(self.spec.seed, "noise-scale", step))
-        with noise.preserved(self.model):
-            measured = noise.measure(
-                COMPILED.gradient, self.split.x_train, self.split.y_train, self.spec.point.train.batch_size, rng
-            )
-        return {
-            vocab.NOISE_SCALE: measured.b_simple,
-            vocab.GRAD_NORM_SQ: measured.grad_norm_sq,
-            vocab.GRAD_NOISE_TRACE: measured.grad_noise_trace,
-        }
-
-    def _evaluate(self, x: Any, y: Any) -> dict[str, float]:
-        result = self.model.evaluate(data_module.batches(x, y, EVAL_BATCH), verbose=0, return_dict=True)
-        return {"accuracy": float(result["accuracy"]), "loss": float(result["loss"])}
+    def _records(
+        self, epoch: float, stretches: list[list[tuple[float, float, int]]], seconds: float
+    ) -> dict[int, EpochRecord | Diverged]:
+        """Evaluate now, once for every live run; train_acc and train_loss are the running means over
+        each run's stretches of the epoch so far.
+        """
+        live = [k for k, run in enumerate(self.runs) if not run.ended]
+        step = int(self.engine.model.optimizer.iterations.numpy())
+        found: dict[int, EpochRecord | Diverged] = {}
+        for k in live:
+            try:
+                check_finite(epoch, step, stretches[k])
+            except Diverged as err:
+                found[k] = err
+        healthy = [k for k in live if k not in found]
+        if not healthy:
+            return found
+        point = self.runs[0].spec.point
+        train_eval = self.engine.evaluate([(r.split.x_train_eval, r.split.y_train_eval) for r in self.runs])
+        val = self.engine.evaluate([(r.split.x_val, r.split.y_val) for r in self.runs])
+        measured = self.engine.noise_scale(step) if point.train.noise_scale else {}
+        recalibrated = self.engine.recalibrated(train_eval, val) if point.train.recalibrate_bn else None
+        predicted = self.engine.predicted([r.split.x_train_eval for r in self.runs]) if point.data.imbalance else None
+        for k in healthy:
+            extra = dict(measured) | (recalibrated[k] if recalibrated else {})
+            if predicted is not None:
+                extra |= balanced(predicted[k], self.runs[k].split.y_train_eval)
+            found[k] = assemble(epoch, step, stretches[k], seconds, train_eval[k], val[k], self.engine.lr(k), extra)
+        return found
 
 
-def recalibrated(
-    spec: RunSpec, split: data_module.Split, weights: list[Any], train_eval: dict[str, float], val: dict[str, float]
-) -> dict[str, float]:
-    """The *_recal fields: the evaluations again, BatchNorm statistics recomputed for these weights."""
-    if not spec.point.model.batchnorm:  # nothing to recalibrate: the raw numbers
-        numbers = recal.Recalibrated(train_eval["accuracy"], train_eval["loss"], val["accuracy"], val["loss"])
-    else:
-        if COMPILED.twin is None:  # built and traced once per compiled model, like its training function
-            point, classes = spec.point, split.num_classes
-            COMPILED.twin = recal.Twin(
-                lambda: model_module.build_model(point.model, point.data.image_size, classes, point.data.channels),
-                EVAL_BATCH,
-            )
-        numbers = COMPILED.twin.evaluate(weights, split)
-    return numbers.fields()
+def _watch(spec: RunSpec) -> stopping.Watch | None:
+    rule = stopping.parse(spec.point.train.early_stopping)
+    return stopping.Watch(rule) if rule else None
 
 
-def run_info(
-    spec: RunSpec, split: data_module.Split, model: Any, replicas: devices.Replicas, reused: bool, tower: Any = None
-) -> RunInfo:
-    """The facts of a prepared run: `model` is the compiled model it trains in (a pack's, with
-    `tower` its own model among the pack's; sweep/train/pack.py).
-    """
+def run_info(spec: RunSpec, split: data_module.Split, engine: Engine) -> RunInfo:
+    """The facts of a prepared run (the first of a pack: its runs share them but the seed)."""
     import keras
 
     batch = spec.point.train.batch_size
     return RunInfo(
-        parameters=model_module.trainable_parameters(tower if tower is not None else model),
+        parameters=model_module.trainable_parameters(engine.own_model),
         train_samples=len(split.y_train),
         val_samples=len(split.y_val),
         num_classes=split.num_classes,
-        replicas=len(replicas.devices),
-        per_replica_batch=batch // len(replicas.devices),
-        virtual_devices=replicas.virtual,
-        devices=",".join(replicas.devices),
+        replicas=len(engine.replicas.devices),
+        per_replica_batch=batch // len(engine.replicas.devices),
+        virtual_devices=engine.replicas.virtual,
+        devices=",".join(engine.replicas.devices),
         steps_per_epoch=math.ceil(len(split.y_train) / batch),
         skipped_files=len(data_module.skipped_files(spec.point.data)),
         threads=devices.intra_op_threads(),
         cpu=devices.cpu_model(),
-        jit_compile=bool(model.jit_compile),
-        steps_per_execution=int(model.steps_per_execution),
-        reused_model=reused,
-        pack_size=len(model.outputs) if tower is not None else 1,
+        jit_compile=bool(engine.model.jit_compile),
+        steps_per_execution=int(engine.model.steps_per_execution),
+        reused_model=engine.reused,
+        pack_size=len(engine.model.outputs) if isinstance(engine, Towers) else 1,
         backend=keras.backend.backend(),
     )
-
-
-def seed_everything(seed: int) -> None:
-    """Weights from the run seed's "init" sub-seed; on TensorFlow, op determinism too (JAX on the
-    CPU is deterministic as it is). On torch, deterministic algorithms: an op without a
-    deterministic kernel raises rather than vary (on the CPU they all have one; on CUDA cuBLAS
-    needs its fixed workspace, set before it starts). The same records then need the same intra-op
-    thread count too (RunInfo.threads), as on TensorFlow.
-    """
-    import keras
-
-    set_random_seed(derive_seed(seed, "init"))
-    if keras.backend.backend() == backends.TENSORFLOW:
-        import tensorflow as tf
-
-        tf.config.experimental.enable_op_determinism()
-    elif keras.backend.backend() == backends.TORCH:
-        import torch
-
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True)
-
-
-def set_random_seed(seed: int) -> None:
-    """`keras.utils.set_random_seed` (Keras 3.15), without its `tf.random.set_seed` off TensorFlow:
-    that imports TensorFlow whenever it is installed, and only TensorFlow's own ops read it. The
-    rest is the state it sets: its global seed and fresh global seed generator (drawn from
-    Python's `random`), Python's and numpy's generators, and torch's on torch.
-    """
-    import random
-
-    import keras
-
-    if keras.backend.backend() == backends.TENSORFLOW:
-        keras.utils.set_random_seed(seed)
-        return
-    from keras.src.backend.common import global_state  # no public setter for these two
-    from keras.src.random import seed_generator
-    from keras.src.utils import rng_utils
-
-    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
-    global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
-    random.seed(seed)
-    np.random.seed(seed)
-    if keras.backend.backend() == backends.TORCH:
-        import torch
-
-        torch.manual_seed(seed)
-
-
-def steps_per_execution(batch_size: int, replicas: int) -> int:
-    """Optimizer steps per call into TensorFlow. One under MirroredStrategy: there Keras's
-    multi-step loop fails ("You must feed a value for placeholder tensor", Keras 3.15). One on
-    torch: Keras's torch trainer takes no other.
-    """
-    if replicas > 1 or backends.current() == backends.TORCH:
-        return 1
-    return max(1, IMAGES_PER_EXECUTION // batch_size)
-
-
-def graph_key(spec: RunSpec, num_classes: int, lr: Any, replicas: devices.Replicas) -> tuple:
-    """Everything that shapes a compiled model's graph: the values of the keys declared to (`keys.GRAPH`),
-    and what the graph takes from other keys: the number of classes, the replicas, the steps per execution
-    (from the batch size) and a warm-up schedule's numbers, which are traced into it. A constant learning
-    rate is not in it: it is a variable, set per run.
-    """
-    cfg = spec.point.train
-    schedule = lr.get_config() if not isinstance(lr, float) else None
-    shaping = tuple(spec.point.value(name) for name in declared.graph_keys())
-    return (*shaping, num_classes, schedule, replicas, steps_per_execution(cfg.batch_size, len(replicas.devices)))
-
-
-class _CompiledCache:
-    """The last compiled model of this process and its strategy, for the next run with the same graph."""
-
-    def __init__(self) -> None:
-        self.key: tuple | None = None
-        self.model: Any = None
-        self.strategy: Any = None
-        self.gradient: Any = None  # the noise-scale gradient function of this model, made on first use
-        self.twin: Any = None  # its recalibrated-BatchNorm evaluator (sweep/train/recal.py), made on first use
-
-    def model_for(
-        self, spec: RunSpec, split: data_module.Split, steps_per_epoch: int, replicas: devices.Replicas
-    ) -> tuple[Any, Any, bool]:
-        """(strategy, compiled model with this run's initial weights, whether the model was reused).
-
-        Seeding comes right before the weights are drawn, as in a fresh process; a new
-        graph first clears Keras's global state, as a fresh process would have it.
-        """
-        lr = optim.learning_rate(spec.point.train, steps_per_epoch)
-        key = graph_key(spec, split.num_classes, lr, replicas)
-        reuse = key == self.key
-        if not reuse:
-            forget_compiled()
-        seed_everything(spec.seed)
-        strategy = self.strategy if reuse else devices.strategy_for(replicas)
-        with strategy.scope():
-            data = spec.point.data
-            fresh = model_module.build_model(spec.point.model, data.image_size, split.num_classes, data.channels)
-            if reuse:
-                reset_compiled(self.model, fresh, lr)
-                return strategy, self.model, True
-            fresh.compile(
-                optimizer=optim.make_optimizer(spec.point.train.optimizer, lr),
-                loss="sparse_categorical_crossentropy",
-                metrics=["accuracy"],
-                jit_compile=backends.jit_compile(),
-                steps_per_execution=steps_per_execution(spec.point.train.batch_size, len(replicas.devices)),
-            )
-        self.key, self.model, self.strategy = key, fresh, strategy
-        return strategy, fresh, False
-
-
-COMPILED = _CompiledCache()
-
-
-def forget_compiled() -> None:
-    """Drop the cached model and Keras's global state (after a failed run, or before another graph)."""
-    import keras
-
-    COMPILED.key = COMPILED.model = COMPILED.strategy = COMPILED.gradient = COMPILED.twin = None
-    keras.backend.clear_session()
-
-
-def reset_compiled(model: Any, fresh: Any, lr: Any) -> None:
-    """Make a compiled model start where `fresh` (a newly built, uncompiled model of the same
-    architecture) starts: its weights, a zeroed optimizer, this learning rate (a float is assigned;
-    a schedule is part of the compiled graph). Its traced functions are kept, so the next `fit`
-    does not trace again; the numbers are a fresh model's (tests/test_train.py).
-    """
-    model.set_weights(fresh.get_weights())
-    zero_optimizer(model.optimizer)
-    if isinstance(lr, float):
-        model.optimizer.learning_rate = lr
-    model.stop_training = False
-
-
-def zero_optimizer(optimizer: Any) -> None:
-    """An optimizer as before its first step: the step count, Adam's moments, SGD's momentum zeroed;
-    its learning rate left as it is.
-    """
-    for variable in optimizer.variables:
-        if "learning_rate" not in variable.path:
-            variable.assign(np.zeros(variable.shape, variable.dtype))

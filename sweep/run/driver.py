@@ -1,0 +1,150 @@
+"""The one driver: train claimed runs (one alone, or several as a pack) to their ends, and record each.
+
+Each run keeps its own claim, records, checkpoint and status, so the store sees ordinary runs
+whether they trained alone or packed. After every record the store takes it and the run's
+checkpoint is written at it, both or neither; a search trial reports to its pruner there. A run
+alone with a checkpoint the store agrees with goes on from it (sweep/run/resume.py); a checkpoint
+of a packed run is written as its run alone would hold it, so a pack whose worker died leaves
+runs that are re-queued one by one and resume alone.
+
+An error is handled in one place, by who is at fault: a run alone fails (retried by the caller's
+policy, except for its data or user code, which fail the same way again); in a pack the runs still
+training are queued again to train alone next, where the run at fault fails on its own and the
+others go on from their checkpoints. Ctrl-C and a full disk propagate: they stop the worker.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import optuna
+
+from sweep import vocab
+from sweep.run import events, resume
+from sweep.run.endings import Ending, end_run, pruned_error, should_prune, taken_back
+from sweep.store import Lease, Store, is_disk_full
+from sweep.train import checkpoint
+
+
+@dataclass
+class _Outcomes:
+    """How each claimed run stands: its ending once known, its last record, the epochs it trains."""
+
+    epochs: int
+    endings: dict[int, Ending] = field(default_factory=dict)
+    last: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def end(self, k: int, status: str, error: str | None) -> None:
+        self.endings[k] = Ending(status, error, self.epochs, self.last.get(k))
+
+
+def train(store: Store, claims: list[Lease], emit: events.Emit, places: resume.Places) -> list[tuple[str, bool]]:
+    """Train the claimed (and started) runs together; each one's status, and whether another attempt
+    could end differently, in order.
+    """
+    from sweep.train.compiled import forget_compiled
+    from sweep.train.data import DataError
+    from sweep.train.records import Diverged, total_steps
+    from sweep.train.trainer import Trainer
+    from sweep.train.usercode import UserCodeError
+
+    for claim in claims:
+        emit(events.RunStarted(claim.spec.run_id, claim.spec.point.train.epochs))
+    outcomes = _Outcomes(claims[0].spec.point.train.epochs)
+    trainer = None
+    try:
+        trainer = Trainer([claim.spec for claim in claims])
+        steps = trainer.steps_per_epoch
+        outcomes.epochs = math.ceil(total_steps(claims[0].spec.point.train, steps) / steps)
+        for claim in claims:
+            store.record_info(claim, asdict(trainer.info))
+            if outcomes.epochs != claim.spec.point.train.epochs:  # a steps budget: known once the data is loaded
+                emit(events.EpochsKnown(claim.spec.run_id, claim.spec.point.train.epochs, outcomes.epochs))
+        resumed = resume.resume(store, claims[0], trainer.model, trainer.strategy, places) if len(claims) == 1 else None
+        if resumed:
+            outcomes.last[0] = resumed[1]
+        for found in trainer.records(resumed[0] if resumed else None):
+            for k, record in found.items():
+                if isinstance(record, Diverged):
+                    outcomes.end(k, vocab.DIVERGED, str(record))
+                    continue
+                outcomes.last[k] = record.to_dict()
+                _store_record(store, claims[k], trainer, k, outcomes, places, emit)
+                if should_prune(claims[k], record.epoch, outcomes.epochs):
+                    outcomes.end(k, vocab.PRUNED, pruned_error(claims[k], record.epoch))
+                    trainer.end(k)
+        for k, run in enumerate(trainer.runs):
+            if k not in outcomes.endings:  # every epoch trained, or stopped early by its rule
+                outcomes.end(k, vocab.DONE, None)
+                if run.stopped_early is not None:
+                    store.record_fact(claims[k], vocab.STOPPED_EARLY, run.stopped_early)
+    except KeyboardInterrupt:
+        forget_compiled()  # the caller re-queues every claim
+        raise
+    except OSError as err:
+        if is_disk_full(err):
+            raise  # not these runs' fault, and nothing more can be recorded: the worker stops
+        return _failed(store, claims, emit, places, outcomes, retryable=True)
+    except (DataError, UserCodeError):  # fails the same way again
+        return _failed(store, claims, emit, places, outcomes, retryable=False)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        forget_compiled()
+        return [taken_back(claim.spec.run_id, emit) for claim in claims]
+    except Exception:  # noqa: BLE001 - any error of a run is recorded, and the sweep goes on
+        return _failed(store, claims, emit, places, outcomes, retryable=True)
+    if any(e.status not in (vocab.DONE, vocab.PRUNED) for e in outcomes.endings.values()):
+        forget_compiled()  # a diverged run's model may be broken: the next run builds its own
+    kept = trainer.model if len(claims) == 1 else None  # --keep-models trains every run alone
+    return [(end_run(store, claim, emit, places, outcomes.endings[k], kept), True) for k, claim in enumerate(claims)]
+
+
+def _failed(
+    store: Store,
+    claims: list[Lease],
+    emit: events.Emit,
+    places: resume.Places,
+    outcomes: _Outcomes,
+    retryable: bool,
+) -> list[tuple[str, bool]]:
+    """The error being handled ends these runs: a run alone fails with it; in a pack, the runs that had
+    not ended are queued again to train alone.
+    """
+    from sweep.train.compiled import forget_compiled
+
+    forget_compiled()  # its model may be broken: the next run builds its own
+    error = traceback.format_exc()
+    if len(claims) == 1:
+        outcomes.end(0, vocab.FAILED, error)
+        return [(end_run(store, claims[0], emit, places, outcomes.endings[0], None), retryable)]
+    reason = f"its pack failed ({error.strip().splitlines()[-1]}); it trains alone next"
+    ended = [outcomes.endings.get(k) for k in range(len(claims))]
+    return [
+        (end_run(store, claim, emit, places, e, None), True) if e else (_requeue(store, claim, reason, emit), True)
+        for claim, e in zip(claims, ended, strict=True)
+    ]
+
+
+def _requeue(store: Store, claim: Lease, reason: str, emit: events.Emit) -> str:
+    """End the attempt unfinished and queue the run again (its checkpoint, if any, is kept)."""
+    try:
+        store.requeue(claim, reason)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return taken_back(claim.spec.run_id, emit)[0]
+    emit(events.RunInterrupted(claim.spec.run_id, reason))
+    return vocab.INTERRUPTED
+
+
+def _store_record(
+    store: Store, claim: Lease, trainer: Any, k: int, outcomes: _Outcomes, places: resume.Places, emit: events.Emit
+) -> None:
+    """The store takes run k's record, then its checkpoint is written at it: both or neither."""
+    spec = claim.spec
+    record = outcomes.last[k]
+    with resume.uninterrupted():
+        store.record_epoch(claim, record)
+        position = trainer.runs[k].position
+        checkpoint.save(places.checkpoint(spec.run_id), spec.run_id, spec.to_json(), position, record, trainer.view(k))
+    emit(events.EpochDone(spec.run_id, outcomes.epochs, record))

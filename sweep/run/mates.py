@@ -1,0 +1,41 @@
+"""Which queued runs train with the one a worker claimed (sweep/train/pack.py's `pack_key`), and how many.
+
+A run trains alone where it must: it cannot pack (replicas, the noise scale, user callbacks),
+`--keep-models` saves its own compiled model, it resumes from a checkpoint, or its pack failed in
+this worker. Each mate is claimed like any run and keeps its own claim (trial) and heartbeat.
+"""
+
+from __future__ import annotations
+
+from sweep.config.plan import RunSpec
+from sweep.run import resume
+from sweep.store import Lease, Store
+from sweep.train import pack
+
+
+def size_for(claim: Lease, limit: int | None, places: resume.Places, alone: set[str]) -> int:
+    """How many runs the claimed run may pack with itself: 1 when it must train alone (`alone`: runs
+    whose pack failed in this worker).
+    """
+    spec = claim.spec
+    if pack.pack_key(spec) is None or places.models is not None or spec.run_id in alone:
+        return 1  # --keep-models saves each run's compiled model
+    if places.checkpoint(spec.run_id).exists():
+        return 1  # it resumes alone from its checkpoint
+    return limit if limit is not None else pack.default_size(spec.point.train.batch_size)
+
+
+def claim_mates(store: Store, claim: Lease, size: int, places: resume.Places, alone: set[str]) -> list[Lease]:
+    """The claimed run and up to size - 1 more queued runs that pack with it, each claimed."""
+    key = pack.pack_key(claim.spec)
+
+    def mate_of(spec: RunSpec) -> bool:
+        return pack.pack_key(spec) == key and spec.run_id not in alone and not places.checkpoint(spec.run_id).exists()
+
+    claims = [claim]
+    while len(claims) < size:
+        mate = store.claim_next(accept=mate_of)
+        if mate is None:
+            break
+        claims.append(mate)
+    return claims

@@ -18,7 +18,7 @@ from scipy import stats
 from scipy.special import stdtr
 
 from sweep.analysis.estimates import ALPHA, Check, estimate
-from sweep.analysis.sequential import Plan, Reading, Status, decide, decide_readings, reading, schedule, spending
+from sweep.analysis.sequential import LookResult, Plan, Status, decide, decide_looks, look_result, schedule, spending
 
 pytestmark = pytest.mark.unit
 
@@ -50,7 +50,7 @@ def t_readings(x: np.ndarray, bound: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run_procedure(p: np.ndarray, side: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every replication through `decide_readings` over all of PLAN's looks: p, side (reps, checks, looks)
+    """Every replication through `decide_looks` over all of PLAN's looks: p, side (reps, checks, looks)
     -> the decided side (1 holds, 0 fails, -1 undecided) and the seeds at the deciding look, (reps, checks).
     """
     reps, m, looks = p.shape
@@ -59,9 +59,9 @@ def run_procedure(p: np.ndarray, side: np.ndarray) -> tuple[np.ndarray, np.ndarr
     p_list, side_list = p.tolist(), side.tolist()
     for r in range(reps):
         history = [
-            [Reading(p_list[r][i][k], side_list[r][i][k], PLAN.looks[k]) for i in range(m)] for k in range(looks)
+            [LookResult(p_list[r][i][k], side_list[r][i][k], PLAN.looks[k]) for i in range(m)] for k in range(looks)
         ]
-        for i, status in enumerate(decide_readings(PLAN, labels, history)):
+        for i, status in enumerate(decide_looks(PLAN, labels, history)):
             if status.side is not None:
                 decided[r, i], seeds[r, i] = int(status.side), status.n
     return decided, seeds
@@ -93,9 +93,9 @@ def test_schedule_grows_about_one_and_a_half_per_look_and_ends_at_the_cap() -> N
 
 def test_sequential_p_is_the_smallest_p_over_share_so_far() -> None:
     # shares 0.1, 0.0667, 0.1: p / share = 0.2, 0.15, 0.5 -> 0.2, 0.15, 0.15
-    history = [[Reading(p, True, n)] for p, n in ((0.02, 3), (0.01, 5), (0.05, 8))]
-    assert [decide_readings(PLAN, ["c"], history[:k])[0].p_seq for k in (1, 2, 3)] == pytest.approx([0.2, 0.15, 0.15])
-    assert decide_readings(PLAN, ["c"], [[Reading(math.nan, None, 1)]])[0].p_seq == 1.0  # no p-value yet
+    history = [[LookResult(p, True, n)] for p, n in ((0.02, 3), (0.01, 5), (0.05, 8))]
+    assert [decide_looks(PLAN, ["c"], history[:k])[0].p_seq for k in (1, 2, 3)] == pytest.approx([0.2, 0.15, 0.15])
+    assert decide_looks(PLAN, ["c"], [[LookResult(math.nan, None, 1)]])[0].p_seq == 1.0  # no p-value yet
 
 
 def test_a_null_check_is_decided_at_most_alpha_of_the_time_under_optional_stopping() -> None:
@@ -142,18 +142,18 @@ def test_a_real_effect_is_decided_before_the_cap_in_most_replications() -> None:
 def test_a_decided_check_stays_decided_and_keeps_its_direction() -> None:
     # decided "holds" at the first look (0.0001 / 0.1 = 0.001); a later look pointing the other way
     # with an even smaller p is not read
-    history = [[Reading(0.0001, True, 3)], [Reading(1e-9, False, 5)], [Reading(1e-9, False, 8)]]
+    history = [[LookResult(0.0001, True, 3)], [LookResult(1e-9, False, 5)], [LookResult(1e-9, False, 8)]]
     for k in (1, 2, 3):
-        (status,) = decide_readings(PLAN, ["c"], history[:k])
+        (status,) = decide_looks(PLAN, ["c"], history[:k])
         assert (status.side, status.look, status.n, status.more_seeds) == (True, 0, 3, False)
     rng = np.random.default_rng(18)
     for _ in range(200):
         means = rng.normal(0.0, 0.7, size=(3, 1))
         p, side = t_readings(means + rng.normal(size=(3, PLAN.cap)), bound=0.0)
-        history = [[Reading(float(p[i, k]), bool(side[i, k]), PLAN.looks[k]) for i in range(3)] for k in range(6)]
+        history = [[LookResult(float(p[i, k]), bool(side[i, k]), PLAN.looks[k]) for i in range(3)] for k in range(6)]
         first: dict[int, Status] = {}
         for k in range(1, 7):
-            for i, status in enumerate(decide_readings(PLAN, ["a", "b", "c"], history[:k])):
+            for i, status in enumerate(decide_looks(PLAN, ["a", "b", "c"], history[:k])):
                 if i in first:
                     assert status == first[i]
                 elif status.decided:
@@ -161,15 +161,15 @@ def test_a_decided_check_stays_decided_and_keeps_its_direction() -> None:
 
 
 def test_undecided_at_the_cap_is_said_so_and_asks_for_no_more_seeds() -> None:
-    history = [[Reading(0.9, True, n)] for n in PLAN.looks]
+    history = [[LookResult(0.9, True, n)] for n in PLAN.looks]
     for k in range(1, 6):
-        (status,) = decide_readings(PLAN, ["c"], history[:k])
+        (status,) = decide_looks(PLAN, ["c"], history[:k])
         assert status.more_seeds and status.words() == f"undecided after {PLAN.looks[k - 1]} seeds"
-    (status,) = decide_readings(PLAN, ["c"], history)
+    (status,) = decide_looks(PLAN, ["c"], history)
     assert not status.decided and not status.more_seeds
     assert status.words() == "undecided at the 30-seed cap"
     with pytest.raises(ValueError):
-        decide_readings(PLAN, ["c"], [*history, history[-1]])  # more looks than planned
+        decide_looks(PLAN, ["c"], [*history, history[-1]])  # more looks than planned
 
 
 def stored_family(seed: int) -> dict[str, tuple[np.ndarray, float, float]]:
@@ -200,8 +200,8 @@ def test_the_same_stored_values_give_the_same_decisions() -> None:
     shuffled = decide(PLAN, looks_of(stored_family(19), labels[::-1]))
     assert {s.label: s for s in shuffled} == {s.label: s for s in first}  # the family's order does not matter
     assert [s.words() for s in first] == [f"{side} (decided at 8 seeds)" for side in ("holds", "fails", "holds")]
-    readings = [[reading(c) for c in look] for look in history]
-    assert decide_readings(PLAN, labels, readings) == first
+    readings = [[look_result(c) for c in look] for look in history]
+    assert decide_looks(PLAN, labels, readings) == first
     with pytest.raises(ValueError):  # a look whose checks are not the family's, in its order
         decide(PLAN, [history[0], history[1][::-1]])
 

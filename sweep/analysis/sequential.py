@@ -89,7 +89,7 @@ def spending(looks: Sequence[int]) -> tuple[float, ...]:
 
 
 @dataclass(frozen=True)
-class Reading:
+class LookResult:
     """One check at one look: its two-sided p-value, the side it points to (True: holds), its n."""
 
     p: float
@@ -97,9 +97,9 @@ class Reading:
     n: int
 
 
-def reading(check: Check) -> Reading:
+def look_result(check: Check) -> LookResult:
     p, side = check.p_value()
-    return Reading(p, side, check.estimate.n)
+    return LookResult(p, side, check.estimate.n)
 
 
 @dataclass(frozen=True)
@@ -139,10 +139,10 @@ def decide(plan: Plan, history: Sequence[Sequence[Check]]) -> tuple[Status, ...]
         if any([(c.label, c.low, c.high) for c in look] != first for look in history):
             raise ValueError("every look must hold the same checks, with the same regions, in the same order")
     labels = [c.label for c in history[0]] if history else []
-    return decide_readings(plan, labels, [[reading(c) for c in look] for look in history])
+    return decide_looks(plan, labels, [[look_result(c) for c in look] for look in history])
 
 
-def decide_readings(plan: Plan, labels: Sequence[str], history: Sequence[Sequence[Reading]]) -> tuple[Status, ...]:
+def decide_looks(plan: Plan, labels: Sequence[str], history: Sequence[Sequence[LookResult]]) -> tuple[Status, ...]:
     """`decide` on the checks' readings (p-value, side, n), history[k][i] being check i at look k."""
     looks, m = len(history), len(labels)
     if not 1 <= looks <= len(plan.looks) or any(len(look) != m for look in history):

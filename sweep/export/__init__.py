@@ -1,7 +1,7 @@
 """`sweep export DIR`: a results folder's runs in the tools users already read results in.
 
 A results folder (``runs.csv`` and ``epochs.csv``, what `sweep run` writes) is read once
-into `Results`; each target is a module with one function ``write(results, where) -> str``
+into `ExportedRuns`; each target is a module with one function ``write(results, where) -> str``
 (what it wrote, in one line), named in `TARGETS`:
 
 - `to_tensorboard`: event files, one run per run id, with the HParams plugin's data;
@@ -37,7 +37,7 @@ class ExportError(Exception):
 
 
 @dataclass(frozen=True)
-class Results:
+class ExportedRuns:
     """A results folder as export reads it."""
 
     folder: Path
@@ -88,7 +88,7 @@ class Results:
         return int(record[vocab.STEP] if self.by_steps else record[vocab.EPOCH])
 
 
-def load(folder: Path) -> Results:
+def load(folder: Path) -> ExportedRuns:
     """Read a results folder; ExportError (one line) if it is not one."""
     if not folder.is_dir():
         raise ExportError(f"{folder}: no such folder (give a results folder written by `sweep run`)")
@@ -106,7 +106,7 @@ def load(folder: Path) -> Results:
         missing = [c for c in (vocab.RUN_ID, *needed) if c not in table]
         if missing:
             raise ExportError(f"{folder / name}: no column {missing[0]} (a results folder written by `sweep run`?)")
-    return Results(folder, runs, epochs)
+    return ExportedRuns(folder, runs, epochs)
 
 
 def plain(value: Any) -> bool | int | float | str | None:

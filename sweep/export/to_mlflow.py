@@ -24,14 +24,14 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from sweep import vocab
-from sweep.export import ExportError, Results, plain
+from sweep.export import ExportedRuns, ExportError, plain
 
 RUN_TAG = "batchsweep.run_id"
 ARTIFACTS = ("report.md", "report.html")
 BATCH = 1000  # MLflow takes at most 1000 metrics per log_batch
 
 
-def write(results: Results, where: str) -> str:
+def write(results: ExportedRuns, where: str) -> str:
     """Log every run of `results` to the tracking URI `where`; say what was written."""
     try:
         client = MlflowClient(tracking_uri=where)
@@ -78,7 +78,7 @@ def _logged(client: MlflowClient, experiment: str) -> set[str]:
             return found
 
 
-def _log_run(client: MlflowClient, experiment: str, results: Results, run: pd.Series) -> str:
+def _log_run(client: MlflowClient, experiment: str, results: ExportedRuns, run: pd.Series) -> str:
     run_id = _id(run)
     tags = {RUN_TAG: run_id, vocab.STATUS: str(run.get(vocab.STATUS)), vocab.ROLE: str(run.get(vocab.ROLE))}
     created = client.create_run(experiment, run_name=run_id, tags=tags)
@@ -94,12 +94,12 @@ def _log_run(client: MlflowClient, experiment: str, results: Results, run: pd.Se
     return run_id
 
 
-def _params(results: Results, run: pd.Series) -> list[Param]:
+def _params(results: ExportedRuns, run: pd.Series) -> list[Param]:
     values: dict[str, Any] = {name: plain(run[name]) for name in results.settings}
     return [Param(name, str(value)) for name, value in values.items() if value is not None]
 
 
-def _metrics(results: Results, run_id: str) -> list[Metric]:
+def _metrics(results: ExportedRuns, run_id: str) -> list[Metric]:
     now = int(time.time() * 1000)
     metrics = []
     for _, record in results.records(run_id).iterrows():

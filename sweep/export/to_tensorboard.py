@@ -26,12 +26,12 @@ from tensorboard.plugins.scalar import summary_v2 as scalar
 from tensorboard.summary.writer.record_writer import RecordWriter
 
 from sweep import vocab
-from sweep.export import HEADLINE_METRICS, ExportError, Results, plain
+from sweep.export import HEADLINE_METRICS, ExportedRuns, ExportError, plain
 
 SUFFIX = ".batchsweep"  # the end of every event file this module writes
 
 
-def write(results: Results, where: str) -> str:
+def write(results: ExportedRuns, where: str) -> str:
     """Write every run of `results` under the folder `where`; say what was written."""
     out = Path(where)
     folders = [(out / _folder_name(str(run[vocab.RUN_ID])), run) for _, run in results.runs.iterrows()]
@@ -50,15 +50,15 @@ def _folder_name(run_id: str) -> str:
     return run_id
 
 
-def _hparams(results: Results) -> list[hp.HParam]:
+def _hparams(results: ExportedRuns) -> list[hp.HParam]:
     return [hp.HParam(name) for name in (*results.varying, vocab.STATUS)]
 
 
-def _headline(results: Results) -> list[hp.Metric]:
+def _headline(results: ExportedRuns) -> list[hp.Metric]:
     return [hp.Metric(m) for m in HEADLINE_METRICS if m in results.metrics]
 
 
-def _run_events(results: Results, run: pd.Series) -> list[event_pb2.Event]:
+def _run_events(results: ExportedRuns, run: pd.Series) -> list[event_pb2.Event]:
     run_id = str(run[vocab.RUN_ID])
     start = _start_seconds(run)
     values = {name: plain(run[name]) for name in results.varying}

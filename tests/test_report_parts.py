@@ -15,12 +15,14 @@ from sweep import analysis as an
 from sweep import vocab
 from sweep.report import attribution, sections
 from sweep.report.background import background
-from sweep.report.claims import CLAIMS, by_id, thresholds
+from sweep.report.claims import CLAIMS, STEPS_DIFFER, TUNED_FIRST, by_id, causes, the, thresholds
 from sweep.report.document import Doc, to_html, to_markdown
+from sweep.report.findings import ADVICE, CAUSE, PICTURE, REPLICAS, SCALING, SPEED
 
 pytestmark = pytest.mark.unit
 
 FIXTURES = REPO / "tests" / "fixtures"
+PARTS = (PICTURE, CAUSE, SPEED, SCALING, ADVICE, REPLICAS)
 
 
 def test_claims_are_data_with_their_thresholds_in_their_words() -> None:
@@ -31,6 +33,23 @@ def test_claims_are_data_with_their_thresholds_in_their_words() -> None:
             shown = f"{threshold.value:.0%}" if "%" in threshold.wording else f"{threshold.value:g}"
             assert shown in claim.test and shown in threshold.words(), (claim.id, threshold)
     assert [t.words() for t in thresholds()][:2] == ["far above = gap > 0.2", "close = |gap| < 0.1"]
+
+
+def test_the_answer_finds_claims_by_their_part_not_their_id() -> None:
+    """Every claim has a part in the answer; the answer's one-claim parts are one claim each; every cause
+    is named; the claims read at tuned lrs and at equal steps come from the claims' data.
+    """
+    assert all(claim.part in PARTS for claim in CLAIMS)
+    for part in (PICTURE, ADVICE, SCALING, SPEED, REPLICAS):
+        assert sum(claim.part == part for claim in CLAIMS) == 1, part
+    assert [(c.id, c.cause) for c in causes()] == [
+        ("C2", "class imbalance"),
+        ("C3", "unshuffled data"),
+        ("C4", "mismatched preprocessing"),
+        ("C5", "a model too large"),
+    ]
+    assert (the(PICTURE).id, the(ADVICE).id, the(SCALING).id) == ("C1", "C8", "C7")
+    assert TUNED_FIRST == ("C7", "C8") and STEPS_DIFFER == ("C1", "C5", "C7", "C8")
 
 
 def test_a_claims_named_values_come_from_its_data() -> None:

@@ -57,8 +57,8 @@ from sweep.report import (
 )
 from sweep.report import steps as scaling_report
 from sweep.report.background import background
-from sweep.report.basis import TUNED_FIRST, tuned_lr
-from sweep.report.claims import CLAIMS, evaluate
+from sweep.report.basis import tuned_lr
+from sweep.report.claims import CLAIMS, TUNED_FIRST, evaluate
 from sweep.report.document import to_html, to_markdown
 from sweep.report.findings import Claim, Finding, claims_table, verdict_text
 from sweep.report.plots import FigureFile

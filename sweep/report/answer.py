@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from sweep import vocab
 from sweep.analysis.estimates import Estimate, fmt_estimate
 from sweep.report import headline
-from sweep.report.findings import Claim, Finding
+from sweep.report.claims import causes, the
+from sweep.report.findings import ADVICE, PICTURE, Claim, Finding
 from sweep.report.map_section import NEAR, Candidate
 from sweep.report.maps import ConditionMap
 
 VERDICT_WORDS = {True: "supported", False: "contradicted", None: "undecided"}
-CAUSES = {"C2": "class imbalance", "C3": "unshuffled data", "C4": "mismatched preprocessing", "C5": "a model too large"}
 
 
 def sentences(
@@ -27,15 +27,17 @@ def sentences(
     """The answer, one sentence per point the results can speak to."""
     found = {c.id: f for c, f in findings if f is not None and f.checks}  # unanswered: no numbers to quote
     mapped = {m.claim.id: m for m in maps}
+    picture = the(PICTURE).id
+    advice = the(ADVICE).id
     out = []
-    if "C1" in found:
-        out.append(_picture(found["C1"], mapped.get("C1")))
-    if "C1" in mapped:
-        out.extend(headline.sentences(mapped["C1"]))
+    if picture in found:
+        out.append(_picture(found[picture], mapped.get(picture)))
+    if picture in mapped:
+        out.extend(headline.sentences(mapped[picture]))
     if candidates:
         out.append(_closest(candidates[0], len(candidates)))
-    if "C8" in found:
-        out.append(_advice(found["C8"]))
+    if advice in found:
+        out.append(_advice(found[advice]))
     causes = _causes({c.id: f for c, f in findings if f is not None}, mapped)
     if causes:
         out.append(causes)
@@ -83,13 +85,13 @@ def _advice(finding: Finding) -> str:
 
 def _causes(found: dict[str, Finding], mapped: dict[str, ConditionMap]) -> str:
     parts = []
-    for claim_id, name in CAUSES.items():
-        if claim_id in found:
-            m = mapped.get(claim_id)
+    for cause in causes():
+        if cause.id in found:
+            m = mapped.get(cause.id)
             where = f" (over {len(m.cells)} settings of {m.source}: {m.summary()})" if m else ""
-            finding = found[claim_id]
+            finding = found[cause.id]
             word = finding.verdict if finding.unanswered() else VERDICT_WORDS[finding.outcome]
-            parts.append(f"{name} ({claim_id}) {word}{where}")
+            parts.append(f"{cause.cause} ({cause.id}) {word}{where}")
     return (
         f"Of the post's other suspected causes of high train / low val accuracy: {'; '.join(parts)}." if parts else ""
     )

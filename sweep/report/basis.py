@@ -50,9 +50,9 @@ def with_lost(
     return dataclasses.replace(finding, untrained=lost)
 
 
-# Batch-size advice is read with each batch size at its own tuned learning rate where the results have one
-# (Shallue et al. 2019; the tuning playbook): at one fixed lr a batch size is judged at another's best lr.
-TUNED_FIRST = ("C7", "C8")
+# Batch-size advice (`Claim.tuned_first`) is read with each batch size at its own tuned learning rate where
+# the results have one (Shallue et al. 2019; the tuning playbook): at one fixed lr a batch size is judged at
+# another's best lr.
 READ_TUNED = "each batch size at its own tuned lr (the search's best, re-run at every seed)"
 
 

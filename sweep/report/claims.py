@@ -26,10 +26,16 @@ from sweep.report.checks import (
 )
 from sweep.report.family import corrected
 from sweep.report.findings import (
+    ADVICE,
+    CAUSE,
     CAUSE_RAISES_GAP,
     CLOSE_GAP,
     FAR_GAP,
+    PICTURE,
+    REPLICAS,
     SAME_VAL,
+    SCALING,
+    SPEED,
     SPEEDUP,
     SYMPTOM,
     TIME,
@@ -57,6 +63,8 @@ CLAIMS: tuple[Claim, ...] = (
         check_gap_at_two_batch_sizes,
         reads=SYMPTOM,
         brief="batch 64: train_acc far above val_acc at epoch 2; batch 8: both close",
+        part=PICTURE,
+        steps_differ=True,
     ),
     Claim(
         "C2",
@@ -69,6 +77,8 @@ CLAIMS: tuple[Claim, ...] = (
         check_cause_raises_gap,
         reads=SYMPTOM,
         brief="class imbalance: high train_acc, low val_acc",
+        part=CAUSE,
+        cause="class imbalance",
     ),
     Claim(
         "C3",
@@ -80,6 +90,8 @@ CLAIMS: tuple[Claim, ...] = (
         check_cause_raises_gap,
         reads=SYMPTOM,
         brief="unshuffled data: high train_acc, low val_acc",
+        part=CAUSE,
+        cause="unshuffled data",
     ),
     Claim(
         "C4",
@@ -90,6 +102,8 @@ CLAIMS: tuple[Claim, ...] = (
         (VAL_DROP,),
         check_mismatch_lowers_val,
         brief="train/val preprocessing mismatch lowers val_acc",
+        part=CAUSE,
+        cause="mismatched preprocessing",
     ),
     Claim(
         "C5",
@@ -100,6 +114,9 @@ CLAIMS: tuple[Claim, ...] = (
         (),
         check_capacity_overfits,
         brief="a model too large for the data overfits",
+        part=CAUSE,
+        cause="a model too large",
+        steps_differ=True,
     ),
     Claim(
         "C6",
@@ -110,6 +127,7 @@ CLAIMS: tuple[Claim, ...] = (
         check_large_batch_faster,
         reads=TIME,
         brief="large batches train faster",
+        part=SPEED,
     ),
     Claim(
         "C7",
@@ -119,6 +137,9 @@ CLAIMS: tuple[Claim, ...] = (
         (),
         check_large_batch_trains_small_generalises,
         brief="large batches fit better, small ones generalise better",
+        part=SCALING,
+        steps_differ=True,
+        tuned_first=True,
     ),
     Claim(
         "C8",
@@ -129,6 +150,9 @@ CLAIMS: tuple[Claim, ...] = (
         (),
         check_small_batch_wins,
         brief="keep batch_size <= 32",
+        part=ADVICE,
+        steps_differ=True,
+        tuned_first=True,
     ),
     Claim(
         "C9",
@@ -141,12 +165,28 @@ CLAIMS: tuple[Claim, ...] = (
         (SAME_VAL,),
         check_replicas_learn_alike,
         brief="G replicas learn like one device",
+        part=REPLICAS,
     ),
 )
 
 
 def by_id(claim_id: str) -> Claim:
     return next(c for c in CLAIMS if c.id == claim_id)
+
+
+def the(part: str) -> Claim:
+    """The one claim that plays this part in the answer (PICTURE, ADVICE, ...)."""
+    (claim,) = (c for c in CLAIMS if c.part == part)
+    return claim
+
+
+def causes() -> tuple[Claim, ...]:
+    """The post's other suspected causes of high train / low val accuracy, in order."""
+    return tuple(c for c in CLAIMS if c.part == CAUSE)
+
+
+TUNED_FIRST = tuple(c.id for c in CLAIMS if c.tuned_first)
+STEPS_DIFFER = tuple(c.id for c in CLAIMS if c.steps_differ)
 
 
 def thresholds() -> tuple[Threshold, ...]:
@@ -169,7 +209,7 @@ def evaluate(
     runs (a combined report would otherwise answer C5 from a map grid's broader but thinner data sizes).
     `sequential` holds each such claim's rows of decisions.csv: a check they decided on the same numbers
     enters the family with its sequential p-value, valid after the optional stopping. `tuned`
-    (`basis.tuned_lr`): the batch-size advice (`basis.TUNED_FIRST`) is read there first, each batch size at
+    (`basis.tuned_lr`): the batch-size advice (`Claim.tuned_first`) is read there first, each batch size at
     its own best lr. `untrained`:
     the summary of the runs that did not train (in no number); each finding counts those its groups lost.
     """
@@ -178,7 +218,7 @@ def evaluate(
     where, looks = decided_in or {}, sequential or {}
     found: list[tuple[Claim, Finding | None]] = []
     for claim in CLAIMS:
-        tuned_first = claim.id in basis.TUNED_FIRST and tuned is not None and len(tuned)
+        tuned_first = claim.tuned_first and tuned is not None and len(tuned)
         at_tuned = basis.read(claim, tuned) if tuned_first else None
         if at_tuned is not None:
             found.append((claim, dataclasses.replace(at_tuned, reading=f"{at_tuned.reading}; {basis.READ_TUNED}")))

@@ -20,10 +20,9 @@ from sweep.analysis import readings
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.selection import choose_context
 from sweep.report.basis import relabelled
-from sweep.report.claims import by_id
+from sweep.report.claims import STEPS_DIFFER, by_id
 from sweep.report.findings import Claim, Finding, outcome_text
 
-CLAIMS_READ = ("C1", "C5", "C7", "C8")  # the claims that compare runs taking different numbers of steps
 RAW, RECALIBRATED = "raw", "BatchNorm recalibrated"
 FIXED, TUNED = "fixed", "tuned per batch size"  # the lr the runs read were trained at
 
@@ -41,7 +40,7 @@ class Read:
 
 
 def comparable(
-    summary: pd.DataFrame, epochs: pd.DataFrame, claim_ids: tuple[str, ...] = CLAIMS_READ, lr: str = FIXED
+    summary: pd.DataFrame, epochs: pd.DataFrame, claim_ids: tuple[str, ...] = STEPS_DIFFER, lr: str = FIXED
 ) -> list[Read]:
     """Every claim of `claim_ids` at every reading, raw and (where measured) recalibrated; `lr` names the
     lr the runs were trained at (TUNED: `summary` is `basis.tuned_lr`'s, `epochs` the tuned re-runs').

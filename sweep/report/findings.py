@@ -113,6 +113,15 @@ class Finding:
         return pick(needed, key=lambda s: s.sort_key())
 
 
+# What a claim is in the answer (`Claim.part`): the first screen and the answer find claims by it, not by id.
+PICTURE = "the post's picture"  # its train/val numbers at two batch sizes
+CAUSE = "a suspected cause"  # of high train / low val accuracy, other than the batch size
+SPEED = "speed"
+SCALING = "fit and generalisation across batch sizes"
+ADVICE = "the advice"  # keep batch_size <= 32
+REPLICAS = "replicas"
+
+
 @dataclass(frozen=True)
 class Claim:
     id: str
@@ -123,6 +132,10 @@ class Claim:
     check: Callable[[Claim, pd.DataFrame], Finding | None]  # None: these runs cannot test it
     reads: str = GENERALISATION  # SYMPTOM | GENERALISATION | TIME: which numbers decide
     brief: str = ""  # the claim in a few words, for the first screen's verdict table
+    part: str = ""  # PICTURE | CAUSE | SPEED | SCALING | ADVICE | REPLICAS
+    cause: str = ""  # a CAUSE's name in the answer ("class imbalance")
+    steps_differ: bool = False  # compares runs that take different numbers of steps: read at equal steps, fit, time
+    tuned_first: bool = False  # batch-size advice: read at each batch size's own tuned lr where results have one
 
     @property
     def experiments(self) -> str:

@@ -14,15 +14,19 @@ from collections.abc import Mapping, Sequence
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.selection import seed_count
 from sweep.report import headline
-from sweep.report.answer import CAUSES, VERDICT_WORDS
+from sweep.report.answer import VERDICT_WORDS
+from sweep.report.claims import causes, the
 from sweep.report.document import Heading, slugs
 from sweep.report.findings import (
+    ADVICE,
     DID_NOT_TRAIN_VERDICT,
+    PICTURE,
     READ_QUIET,
     READ_RAW,
     READ_RECAL,
     READ_SYMPTOM,
     READ_TIME,
+    SCALING,
     Claim,
     Finding,
 )
@@ -115,8 +119,8 @@ def bullets(findings: Sequence[tuple[Claim, Finding | None]], maps: Sequence[Con
     found = {c.id: f for c, f in findings if f is not None}
     mapped = {m.claim.id: m for m in maps}
     out = [
-        _picture(found.get("C1"), mapped.get("C1")),
-        _advice(found.get("C8"), found.get("C7")),
+        _picture(found.get(the(PICTURE).id), mapped.get(the(PICTURE).id)),
+        _advice(found.get(the(ADVICE).id), found.get(the(SCALING).id)),
         _causes(found),
         _open(findings),
     ]
@@ -163,9 +167,9 @@ def _advice(c8: Finding | None, c7: Finding | None) -> str:
 
 def _causes(found: Mapping[str, Finding]) -> str:
     parts = [
-        f"{name} {found[claim_id].verdict if found[claim_id].unanswered() else VERDICT_WORDS[found[claim_id].outcome]}"
-        for claim_id, name in CAUSES.items()
-        if claim_id in found
+        f"{c.cause} {found[c.id].verdict if found[c.id].unanswered() else VERDICT_WORDS[found[c.id].outcome]}"
+        for c in causes()
+        if c.id in found
     ]
     return f"The other suspected causes of high train / low val accuracy: {'; '.join(parts)}." if parts else ""
 

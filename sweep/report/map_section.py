@@ -17,9 +17,9 @@ from sweep import vocab
 from sweep.analysis import BATCH_SIZE, column
 from sweep.analysis.estimates import Estimate, estimate, fmt_estimate
 from sweep.analysis.selection import where
-from sweep.report.claims import by_id
+from sweep.report.claims import the
 from sweep.report.document import Doc
-from sweep.report.findings import CLOSE_GAP, FAR_GAP, shows_pattern
+from sweep.report.findings import CLOSE_GAP, FAR_GAP, PICTURE, shows_pattern
 from sweep.report.maps import MAPPED, OUTCOME_WORDS, PATTERN_WORDS, Cell, ConditionMap, groups_everywhere, short, shown
 from sweep.report.plots import FigureFile
 
@@ -134,7 +134,7 @@ def candidates(table: pd.DataFrame) -> list[Candidate]:
     closest to the post's numbers first (a setting can be near the four numbers without their pattern).
     """
     found = []
-    for _, sel in groups_everywhere(by_id("C1"), table):
+    for _, sel in groups_everywhere(the(PICTURE), table):
         numbers = {
             (bs, metric): estimate(where(sel.rows, BATCH_SIZE, bs)[column(metric, "epoch2")])
             for bs, metric in POST_NUMBERS

@@ -23,7 +23,8 @@ import pandas as pd
 from sweep import analysis as an
 from sweep import vocab
 from sweep.report import figure_index, plots
-from sweep.report.findings import Claim, Finding
+from sweep.report.claims import the
+from sweep.report.findings import PICTURE, SCALING, Claim, Finding
 from sweep.report.plots import FigureFile
 
 if TYPE_CHECKING:
@@ -37,9 +38,11 @@ COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 
 
 def runs_read(findings: Sequence[tuple[Claim, Finding | None]]) -> tuple[str, Finding] | None:
-    """(claim id, finding) whose runs the figure draws: C1's, else C7's; None when neither was tested."""
+    """(claim id, finding) whose runs the figure draws: the post's picture's (C1), else the batch sizes'
+    fit and generalisation's (C7); None when neither was tested.
+    """
     found = {c.id: f for c, f in findings if f is not None and f.checks and f.run_ids}
-    return next(((cid, found[cid]) for cid in ("C1", "C7") if cid in found), None)
+    return next(((cid, found[cid]) for cid in (the(PICTURE).id, the(SCALING).id) if cid in found), None)
 
 
 def draw(
@@ -52,7 +55,7 @@ def draw(
     claim_id, finding = chosen
     rows = epochs[epochs[vocab.RUN_ID].astype(str).isin(finding.run_ids)]
     sizes = _batches(sorted(int(b) for b in rows[an.BATCH_SIZE].dropna().unique()))
-    if claim_id == "C1":  # its runs may include other batch sizes its evidence read; the post's two
+    if claim_id == the(PICTURE).id:  # its runs may include other batch sizes its evidence read; the post's two
         sizes = [b for b in sizes if b in POST]
     if len(sizes) < 2:
         return None

@@ -11,6 +11,7 @@ from sweep.analysis import readings, tuning
 from sweep.analysis.estimates import Check, Estimate, fmt_estimate
 from sweep.report import attribution as attr
 from sweep.report import comparable
+from sweep.report.claims import STEPS_DIFFER
 from sweep.report.document import Doc
 from sweep.report.findings import FAR_GAP
 
@@ -46,7 +47,7 @@ def comparable_section(doc: Doc, reads: list[comparable.Read], tuned: Sequence[c
 
 def _comparable_tables(doc: Doc, reads: list[comparable.Read], at: str) -> None:
     """One table per claim of `reads` (all at one lr), with BatchNorm's lag and whether the readings agree."""
-    for claim_id in comparable.CLAIMS_READ:
+    for claim_id in STEPS_DIFFER:
         rows = comparable.rows_for(reads, claim_id)
         if not rows:
             continue

@@ -166,6 +166,21 @@ def test_sweep_time_writes_one_row_per_configuration_and_replaces_only_its_own(t
     assert table["repeats"].to_dict() == {(4, 2): 2, (8, 2): 2, (4, 1): 1, (8, 1): 1}
 
 
+@pytest.mark.system  # one process starts TensorFlow
+def test_sweep_time_times_the_grid_with_its_overrides(tmp_path: Path) -> None:
+    """Overrides reach the process that times each replica count: 20 images a class, one replica only."""
+    from sweep.train import data
+
+    grid = write_grid(tmp_path, TIMED_GRID)
+    overrides = ["data.samples_per_class=20", "train.gpus=1"]
+    done = run_cli("time", str(grid), *overrides, "--results", "out", "--repeats", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = pd.read_csv(tmp_path / "out" / vocab.TIMING_CSV)
+    assert sorted(zip(table["train.batch_size"], table["train.gpus"], strict=True)) == [(4, 1), (8, 1)]
+    split = data.load_split(plan(load_grid(grid, overrides))[0].point.data)
+    assert (table["train_samples"] == len(split.y_train)).all() and len(split.y_train) > 40  # 4 classes x 20
+
+
 @pytest.mark.system
 def test_sweep_time_refuses_a_replica_count_the_grid_has_not(tmp_path: Path) -> None:
     grid = write_grid(tmp_path, TIMED_GRID)

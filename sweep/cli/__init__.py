@@ -348,7 +348,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     results, _ = orchestrate.locations(grid, orchestrate.Options(results=args.results))
     if args.gpus is None:
         results.mkdir(parents=True, exist_ok=True)
-        return timing.time_each_replica_count(Path(args.grid), specs, results, args.repeats, print)
+        return timing.time_each_replica_count(Path(args.grid), args.overrides, specs, results, args.repeats, print)
     chosen = [s for s in specs if s.point.train.gpus == args.gpus]
     if not chosen:
         counts = ", ".join(str(g) for g in sorted({s.point.train.gpus for s in specs}))

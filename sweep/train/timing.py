@@ -22,7 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,13 +98,20 @@ def merge(path: Path, rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def time_each_replica_count(
-    grid_path: Path, specs: list[RunSpec], results: Path, repeats: int, say: Callable[[str], None]
+    grid_path: Path,
+    overrides: Sequence[str],
+    specs: list[RunSpec],
+    results: Path,
+    repeats: int,
+    say: Callable[[str], None],
 ) -> int:
-    """One child process per replica count (`sweep time --gpus G`); the first failure's exit code, else 0."""
+    """One child process per replica count (`sweep time GRID OVERRIDES --gpus G`), the grid as the caller
+    planned it; the first failure's exit code, else 0.
+    """
     started = time.perf_counter()
     for gpus in sorted({s.point.train.gpus for s in specs}):
         say(f"timing the configurations with gpus {gpus} in a fresh process")
-        command = [sys.executable, "-m", "sweep", "time", str(grid_path), "--results", str(results)]
+        command = [sys.executable, "-m", "sweep", "time", str(grid_path), *overrides, "--results", str(results)]
         env = devices.worker_environment(dict(os.environ))  # as a worker: every core, TensorFlow's info lines off
         code = subprocess.call([*command, "--repeats", str(repeats), "--gpus", str(gpus)], env=env)
         if code:

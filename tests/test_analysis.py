@@ -101,7 +101,7 @@ def test_search_slots_of_different_searches_stay_apart(tmp_path: Path) -> None:
 @pytest.mark.unit
 def test_a_folder_without_csvs_is_a_one_line_error(tmp_path: Path) -> None:
     (tmp_path / vocab.RUNS_CSV).write_text("run_id\n")
-    with pytest.raises(an.ResultsError, match=r"no epochs\.csv here; make it with `python -m sweep run"):
+    with pytest.raises(an.ResultsError, match=r"no epochs\.csv here; make it with `sweep run"):
         an.load([tmp_path])
 
 

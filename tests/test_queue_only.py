@@ -38,14 +38,19 @@ def test_no_train_queues_every_run_without_tensorflow_and_the_printed_worker_tra
     assert lines[-1] == "[]"  # no TensorFlow, no Keras
     journal = tmp_path / "results" / "queued" / vocab.JOURNAL_FILE
     assert lines[0].startswith("queued: queued 4 run(s) to train of 4 (4 newly queued)")
-    worker = f"python -m sweep worker --study queued --storage {journal}"
+    worker = f"sweep worker --study queued --storage {journal}"
     assert lines[1].endswith(worker), lines
     assert Store.open(journal, "queued", create=False).counts()[vocab.PENDING] == 4
     assert not (tmp_path / "results" / "queued" / vocab.RUNS_CSV).exists()  # nothing trained, nothing exported
 
     # the command it printed trains them, from anywhere
     trained = subprocess.run(
-        [sys.executable, *worker.split()[1:]], cwd="/", env=env, capture_output=True, text=True, timeout=600
+        [str(Path(sys.executable).with_name("sweep")), *worker.split()[1:]],
+        cwd="/",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert trained.returncode == 0, trained.stderr[-2000:]
     assert Store.open(journal, "queued", create=False).counts()[vocab.DONE] == 4

@@ -167,7 +167,7 @@ def _read_folder(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     missing = [n for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV) if not (folder / n).is_file()]
     if missing:
         raise ResultsError(
-            f"{folder}: no {' or '.join(missing)} here; make it with `python -m sweep run GRID --results {folder}`"
+            f"{folder}: no {' or '.join(missing)} here; make it with `sweep run GRID --results {folder}`"
         )
     runs, epochs = (_read_csv(folder / n).assign(**{SOURCE: str(folder)}) for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV))
     return runs, timing.attach(folder, _with_backend(epochs, runs))

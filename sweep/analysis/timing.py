@@ -52,7 +52,7 @@ def describe(folder: Path) -> str:
     load = pd.concat([timing["load_average_before"], timing["load_average_after"]])
     return (
         f"Quiet seconds for {folder} are optimizer steps x the best of {int(timing['repeats'].min())} "
-        f"alternating one-epoch timings per configuration (`python -m sweep time`, {folder / vocab.TIMING_CSV}; "
+        f"alternating one-epoch timings per configuration (`sweep time`, {folder / vocab.TIMING_CSV}; "
         f"{int(timing['threads'].iloc[0])} thread(s), {timing['cpu'].iloc[0]}, measured "
         f"{str(timing['measured'].min())[:10]}, 1-minute load average {load.min():.1f}-{load.max():.1f}); "
         "training only, without the evaluations at records."

@@ -374,7 +374,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         missing = [n for n in (vocab.RUNS_CSV, vocab.EPOCHS_CSV) if not (folder / n).is_file()]
         if missing:
             raise UsageError(
-                f"{folder}: no {' or '.join(missing)} here; make it with `python -m sweep run GRID --results {folder}`"
+                f"{folder}: no {' or '.join(missing)} here; make it with `sweep run GRID --results {folder}`"
             )
     out = args.out if args.out is not None else args.folders[0]
     key = stamp.key(args.folders, out, args.svg)

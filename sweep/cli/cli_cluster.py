@@ -36,11 +36,11 @@ TRAINING_FLAGS = (
 )
 SLURM_EPILOG = """\
 examples:
-  python -m sweep slurm grid.yaml --array 8 --storage @store.url --partition gpu --gpus-per-task 1 --time 4:00:00
-  python -m sweep slurm grid.yaml --array 8 --storage @store.url --dry-run     # print the script only
+  sweep slurm grid.yaml --array 8 --storage @store.url --partition gpu --gpus-per-task 1 --time 4:00:00
+  sweep slurm grid.yaml --array 8 --storage @store.url --dry-run     # print the script only
   squeue --me                        # the array's tasks
-  python -m sweep status grid.yaml --storage @store.url
-  python -m sweep export grid.yaml --storage @store.url   # any time: runs.csv, epochs.csv and the report
+  sweep status grid.yaml --storage @store.url
+  sweep export grid.yaml --storage @store.url   # any time: runs.csv, epochs.csv and the report
 Across nodes the store must be a postgresql:// URL; a journal file is safe only when every task runs
 on one node. Cluster set-up, preemption and Kubernetes: docs/cluster.md."""
 
@@ -126,11 +126,11 @@ def queue_only(args: argparse.Namespace) -> int:
     queued = orchestrate.queue_sweep(grid, options)
     print(_queued_text(grid, queued))
     shown = _worker_storage(args.storage, queued.store.target)
-    command = "python -m sweep worker --study " + grid.name + (f" --storage {shown}" if shown else "")
+    command = "sweep worker --study " + grid.name + (f" --storage {shown}" if shown else "")
     print(f"start workers, on this machine or others that reach the store: {command}")
     if shown is None:
         print(f"  (with ${vocab.STORAGE_ENV} set to the store: its password is not printed)")
-    print(f"results, any time: python -m sweep export {args.grid}" + (f" --storage {shown}" if shown else ""))
+    print(f"results, any time: sweep export {args.grid}" + (f" --storage {shown}" if shown else ""))
     return EXIT_OK
 
 
@@ -207,9 +207,9 @@ def _slurm(args: argparse.Namespace, target_arg: str | None) -> int:
     print(f"submitted job array {job_id}: {tasks} worker task(s); script {path}")
     flag = f" --storage {job.storage}" if job.storage else ""
     print(f"logs: {job.folder}/worker-{job_id}_<task>.out")
-    print(f"watch: squeue -j {job_id}; python -m sweep status {args.grid}{flag}")
+    print(f"watch: squeue -j {job_id}; sweep status {args.grid}{flag}")
     print(
-        f"results, any time: python -m sweep export {args.grid}{flag} writes runs.csv, epochs.csv and the "
+        f"results, any time: sweep export {args.grid}{flag} writes runs.csv, epochs.csv and the "
         "report of the finished runs (it only reads the store)"
     )
     return EXIT_OK

@@ -34,11 +34,11 @@ def add_export_parser(commands: argparse._SubParsersAction) -> None:
         "  MLflow runs: params, per-epoch metrics, report.md and report.html as artifacts, in an experiment\n"
         "  named after the sweep.\n"
         "Each target needs its extra: pip install 'batchsweep[tensorboard]' or 'batchsweep[mlflow]'.",
-        epilog="examples:\n  python -m sweep export grid.yaml --storage postgresql://user@db/sweeps\n"
-        "  python -m sweep export results/article\n"
-        "  python -m sweep export results/article --tensorboard runs/article\n"
+        epilog="examples:\n  sweep export grid.yaml --storage postgresql://user@db/sweeps\n"
+        "  sweep export results/article\n"
+        "  sweep export results/article --tensorboard runs/article\n"
         "  tensorboard --logdir runs/article\n"
-        "  python -m sweep export results/article --mlflow sqlite:///mlflow.db\n"
+        "  sweep export results/article --mlflow sqlite:///mlflow.db\n"
         "  mlflow ui --backend-store-uri sqlite:///mlflow.db",
         formatter_class=arguments.Help,
     )

@@ -72,7 +72,7 @@ def document(
     doc.h(2, "Where these numbers come from")
     doc.p(
         "Does the blog post about Keras batch sizes hold? Each claim is checked on the runs of this sweep, with 95% "
-        "Student-t intervals over seeds. Reproduce with `python -m sweep report "
+        "Student-t intervals over seeds. Reproduce with `sweep report "
         + " ".join(str(f) for f in results.folders)
         + "`."
     )

@@ -141,7 +141,7 @@ def steps_section(doc: Doc, readings: list[scaling.CurveReading], figures: list[
         f"that reached it (lower than the truth when some did not), and fewer than {scaling_fit.MIN_REACHED} give no "
         "interval. Seconds (runs) are the runs' own wall time (epoch_seconds summed; epoch 1 includes graph "
         "tracing), as noisy as the machine was while they ran. Seconds (quiet), where a results folder has a "
-        "timing.csv (`python -m sweep time GRID`), are each run's steps to the target times the best of a "
+        "timing.csv (`sweep time GRID`), are each run's steps to the target times the best of a "
         "benchmark-style timing of one training step at its batch size: comparable between batch sizes."
     )
     for reading in with_targets:

@@ -153,3 +153,18 @@ def test_runs_without_recalibrated_numbers_get_none_and_fit_is_chosen_per_group(
     fit = readings.reread(summary, epochs, (BS,), readings.FIT).set_index(vocab.RUN_ID)
     assert fit.loc["bs8-s0-h80", "point_last"] == pytest.approx(0.0)  # recalibrated loss: 4 - 3 - 1
     assert fit.loc["bs8-s0-h80x", "point_last"] == pytest.approx(1.0)  # raw loss in the other sweep
+
+
+@pytest.mark.parametrize("reading", [readings.STEPS, readings.FIT, readings.TIME], ids=lambda r: r.name)
+def test_one_epoch_runs_have_no_epoch_2_point_and_say_nothing(reading: readings.Reading) -> None:
+    """Runs of one epoch have no epoch-2 snapshot: its point and values are empty, with no NumPy warning."""
+    import warnings
+
+    epochs = curves()
+    epochs = epochs[epochs[vocab.EPOCH] <= 1]
+    summary = analysis.run_summary(epochs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = readings.reread(summary, epochs, (BS,), reading)
+    assert table["point_epoch2"].isna().all() and table[column(vocab.VAL_ACC, "epoch2")].isna().all()
+    assert table["point_last"].notna().all()

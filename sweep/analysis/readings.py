@@ -140,12 +140,22 @@ def _read_group(group: pd.DataFrame, all_curves: pd.DataFrame, reading: Reading)
     updates: dict[str, list[float]] = {}
     for when in WHENS:
         at_snapshot = [_value_at_snapshot(by_run.get(r), when) for r in group[vocab.RUN_ID]]
-        point = np.nanmax(at_snapshot) if reading == FIT else np.nanmin(at_snapshot)
+        point = _common_point(at_snapshot, reading)
         read = [_read(by_run.get(r), point, first_below=reading == FIT) for r in group[vocab.RUN_ID]]
         for metric in snapshot_metrics:
             updates[column(metric, when)] = [values.get(metric, np.nan) for values in read]
         updates[f"point_{when}"] = [point] * len(group)
     return group.assign(**updates)
+
+
+def _common_point(at_snapshot: list[float], reading: Reading) -> float:
+    """Where every run of a group is read: the worst fit any reached, else the fewest steps or seconds any
+    had taken; NaN where no run has a value at the snapshot (a one-epoch run has no epoch 2).
+    """
+    values = np.asarray(at_snapshot, dtype=float)
+    if np.isnan(values).all():
+        return float("nan")
+    return float(np.nanmax(values) if reading == FIT else np.nanmin(values))
 
 
 def _curves(curves: pd.DataFrame, axis: str, metrics: list[str]) -> dict[Any, _Curve]:

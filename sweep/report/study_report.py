@@ -50,6 +50,7 @@ def build(
     doc.h(2, "Recommendation")
     doc.bullets(lines[:4])
     doc.table(*table(study))
+    doc.p(_target_words(study))
     figure = _figure(study, folder)
     if figure is not None:
         doc.figure(figure)
@@ -148,13 +149,14 @@ def _figure(study: Study, folder: Path) -> FigureFile | None:
     return FigureFile(FIGURE, png, None, title, caption)
 
 
+def _target_words(study: Study) -> str:
+    """The target and the rule that chose it, under the table it is read in."""
+    if study.target is None:
+        return f"No target for steps to target: {study.target_rule}."
+    return f"The target, {study.metric} {study.target:g}, was chosen from the data: {study.target_rule}."
+
+
 def _details(doc: Doc, study: Study, advice: Advice | None) -> None:
-    doc.h(2, "The target")
-    doc.p(
-        f"Target {study.metric} {study.target:g}: {study.target_rule}."
-        if study.target is not None
-        else f"No target: {study.target_rule}."
-    )
     doc.h(2, "The learning-rate searches")
     doc.bullets(
         [f"Batch {r.batch_size}: {lr_words(study, r)}" + (f"; {r.edge}" if r.edge else "") for r in study.rungs]

@@ -81,11 +81,8 @@ def _grid_file(folder: Path, given: str | None) -> Path:
 
 
 def _spread(rows: pd.DataFrame, count: int) -> pd.DataFrame:
-    """`count` runs at evenly spaced places of the folder's run order (its settings in turn)."""
-    if len(rows) <= count:
-        return rows
-    step = len(rows) / count
-    return rows.iloc[[int(i * step) for i in range(count)]]
+    """`count` runs drawn at random (seed 0, so a rerun draws the same), in the folder's order."""
+    return rows if len(rows) <= count else rows.sample(count, random_state=0).sort_index()
 
 
 def _compare(spec: RunSpec, committed: pd.DataFrame) -> tuple[int, str]:

@@ -1,0 +1,117 @@
+"""Where a run's time goes: training steps, or the records between them.
+
+    python -m benchmarks.records [experiments/article.yaml] [KEY=VALUE ...] [--out results/bench/records.md]
+
+Trains every run of the grid (with the overrides, e.g. `train.epochs=2 seeds=[0]` for a fraction of it)
+alone, one after another in this process, as one worker with every core would (a fresh process with a
+worker's environment), and times each part of each run at the trainer's calls on its compiled model:
+set-up (data and model), training (`fit`), raw evaluation, BatchNorm recalibration (its statistics
+pass and its evaluations), the balanced accuracy's predictions and the noise scale. A record is
+everything but set-up and training. Prints one line per run and appends the grid's totals to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.machine import REPO, commit
+from sweep.config import load_grid
+from sweep.config.plan import plan
+from sweep.train import devices
+
+PARTS = ("set-up", "fit", "evaluate", "recalibrate", "predict", "noise scale")
+RECORD_PARTS = PARTS[2:]
+TIMED = {"fit": "fit", "evaluate": "evaluate", "recalibrated": "recalibrate", "predicted": "predict"}
+TIMED |= {"noise_scale": "noise scale"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _as_a_worker(devices.cpu_count())
+    from sweep.train.trainer import Trainer
+
+    specs = plan(load_grid(args.grid, args.overrides))
+    totals: dict[str, float] = defaultdict(float)
+    for spec in specs:
+        seconds: dict[str, float] = defaultdict(float)
+        started = time.perf_counter()
+        trainer = Trainer.alone(spec)
+        seconds["set-up"] = time.perf_counter() - started
+        for name, part in TIMED.items():
+            setattr(trainer.engine, name, _timed(getattr(trainer.engine, name), part, seconds))
+        records = sum(1 for _ in trainer.epochs())
+        whole = time.perf_counter() - started
+        share = sum(seconds[p] for p in RECORD_PARTS) / whole
+        print(f"{spec.run_id}: {whole:.1f} s, {records} records, records {share:.0%} ({_parts(seconds)})", flush=True)
+        for part in PARTS:
+            totals[part] += seconds[part]
+        totals["whole"] += whole
+    _write(args, len(specs), totals)
+    return 0
+
+
+def _timed(call: Callable[..., Any], part: str, seconds: dict[str, float]) -> Callable[..., Any]:
+    def timed(*args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            seconds[part] += time.perf_counter() - started
+
+    return timed
+
+
+def _parts(seconds: dict[str, float]) -> str:
+    return ", ".join(f"{part} {seconds[part]:.1f} s" for part in PARTS if seconds[part])
+
+
+def _as_a_worker(threads: int) -> None:
+    """Go on in a fresh process with a worker's environment (TensorFlow's and the BLAS's threads)."""
+    env = devices.worker_environment(dict(os.environ), threads=threads)
+    if os.environ.get("TF_NUM_INTRAOP_THREADS") == env["TF_NUM_INTRAOP_THREADS"]:
+        return
+    os.execve(sys.executable, [sys.executable, "-m", "benchmarks.records", *sys.argv[1:]], env)
+
+
+def _write(args: argparse.Namespace, runs: int, totals: dict[str, float]) -> None:
+    out: Path = args.out
+    if not out.exists():
+        out.write_text(
+            "# Where a run's time goes\n\n`python -m benchmarks.records GRID [KEY=VALUE ...]`: every run of the "
+            "grid trained alone in one process with a worker's threads, each part timed at the trainer's calls "
+            "on its compiled model (seconds summed over the runs). Records: evaluation, recalibration, "
+            "predictions and the noise scale, everything but set-up and training.\n\n"
+            f"| date | commit | cpu | grid | runs | whole s | {' s | '.join(PARTS)} s | records' share |\n"
+            f"|{'---|' * (len(PARTS) + 7)}\n",
+            encoding="utf-8",
+        )
+    grid = " ".join([Path(args.grid).as_posix(), *args.overrides])
+    share = sum(totals[p] for p in RECORD_PARTS) / totals["whole"]
+    cells = " | ".join(f"{totals[p]:.1f}" for p in PARTS)
+    row = (
+        f"| {datetime.date.today()} | {commit(REPO)} | {devices.cpu_model()}, {devices.cpu_count()} cores "
+        f"| `{grid}` | {runs} | {totals['whole']:.1f} | {cells} | {share:.0%} |\n"
+    )
+    with out.open("a", encoding="utf-8") as table:
+        table.write(row)
+    print(f"records took {share:.0%} of {totals['whole']:.0f} s; {out}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.records", description=__doc__.split("\n\n")[0])
+    parser.add_argument("grid", nargs="?", default=str(REPO / "experiments" / "article.yaml"))
+    parser.add_argument("overrides", nargs="*", help="KEY=VALUE settings, as `sweep run` takes them")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench" / "records.md")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,14 +4,14 @@ compare every record, bit for bit.
     python -m benchmarks.reproduce results/map_c1 [--grid experiments/map_c1.yaml] [--runs 6]
         [--out results/bench/reproduce.md]
 
-The folder's grid file (its `grid.yaml`, else `experiments/<folder name>.yaml`, else `--grid`) is
-planned again: every committed run id must still be planned (an id that changed would orphan the
-committed runs). Then `--runs` of its done grid runs, spread over its settings, are trained again
-in this process, each alone (a packed run records what it records alone), and every field of every
-record is compared with `epochs.csv` as written (timings aside). Float results are the same bits
-only on the CPU model and at the thread count that wrote them (docs/levers.md), so only runs
-written by this machine's CPU model are re-trained, at their thread count; the others are counted
-as not comparable here. Prints one line per run and appends a row to `--out`.
+The folder's grid file (its `grid.yaml`, else `experiments/<folder name>.yaml`, else `--grid`) is planned
+again at the folder's seeds (`--until-decided` adds seeds): every committed run id must still be planned
+(an id that changed would orphan the committed runs). Then `--runs` of its done grid runs, spread over
+its settings, are trained again in this process, each alone (a packed run records what it records alone),
+and every field of every record is compared with `epochs.csv` as written (timings aside). Float results
+are the same bits only on the CPU model and at the thread count that wrote them (docs/levers.md), so only
+runs written by this machine's CPU model are re-trained, at their thread count; the others are counted as
+not comparable here. Prints one line per run and appends a row to `--out`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = pd.read_csv(folder / vocab.RUNS_CSV)
     epochs = pd.read_csv(folder / vocab.EPOCHS_CSV, dtype=str, keep_default_na=False)  # parsed exactly below
     grid = _grid_file(folder, args.grid)
-    planned = {spec.run_id: spec for spec in plan(load_grid(grid))}
+    seeds = sorted(int(seed) for seed in runs[vocab.SEED].dropna().unique())  # `--until-decided` adds seeds
+    planned = {spec.run_id: spec for spec in plan(load_grid(grid, [f"seeds={seeds}"]))}
     done = runs[(runs[vocab.STATUS] == vocab.DONE) & (runs.get("role", pd.Series("grid", index=runs.index)) == "grid")]
     missing = sorted(set(done[vocab.RUN_ID]) - set(planned))
     here = done[done["cpu"] == devices.cpu_model()]

@@ -119,6 +119,18 @@ def commit(root: Path) -> str:
     return done.stdout.strip() or "unknown"
 
 
+def restart_as_worker(module: str, threads: int) -> None:
+    """Go on in a fresh process of `python -m module` with this process's arguments and a worker's
+    environment at this thread count, unless this process has it already. TensorFlow's threads and the
+    BLAS's (numpy's, which sums the noise scale) are fixed when they start, so they cannot be set later.
+    """
+    env = devices.worker_environment(dict(os.environ), threads=threads)
+    if all(os.environ.get(name) == env[name] for name in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")):
+        return
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, "-m", module, *sys.argv[1:]], env)
+
+
 def python_module(module: str, *args: str) -> list[str]:
     """The command that runs `python -m module args` with this interpreter."""
     return [sys.executable, "-m", module, *args]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import sys
 import time
 from collections import defaultdict
@@ -22,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import REPO, commit
+from benchmarks.machine import REPO, commit, restart_as_worker
 from sweep.config import load_grid
 from sweep.config.plan import plan
 from sweep.train import devices
@@ -35,7 +34,7 @@ TIMED |= {"noise_scale": "noise scale"}
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _as_a_worker(devices.cpu_count())
+    restart_as_worker("benchmarks.records", devices.cpu_count())
     from sweep.train.trainer import Trainer
 
     specs = plan(load_grid(args.grid, args.overrides))
@@ -71,14 +70,6 @@ def _timed(call: Callable[..., Any], part: str, seconds: dict[str, float]) -> Ca
 
 def _parts(seconds: dict[str, float]) -> str:
     return ", ".join(f"{part} {seconds[part]:.1f} s" for part in PARTS if seconds[part])
-
-
-def _as_a_worker(threads: int) -> None:
-    """Go on in a fresh process with a worker's environment (TensorFlow's and the BLAS's threads)."""
-    env = devices.worker_environment(dict(os.environ), threads=threads)
-    if os.environ.get("TF_NUM_INTRAOP_THREADS") == env["TF_NUM_INTRAOP_THREADS"]:
-        return
-    os.execve(sys.executable, [sys.executable, "-m", "benchmarks.records", *sys.argv[1:]], env)
 
 
 def _write(args: argparse.Namespace, runs: int, totals: dict[str, float]) -> None:

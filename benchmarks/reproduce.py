@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from benchmarks.machine import REPO, commit
+from benchmarks.machine import REPO, commit, restart_as_worker
 from sweep import vocab
 from sweep.config import load_grid
 from sweep.config.plan import RunSpec, plan
@@ -49,25 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     if len(chosen):
         threads = int(chosen["threads"].iloc[0])
         chosen = chosen[chosen["threads"] == threads]
-        _as_a_worker(threads)
+        restart_as_worker("benchmarks.reproduce", threads)  # as the worker that wrote the runs
     print(f"{folder}: {len(done)} done grid runs, {len(missing)} no longer planned, {len(here)} from this CPU model")
     outcomes = [_compare(planned[run_id], epochs[epochs[vocab.RUN_ID] == run_id]) for run_id in chosen[vocab.RUN_ID]]
     for run_id, (records, unequal) in zip(chosen[vocab.RUN_ID], outcomes, strict=True):
         print(f"  {run_id}: {records} records, {'every field equal' if not unequal else 'DIFFERS: ' + unequal}")
     _write(args.out, folder, grid, done, missing, here, outcomes)
     return 0 if not missing and all(not unequal for _, unequal in outcomes) else 1
-
-
-def _as_a_worker(threads: int) -> None:
-    """Go on in a process with a worker's environment at this thread count: TensorFlow's and the BLAS's
-    threads are fixed when they start (numpy's, which sums the noise scale, already has), so this
-    process starts again with them set, as the worker that wrote the runs was.
-    """
-    env = devices.worker_environment(dict(os.environ), threads=threads)
-    if all(os.environ.get(name) == env[name] for name in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")):
-        return
-    sys.stdout.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "benchmarks.reproduce", *sys.argv[1:]], env)
 
 
 def _grid_file(folder: Path, given: str | None) -> Path:

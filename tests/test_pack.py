@@ -293,3 +293,38 @@ def test_a_model_with_losses_of_its_own_trains_alone(tmp_path) -> None:
     store.export_csv(tmp_path)
     runs = pd.read_csv(tmp_path / vocab.RUNS_CSV)
     assert (runs[vocab.STATUS] == vocab.DONE).all() and (runs["pack_size"] == 1).all() and len(runs) == 2
+
+
+@pytest.mark.integration
+def test_a_pack_whose_attempt_the_store_took_back_queues_its_mate_again(tmp_path) -> None:
+    """The store ends one packed run's attempt mid-training (its worker presumed dead): that attempt is
+    dropped quietly (its next one is queued), and its mate, still standing, is queued again to train alone.
+    """
+    import optuna
+
+    from sweep.run import driver, events
+    from sweep.store import Store, internals
+
+    specs = [spec(seed, epochs=3) for seed in range(2)]
+    store = Store.open(tmp_path / "journal.log", "t")
+    store.enqueue(specs)
+    claims = [store.claim_next(), store.claim_next()]
+    other = Store.open(tmp_path / "journal.log", "t")  # the process that presumes the worker dead
+    said: list = []
+
+    def presumed_dead_after_epoch_one(event: events.Event) -> None:
+        said.append(event)
+        if isinstance(event, events.EpochDone) and event.run_id == claims[0].spec.run_id:
+            trial = other.sweep.get_trials()[claims[0].trial.number]
+            lease = dataclasses.replace(claims[0], trial=internals.handle(other.sweep, trial), study=other.sweep)
+            assert other.requeue(lease, "presumed dead (test)")
+
+    places = resume.places(str(tmp_path / "journal.log"), "t")
+    ended = driver.train(store, claims, presumed_dead_after_epoch_one, places)
+    assert ended == [(vocab.INTERRUPTED, False), (vocab.INTERRUPTED, True)]
+    states = {(t.user_attrs[vocab.RUN_ID], t.user_attrs[vocab.ATTEMPT]): t.state for t in store.sweep.get_trials()}
+    waiting = optuna.trial.TrialState.WAITING
+    assert [states[(c.spec.run_id, 2)] for c in claims] == [waiting, waiting]  # both queued for a new attempt
+    interrupted = [e for e in said if isinstance(e, events.RunInterrupted)]
+    assert [e.run_id for e in interrupted] == [c.spec.run_id for c in claims]
+    assert "presumed this worker dead" in interrupted[0].reason and "trains alone next" in interrupted[1].reason

@@ -54,7 +54,6 @@ def train(store: Store, claims: list[Lease], emit: events.Emit, places: resume.P
     for claim in claims:
         emit(events.RunStarted(claim.spec.run_id, claim.spec.point.train.epochs))
     outcomes = _Outcomes(claims[0].spec.point.train.epochs)
-    trainer = None
     try:
         trainer = Trainer([claim.spec for claim in claims])
         steps = trainer.steps_per_epoch
@@ -90,9 +89,11 @@ def train(store: Store, claims: list[Lease], emit: events.Emit, places: resume.P
         return _failed(store, claims, emit, places, outcomes, retryable=True)
     except (DataError, UserCodeError):  # fails the same way again
         return _failed(store, claims, emit, places, outcomes, retryable=False)
-    except optuna.exceptions.UpdateFinishedTrialError:
+    except optuna.exceptions.UpdateFinishedTrialError:  # the store ended an attempt: a worker presumed dead
+        if len(claims) > 1:  # the mates whose attempts stand are queued again
+            return _failed(store, claims, emit, places, outcomes, retryable=True)
         forget_compiled()
-        return [taken_back(claim.spec.run_id, emit) for claim in claims]
+        return [taken_back(claims[0].spec.run_id, emit)]
     except Exception:  # noqa: BLE001 - any error of a run is recorded, and the sweep goes on
         return _failed(store, claims, emit, places, outcomes, retryable=True)
     if any(e.status not in (vocab.DONE, vocab.PRUNED) for e in outcomes.endings.values()):
@@ -122,19 +123,17 @@ def _failed(
     reason = f"its pack failed ({error.strip().splitlines()[-1]}); it trains alone next"
     ended = [outcomes.endings.get(k) for k in range(len(claims))]
     return [
-        (end_run(store, claim, emit, places, e, None), True) if e else (_requeue(store, claim, reason, emit), True)
+        (end_run(store, claim, emit, places, e, None), True) if e else _requeue(store, claim, reason, emit)
         for claim, e in zip(claims, ended, strict=True)
     ]
 
 
-def _requeue(store: Store, claim: Lease, reason: str, emit: events.Emit) -> str:
+def _requeue(store: Store, claim: Lease, reason: str, emit: events.Emit) -> tuple[str, bool]:
     """End the attempt unfinished and queue the run again (its checkpoint, if any, is kept)."""
-    try:
-        store.requeue(claim, reason)
-    except optuna.exceptions.UpdateFinishedTrialError:
-        return taken_back(claim.spec.run_id, emit)[0]
+    if not store.requeue(claim, reason):  # the store had ended this attempt and queued the next
+        return taken_back(claim.spec.run_id, emit)
     emit(events.RunInterrupted(claim.spec.run_id, reason))
-    return vocab.INTERRUPTED
+    return vocab.INTERRUPTED, True
 
 
 def _store_record(

@@ -362,9 +362,7 @@ def write_report(results: Path, console: Console) -> tuple[Path, Path] | None:
     try:
         written = report.build([results])
     except Exception as err:  # the runs are safe in the CSVs; `sweep report` can be run again by hand
-        console.warn(
-            f"warning: report not written ({type(err).__name__}: {err}); retry with `sweep report {results}`"
-        )
+        console.warn(f"warning: report not written ({type(err).__name__}: {err}); retry with `sweep report {results}`")
         return None
     for line in written.summary:
         console.say(line)

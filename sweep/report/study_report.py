@@ -24,7 +24,9 @@ from sweep.report.document import TITLE, Doc, to_html, to_markdown
 from sweep.report.plots import FigureFile
 from sweep.report.study_words import advice_lines, lr_words, num, seeds_words
 
-STUDY_MD, STUDY_HTML, STUDY_CSV = "study.md", "study.html", "tables/study.csv"
+STUDY_MD = "study.md"
+STUDY_HTML = "study.html"
+STUDY_CSV = "tables/study.csv"
 FIGURE = "study_steps"
 
 

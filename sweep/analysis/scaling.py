@@ -23,6 +23,7 @@ docs/report.md ("Steps to target") explains every reading to the report's users.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -291,6 +292,18 @@ class TargetRow:
     @property
     def not_reached(self) -> int:
         return self.n_runs - self.n_reached
+
+
+def perfect_scaling(rows: Sequence[TargetRow], sizes: Iterable[int]) -> dict[int, float]:
+    """Steps at each batch size of `sizes` under perfect scaling (steps x batch constant), through the
+    smallest batch size whose every run reached the target; none below it, none without such a row.
+    """
+    complete = [r for r in rows if not r.not_reached]
+    if not complete:
+        return {}
+    first = min(complete, key=lambda r: r.batch_size)
+    constant = first.steps.mean * first.batch_size
+    return {b: constant / b for b in sizes if b >= first.batch_size}
 
 
 def _estimate(values: pd.Series) -> Estimate:

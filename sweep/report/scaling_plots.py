@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from sweep.analysis import BATCH_SIZE
-from sweep.analysis.scaling import TUNED, Curve, CurveReading, TargetRow
+from sweep.analysis.scaling import TUNED, Curve, CurveReading, TargetRow, perfect_scaling
 from sweep.analysis.selection import OPTIMIZER, Selection
 from sweep.config import declared
 from sweep.report import figure_index, plots
@@ -158,12 +158,9 @@ def _target_lines(ax: Axes, rows: list[TargetRow], color: str, label: str) -> No
     # a t interval over 2-3 seeds can reach below 0, which a log axis cannot show: clip at the mean's tenth
     errors[0] = [min(e, m * 0.9) for e, m in zip(errors[0], means, strict=True)]
     ax.errorbar(xs, means, yerr=errors, marker="o", capsize=3, color=color, label=label)
-    complete = [r for r in rows if not r.not_reached]
-    if complete:
-        first = complete[0]
-        constant = first.steps.mean * first.batch_size
-        sizes = [r.batch_size for r in rows if r.batch_size >= first.batch_size]
-        ax.plot(sizes, [constant / b for b in sizes], linestyle="--", color=color, alpha=0.6)
+    perfect = perfect_scaling(rows, [r.batch_size for r in rows])
+    if perfect:
+        ax.plot(list(perfect), list(perfect.values()), linestyle="--", color=color, alpha=0.6)
     missed = [r for r in rows if r.not_reached]
     ax.scatter(
         [r.batch_size for r in missed],

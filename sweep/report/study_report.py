@@ -16,6 +16,7 @@ import pandas as pd
 
 from sweep.analysis import study as reading
 from sweep.analysis.estimates import fmt_estimate
+from sweep.analysis.scaling import perfect_scaling
 from sweep.analysis.study import Rung, Study
 from sweep.analysis.study_advice import Advice, advise, seconds_kind, seconds_to_target
 from sweep.base import atomic
@@ -51,7 +52,8 @@ def build(
     doc.p(_about(study))
     doc.h(2, "Recommendation")
     doc.bullets(lines[:4])
-    doc.table(*table(study))
+    head, rows = table(study)
+    doc.table(head, rows)
     doc.p(_target_words(study))
     figure = _figure(study, folder)
     if figure is not None:
@@ -60,7 +62,6 @@ def build(
     doc.bullets(list(advice.warnings) if advice and advice.warnings else ["None: no reading here is known to mislead."])
     doc.contents()
     _details(doc, study, advice)
-    head, rows = table(study)
     atomic.write_csv(pd.DataFrame(rows, columns=head), folder / STUDY_CSV)
     markdown, html = folder / STUDY_MD, folder / STUDY_HTML
     atomic.write_text(markdown, to_markdown(doc, folder))
@@ -82,17 +83,6 @@ def _about(study: Study) -> str:
     )
 
 
-def _perfect(study: Study) -> dict[int, float]:
-    """Perfect scaling from the smallest batch size whose every run reached the target: steps x B constant."""
-    complete = [r for r in study.rungs if r.target is not None and not r.target.not_reached]
-    if not complete:
-        return {}
-    first = min(complete, key=lambda r: r.batch_size)
-    assert first.target is not None
-    constant = first.target.steps.mean * first.batch_size
-    return {r.batch_size: constant / r.batch_size for r in study.rungs if r.batch_size >= first.batch_size}
-
-
 def table(study: Study) -> tuple[list[str], list[list[str]]]:
     target = f"{study.metric} {study.target:g}" if study.target is not None else "the target"
     head = [
@@ -106,7 +96,9 @@ def table(study: Study) -> tuple[list[str], list[list[str]]]:
         f"seconds to {target}",
         "B_simple",
     ]
-    perfect = _perfect(study)
+    perfect = perfect_scaling(
+        [r.target for r in study.rungs if r.target is not None], [r.batch_size for r in study.rungs]
+    )
     rows = [
         [
             str(r.batch_size),

@@ -16,7 +16,7 @@ import numpy as np
 from sweep import vocab
 from sweep.base.seeds import derive_seed
 from sweep.config.plan import RunSpec
-from sweep.train import backends, devices, noise, optim, recal
+from sweep.train import backends, devices, noise, optim, recal, usercode
 from sweep.train import data as data_module
 from sweep.train import model as model_module
 from sweep.train.compiled import (
@@ -42,7 +42,7 @@ class Single:
         devices.check_even_split(self.replicas, len(split.y_train), spec.point.train.batch_size)
         self.strategy, self.model, self.reused = _model_for(spec, split, steps_per_epoch, self.replicas)
         self.own_model = self.model  # whose parameters the run counts
-        self.callbacks = usercode_callbacks(spec)
+        self.callbacks = usercode.callbacks(spec.point.train.callbacks)  # fresh ones: their state is per run
 
     def fit(self, xs: list[np.ndarray], ys: list[np.ndarray], epoch: int) -> tuple[list[Stretch], float]:
         """Train on this stretch's batches; the running accuracy and loss at its end, and its seconds."""
@@ -120,13 +120,6 @@ def raw_recalibrated(train_eval: dict[str, float], val: dict[str, float]) -> dic
     """The *_recal fields of a model without BatchNorm: its raw numbers, nothing to recompute."""
     numbers = recal.Recalibrated(train_eval["accuracy"], train_eval["loss"], val["accuracy"], val["loss"])
     return numbers.fields()
-
-
-def usercode_callbacks(spec: RunSpec) -> list[Any]:
-    """Fresh instances of the run's `train.callbacks` (their state is per run)."""
-    from sweep.train import usercode
-
-    return usercode.callbacks(spec.point.train.callbacks)
 
 
 def _model_for(

@@ -113,15 +113,20 @@ def test_without_batchnorm_the_recalibrated_numbers_are_the_raw_ones() -> None:
 
 
 @pytest.mark.unit
-def test_the_statistics_sums_are_those_of_float64_copies_bit_for_bit() -> None:
-    """`recal._sums` adds float32 values and their squares in float64 without copying them to float64
-    first: the same bits as the copy's sums, so recalibrated numbers are those recorded before.
+def test_pooled_chunks_give_the_mean_and_variance_of_all_values_together() -> None:
+    """`recal.pool` rebuilds the statistics of the whole set from each chunk's own (a shorter last
+    chunk included), as float64 statistics over every value would give them.
     """
     from sweep.train import recal
 
     rng = np.random.default_rng(0)
-    for rows, channels, scale in [(512 * 32 * 32, 16, 1.0), (512 * 16 * 16, 32, 30.0), (1200 * 8 * 8, 64, 1e-3)]:
-        flat = np.maximum(rng.standard_normal((rows, channels)) * scale + scale, 0).astype(np.float32)  # ReLU'd
-        total, square = recal._sums(flat)
-        copied = flat.astype(np.float64)
-        assert np.array_equal(total, copied.sum(axis=0)) and np.array_equal(square, np.square(copied).sum(axis=0))
+    values = np.maximum(rng.standard_normal((1200 * 8 * 8, 16)) * 3.0 + 2.0, 0).astype(np.float32)  # ReLU'd
+    per_image = 8 * 8
+    chunks = []
+    for start in range(0, 1200, 512):  # 512, 512 and 176 images
+        part = values[start * per_image : (start + 512) * per_image].astype(np.float64)
+        chunks.append((len(part) // per_image, part.mean(axis=0), part.var(axis=0)))
+    mean, var = recal.pool(chunks)
+    whole = values.astype(np.float64)
+    assert mean == pytest.approx(whole.mean(axis=0), rel=1e-12)
+    assert var == pytest.approx(whole.var(axis=0), rel=1e-12)

@@ -180,11 +180,13 @@ class _Twins:
         found = [recal.norms_and_probe(copy) for copy in self.copies]  # before the copies join one model
         self.norms = [norms for norms, _ in found]
         probes = [probe for _, probe in found]
-        self._inputs = lambda xs: [recal.as_list(p(x, training=True)) for p, x in zip(probes, xs, strict=True)]
+        self._moments = lambda xs: [
+            recal.moments(recal.as_list(p(x, training=True))) for p, x in zip(probes, xs, strict=True)
+        ]
         if keras.backend.backend() == backends.TENSORFLOW:  # traced once; on JAX the pass runs eagerly, as alone
             import tensorflow as tf
 
-            self._inputs = tf.function(self._inputs, reduce_retracing=True)
+            self._moments = tf.function(self._moments, reduce_retracing=True)
         self.model = _joined(self.copies, "twins")
         self.model.compile(**_tower_losses(k), jit_compile=backends.jit_compile())
 
@@ -192,7 +194,7 @@ class _Twins:
         """Each copy's numbers with its run's weights, its BatchNorm statistics from its x_train_eval."""
         for copy, mine in zip(self.copies, weights, strict=True):
             copy.set_weights(mine)
-        recal.set_statistics(self.norms, self._inputs, [s.x_train_eval for s in splits])
+        recal.set_statistics(self.norms, self._moments, [s.x_train_eval for s in splits])
         train = evaluate_towers(self.model, [(s.x_train_eval, s.y_train_eval) for s in splits])
         val = evaluate_towers(self.model, [(s.x_val, s.y_val) for s in splits])
         both = zip(train, val, strict=True)

@@ -22,14 +22,13 @@ its recalibrated numbers are its raw ones.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from sweep import vocab
-from sweep.train import backends, devices
+from sweep.train import backends
 from sweep.train.data import batches
 
 QUIET: dict[str, Any] = {"verbose": 0, "return_dict": True}
@@ -71,13 +70,14 @@ class Twin:
         self.eval_batch = eval_batch
         # Training mode: each BatchNorm normalises with its batch's statistics, so every layer's
         # input is what it would be with recalibrated statistics above it. (It also moves the
-        # twin's moving averages; they are overwritten right after.)
-        self._inputs = lambda x: probe(x, training=True)
+        # twin's moving averages; they are overwritten right after.) Only the inputs' per-channel
+        # moments leave the pass, not the inputs.
+        self._moments = lambda chunks: [moments(as_list(probe(chunks[0], training=True)))]
         # traced once; on JAX the pass runs eagerly; a model without BatchNorm has nothing to trace
         if probe is not None and keras.backend.backend() == backends.TENSORFLOW:
             import tensorflow as tf
 
-            self._inputs = tf.function(self._inputs, reduce_retracing=True)
+            self._moments = tf.function(self._moments, reduce_retracing=True)
 
     def evaluate(self, weights: list[np.ndarray], split: Any) -> Recalibrated:
         """Numbers of a model with these weights, its BatchNorm statistics recomputed on split.x_train_eval."""
@@ -95,7 +95,7 @@ class Twin:
 
     def _recalibrate(self, x: np.ndarray) -> None:
         """Set every BatchNorm layer's moving mean and variance to its input's pooled statistics over x."""
-        set_statistics([self.norms], lambda chunks: [as_list(self._inputs(chunks[0]))], [x])
+        set_statistics([self.norms], self._moments, [x])
 
 
 def norms_and_probe(model: Any) -> tuple[list[Any], Any]:
@@ -110,45 +110,56 @@ def norms_and_probe(model: Any) -> tuple[list[Any], Any]:
     return norms, (keras.Model(model.inputs, [layer.input for layer in norms]) if norms else None)
 
 
-def set_statistics(norms: list[list[Any]], probe: Any, xs: list[np.ndarray]) -> None:
-    """Set each model's BatchNorm moving means and variances to their inputs' pooled statistics.
-
-    `norms[k]` are model k's BatchNorm layers and `xs[k]` its images (all of one length);
-    `probe(chunks)` returns, for each model, the inputs of its BatchNorm layers on its chunk, in
-    training mode. A pack (sweep/train/pack.py) probes its K towers in one call; a run alone, K = 1.
+def moments(inputs: list[Any]) -> list[tuple[Any, Any]]:
+    """Per channel (last axis), each BatchNorm input's mean and variance over its chunk's images and
+    positions, in float32: computed inside the traced pass, so only these vectors leave it.
     """
     import keras
 
-    sums = [[np.zeros(layer.moving_mean.shape, np.float64) for layer in layers] for layers in norms]
-    squares = [[np.zeros_like(s) for s in model_sums] for model_sums in sums]
-    counts = [[0] * len(layers) for layers in norms]  # values per channel: images x positions, per layer
-    cells = [(k, i) for k, model_norms in enumerate(norms) for i in range(len(model_norms))]
-    # The sums are most of a recalibration's time (float64 over every position of every image), and
-    # numpy leaves the GIL while it adds: every layer of every model in a thread of its own.
-    with ThreadPoolExecutor(max_workers=min(len(cells), devices.cpu_threads()) or 1) as pool:
-        for start in range(0, len(xs[0]), RECAL_BATCH):
-            found = [
-                [np.asarray(keras.ops.convert_to_numpy(v)) for v in inputs]
-                for inputs in probe([x[start : start + RECAL_BATCH] for x in xs])
-            ]
-            flats = [found[k][i].reshape(-1, found[k][i].shape[-1]) for k, i in cells]
-            for (k, i), flat, (total, square) in zip(cells, flats, pool.map(_sums, flats), strict=True):
-                sums[k][i] += total
-                squares[k][i] += square
-                counts[k][i] += flat.shape[0]
-    for layers, model_sums, model_squares, model_counts in zip(norms, sums, squares, counts, strict=True):
-        for layer, total, square, count in zip(layers, model_sums, model_squares, model_counts, strict=True):
-            mean = total / count
-            layer.moving_mean.assign(mean.astype(np.float32))
-            layer.moving_variance.assign(np.maximum(square / count - mean**2, 0.0).astype(np.float32))
+    found = []
+    for values in inputs:
+        axes = tuple(range(len(values.shape) - 1))
+        found.append((keras.ops.mean(values, axis=axes), keras.ops.var(values, axis=axes)))
+    return found
 
 
-def _sums(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per channel (column), the sum and the sum of squares of float32 values, in float64: each value
-    and its square cast exactly, added row after row as `flat.astype(float64).sum(axis=0)` adds them
-    (the same bits; tests/test_recal.py), without that float64 copy of every value.
+def set_statistics(norms: list[list[Any]], moments_of: Any, xs: list[np.ndarray]) -> None:
+    """Set each model's BatchNorm moving means and variances to their inputs' pooled statistics.
+
+    `norms[k]` are model k's BatchNorm layers and `xs[k]` its images (all of one length);
+    `moments_of(chunks)` returns, for each model, each BatchNorm layer's (mean, variance) on its
+    chunk (`moments`), in training mode. A pack (sweep/train/pack.py) probes its K towers in one
+    call; a run alone, K = 1. Chunks are pooled in float64 (`pool`).
     """
-    return np.add.reduce(flat, axis=0, dtype=np.float64), np.add.reduce(np.square(flat, dtype=np.float64), axis=0)
+    import keras
+
+    found: list[list[list[Chunk]]] = [[[] for _ in layers] for layers in norms]
+    for start in range(0, len(xs[0]), RECAL_BATCH):
+        chunks = [x[start : start + RECAL_BATCH] for x in xs]
+        images = len(chunks[0])  # every layer of a model sees as many positions per image in every chunk
+        for kept, model_moments in zip(found, moments_of(chunks), strict=True):
+            for layer_kept, (mean, var) in zip(kept, model_moments, strict=True):
+                layer_kept.append((images, keras.ops.convert_to_numpy(mean), keras.ops.convert_to_numpy(var)))
+    for layers, kept in zip(norms, found, strict=True):
+        for layer, chunks_of_layer in zip(layers, kept, strict=True):
+            mean, var = pool(chunks_of_layer)
+            layer.moving_mean.assign(mean.astype(np.float32))
+            layer.moving_variance.assign(var.astype(np.float32))
+
+
+Chunk = tuple[int, np.ndarray, np.ndarray]  # (images, per-channel mean, per-channel variance) of one chunk
+
+
+def pool(chunks: list[Chunk]) -> tuple[np.ndarray, np.ndarray]:
+    """The per-channel mean and variance of all chunks' values together, from each chunk's own, in
+    float64: means weighted by images, and the variance as the mean squared deviation within chunks
+    plus that of the chunk means around the pooled mean (the law of total variance).
+    """
+    weights = np.array([images for images, _, _ in chunks], np.float64)[:, None] / sum(c[0] for c in chunks)
+    means = np.stack([np.asarray(m, np.float64) for _, m, _ in chunks])
+    variances = np.stack([np.asarray(v, np.float64) for _, _, v in chunks])
+    mean = (weights * means).sum(axis=0)
+    return mean, (weights * (variances + (means - mean) ** 2)).sum(axis=0)
 
 
 def as_list(inputs: Any) -> list[Any]:

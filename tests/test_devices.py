@@ -185,3 +185,26 @@ def test_worker_events_survive_the_trip_through_a_line() -> None:
     assert events.from_line("TensorFlow says hello\n") is None
     another_version = events.PREFIX + '{"event": "epoch", "run_id": "r", "val_acc": 1}\n'
     assert events.from_line(another_version) is None
+
+
+@pytest.mark.unit
+def test_without_gpus_run_starts_a_worker_per_core_up_to_one_per_run() -> None:
+    """The default on a CPU: one worker per core (each with one thread), never more than runs to train,
+    and one where a queued run has replicas (its logical devices share one process's threads).
+    """
+    from sweep.config.keys import PointConfig
+    from sweep.config.plan import RunSpec
+    from sweep.run.workforce import cpu_workers, worker_slots
+
+    def runs(count: int, gpus: int = 1) -> list[RunSpec]:
+        point = PointConfig().with_value("train.gpus", gpus)
+        return [RunSpec(sweep="w", seed=seed, point=point, varying=()) for seed in range(count)]
+
+    assert cpu_workers(runs(6), cores=2) == 2
+    assert cpu_workers(runs(6), cores=16) == 6
+    assert cpu_workers(runs(1), cores=2) == 1
+    assert cpu_workers(runs(5) + runs(1, gpus=2), cores=8) == 1
+    from sweep.train.devices import cpu_count
+
+    assert worker_slots(None, None, 1, runs(3)) == [None] * min(3, cpu_count())
+    assert worker_slots(None, 1, 1, runs(3)) == [None]  # --workers 1 stays available

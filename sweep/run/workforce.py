@@ -65,10 +65,21 @@ def worker_slots(
 
     pool = devices.device_pool(device_ids)
     if not pool:
-        return [None] * (workers or 1)
+        return [None] * (workers or cpu_workers(queued, devices.cpu_count()))
     replicas = max(s.point.train.gpus for s in queued)
     slots: list[str | None] = list(devices.worker_slots(pool, replicas, trials_per_gpu))
     return slots[:workers] if workers else slots
+
+
+def cpu_workers(queued: list[RunSpec], cores: int) -> int:
+    """Workers by default on a machine without GPUs: one per core, each with a thread, up to one per
+    queued run. Measured 1.43-1.55x one worker with every core on three grids (docs/levers.md): a small
+    model's ops leave a second thread idle much of the time. One worker where a queued run has
+    replicas (gpus above 1: its logical CPU devices share one process's threads).
+    """
+    if any(spec.point.train.gpus > 1 for spec in queued):
+        return 1
+    return max(1, min(cores, len(queued)))
 
 
 def devices_note(slots: list[str | None]) -> str:

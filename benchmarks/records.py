@@ -1,6 +1,11 @@
 """Where a run's time goes: training steps, or the records between them.
 
     python -m benchmarks.records [experiments/article.yaml] [KEY=VALUE ...] [--out results/bench/records.md]
+    python -m benchmarks.records experiments/article.yaml train.epochs=2 --against /tmp/old-checkout
+
+With `--against CHECKOUT`, first the whole sweep (`sweep run`, each checkout's defaults unless `--flags`)
+with this checkout's code and the other's, alternating, and their records compared
+(benchmarks/sweep_against.py, appended to results/bench/records_against.md); then the parts below.
 
 Trains every run of the grid (with the overrides, e.g. `train.epochs=2 seeds=[0]` for a fraction of it)
 alone, one after another in this process, as one worker with every core would (a fresh process with a
@@ -21,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks import sweep_against
 from benchmarks.machine import REPO, commit, restart_as_worker
 from sweep.config import load_grid
 from sweep.config.plan import plan
@@ -39,7 +45,18 @@ TIMED = {  # the engine's calls, and the part each one is
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.against is not None and not (args.against / "sweep" / "__main__.py").is_file():
+        print(f"error: --against {args.against}: no sweep/__main__.py there (give a checkout's root)", file=sys.stderr)
+        return 2
+    if args.repeats < 1:
+        print(f"error: --repeats must be at least 1, not {args.repeats}", file=sys.stderr)
+        return 2
     restart_as_worker("benchmarks.records", devices.cpu_count())
+    if args.against is not None:
+        checkouts = {"this checkout": REPO, "against": args.against.resolve()}
+        grid = Path(args.grid).resolve()
+        row = sweep_against.compare(grid, args.overrides, args.flags.split(), checkouts, args.repeats)
+        sweep_against.write(row, args.out.with_name("records_against.md"))
     from sweep.train.trainer import Trainer
 
     specs = plan(load_grid(args.grid, args.overrides))
@@ -106,6 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("grid", nargs="?", default=str(REPO / "experiments" / "article.yaml"))
     parser.add_argument("overrides", nargs="*", help="KEY=VALUE settings, as `sweep run` takes them")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "bench" / "records.md")
+    parser.add_argument("--against", type=Path, default=None, help="another checkout's root: whole sweeps compared")
+    parser.add_argument("--repeats", type=int, default=2, help="whole sweeps per checkout, alternating (default 2)")
+    parser.add_argument("--flags", default="", help='`sweep run` flags for both checkouts, e.g. "--workers 1"')
     return parser
 
 

@@ -218,7 +218,7 @@ RUN: dict[str, Cheap] = {
     "sweep plan /tmp/own_model_study/grid.yaml": AS_SHOWN,
     "sweep advise results/study": Cheap(copied=("study",)),
     # docs/workers.md: the CPU stands in for GPU ids; the runs are grid.yaml's two, trained by the first
-    "sweep run grid.yaml --workers 2": AS_SHOWN,
+    "sweep run grid.yaml --workers 1": AS_SHOWN,
     "sweep run grid.yaml --devices 0,2": AS_SHOWN,
     "sweep run grid.yaml --devices 0 --trials-per-gpu 3": AS_SHOWN,
     "sweep run grid.yaml --pack 3": AS_SHOWN,

@@ -61,11 +61,12 @@ def compare(grid: Path, overrides: list[str], flags: list[str], checkouts: dict[
     seconds: dict[str, list[float]] = {name: [] for name in checkouts}
     with tempfile.TemporaryDirectory(prefix="records-against-") as tmp:
         env = machine.clean_env(Path(tmp) / "cache")
-        _warm_cache(grid, overrides, env)
+        fraction = _fraction(grid, overrides, Path(tmp))
+        _warm_cache(fraction, env)
         for repeat in range(repeats):
             for name, root in list(checkouts.items())[:: 1 if repeat % 2 == 0 else -1]:
                 out = Path(tmp) / f"{name.replace(' ', '-')}-{repeat}"
-                took = _sweep(root, grid, overrides, flags, out, env)
+                took = _sweep(root, fraction, flags, out, env)
                 seconds[name].append(took)
                 print(f"repeat {repeat}: {name}: {took:.1f} s", flush=True)
         this, other = (Path(tmp) / f"{name.replace(' ', '-')}-0" for name in checkouts)
@@ -81,19 +82,32 @@ def compare(grid: Path, overrides: list[str], flags: list[str], checkouts: dict[
     )
 
 
-def _warm_cache(grid: Path, overrides: list[str], env: dict[str, str]) -> None:
+def _fraction(grid: Path, overrides: list[str], folder: Path) -> Path:
+    """The grid file with the overrides written into it (a checkout from before `sweep run GRID KEY=VALUE`
+    existed reads it too), under the grid's own file name.
+    """
+    import yaml
+
+    from sweep.config.overrides import apply
+
+    written = folder / grid.name
+    written.write_text(yaml.safe_dump(apply(yaml.safe_load(grid.read_text(encoding="utf-8")), overrides)))
+    return written
+
+
+def _warm_cache(grid: Path, env: dict[str, str]) -> None:
     """Build the grid's datasets once, so neither checkout's first sweep pays for it."""
     code = (
         "import sys; from sweep.config import load_grid; from sweep.config.plan import plan; "
         "from sweep.train import data; "
-        "[data.load_split(d) for d in {s.point.data for s in plan(load_grid(sys.argv[1], sys.argv[2:]))}]"
+        "[data.load_split(d) for d in {s.point.data for s in plan(load_grid(sys.argv[1]))}]"
     )
-    subprocess.run([sys.executable, "-c", code, str(grid), *overrides], cwd=machine.REPO, env=env, check=True)
+    subprocess.run([sys.executable, "-c", code, str(grid)], cwd=machine.REPO, env=env, check=True)
 
 
-def _sweep(root: Path, grid: Path, overrides: list[str], flags: list[str], out: Path, env: dict[str, str]) -> float:
+def _sweep(root: Path, grid: Path, flags: list[str], out: Path, env: dict[str, str]) -> float:
     """One whole `sweep run` with `root`'s code; its wall time."""
-    command = [sys.executable, "-m", "sweep", "run", str(grid), *overrides, "--results", str(out), *flags]
+    command = [sys.executable, "-m", "sweep", "run", str(grid), "--results", str(out), *flags]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=root, env={**env, "PYTHONPATH": str(root)}, capture_output=True, text=True)
     took = time.perf_counter() - started

@@ -429,3 +429,29 @@ def test_a_requeue_of_an_attempt_another_process_ended_adds_nothing(tmp_path: Pa
     assert store.requeue(claim, "first")
     assert not store.requeue(claim, "second")  # already ended: no third attempt
     assert [t.user_attrs[vocab.ATTEMPT] for t in store.sweep.get_trials()] == [1, 2]
+
+
+@pytest.mark.unit
+def test_workers_claim_runs_of_the_graph_they_hold_then_one_nobody_trains(tmp_path: Path) -> None:
+    """`mates.claim_for`: a worker's next run reuses its compiled model (same batch size here) if one is
+    queued; a worker with none takes a graph no other worker is training, so two workers on a grid of
+    two batch sizes x two seeds build two graphs in all instead of two each.
+    """
+    from sweep.run.mates import claim_for
+
+    store, runs = _store(tmp_path), _runs(tmp_path)  # bs8-s0, bs8-s1, bs64-s0, bs64-s1
+    store.enqueue(runs)
+    other = _store(tmp_path)  # a second worker on the same journal
+    first = claim_for(store, None)
+    second = claim_for(other, None)
+    assert first is not None and second is not None
+    assert (first.spec.point.train.batch_size, second.spec.point.train.batch_size) == (8, 64)
+    store.finish(first, vocab.DONE, value=0.5)
+    other.finish(second, vocab.DONE, value=0.5)
+    mine = claim_for(other, second.spec)  # the queue's next is bs8-s1; this worker holds batch 64's graph
+    assert mine is not None and (mine.spec.point.train.batch_size, mine.spec.seed) == (64, 1)
+    again = claim_for(store, first.spec)
+    assert again is not None and (again.spec.point.train.batch_size, again.spec.seed) == (8, 1)
+    for done, client in ((mine, other), (again, store)):
+        client.finish(done, vocab.DONE, value=0.5)
+    assert claim_for(store, again.spec) is None

@@ -66,7 +66,9 @@ def worker_args(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=positive,
         default=None,
-        help="worker processes on this machine (default: one per device group with GPUs; without GPUs one per core, a thread each, up to one per run, or 1 where a run has gpus above 1; --workers 1 gives one run every core)",
+        help="worker processes on this machine (default: one per device group with GPUs; without GPUs one per "
+        "core, a thread each, up to one per run, or 1 where a run has gpus above 1; --workers 1 gives one run "
+        "every core)",
     )
     p.add_argument(
         "--devices",

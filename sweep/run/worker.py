@@ -20,12 +20,16 @@ from typing import Any
 
 from sweep import vocab
 from sweep.config import UnknownSettings
+from sweep.config.plan import RunSpec
 from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
 from sweep.run import driver, events, mates, resume, watchdog
 from sweep.run.endings import rss_mb
 from sweep.store import DEFAULT_POLICY, Lease, RetryPolicy, Store, is_disk_full, redact
 
-IDLE_POLL_SECONDS = 2.0
+# A worker with nothing to claim waits while another worker's run may still die and come back, polling
+# the store this often: the sweep ends when its last worker exits, so a long poll was up to 2 s of every
+# sweep's end (a read of the store per poll costs milliseconds).
+IDLE_POLL_SECONDS = 0.25
 
 
 def emit_stdout(event: events.Event) -> None:
@@ -108,9 +112,10 @@ def _work(
     devices.configure_replicas(replicas)  # logical devices are fixed once TensorFlow starts
     mirrored: int | None = None  # replica count of the MirroredStrategy this process has used
     alone: set[str] = set()  # runs whose pack failed here: each trains alone
+    last: RunSpec | None = None  # the run whose compiled model this process holds
     while True:
         store.requeue_dead(policy)  # a dead worker's run goes back in the queue for us
-        claim = store.claim_next()
+        claim = mates.claim_for(store, last)
         if claim is None:
             if not store.may_come_back():
                 return 0
@@ -139,6 +144,7 @@ def _work(
                 store.requeue(taken, "interrupted before the run finished")
                 emit(events.RunInterrupted(taken.spec.run_id))
             return EXIT_INTERRUPTED
+        last = claims[0].spec
         alone |= {c.spec.run_id for c, (status, _) in zip(claims, ended, strict=True) if status == vocab.INTERRUPTED}
         for taken, (status, retryable) in zip(claims, ended, strict=True):
             if status == vocab.FAILED and store.retry(taken, policy, retryable):

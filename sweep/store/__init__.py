@@ -260,6 +260,15 @@ class Store:
             if queue.SPEC in t.user_attrs
         ]
 
+    def running(self) -> list[RunSpec]:
+        """The spec (a search slot's template) of every RUNNING attempt: what the workers train now."""
+        return [
+            queue.spec_of(t)
+            for study in self._studies()
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if queue.SPEC in t.user_attrs
+        ]
+
     def search_slots(self) -> dict[str, RunSpec]:
         """slot id -> its template spec, for every trial slot of the sweep's searches."""
         slots: dict[str, RunSpec] = {}

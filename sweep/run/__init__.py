@@ -5,8 +5,8 @@ their coordinator, Slurm arrays, and seeds added until the checks are decided.
 - `workforce`: where each worker runs, its flags, and a dead worker's runs;
 - `coordinator`: starting worker processes and showing their progress;
 - `events`: what a worker tells whoever started it, one JSON line each;
-- `worker`, `mates`, `driver`, `endings`: the worker loop, the runs that pack with a claimed one, the one
-  driver that trains claimed runs and records them, and how a run ends;
+- `worker`, `mates`, `driver`, `endings`: the worker loop, the run it claims next and the runs that pack
+  with it, the one driver that trains claimed runs and records them, and how a run ends;
 - `resume`: checkpoints from a worker's side: where they live, resuming, cleaning up;
 - `watchdog`: stopping a worker whose run makes no record;
 - `preflight`: the user's code tried before anything is queued;

@@ -253,19 +253,17 @@ class Store:
 
     def queued(self) -> list[RunSpec]:
         """The spec (a search slot's template) of every WAITING attempt."""
-        return [
-            queue.spec_of(t)
-            for study in self._studies()
-            for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-            if queue.SPEC in t.user_attrs
-        ]
+        return self._specs(TrialState.WAITING)
 
     def running(self) -> list[RunSpec]:
         """The spec (a search slot's template) of every RUNNING attempt: what the workers train now."""
+        return self._specs(TrialState.RUNNING)
+
+    def _specs(self, state: TrialState) -> list[RunSpec]:
         return [
             queue.spec_of(t)
             for study in self._studies()
-            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            for t in study.get_trials(deepcopy=False, states=(state,))
             if queue.SPEC in t.user_attrs
         ]
 

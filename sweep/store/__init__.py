@@ -17,7 +17,7 @@ search lifecycle and the tables. The modules behind it, one job each:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,8 @@ __all__ = [
 ]
 
 UNFINISHED = (vocab.PENDING, vocab.RUNNING)
+
+QUEUE_LOCK = 0x62617463685F71  # the advisory lock taken while queueing: "batch_q" as a number
 
 
 class Store:
@@ -120,15 +122,18 @@ class Store:
     def enqueue(self, runs: list[RunSpec], role: str = vocab.GRID, **attrs: Any) -> int:
         """A WAITING attempt for every run that has none pending, running or final; returns how many."""
         params.list_varying(self.sweep, runs)
-        return queue.enqueue_items(self.sweep, [(s.run_id, s.to_json()) for s in runs], {vocab.ROLE: role, **attrs})
+        items = [(s.run_id, s.to_json()) for s in runs]
+        with self._queueing():
+            return queue.enqueue_items(self.sweep, items, {vocab.ROLE: role, **attrs})
 
     def register_searches(self, groups: list[SearchGroup]) -> list[Search]:
         """List each group's search on the sweep study, open its study, enqueue its trial slots."""
         for group_id, settings in search.list_searches(self.sweep, groups).items():
             if group_id not in self._searches:
                 self._searches[group_id] = search.open_search(self._backend, group_id, settings)
-        for group in groups:
-            search.enqueue_slots(self._searches[group.group_id], group.template)
+        with self._queueing():
+            for group in groups:
+                search.enqueue_slots(self._searches[group.group_id], group.template)
         return [self._searches[g.group_id] for g in groups]
 
     def widen_searches(self, groups: list[SearchGroup]) -> list[str]:
@@ -141,12 +146,34 @@ class Store:
             widened = search.widen(found) if found else None
             if found and widened:
                 (low, high), (new_low, new_high) = widened
-                added = search.enqueue_slots(found, group.template)
+                with self._queueing():
+                    added = search.enqueue_slots(found, group.template)
                 lines.append(
                     f"{group.group_id}: best lr at the edge of [{low:.3g}, {high:.3g}]; "
                     f"{added} more trial(s) over [{new_low:.3g}, {new_high:.3g}]"
                 )
         return lines
+
+    @contextlib.contextmanager
+    def _queueing(self) -> Iterator[None]:
+        """One process queues at a time on PostgreSQL. Queueing reads what is queued, then adds what is
+        missing, so processes queueing at once (a Slurm array's tasks starting together) would each add
+        it. They take turns on an advisory lock, which the server releases if its process dies.
+        """
+        if (
+            not isinstance(self._backend, optuna.storages.RDBStorage)
+            or self._backend.engine.dialect.name != "postgresql"
+        ):
+            yield
+            return
+        import sqlalchemy
+
+        with self._backend.engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": QUEUE_LOCK})
+            try:
+                yield
+            finally:
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": QUEUE_LOCK})
 
     def tuned_runs(self, groups: list[SearchGroup], seeds: tuple[int, ...]) -> dict[str, list[RunSpec]]:
         """group id -> its best lr's run at every seed, for each search that has finished (reads only)."""

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks import sweep_against
+from benchmarks import machine, sweep_against
 from benchmarks.machine import REPO, commit, restart_as_worker
 from sweep.config import load_grid
 from sweep.config.plan import plan
@@ -45,15 +45,11 @@ TIMED = {  # the engine's calls, and the part each one is
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.against is not None and not (args.against / "sweep" / "__main__.py").is_file():
-        print(f"error: --against {args.against}: no sweep/__main__.py there (give a checkout's root)", file=sys.stderr)
-        return 2
-    if args.repeats < 1:
-        print(f"error: --repeats must be at least 1, not {args.repeats}", file=sys.stderr)
+    checkouts = machine.checkouts(args, "sweep/__main__.py")
+    if checkouts is None:
         return 2
     restart_as_worker("benchmarks.records", devices.cpu_count())
     if args.against is not None:
-        checkouts = {"this checkout": REPO, "against": args.against.resolve()}
         grid = Path(args.grid).resolve()
         row = sweep_against.compare(grid, args.overrides, args.flags.split(), checkouts, args.repeats)
         sweep_against.write(row, args.out.with_name("records_against.md"))

@@ -62,7 +62,7 @@ def compare(grid: Path, overrides: list[str], flags: list[str], checkouts: dict[
     with tempfile.TemporaryDirectory(prefix="records-against-") as tmp:
         env = machine.clean_env(Path(tmp) / "cache")
         fraction = _fraction(grid, overrides, Path(tmp))
-        _warm_cache(fraction, env)
+        _warm_cache(fraction, Path(tmp) / "cache")
         for repeat in range(repeats):
             for name, root in list(checkouts.items())[:: 1 if repeat % 2 == 0 else -1]:
                 out = Path(tmp) / f"{name.replace(' ', '-')}-{repeat}"
@@ -95,14 +95,14 @@ def _fraction(grid: Path, overrides: list[str], folder: Path) -> Path:
     return written
 
 
-def _warm_cache(grid: Path, env: dict[str, str]) -> None:
-    """Build the grid's datasets once, so neither checkout's first sweep pays for it."""
-    code = (
-        "import sys; from sweep.config import load_grid; from sweep.config.plan import plan; "
-        "from sweep.train import data; "
-        "[data.load_split(d) for d in {s.point.data for s in plan(load_grid(sys.argv[1]))}]"
-    )
-    subprocess.run([sys.executable, "-c", code, str(grid)], cwd=machine.REPO, env=env, check=True)
+def _warm_cache(grid: Path, cache: Path) -> None:
+    """Build the grid's datasets into the sweeps' cache once, so neither checkout's first sweep pays for it."""
+    from sweep.config import load_grid
+    from sweep.config.plan import plan
+    from sweep.train import data
+
+    for settings in {spec.point.data for spec in plan(load_grid(grid))}:
+        data.load_split(settings, cache)
 
 
 def _sweep(root: Path, grid: Path, flags: list[str], out: Path, env: dict[str, str]) -> float:

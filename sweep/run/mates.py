@@ -8,7 +8,6 @@ this worker. Each mate is claimed like any run and keeps its own claim (trial) a
 
 from __future__ import annotations
 
-from sweep.config import declared
 from sweep.config.plan import RunSpec
 from sweep.run import resume
 from sweep.store import Lease, Store
@@ -22,17 +21,12 @@ def claim_for(store: Store, last: RunSpec | None) -> Lease | None:
     numbers are the same in any order: a reused compiled model gives a fresh one's, bit for bit).
     """
     if last is not None:
-        mine = shared_graph(last)
-        claim = store.claim_next(accept=lambda spec: shared_graph(spec) == mine)
+        mine = pack.shared_graph(last)
+        claim = store.claim_next(accept=lambda spec: pack.shared_graph(spec) == mine)
         if claim is not None:
             return claim
-    busy = {shared_graph(spec) for spec in store.running()}
-    return store.claim_next(accept=lambda spec: shared_graph(spec) not in busy) or store.claim_next()
-
-
-def shared_graph(spec: RunSpec) -> tuple:
-    """What runs that share a compiled graph (and could pack) have in common; read without TensorFlow."""
-    return tuple(spec.point.value(name) for name in declared.pack_keys())
+    busy = {pack.shared_graph(spec) for spec in store.running()}
+    return store.claim_next(accept=lambda spec: pack.shared_graph(spec) not in busy) or store.claim_next()
 
 
 def size_for(claim: Lease, limit: int | None, places: resume.Places, alone: set[str]) -> int:

@@ -71,7 +71,14 @@ def pack_key(spec: RunSpec) -> tuple | None:
     cfg = spec.point.train
     if cfg.gpus > 1 or cfg.noise_scale or cfg.callbacks:
         return None
-    return tuple(spec.point.value(name) for name in declared.pack_keys())  # declared keys.GRAPH or keys.PACK
+    return shared_graph(spec)
+
+
+def shared_graph(spec: RunSpec) -> tuple:
+    """The values of the keys declared keys.GRAPH or keys.PACK: what runs that share a compiled graph
+    (and could pack) have in common; read without TensorFlow.
+    """
+    return tuple(spec.point.value(name) for name in declared.pack_keys())
 
 
 class Unpackable(Exception):

@@ -74,16 +74,19 @@ def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistic
 
 
 @pytest.mark.integration
-def test_statistics_are_pooled_over_passes_and_positions() -> None:
+@pytest.mark.parametrize("ghost", [None, 2])
+def test_statistics_are_pooled_over_passes_and_positions(ghost: int | None) -> None:
     """24 images in passes of 5, 5, 5, 5, 4: the first BatchNorm's statistics are its input's mean and
-    (biased) variance over all 24 images and every position, as numpy computes them in one go.
+    (biased) variance over all 24 images and every position, as numpy computes them in one go. Keras's
+    BatchNorm is read from its own moments; ghost batch norm, which averages its sub-batches' moments
+    (2 images each here), from its inputs.
     """
     import keras
 
     from sweep.train import model as model_module
     from sweep.train import recal
 
-    spec = tiny_spec()
+    spec = tiny_spec(model={"ghost_batch_size": ghost})
     build = lambda: model_module.build_model(spec.point.model, 12, 4)  # noqa: E731
     weights = build().get_weights()
     split = Trainer.alone(spec).runs[0].split

@@ -181,19 +181,11 @@ class _Twins:
     """
 
     def __init__(self, build: Any, k: int) -> None:
-        import keras
-
         self.copies = [build() for _ in range(k)]
-        found = [recal.norms_and_probe(copy) for copy in self.copies]  # before the copies join one model
-        self.norms = [norms for norms, _ in found]
-        probes = [probe for _, probe in found]
-        self._moments = lambda xs: [
-            recal.moments(recal.as_list(p(x, training=True))) for p, x in zip(probes, xs, strict=True)
-        ]
-        if keras.backend.backend() == backends.TENSORFLOW:  # traced once; on JAX the pass runs eagerly, as alone
-            import tensorflow as tf
-
-            self._moments = tf.function(self._moments, reduce_retracing=True)
+        self.norms = [recal.batch_norms(copy) for copy in self.copies]
+        # before the copies join one model, so a probe reads each copy's own graph
+        readers = [recal.statistics_of(copy, norms) for copy, norms in zip(self.copies, self.norms, strict=True)]
+        self._moments = recal.traced(lambda xs: [read(x) for read, x in zip(readers, xs, strict=True)])
         self.model = _joined(self.copies, "twins")
         self.model.compile(**_tower_losses(k), jit_compile=backends.jit_compile())
 

@@ -133,3 +133,22 @@ def test_pooled_chunks_give_the_mean_and_variance_of_all_values_together() -> No
     whole = values.astype(np.float64)
     assert mean == pytest.approx(whole.mean(axis=0), rel=1e-12)
     assert var == pytest.approx(whole.var(axis=0), rel=1e-12)
+
+
+@pytest.mark.integration
+def test_kept_evaluation_pipelines_give_what_fresh_ones_give_for_every_set_and_trainer() -> None:
+    """A record's evaluations read pipelines kept from the run's first record (data.eval_batches):
+    train_eval and validation each get their own, every call gives what a fresh pipeline gives, and a
+    new trainer (another data seed: other arrays) reads its own sets, not the last one's.
+    """
+    from sweep.train import data as data_module
+
+    for data_seed in (0, 1):
+        spec = tiny_spec()
+        spec = dataclasses.replace(spec, point=spec.point.with_value("data.seed", data_seed))
+        trainer = Trainer.alone(spec)
+        engine, split = trainer.engine, trainer.runs[0].split
+        for x, y in [(split.x_train_eval, split.y_train_eval), (split.x_val, split.y_val)] * 2:
+            fresh = engine.model.evaluate(data_module.batches(x, y, 512), verbose=0, return_dict=True)
+            kept = engine.evaluate([(x, y)])[0]
+            assert kept == {"accuracy": float(fresh["accuracy"]), "loss": float(fresh["loss"])}

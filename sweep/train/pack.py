@@ -127,7 +127,7 @@ class Towers:
 
     def predicted(self, xs: list[np.ndarray]) -> list[np.ndarray]:
         """Each tower's class probabilities on its x (the balanced accuracy of imbalanced data)."""
-        return list(self.model.predict(data_module.batches(tuple(xs), None, EVAL_BATCH), verbose=0))
+        return list(self.model.predict(data_module.eval_batches(tuple(xs), None, EVAL_BATCH), verbose=0))
 
     def noise_scale(self, step: int) -> dict[str, float]:
         raise Unpackable("the noise scale is measured on a run alone (pack_key)")
@@ -203,7 +203,7 @@ class _Twins:
 def evaluate_towers(model: Any, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
     """Each tower's accuracy and loss on its own (x, y), one `evaluate` for all."""
     xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
-    result = model.evaluate(data_module.batches(tuple(xs), tuple(ys), EVAL_BATCH), verbose=0, return_dict=True)
+    result = model.evaluate(data_module.eval_batches(tuple(xs), tuple(ys), EVAL_BATCH), verbose=0, return_dict=True)
     return [
         {"accuracy": float(result[f"tower{k}_accuracy"]), "loss": float(result[f"tower{k}_{RUN_LOSS}"])}
         for k in range(len(pairs))

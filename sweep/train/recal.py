@@ -29,7 +29,7 @@ import numpy as np
 
 from sweep import vocab
 from sweep.train import backends
-from sweep.train.data import batches
+from sweep.train.data import eval_batches
 
 QUIET: dict[str, Any] = {"verbose": 0, "return_dict": True}
 RECAL_BATCH = 512  # images per forward pass; large, so downstream layers see near-population statistics
@@ -75,8 +75,8 @@ class Twin:
         self.model.set_weights(weights)
         if self.norms:
             self._recalibrate(split.x_train_eval)
-        train = self.model.evaluate(batches(split.x_train_eval, split.y_train_eval, self.eval_batch), **QUIET)
-        val = self.model.evaluate(batches(split.x_val, split.y_val, self.eval_batch), **QUIET)
+        train = self.model.evaluate(eval_batches(split.x_train_eval, split.y_train_eval, self.eval_batch), **QUIET)
+        val = self.model.evaluate(eval_batches(split.x_val, split.y_val, self.eval_batch), **QUIET)
         return Recalibrated(
             train_eval_acc=float(train["accuracy"]),
             train_eval_loss=float(train["loss"]),

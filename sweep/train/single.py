@@ -65,7 +65,7 @@ class Single:
     def evaluate(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
         """Accuracy and loss in inference mode on (x, y)."""
         x, y = pairs[0]
-        result = self.model.evaluate(data_module.batches(x, y, EVAL_BATCH), verbose=0, return_dict=True)
+        result = self.model.evaluate(data_module.eval_batches(x, y, EVAL_BATCH), verbose=0, return_dict=True)
         return [{"accuracy": float(result["accuracy"]), "loss": float(result["loss"])}]
 
     def recalibrated(self, train_eval: list[dict[str, float]], val: list[dict[str, float]]) -> list[dict[str, float]]:
@@ -83,7 +83,7 @@ class Single:
 
     def predicted(self, xs: list[np.ndarray]) -> list[np.ndarray]:
         """Class probabilities on x in inference mode (the balanced accuracy of imbalanced data)."""
-        return [self.model.predict(data_module.batches(xs[0], None, EVAL_BATCH), verbose=0)]
+        return [self.model.predict(data_module.eval_batches(xs[0], None, EVAL_BATCH), verbose=0)]
 
     def noise_scale(self, step: int) -> dict[str, float]:
         """B_simple at the current weights, from training batches drawn by a sub-seed of the run seed."""

@@ -145,6 +145,7 @@ class Trainer:
     """
 
     def __init__(self, specs: list[RunSpec]) -> None:
+        data_module.forget_eval_sets()  # the last trainer's
         splits = [data_module.load_split(spec.point.data) for spec in specs]  # seeds of their own
         first, split = specs[0], splits[0]
         self.steps_per_epoch = math.ceil(len(split.y_train) / first.point.train.batch_size)

@@ -9,10 +9,11 @@ with this checkout's code and the other's, alternating, and their records compar
 
 Trains every run of the grid (with the overrides, e.g. `train.epochs=2 seeds=[0]` for a fraction of it)
 alone, one after another in this process, as one worker with every core would (a fresh process with a
-worker's environment), and times each part of each run at the trainer's calls on its compiled model:
-set-up (data and model), training (`fit`), raw evaluation, BatchNorm recalibration (its statistics
-pass and its evaluations), the balanced accuracy's predictions and the noise scale. A record is
-everything but set-up and training. Prints one line per run and appends the grid's totals to `--out`.
+worker's environment; `--threads 1`: as each worker of the default sweep on a CPU has), and times each
+part of each run at the trainer's calls on its compiled model: set-up (data and model), training
+(`fit`), raw evaluation, BatchNorm recalibration (its statistics pass and its evaluations), the balanced
+accuracy's predictions and the noise scale. A record is everything but set-up and training. Prints one
+line per run and appends the grid's totals to `--out`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     checkouts = machine.checkouts(args, "sweep/__main__.py")
     if checkouts is None:
         return 2
-    restart_as_worker("benchmarks.records", devices.cpu_count())
+    restart_as_worker("benchmarks.records", args.threads or devices.cpu_count())
     if args.against is not None:
         grid = Path(args.grid).resolve()
         row = sweep_against.compare(grid, args.overrides, args.flags.split(), checkouts, args.repeats)
@@ -106,12 +107,19 @@ def _write(args: argparse.Namespace, runs: int, totals: dict[str, float]) -> Non
     share = sum(totals[p] for p in RECORD_PARTS) / totals["whole"]
     cells = " | ".join(f"{totals[p]:.1f}" for p in PARTS)
     row = (
-        f"| {datetime.date.today()} | {commit(REPO)} | {devices.cpu_model()}, {devices.cpu_count()} cores "
+        f"| {datetime.date.today()} | {commit(REPO)} | {devices.cpu_model()}, {devices.cpu_count()} cores"
+        f"{_threads(args)} "
         f"| `{grid}` | {runs} | {totals['whole']:.1f} | {cells} | {share:.0%} |\n"
     )
     with out.open("a", encoding="utf-8") as table:
         table.write(row)
     print(f"records took {share:.0%} of {totals['whole']:.0f} s; {out}")
+
+
+def _threads(args: argparse.Namespace) -> str:
+    """The cpu cell's note where runs had fewer threads than cores (`--threads`)."""
+    threads = args.threads or devices.cpu_count()
+    return "" if threads == devices.cpu_count() else f", {threads} thread{'s' * (threads > 1)} per run"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -122,7 +130,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--against", type=Path, default=None, help="another checkout's root: whole sweeps compared")
     parser.add_argument("--repeats", type=int, default=2, help="whole sweeps per checkout, alternating (default 2)")
     parser.add_argument("--flags", default="", help='`sweep run` flags for both checkouts, e.g. "--workers 1"')
+    parser.add_argument(
+        "--threads",
+        type=_positive,
+        default=None,
+        help="threads per run for the parts (default: every core, a worker alone; 1: as each of the default "
+        "sweep's workers has on a CPU)",
+    )
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 if __name__ == "__main__":

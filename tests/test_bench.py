@@ -452,6 +452,20 @@ def test_report_speed_times_both_checkouts_and_refuses_bad_input(tmp_path: Path)
         assert refused.returncode == 2 and words in refused.stderr and "Traceback" not in refused.stderr
 
 
+@pytest.mark.unit
+def test_records_table_says_when_runs_had_fewer_threads_than_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import records as bench
+
+    monkeypatch.setattr(bench.devices, "cpu_count", lambda: 4)
+    assert bench._threads(bench._parser().parse_args([])) == ""
+    assert bench._threads(bench._parser().parse_args(["--threads", "4"])) == ""
+    assert bench._threads(bench._parser().parse_args(["--threads", "1"])) == ", 1 thread per run"
+    assert bench._threads(bench._parser().parse_args(["--threads", "2"])) == ", 2 threads per run"
+    with pytest.raises(SystemExit) as refused:
+        bench._parser().parse_args(["--threads", "0"])
+    assert refused.value.code == 2
+
+
 @pytest.mark.integration
 def test_recal_speed_table_gives_medians_ratio_and_whether_the_bits_agree() -> None:
     rows = [

@@ -304,10 +304,10 @@ def eval_batches(x: Any, y: Any, batch_size: int) -> Any:
     """`batches` of an evaluation set (x, y or y None, as there), made once and read at every record.
 
     A record evaluates the same arrays each time, and a new `tf.data` pipeline copies them and starts
-    afresh at every call (docs/levers.md, "Records and the defaults"); Keras iterates a kept one anew
-    at each call, the same batches in the same order. Kept by the arrays' identity, with the arrays, so no other array takes
-    their id meanwhile, until the next trainer starts (`forget_eval_sets`): a pipeline holds a copy of
-    its set. On another backend a generator is read once: made anew each time.
+    afresh at every call (docs/levers.md, "Records and the defaults"); Keras iterates a kept one anew at
+    each call, the same batches in the same order. Kept by the arrays' identity, with the arrays, so no
+    other array takes their id meanwhile, until the next trainer starts (`forget_eval_sets`): a
+    pipeline holds a copy of its set. On another backend a generator is read once: made anew each time.
     """
     if not backends.is_tensorflow():
         return batches(x, y, batch_size)

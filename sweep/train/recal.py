@@ -104,8 +104,8 @@ def statistics_of(model: Any, norms: list[Any]) -> Any:
     what it would be with recalibrated statistics above it. Where every layer is Keras's own
     BatchNormalization, its own moments are read: with momentum 0 a training-mode call leaves a
     layer's moving mean and variance at the moments it normalised with, so they are computed once,
-    as in training (1.4x faster than reducing the inputs again, the same statistics to float32
-    rounding; docs/levers.md). Any other (ghost batch norm averages its sub-batches' moments,
+    as in training (a pass 1.15x faster than reducing the inputs again at two threads, the same
+    statistics bit for bit; docs/levers.md). Any other (ghost batch norm averages its sub-batches' moments,
     renorm corrects them) has its inputs reduced by a probe instead (`moments`).
     """
     import keras

@@ -202,6 +202,16 @@ def test_packed_runs_record_what_they_record_alone_on_the_backend(backend: str) 
 
 @pytest.mark.system
 @pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_recalibrated_statistics_are_the_pooled_moments_on_the_backend(backend: str) -> None:
+    """tests/test_recal.py's statistics in a process of the backend: Keras's BatchNorm read from its own
+    moments at momentum 0 and ghost batch norm from its inputs give the pooled mean and variance numpy
+    computes, and the recalibrated numbers are those of Keras's BatchNorm set to them.
+    """
+    _tests_pass_on(backend, "tests/test_recal.py", "-k", "pooled_over or keras_batchnorm")
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_checkpoints_restore_bit_for_bit_on_the_backend(backend: str) -> None:
     """tests/test_checkpoint.py on one device, in a process of the backend: a run restored from its checkpoint
     writes the records of one never stopped (the 2-replica restore on JAX: test_the_replica_tests_pass_on_jax).

@@ -100,7 +100,7 @@ def test_statistics_are_pooled_over_passes_and_positions(ghost: int | None) -> N
     finally:
         recal.RECAL_BATCH = recal_batch
     conv = keras.Model(twin.model.inputs, twin.model.get_layer("conv0").output)
-    values = conv(many.x_train_eval).numpy().astype(np.float64).reshape(-1, 16)  # 24 x 12 x 12 positions
+    values = keras.ops.convert_to_numpy(conv(many.x_train_eval)).astype(np.float64).reshape(-1, 16)  # 24 x 12 x 12
     bn0 = twin.model.get_layer("bn0")
     assert np.asarray(bn0.moving_mean) == pytest.approx(values.mean(axis=0), rel=1e-4, abs=1e-6)
     assert np.asarray(bn0.moving_variance) == pytest.approx(values.var(axis=0), rel=1e-4, abs=1e-6)

@@ -10,7 +10,9 @@ is the process's (`KERAS_BACKEND`). Each check is `python -m sweep ...` in a fre
 - smoke: experiments/smoke.yaml trains, and `sweep report` writes its report;
 - replicas: a `train.gpus: [1, 2]` grid (on logical CPU devices when there are fewer than 2);
 - trials per GPU: the smoke grid with `--trials-per-gpu 2` (skipped without a GPU: it shares GPUs);
-- pack: the same 4 runs with `--pack 1` and `--pack 2`, wall time each, records compared.
+- pack: the same 4 runs with `--pack 1` and `--pack 2`, wall time each, records compared;
+- records: where a run's time goes in the post's setting (benchmarks/records.py on `article.yaml` at
+  one epoch and one seed): the share its records (evaluation, BatchNorm recalibration) take.
 
 Outcomes: passed, refused (the harness refused in one line, exit 2: the backend cannot do it yet),
 skipped (with why) or failed (exit code and the end of stderr). OUT gets device_check.md and
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,6 +37,7 @@ import yaml
 from benchmarks import machine
 
 PASSED, REFUSED, SKIPPED, FAILED = "passed", "refused", "skipped", "failed"
+CHECKS = ("devices", "smoke", "replicas", "trials per GPU", "pack", "records")  # in the order they run
 SMOKE = machine.REPO / "experiments" / "smoke.yaml"
 REPLICAS_GRID = """name: replicas
 seeds: [0]
@@ -43,6 +47,7 @@ base:
 grid:
   train.gpus: [1, 2]
 """
+RECORDS_GRID = ("experiments/article.yaml", "train.epochs=1", "seeds=[0]")
 PACK_GRID = yaml.safe_dump({**yaml.safe_load(SMOKE.read_text(encoding="utf-8")), "seeds": [0, 1]})  # 4 runs
 
 
@@ -161,6 +166,19 @@ def check_pack(checker: Checker) -> Outcome:
     return Outcome("pack", PASSED, seconds, detail)
 
 
+def check_records(checker: Checker) -> Outcome:
+    """benchmarks/records.py in a fresh process, its table in OUT/records.md; the share it printed."""
+    out = checker.out / "records.md"
+    ran = checker.run(sys.executable, "-m", "benchmarks.records", *RECORDS_GRID, "--out", str(out))
+    if ran.code != 0:
+        return not_passed("records", ran, ran.seconds)
+    found = re.search(r"records took (\d+%) of (\d+) s", ran.stdout)
+    if found is None:
+        return Outcome("records", FAILED, ran.seconds, f"no share in its output: {ran.last_line()}")
+    setting = " ".join(RECORDS_GRID[1:])
+    return Outcome("records", PASSED, ran.seconds, f"article.yaml {setting}: records {found[1]} of {found[2]} s")
+
+
 def records_differ(first: Path, second: Path) -> str:
     """'identical', or the largest difference between the two folders' train and validation accuracies."""
 
@@ -177,7 +195,7 @@ def records_differ(first: Path, second: Path) -> str:
 
 def checks(checker: Checker) -> list[Outcome]:
     """Every check in order, each announced before it starts and its outcome printed when it ends."""
-    print("[1/5] devices", flush=True)
+    print(f"[1/{len(CHECKS)}] devices", flush=True)
     first, found = check_devices(checker)
     outcomes = [_said(first)]
     accelerators = sum(not d.lower().startswith("cpu") for d in found.get("devices", []))
@@ -186,9 +204,10 @@ def checks(checker: Checker) -> list[Outcome]:
         "replicas": lambda: check_replicas(checker, accelerators),
         "trials per GPU": lambda: check_trials_per_gpu(checker, accelerators),
         "pack": lambda: check_pack(checker),
+        "records": lambda: check_records(checker),
     }
     for number, (name, check) in enumerate(rest.items(), start=2):
-        print(f"[{number}/5] {name}", flush=True)
+        print(f"[{number}/{len(CHECKS)}] {name}", flush=True)
         outcomes.append(_said(check()))
     return outcomes
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 from importlib.metadata import version
@@ -19,7 +20,6 @@ from conftest import REPO
 
 from benchmarks import backends, device_check
 
-CHECKS = ["devices", "smoke", "replicas", "trials per GPU", "pack"]
 # What a JAX machine without TensorFlow brings, at this environment's versions (so pip takes them
 # from its cache); Keras's and Optuna's own dependencies come with them.
 WITHOUT_TENSORFLOW = (
@@ -96,7 +96,7 @@ def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_p
     assert "No module named 'tensorflow'" in missing.stderr
     out = tmp_path / "check"
     rows = _device_check(python, out, "jax")
-    assert list(rows) == CHECKS
+    assert tuple(rows) == device_check.CHECKS
     assert rows["devices"]["outcome"] == "passed"
     assert rows["devices"]["detail"].endswith("1 device(s) (cpu:0); TensorFlow not installed")
     assert rows["devices"]["detail"].startswith(f"Keras {version('keras')} on jax {version('jax')}")
@@ -107,8 +107,12 @@ def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_p
     )
     assert rows["trials per GPU"]["outcome"] == "skipped"
     assert rows["pack"]["outcome"] == "passed" and rows["pack"]["detail"].endswith("records identical")
+    assert rows["records"]["outcome"] == "passed"
+    assert re.fullmatch(r"article\.yaml train\.epochs=1 seeds=\[0\]: records \d+% of \d+ s", rows["records"]["detail"])
+    table = (out / "records.md").read_text(encoding="utf-8")
+    assert "`experiments/article.yaml train.epochs=1 seeds=[0]` | 2 |" in table  # its 2 runs
     summary = (out / "device_check.md").read_text(encoding="utf-8")
-    for check in CHECKS:
+    for check in device_check.CHECKS:
         assert f"| {check} | {rows[check]['outcome']} |" in summary
     assert (out / "smoke" / "report.md").is_file()
 
@@ -132,6 +136,7 @@ def test_the_device_check_on_torch_packs_and_refuses_replicas_in_one_line(tmp_pa
     )
     assert rows["trials per GPU"][0] == "skipped"
     assert rows["pack"][0] == "passed" and rows["pack"][1].endswith("records identical")
+    assert rows["records"][0] == "passed" and rows["records"][1].startswith("article.yaml train.epochs=1 seeds=[0]: ")
 
 
 @pytest.mark.unit

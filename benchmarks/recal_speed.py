@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from benchmarks import machine
+from sweep.train import backends
 
 THIS = machine.THIS
 CALLS = 10
@@ -95,7 +96,8 @@ def markdown(rows: list[dict[str, object]], checkouts: dict[str, Path], started:
     lines = [
         "# BatchNorm recalibration: one statistics pass",
         "",
-        f"Machine: {machine.describe()}. Run {started}; {len({r['repeat'] for r in rows})} repeat(s), each a fresh "
+        f"Machine: {machine.describe()}; Keras backend {backends.current()}. Run {started}; "
+        f"{len({r['repeat'] for r in rows})} repeat(s), each a fresh "
         f"process in a `--workers 1` worker's environment, checkouts in alternating order; the median of {CALLS} "
         "passes per process, then the median of the processes.",
         "",

@@ -467,7 +467,7 @@ def test_records_table_says_when_runs_had_fewer_threads_than_cores(monkeypatch: 
 
 
 @pytest.mark.integration
-def test_recal_speed_table_gives_medians_ratio_and_whether_the_bits_agree() -> None:
+def test_recal_speed_table_gives_medians_ratio_and_whether_the_bits_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     rows = [
         {"code": code, "repeat": repeat, "seconds": seconds, "digest": digest}
         for code, scale, digest in (("this checkout", 1.0, "a"), ("against", 2.0, "a"))
@@ -479,6 +479,8 @@ def test_recal_speed_table_gives_medians_ratio_and_whether_the_bits_agree() -> N
     assert "the same bits in every process" in text
     rows[-1]["digest"] = "b"
     assert "2 different digests" in recal_speed.markdown(rows, checkouts, "now")
+    monkeypatch.setenv("KERAS_BACKEND", "jax")  # the backend the timed processes ran on is named
+    assert "; Keras backend jax. Run now;" in recal_speed.markdown(rows, checkouts, "now")
 
 
 @pytest.mark.system

@@ -115,6 +115,8 @@ def statistics_of(model: Any, norms: list[Any]) -> Any:
     if all(_plain(layer) for layer in norms):
         for layer in norms:
             layer.momentum = 0.0  # the twin's only: its moving statistics are overwritten at every record
+        if keras.backend.backend() == backends.JAX:
+            return _compiled_on_jax(model, norms)
 
         def own(chunk: Any) -> list[tuple[Any, Any]]:
             model(chunk, training=True)
@@ -124,6 +126,25 @@ def statistics_of(model: Any, norms: list[Any]) -> Any:
         return own
     probe = keras.Model(model.inputs, [layer.input for layer in norms])
     return lambda chunk: moments(as_list(probe(chunk, training=True)))
+
+
+def _compiled_on_jax(model: Any, norms: list[Any]) -> Any:
+    """`statistics_of`'s own-moments pass on JAX, compiled: `jax.jit` over Keras's stateless training-mode
+    call, whose updated non-trainable variables hold each layer's moments (eagerly, every op of the
+    pass would be dispatched on its own, as `traced` leaves it on JAX).
+    """
+    import jax
+
+    index = {id(variable): k for k, variable in enumerate(model.non_trainable_variables)}
+    where = [(index[id(layer.moving_mean)], index[id(layer.moving_variance)]) for layer in norms]
+    updated = jax.jit(lambda trainable, fixed, chunk: model.stateless_call(trainable, fixed, chunk, training=True)[1])
+
+    def own(chunk: Any) -> list[tuple[Any, Any]]:
+        trainable = [variable.value for variable in model.trainable_variables]
+        fixed = updated(trainable, [variable.value for variable in model.non_trainable_variables], chunk)
+        return [(fixed[mean], fixed[variance]) for mean, variance in where]
+
+    return own
 
 
 def moments(inputs: list[Any]) -> list[tuple[Any, Any]]:

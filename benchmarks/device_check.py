@@ -37,7 +37,6 @@ import yaml
 from benchmarks import machine
 
 PASSED, REFUSED, SKIPPED, FAILED = "passed", "refused", "skipped", "failed"
-CHECKS = ("devices", "smoke", "replicas", "trials per GPU", "pack", "records")  # in the order they run
 SMOKE = machine.REPO / "experiments" / "smoke.yaml"
 REPLICAS_GRID = """name: replicas
 seeds: [0]
@@ -195,20 +194,21 @@ def records_differ(first: Path, second: Path) -> str:
 
 def checks(checker: Checker) -> list[Outcome]:
     """Every check in order, each announced before it starts and its outcome printed when it ends."""
-    print(f"[1/{len(CHECKS)}] devices", flush=True)
+    rest = {
+        "smoke": lambda accelerators: check_smoke(checker),
+        "replicas": lambda accelerators: check_replicas(checker, accelerators),
+        "trials per GPU": lambda accelerators: check_trials_per_gpu(checker, accelerators),
+        "pack": lambda accelerators: check_pack(checker),
+        "records": lambda accelerators: check_records(checker),
+    }
+    total = 1 + len(rest)
+    print(f"[1/{total}] devices", flush=True)
     first, found = check_devices(checker)
     outcomes = [_said(first)]
     accelerators = sum(not d.lower().startswith("cpu") for d in found.get("devices", []))
-    rest = {
-        "smoke": lambda: check_smoke(checker),
-        "replicas": lambda: check_replicas(checker, accelerators),
-        "trials per GPU": lambda: check_trials_per_gpu(checker, accelerators),
-        "pack": lambda: check_pack(checker),
-        "records": lambda: check_records(checker),
-    }
     for number, (name, check) in enumerate(rest.items(), start=2):
-        print(f"[{number}/{len(CHECKS)}] {name}", flush=True)
-        outcomes.append(_said(check()))
+        print(f"[{number}/{total}] {name}", flush=True)
+        outcomes.append(_said(check(accelerators)))
     return outcomes
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks import machine, sweep_against
 from benchmarks.machine import REPO, commit, restart_as_worker
+from sweep.cli.arguments import positive
 from sweep.config import load_grid
 from sweep.config.plan import plan
 from sweep.train import devices
@@ -132,19 +133,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--flags", default="", help='`sweep run` flags for both checkouts, e.g. "--workers 1"')
     parser.add_argument(
         "--threads",
-        type=_positive,
+        type=positive,
         default=None,
         help="threads per run for the parts (default: every core, a worker alone; 1: as each of the default "
         "sweep's workers has on a CPU)",
     )
     return parser
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from conftest import REPO
 
 from benchmarks import backends, device_check
 
+CHECKS = ("devices", "smoke", "replicas", "trials per GPU", "pack", "records")
+
 # What a JAX machine without TensorFlow brings, at this environment's versions (so pip takes them
 # from its cache); Keras's and Optuna's own dependencies come with them.
 WITHOUT_TENSORFLOW = (
@@ -96,7 +98,7 @@ def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_p
     assert "No module named 'tensorflow'" in missing.stderr
     out = tmp_path / "check"
     rows = _device_check(python, out, "jax")
-    assert tuple(rows) == device_check.CHECKS
+    assert tuple(rows) == CHECKS
     assert rows["devices"]["outcome"] == "passed"
     assert rows["devices"]["detail"].endswith("1 device(s) (cpu:0); TensorFlow not installed")
     assert rows["devices"]["detail"].startswith(f"Keras {version('keras')} on jax {version('jax')}")
@@ -112,7 +114,7 @@ def test_the_device_check_runs_on_jax_in_an_environment_without_tensorflow(tmp_p
     table = (out / "records.md").read_text(encoding="utf-8")
     assert "`experiments/article.yaml train.epochs=1 seeds=[0]` | 2 |" in table  # its 2 runs
     summary = (out / "device_check.md").read_text(encoding="utf-8")
-    for check in device_check.CHECKS:
+    for check in CHECKS:
         assert f"| {check} | {rows[check]['outcome']} |" in summary
     assert (out / "smoke" / "report.md").is_file()
 

@@ -148,7 +148,10 @@ def test_kept_evaluation_pipelines_give_what_fresh_ones_give_for_every_set_and_t
         spec = dataclasses.replace(spec, point=spec.point.with_value("data.seed", data_seed))
         trainer = Trainer.alone(spec)
         engine, split = trainer.engine, trainer.runs[0].split
-        for x, y in [(split.x_train_eval, split.y_train_eval), (split.x_val, split.y_val)] * 2:
+        sets = [(split.x_train_eval, split.y_train_eval), (split.x_val, split.y_val)]
+        assert data_module.eval_batches(*sets[0], 512) is data_module.eval_batches(*sets[0], 512)  # kept
+        assert data_module.eval_batches(*sets[0], 512) is not data_module.eval_batches(*sets[1], 512)
+        for x, y in sets * 2:
             fresh = engine.model.evaluate(data_module.batches(x, y, 512), verbose=0, return_dict=True)
             kept = engine.evaluate([(x, y)])[0]
             assert kept == {"accuracy": float(fresh["accuracy"]), "loss": float(fresh["loss"])}

@@ -168,3 +168,46 @@ def test_one_epoch_runs_have_no_epoch_2_point_and_say_nothing(reading: readings.
         table = readings.reread(summary, epochs, (BS,), reading)
     assert table["point_epoch2"].isna().all() and table[column(vocab.VAL_ACC, "epoch2")].isna().all()
     assert table["point_last"].notna().all()
+
+
+def test_every_other_record_inside_epochs_goes_one_way_or_the_other_and_epoch_ends_stay() -> None:
+    epochs = curves()
+    first, second = readings.every_other(epochs) or (None, None)
+    assert first is not None and second is not None
+    run = "bs8-s0-h80"  # records every 25 steps in epochs of 100
+    steps = {name: sorted(t.loc[t[vocab.RUN_ID] == run, vocab.STEP]) for name, t in (("1", first), ("2", second))}
+    assert steps["1"] == [25, 75, 100, 150, 200, 225, 275, 300]
+    assert steps["2"] == [50, 100, 125, 175, 200, 250, 300]
+    at_ends = epochs[epochs[BS] == 64]  # records at epoch ends only: in both
+    assert len(first[first[BS] == 64]) == len(second[second[BS] == 64]) == len(at_ends)
+    assert readings.every_other(epochs[epochs[vocab.EPOCH] % 1 == 0]) is None
+
+
+def test_a_crossing_read_between_records_is_steady_only_if_every_other_record_decides_alike() -> None:
+    """C7's val_acc check (batch 64 - batch 8) at equal time, last: batch 64's 3 s is batch 8's step 150.
+
+    On straight curves every reading is steady. With batch 8's val_acc 0.5 lower at step 150 only,
+    the check reads +0.38 there, and -0.12 from the records at steps 125 and 175 without it: not steady.
+    """
+    from sweep.report import comparable
+
+    epochs = curves()
+    epochs.loc[epochs[BS] == 8, vocab.VAL_ACC] += epochs[vocab.SEED] * 0.001  # a spread over seeds
+    found = comparable.comparable(analysis.run_summary(epochs), epochs)
+    steady = {(r.claim.id, r.reading.name): r.steady for r in found}
+    assert steady[("C7", "equal epochs")] is None and steady[("C7", "equal steps")] is None
+    assert steady[("C7", "equal fit")] is True and steady[("C7", "equal time")] is True
+    epochs.loc[(epochs[BS] == 8) & (epochs[vocab.STEP] == 150), vocab.VAL_ACC] -= 0.5
+    found = comparable.comparable(analysis.run_summary(epochs), epochs)
+    time = next(r for r in found if r.claim.id == "C7" and r.reading == readings.TIME)
+    val = next(c for c in time.finding.checks if c.label.startswith("val_acc")) if time.finding else None
+    assert (
+        val is not None
+        and val.estimate.mean == pytest.approx(0.03 - (0.15 - 0.5 + 0.0005))
+        and val.outcome() is not None
+    )
+    assert time.steady is False and comparable.UNSTEADY in comparable.cell(time)
+    rows = comparable.table(found)
+    assert set(rows.loc[(rows.claim == "C7") & (rows.reading == "equal time"), "steady"]) == {"no"}
+    assert set(rows.loc[(rows.claim == "C7") & (rows.reading == "equal fit"), "steady"]) == {"yes"}
+    assert set(rows.loc[rows.reading == "equal epochs", "steady"]) == {""}

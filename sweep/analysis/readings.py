@@ -59,6 +59,7 @@ STEPS = Reading("equal steps", vocab.STEP, "the fewest optimizer steps any compa
 FIT = Reading("equal fit", vocab.TRAIN_EVAL_LOSS, "the training fit every compared run had reached by then")
 TIME = Reading("equal time", ELAPSED, "the shortest training wall time of the compared runs by then")
 READINGS: tuple[Reading, ...] = (EPOCHS, STEPS, FIT, TIME)
+CROSSINGS = (FIT, TIME)  # read where a run's curve crosses a level: between two records, wherever they fall
 FIT_WORDS = "inference-mode training loss on the train_eval subset, recalibrated where measured"
 
 # Inference-mode numbers and their recalibrated versions; the post's gap is rebuilt from val_acc.
@@ -99,6 +100,21 @@ def recalibrated(summary: pd.DataFrame) -> pd.DataFrame:
         if column(vocab.EVAL_GAP_RECAL, when) in summary:  # never the running train_acc minus a recalibrated val
             swapped[column(vocab.GAP, when)] = summary[column(vocab.EVAL_GAP_RECAL, when)]
     return summary.assign(**swapped)
+
+
+def every_other(epochs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The records with every other record inside an epoch left out, one way and the other (each run's
+    first, third, ... record inside epochs; its second, fourth, ...), epoch ends in both; None where no
+    run has records inside epochs. A reading at a crossing that decides otherwise on either depends on
+    where the records fall, which its interval over seeds does not count.
+    """
+    inside = epochs[vocab.EPOCH] % 1 != 0
+    if not inside.any():
+        return None
+    position = epochs[inside].groupby(vocab.RUN_ID)[vocab.STEP].rank(method="first")
+    odd = position.index[position % 2 == 1]
+    even = position.index[position % 2 == 0]
+    return epochs.drop(index=even), epochs.drop(index=odd)
 
 
 def reread(

@@ -25,6 +25,7 @@ from sweep.report.findings import Claim, Finding, outcome_text
 
 RAW, RECALIBRATED = "raw", "BatchNorm recalibrated"
 FIXED, TUNED = "fixed", "tuned per batch size"  # the lr the runs read were trained at
+UNSTEADY = "not steady: a check decides otherwise with every other record inside epochs left out"
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,9 @@ class Read:
     finding: Finding | None
     points: str  # where the runs were read, in words
     lr: str = FIXED  # FIXED | TUNED
+    # At a crossing (equal fit, time) with records inside epochs: whether every check decides the same with
+    # every other record left out, either way (readings.every_other); None where not asked.
+    steady: bool | None = None
 
 
 def comparable(
@@ -46,23 +50,54 @@ def comparable(
     lr the runs were trained at (TUNED: `summary` is `basis.tuned_lr`'s, `epochs` the tuned re-runs').
     """
     found: list[Read] = []
+    halves = readings.every_other(epochs)
     for claim in map(by_id, claim_ids):
         if claim.evaluate(summary) is None:  # these runs cannot test it at all: nothing to re-read
             continue
         for reading in readings.READINGS:
             table = readings.reread(summary, epochs, claim.needs.axes, reading, claim.needs.values)
-            variants = [(RAW, table)]
-            if readings.has_recalibrated(table):
-                variants.append((RECALIBRATED, readings.recalibrated(table)))
-            for batchnorm, rows in variants:
-                finding = claim.evaluate(rows) if not rows.empty else None
-                if finding is not None and batchnorm == RECALIBRATED:
-                    finding = relabelled(finding)
-                if finding is not None and all(c.estimate.n == 0 for c in finding.checks):
-                    finding = None  # no run has a record at the point
+            others = []
+            if halves is not None and reading in readings.CROSSINGS:
+                others = [readings.reread(summary, h, claim.needs.axes, reading, claim.needs.values) for h in halves]
+            for batchnorm in _variants(table):
+                rows = _rows(table, batchnorm)
+                finding = _finding(claim, rows, batchnorm)
+                steady = _steady(claim, others, batchnorm, finding)
                 where = _points(_used(claim, rows), finding, reading)
-                found.append(Read(claim, reading, batchnorm, finding, where, lr))
+                found.append(Read(claim, reading, batchnorm, finding, where, lr, steady))
     return found
+
+
+def _variants(table: pd.DataFrame) -> list[str]:
+    return [RAW, RECALIBRATED] if readings.has_recalibrated(table) else [RAW]
+
+
+def _rows(table: pd.DataFrame, batchnorm: str) -> pd.DataFrame:
+    return readings.recalibrated(table) if batchnorm == RECALIBRATED else table
+
+
+def _finding(claim: Claim, rows: pd.DataFrame, batchnorm: str) -> Finding | None:
+    """The claim's checks on these rows; None where no run has a record at the point."""
+    finding = claim.evaluate(rows) if not rows.empty else None
+    if finding is not None and batchnorm == RECALIBRATED:
+        finding = relabelled(finding)
+    if finding is not None and all(c.estimate.n == 0 for c in finding.checks):
+        return None
+    return finding
+
+
+def _steady(claim: Claim, halves: list[pd.DataFrame], batchnorm: str, finding: Finding | None) -> bool | None:
+    """Whether every check decides as in `finding` on each of `halves` (the summary read from every other
+    record); None where not asked (no halves) or not readable.
+    """
+    if not halves or finding is None:
+        return None
+    return all(_decisions(_finding(claim, _rows(h, batchnorm), batchnorm)) == _decisions(finding) for h in halves)
+
+
+def _decisions(finding: Finding | None) -> list[bool | None] | None:
+    """Each check's decision (holds, fails, undecided), without its estimate or its seeds-needed note."""
+    return None if finding is None else [c.outcome() for c in finding.checks]
 
 
 def _used(claim: Claim, rows: pd.DataFrame) -> pd.DataFrame:
@@ -107,6 +142,7 @@ def table(found: list[Read]) -> pd.DataFrame:
             "batchnorm": read.batchnorm,
             "read_at": read.points,
             "verdict": read.finding.verdict if read.finding else "not readable",
+            "steady": {None: "", True: "yes", False: "no"}[read.steady],
         }
         for check in read.finding.checks if read.finding else ():
             e = check.estimate
@@ -140,7 +176,8 @@ def cell(read: Read) -> str:
     if read.finding is None:
         return "not readable: no records at that point (train.eval_every_steps adds records inside epochs)"
     checks = "; ".join(f"{fmt_estimate(c.estimate)} {outcome_text(c)}" for c in read.finding.checks)
-    return f"{read.finding.verdict}: {checks}"
+    unsteady = f" ({UNSTEADY})" if read.steady is False else ""
+    return f"{read.finding.verdict}: {checks}{unsteady}"
 
 
 def rows_for(found: list[Read], claim_id: str) -> list[tuple[str, str, str, str]]:

@@ -33,7 +33,11 @@ def comparable_section(doc: Doc, reads: list[comparable.Read], tuned: Sequence[c
         f"{readings.FIT_WORDS}. 'BatchNorm recalibrated' swaps the inference-mode numbers for those with "
         "BatchNorm's statistics recomputed for the current weights (train.recalibrate_bn); raw minus "
         "recalibrated is BatchNorm's lag. The claim's verdict above is read at equal epochs; "
-        "these rows use the same thresholds and uncorrected 95% intervals, for comparison."
+        "these rows use the same thresholds and uncorrected 95% intervals, for comparison. "
+        "Equal fit and equal time fall between two records wherever they fall; where runs have records "
+        "inside epochs, each is read again with every other one left out (either way), and a row whose "
+        "checks then decide otherwise says 'not steady': its interval, over seeds, does not count where "
+        "the records fell."
     )
     _comparable_tables(doc, reads, "")
     if tuned:

@@ -293,6 +293,10 @@ from sweep.train import noise
 from sweep.config import ModelConfig
 from sweep.train.model import build_model
 
+# The same weights every run. Unseeded, now and then a tie in the first block's ReLU or max-pool took
+# TensorFlow's subgradient one way and JAX's and torch's another: conv1 and bn0 1.2-1.6% apart (seed 0
+# does; seeds 1-5 agree to 2e-6). What is checked is the gradient's plumbing, not the kink conventions.
+keras.utils.set_random_seed(1)
 model = build_model(ModelConfig(), 12, 4)  # the built-in CNN, BatchNorm in training mode
 gradient = noise.keras_gradient(model, keras.losses.SparseCategoricalCrossentropy())
 if keras.backend.backend() == "tensorflow":

@@ -295,7 +295,7 @@ from sweep.train.model import build_model
 
 # The same weights every run. Unseeded, now and then a tie in the first block's ReLU or max-pool took
 # TensorFlow's subgradient one way and JAX's and torch's another: conv1 and bn0 1.2-1.6% apart (seed 0
-# does; seeds 1-5 agree to 2e-6). What is checked is the gradient's plumbing, not the kink conventions.
+# does; JAX agrees to 2e-6 at seeds 1-5, torch at 1). What is checked is the plumbing, not kink conventions.
 keras.utils.set_random_seed(1)
 model = build_model(ModelConfig(), 12, 4)  # the built-in CNN, BatchNorm in training mode
 gradient = noise.keras_gradient(model, keras.losses.SparseCategoricalCrossentropy())

@@ -26,13 +26,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import REPO, commit, restart_as_worker
+from benchmarks.machine import REPO, append_table, commit, restart_as_worker
 from sweep.cli.arguments import positive
 from sweep.train import devices
 
 CALLS = 7
 MATRIX = 2048  # a float32 matrix product this size runs near the cores' peak
-ARTICLE_SAMPLES = 100  # article.yaml's samples_per_class: 2,400 validation images at 120 classes
+ARTICLE = REPO / "experiments" / "article.yaml"  # its data and model: 2,400 validation images, 120 classes
 
 HEADER = (
     "# One evaluation: its cost against its arithmetic\n\n"
@@ -76,19 +76,24 @@ def measure() -> dict[str, float]:
     """Seconds of `evaluate`, of the bare call and without BatchNorm, the evaluation's GFLOP, and the
     matrix product's GFLOP/s.
     """
+    import dataclasses
+
     import tensorflow as tf
 
-    from sweep.config.keys import DataConfig, ModelConfig
+    from sweep.config import load_grid
+    from sweep.config.plan import plan
     from sweep.train import data
     from sweep.train.compiled import EVAL_BATCH, seed_everything
     from sweep.train.model import build_model
 
     seed_everything(0)
-    split = data.load_split(DataConfig(samples_per_class=ARTICLE_SAMPLES))
+    point = plan(load_grid(ARTICLE))[0].point
+    split = data.load_split(point.data)
     batches = data.eval_batches(split.x_val, split.y_val, EVAL_BATCH)
     found: dict[str, float] = {}
     for batchnorm in (True, False):
-        model = build_model(ModelConfig(batchnorm=batchnorm), split.x_val.shape[1], split.num_classes)
+        model_cfg = dataclasses.replace(point.model, batchnorm=batchnorm)
+        model = build_model(model_cfg, split.x_val.shape[1], split.num_classes, split.x_val.shape[-1])
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
         evaluated = _median_seconds(lambda m=model: m.evaluate(batches, verbose=0))
         if batchnorm:
@@ -125,11 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     restart_as_worker("benchmarks.eval_roof", args.threads)
     line = row(measure(), args.threads, commit(REPO))
-    if not args.out.exists():
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(HEADER, encoding="utf-8")
-    with args.out.open("a", encoding="utf-8") as table:
-        table.write(line + "\n")
+    append_table(args.out, HEADER, line + "\n")
     print(line)
     print(f"appended to {args.out}")
     return 0

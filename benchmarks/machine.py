@@ -119,6 +119,17 @@ def commit(root: Path) -> str:
     return done.stdout.strip() or "unknown"
 
 
+def append_table(out: Path, header: str, rows: str) -> None:
+    """Append `rows` (Markdown table lines, each ending in a newline) to `out`, written with `header`
+    (its title, words and the table's head) first where it is new: a benchmark's record of every run.
+    """
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(header, encoding="utf-8")
+    with out.open("a", encoding="utf-8") as table:
+        table.write(rows)
+
+
 def restart_as_worker(module: str, threads: int) -> None:
     """Go on in a fresh process of `python -m module` with this process's arguments and a worker's
     environment at this thread count, unless this process has it already. TensorFlow's threads and the

@@ -25,13 +25,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.machine import REPO, commit
+from benchmarks.machine import REPO, append_table, commit
 from sweep import vocab
 from sweep.cli.arguments import positive
 from sweep.report import build
 
 EVERY_KEY = "train.eval_every_steps"
-COPIED = ("runs.csv", "epochs.csv", "timing.csv")  # what `sweep report` reads from a results folder
 
 
 @dataclass(frozen=True)
@@ -118,26 +117,27 @@ def _target_shift(full: Path, thin: Path) -> float:
     return float(shift.max()) if shift.notna().any() else 0.0
 
 
-def measure(folder: Path, every: list[int], scratch: Path) -> list[Moved]:
-    """Each schedule of `every` against the folder's own records, both reports built by this checkout."""
+def measure(folder: Path, epochs: pd.DataFrame, every: list[int], scratch: Path) -> list[Moved]:
+    """Each schedule of `every` against the folder's own records (`epochs`), both reports built by this
+    checkout from copies of the folder's tables.
+    """
     full = _copy(folder, scratch / "full", None)
     build([full])
-    epochs = pd.read_csv(full / "epochs.csv")
     found = []
     for k in every:
-        thin = _copy(folder, scratch / f"every-{k}", k)
-        build([thin])
-        found.append(compare(full, thin, k, len(pd.read_csv(thin / "epochs.csv")), len(epochs)))
+        kept = thinned(epochs, k)
+        build([_copy(folder, scratch / f"every-{k}", kept)])
+        found.append(compare(full, scratch / f"every-{k}", k, len(kept), len(epochs)))
     return found
 
 
-def _copy(folder: Path, to: Path, every: int | None) -> Path:
+def _copy(folder: Path, to: Path, epochs: pd.DataFrame | None) -> Path:
+    """The folder's tables (every CSV `sweep report` may read) in `to`, its epochs.csv replaced by `epochs`."""
     to.mkdir(parents=True)
-    for name in COPIED:
-        if (folder / name).exists():
-            shutil.copy(folder / name, to / name)
-    if every is not None:
-        thinned(pd.read_csv(to / "epochs.csv"), every).to_csv(to / "epochs.csv", index=False)
+    for table in folder.glob("*.csv"):
+        shutil.copy(table, to / table.name)
+    if epochs is not None:
+        epochs.to_csv(to / "epochs.csv", index=False)
     return to
 
 
@@ -176,13 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {why}", file=sys.stderr)
             return 2
     with tempfile.TemporaryDirectory(prefix="record-density-") as scratch:
-        found = measure(args.results, args.every, Path(scratch))
+        found = measure(args.results, epochs, args.every, Path(scratch))
     rows = lines(args.results.as_posix(), found)
-    if not args.out.exists():
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(HEADER, encoding="utf-8")
-    with args.out.open("a", encoding="utf-8") as table:
-        table.write("\n".join(rows) + "\n")
+    append_table(args.out, HEADER, "\n".join(rows) + "\n")
     print("\n".join(rows))
     print(f"appended to {args.out}")
     return 0

@@ -93,17 +93,14 @@ def _parts(seconds: dict[str, float]) -> str:
 
 
 def _write(args: argparse.Namespace, runs: int, totals: dict[str, float]) -> None:
-    out: Path = args.out
-    if not out.exists():
-        out.write_text(
-            "# Where a run's time goes\n\n`python -m benchmarks.records GRID [KEY=VALUE ...]`: every run of the "
-            "grid trained alone in one process with a worker's threads, each part timed at the trainer's calls "
-            "on its compiled model (seconds summed over the runs). Records: evaluation, recalibration, "
-            "predictions and the noise scale, everything but set-up and training.\n\n"
-            f"| date | commit | cpu | grid | runs | whole s | {' s | '.join(PARTS)} s | records' share |\n"
-            f"|{'---|' * (len(PARTS) + 7)}\n",
-            encoding="utf-8",
-        )
+    header = (
+        "# Where a run's time goes\n\n`python -m benchmarks.records GRID [KEY=VALUE ...]`: every run of the "
+        "grid trained alone in one process with a worker's threads, each part timed at the trainer's calls "
+        "on its compiled model (seconds summed over the runs). Records: evaluation, recalibration, "
+        "predictions and the noise scale, everything but set-up and training.\n\n"
+        f"| date | commit | cpu | grid | runs | whole s | {' s | '.join(PARTS)} s | records' share |\n"
+        f"|{'---|' * (len(PARTS) + 7)}\n"
+    )
     grid = " ".join([Path(args.grid).as_posix(), *args.overrides])
     share = sum(totals[p] for p in RECORD_PARTS) / totals["whole"]
     cells = " | ".join(f"{totals[p]:.1f}" for p in PARTS)
@@ -112,9 +109,8 @@ def _write(args: argparse.Namespace, runs: int, totals: dict[str, float]) -> Non
         f"{_threads(args)} "
         f"| `{grid}` | {runs} | {totals['whole']:.1f} | {cells} | {share:.0%} |\n"
     )
-    with out.open("a", encoding="utf-8") as table:
-        table.write(row)
-    print(f"records took {share:.0%} of {totals['whole']:.0f} s; {out}")
+    machine.append_table(args.out, header, row)
+    print(f"records took {share:.0%} of {totals['whole']:.0f} s; {args.out}")
 
 
 def _threads(args: argparse.Namespace) -> str:

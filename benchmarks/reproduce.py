@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchmarks.machine import REPO, commit, restart_as_worker
+from benchmarks.machine import REPO, append_table, commit, restart_as_worker
 from sweep import vocab
 from sweep.config import load_grid
 from sweep.config.plan import RunSpec, plan
@@ -112,22 +112,19 @@ def _write(
         "| date | commit | folder | grid | done grid runs | ids no longer planned | from this CPU model "
         "| re-trained | records compared | runs with every field equal |\n|---|---|---|---|---|---|---|---|---|---|\n"
     )
-    if not out.exists():
-        out.write_text(
-            "# Committed results re-trained with the code\n\n"
-            "`python -m benchmarks.reproduce FOLDER --runs N`: every committed run id still planned, and a "
-            "sample of the runs written by this machine's CPU model re-trained alone and compared record by "
-            "record, every field but the timings, bit for bit.\n\n" + header,
-            encoding="utf-8",
-        )
+    title = (
+        "# Committed results re-trained with the code\n\n"
+        "`python -m benchmarks.reproduce FOLDER --runs N`: every committed run id still planned, and a "
+        "sample of the runs written by this machine's CPU model re-trained alone and compared record by "
+        "record, every field but the timings, bit for bit.\n\n"
+    )
     equal = sum(not unequal for _, unequal in outcomes)
     row = (
         f"| {datetime.date.today()} | {commit(REPO)} | {folder.as_posix()} | {grid.relative_to(REPO).as_posix()} "
         f"| {len(done)} | {len(missing)} | {len(here)} ({devices.cpu_model()}) | {len(outcomes)} "
         f"| {sum(n for n, _ in outcomes)} | {equal} of {len(outcomes)} |\n"
     )
-    with out.open("a", encoding="utf-8") as table:
-        table.write(row)
+    append_table(out, title + header, row)
 
 
 def _parser() -> argparse.ArgumentParser:

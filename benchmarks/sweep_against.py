@@ -159,8 +159,5 @@ HEADER = (
 
 def write(row: str, out: Path) -> None:
     """Append the row to `out`, its header first if new."""
-    if not out.exists():
-        out.write_text(HEADER, encoding="utf-8")
-    with out.open("a", encoding="utf-8") as table:
-        table.write(row)
+    machine.append_table(out, HEADER, row)
     print(HEADER.splitlines()[-2] + "\n" + row, end="")

@@ -65,9 +65,9 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, capsys: pytest.Cap
 def test_readings_at_kept_records_stay_and_interpolated_ones_move(tmp_path: Path) -> None:
     # results/article records batch 8 every 150 steps; at every 300 the equal-epochs readings (epoch ends)
     # and the equal-steps ones (steps 300 and 900, batch 64's epochs 2 and 6) still have their records.
-    full = record_density._copy(ARTICLE, tmp_path / "full", None)
-    thin = record_density._copy(ARTICLE, tmp_path / "thin", 300)
     epochs = pd.read_csv(ARTICLE / "epochs.csv")
+    full = record_density._copy(ARTICLE, tmp_path / "full", None)
+    thin = record_density._copy(ARTICLE, tmp_path / "thin", record_density.thinned(epochs, 300))
     inside = epochs["epoch"] % 1 != 0
     assert len(pd.read_csv(thin / "epochs.csv")) == (~inside).sum() + (inside & (epochs["step"] % 300 == 0)).sum()
     from sweep.report import build

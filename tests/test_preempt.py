@@ -117,14 +117,54 @@ def test_sigterm_to_run_stops_its_workers_says_how_to_resume_and_exits_143(
     assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs[vocab.STATUS] == vocab.INTERRUPTED
 
 
+# The pause, where a library catches the stop's KeyboardInterrupt: one drops it (as Python does for one
+# raised inside a __del__), one raises an error of its own instead (as TensorFlow's iterators can).
+LOST_IN_A_LIBRARY = {
+    "dropped": "pass",
+    "turned into another error": "raise ValueError('iterator state broken')",
+}
+
+
+@pytest.mark.parametrize("caught", LOST_IN_A_LIBRARY)
+def test_a_sigterm_a_library_catches_still_requeues_the_run_after_at_most_one_more_record(
+    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch, caught: str
+) -> None:
+    """The worker remembers the stop: the run is queued again by its worker, as interrupted (never failed,
+    never left to go stale), once its record at hand is written, from a checkpoint at that record.
+    """
+    pausing = tmp_path / "pausing"
+    pause = PAUSE.replace(
+        "time.sleep(3)",
+        f"open({str(pausing)!r}, 'w').close()\n            try:\n                time.sleep(3)\n"
+        f"            except KeyboardInterrupt:\n                {LOST_IN_A_LIBRARY[caught]}",
+    )
+    journal, coordinator, victim = _run_until_epoch_3_is_checkpointed(tmp_path, started, monkeypatch, pause)
+    while not pausing.exists():  # the signal lands in the library's pause
+        time.sleep(0.05)
+    os.kill(victim.user_attrs["worker_pid"], signal.SIGTERM)
+    output = coordinator.communicate(timeout=120)[0]
+    assert coordinator.returncode != 0 and "interrupted; it is queued again" in output, output
+    trials = Store.open(journal, "preempt", create=False).sweep.get_trials(deepcopy=False)
+    cut = trials[victim.number]
+    assert cut.user_attrs[vocab.STATUS] == vocab.INTERRUPTED, output
+    assert cut.user_attrs[vocab.ERROR] == "interrupted before the run finished"
+    recorded = 4 if caught == "dropped" else 3  # dropped: the stop is taken at epoch 4's record
+    assert [r[vocab.EPOCH] for r in epochs_of(cut)] == list(range(1, recorded + 1))
+    saved = checkpoint.load(journal.parent / "checkpoints" / f"{victim.user_attrs['run_id']}.npz")
+    assert saved is not None and saved.epoch == recorded
+    assert trials[-1].state == optuna.trial.TrialState.WAITING  # its next attempt, queued
+
+
 def _run_until_epoch_3_is_checkpointed(
-    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, started: list[subprocess.Popen], monkeypatch: pytest.MonkeyPatch, pause: str = PAUSE
 ) -> tuple[Path, subprocess.Popen, optuna.trial.FrozenTrial]:
-    """`run` of the 6-epoch grid with one worker, until its run has epoch 3's checkpoint on disk."""
+    """`run` of the 6-epoch grid with one worker (`pause` its callback), until its run has epoch 3's
+    checkpoint on disk.
+    """
     monkeypatch.setenv("BATCHSWEEP_THREADS", "1")  # every process of the test: the same numbers need the same threads
     monkeypatch.delenv(resume.CHECKPOINTS_ENV, raising=False)
     write_grid(tmp_path, GRID)
-    (tmp_path / "pause.py").write_text(PAUSE)
+    (tmp_path / "pause.py").write_text(pause)
     journal = tmp_path / "results" / "preempt" / "journal.log"
     coordinator = start_cli(started, "run", "grid.yaml", "--workers", "1", cwd=tmp_path)
     return journal, coordinator, _wait_for_checkpoint_of_epoch(journal, 3)

@@ -130,6 +130,11 @@ def test_a_requeued_task_puts_its_run_back_and_the_run_finishes_once_with_every_
     cut = trials[0]
     # Slurm's SIGTERM reached the worker, which queued its run again at once (not a heartbeat gone stale)
     assert cut.user_attrs[vocab.ERROR] == "interrupted before the run finished", logs
+    # the task's log holds both attempts: how the first one ended, then the second
+    (log,) = (tmp_path / "results" / "requeued" / "slurm").glob(f"worker-{job_id}_*.out")
+    events = [line.split('"event": ')[1].split('"')[1] for line in log.read_text().splitlines() if "@@sweep" in line]
+    assert events[0] == "start" and events.count("start") == 2 and "interrupted" in events, logs
+    assert events.index("interrupted") < events.index("start", 1), logs
     assert len(epochs_of(cut)) >= 2  # the records made before the requeue are kept
     assert Counter(t.user_attrs[vocab.RUN_ID] for t in _complete(study)) == {cut.user_attrs[vocab.RUN_ID]: 1}
     runs_csv, epochs_csv = Store.open(postgres_url, "requeued", create=False).export_csv(tmp_path / "out")

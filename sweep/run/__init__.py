@@ -8,6 +8,7 @@ their coordinator, Slurm arrays, and seeds added until the checks are decided.
 - `worker`, `mates`, `driver`, `endings`: the worker loop, the run it claims next and the runs that pack
   with it, the one driver that trains claimed runs and records them, and how a run ends;
 - `resume`: checkpoints from a worker's side: where they live, resuming, cleaning up;
+- `interrupts`: a worker's SIGTERM or Ctrl-C, never lost inside a library: the run is queued again;
 - `watchdog`: stopping a worker whose run makes no record;
 - `preflight`: the user's code tried before anything is queued;
 - `until`: `run --until-decided`, seeds only where checks are undecided;

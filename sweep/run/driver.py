@@ -10,7 +10,8 @@ runs that are re-queued one by one and resume alone.
 An error is handled in one place, by who is at fault: a run alone fails (retried by the caller's
 policy, except for its data or user code, which fail the same way again); in a pack the runs still
 training are queued again to train alone next, where the run at fault fails on its own and the
-others go on from their checkpoints. Ctrl-C and a full disk propagate: they stop the worker.
+others go on from their checkpoints. Ctrl-C, SIGTERM and a full disk propagate: they stop the worker
+(an error raised after a stop was asked for is taken for the stop, sweep/run/interrupts.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import optuna
 
 from sweep import vocab
-from sweep.run import events, resume
+from sweep.run import events, interrupts, resume
 from sweep.run.endings import Ending, end_run, pruned_error, should_prune, taken_back
 from sweep.store import Lease, Store, is_disk_full
 from sweep.train import checkpoint
@@ -83,19 +84,19 @@ def train(store: Store, claims: list[Lease], emit: events.Emit, places: resume.P
     except KeyboardInterrupt:
         forget_compiled()  # the caller re-queues every claim
         raise
-    except OSError as err:
-        if is_disk_full(err):
+    except Exception as err:  # noqa: BLE001 - any error of a run is recorded, and the sweep goes on
+        if interrupts.asked():  # the stop landed inside a library, which raised an error of its own
+            forget_compiled()
+            raise KeyboardInterrupt from err
+        if isinstance(err, OSError) and is_disk_full(err):
             raise  # not these runs' fault, and nothing more can be recorded: the worker stops
-        return _failed(store, claims, emit, places, outcomes, retryable=True)
-    except (DataError, UserCodeError):  # fails the same way again
-        return _failed(store, claims, emit, places, outcomes, retryable=False)
-    except optuna.exceptions.UpdateFinishedTrialError:  # the store ended an attempt: a worker presumed dead
-        if len(claims) > 1:  # the mates whose attempts stand are queued again
-            return _failed(store, claims, emit, places, outcomes, retryable=True)
-        forget_compiled()
-        return [taken_back(claims[0].spec.run_id, emit)]
-    except Exception:  # noqa: BLE001 - any error of a run is recorded, and the sweep goes on
-        return _failed(store, claims, emit, places, outcomes, retryable=True)
+        if isinstance(err, optuna.exceptions.UpdateFinishedTrialError) and len(claims) == 1:
+            forget_compiled()  # the store ended the attempt: its worker was presumed dead
+            return [taken_back(claims[0].spec.run_id, emit)]
+        # A pack's mates whose attempts stand after the store ended one are queued again; a run's
+        # data or user code fails the same way again.
+        retryable = not isinstance(err, (DataError, UserCodeError))
+        return _failed(store, claims, emit, places, outcomes, retryable=retryable)
     if any(e.status not in (vocab.DONE, vocab.PRUNED) for e in outcomes.endings.values()):
         forget_compiled()  # a diverged run's model may be broken: the next run builds its own
     kept = trainer.model if len(claims) == 1 else None  # --keep-models trains every run alone
@@ -142,7 +143,7 @@ def _store_record(
     """The store takes run k's record, then its checkpoint is written at it: both or neither."""
     spec = claim.spec
     record = outcomes.last[k]
-    with resume.uninterrupted():
+    with interrupts.uninterrupted():
         store.record_epoch(claim, record)
         position = trainer.runs[k].position
         checkpoint.save(places.checkpoint(spec.run_id), spec.run_id, spec.to_json(), position, record, trainer.view(k))

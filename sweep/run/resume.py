@@ -13,13 +13,10 @@ epoch 0 and the stale checkpoint is removed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,23 +115,3 @@ def drop_checkpoint(places: Places, run_id: str, status: str) -> None:
     """
     if places.models is None and status in (*vocab.FINAL_STATUSES, vocab.FAILED):
         checkpoint.remove(places.checkpoint(run_id))
-
-
-@contextlib.contextmanager
-def uninterrupted() -> Iterator[None]:
-    """SIGTERM and SIGINT wait while a record and its checkpoint are written (milliseconds), then
-    stop the run as they would have: the run is re-queued with its checkpoint on disk.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    signals = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.signal(s, lambda number, frame: caught.append(number)) for s in signals}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-    if caught:
-        raise KeyboardInterrupt

@@ -82,6 +82,7 @@ def script(job: ArrayJob) -> str:
         f"--array=0-{job.tasks - 1}",
         "--ntasks=1",
         f"--output={job.folder / LOG_PATTERN}",  # stderr too: TensorFlow's lines and tracebacks
+        "--open-mode=append",  # a requeued task adds to its log: how the earlier attempt ended stays in it
         f"--chdir={job.workdir}",
         "--requeue" if job.requeue else "--no-requeue",
     ]

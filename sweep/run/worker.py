@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import fields, replace
-from typing import Any
 
 from sweep import vocab
 from sweep.config import UnknownSettings
 from sweep.config.plan import RunSpec
 from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
-from sweep.run import driver, events, mates, resume, watchdog
+from sweep.run import driver, events, interrupts, mates, resume, watchdog
 from sweep.run.endings import rss_mb
 from sweep.store import DEFAULT_POLICY, Lease, RetryPolicy, Store, is_disk_full, redact
 
@@ -57,11 +55,12 @@ def work(
     (sweep/run/watchdog.py), which kills the process; its run is queued again, counted as a death.
     The process is reused across runs while its memory stays under `max_rss_mb()`; past
     that it exits with EXIT_RECYCLE and the coordinator starts a fresh one. In its own
-    process, SIGTERM stops it like Ctrl-C: the running run is queued again, and goes on from
-    its checkpoint (`places`, default `resume.places` of the store) when claimed again.
+    process, SIGTERM stops it like Ctrl-C (sweep/run/interrupts.py): the running run is queued
+    again, and goes on from its checkpoint (`places`, default `resume.places` of the store)
+    when claimed again.
     """
     if own_process:
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        interrupts.arm()
     emit = masked(emit, store.target)
     dog = watchdog.Watchdog(watchdog.floor_seconds()) if own_process else None  # it kills its process
     try:
@@ -167,7 +166,3 @@ def heartbeats(store: Store, claims: list[Lease]) -> Iterator[None]:
 def max_rss_mb() -> float:
     """Memory above which a worker is replaced between runs ($BATCHSWEEP_WORKER_MAX_MB, default 4096)."""
     return float(os.environ.get("BATCHSWEEP_WORKER_MAX_MB", "4096"))
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt

@@ -1,0 +1,82 @@
+"""A worker's stop (SIGTERM, SIGINT) is not lost where its KeyboardInterrupt lands: a stop swallowed
+inside a `__del__` still stops the run at its next record, after that record is written.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from sweep.run import interrupts
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def armed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The worker's handlers in this process, with a fresh memory of stops; the test's handlers after."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    asked: list[int] = []
+    monkeypatch.setattr(interrupts, "_asked", asked)
+    interrupts.arm()
+    yield asked
+    for number, handler in previous.items():
+        signal.signal(number, handler)
+
+
+class _SignalledWhileCollected:
+    """An object whose finaliser receives the signal: Python prints the handler's exception and goes on."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+    def __del__(self) -> None:
+        signal.raise_signal(self.number)
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_swallowed_in_a_finaliser_stops_the_run_after_its_next_record(
+    armed: list[int], number: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lost: list[type[BaseException] | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda found: lost.append(found.exc_type))  # "Exception ignored"
+    _SignalledWhileCollected(number)  # collected at once: the KeyboardInterrupt is raised and lost there
+    assert lost == [KeyboardInterrupt]
+    assert interrupts.asked() and armed == [number]
+    written = []
+    with pytest.raises(KeyboardInterrupt), interrupts.uninterrupted():
+        written.append("record and checkpoint")
+    assert written == ["record and checkpoint"]  # the record is written, then the run stops
+
+
+def test_a_stop_during_a_record_waits_for_the_record_then_stops_the_run(armed: list[int]) -> None:
+    written = []
+    with pytest.raises(KeyboardInterrupt), interrupts.uninterrupted():
+        signal.raise_signal(signal.SIGTERM)
+        written.append("record and checkpoint")
+    assert written == ["record and checkpoint"] and armed == [signal.SIGTERM]
+    assert signal.getsignal(signal.SIGTERM) is interrupts._stop  # the worker's handler again
+
+
+def test_records_go_on_while_no_stop_was_asked(armed: list[int]) -> None:
+    for _ in range(3):
+        with interrupts.uninterrupted():
+            pass
+    assert not interrupts.asked()
+
+
+def test_a_sigint_its_starter_ignores_stays_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker started with SIGINT ignored (in the background of a shell script) keeps it so."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    monkeypatch.setattr(interrupts, "_asked", [])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        interrupts.arm()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is interrupts._stop
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

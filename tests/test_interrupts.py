@@ -57,8 +57,23 @@ def test_a_stop_during_a_record_waits_for_the_record_then_stops_the_run(armed: l
     with pytest.raises(KeyboardInterrupt), interrupts.uninterrupted():
         signal.raise_signal(signal.SIGTERM)
         written.append("record and checkpoint")
-    assert written == ["record and checkpoint"] and armed == [signal.SIGTERM]
+    assert written == ["record and checkpoint"]
     assert signal.getsignal(signal.SIGTERM) is interrupts._stop  # the worker's handler again
+
+
+def test_a_ctrl_c_during_a_record_of_a_sweep_in_this_process_does_not_stop_the_next_sweep(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unarmed (a sweep trained in the caller's process, a notebook's): the stop ends that sweep only."""
+    monkeypatch.setattr(interrupts, "_asked", [])
+    with pytest.raises(KeyboardInterrupt), interrupts.uninterrupted():
+        signal.raise_signal(signal.SIGINT)
+    try:
+        with interrupts.uninterrupted():  # the next sweep's first record
+            pass
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl-C that stopped the sweep before stopped this one too")
+    assert not interrupts.asked()
 
 
 def test_records_go_on_while_no_stop_was_asked(armed: list[int]) -> None:

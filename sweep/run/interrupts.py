@@ -41,14 +41,17 @@ def uninterrupted() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    # Held here, not remembered in `_asked`: unarmed (a sweep trained in the caller's own process, a
+    # notebook's), a Ctrl-C stops this sweep and must not stop the next one the process trains.
+    during: list[int] = []
     signals = (signal.SIGTERM, signal.SIGINT)
-    previous = {s: signal.signal(s, lambda number, frame: _asked.append(number)) for s in signals}
+    previous = {s: signal.signal(s, lambda number, frame: during.append(number)) for s in signals}
     try:
         yield
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-    if _asked:
+    if during or _asked:
         raise KeyboardInterrupt
 
 

@@ -21,6 +21,7 @@ def armed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     asked: list[int] = []
     monkeypatch.setattr(interrupts, "_asked", asked)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a worker started from a terminal
     interrupts.arm()
     yield asked
     for number, handler in previous.items():

@@ -16,16 +16,22 @@ pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
-def armed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """The worker's handlers in this process, with a fresh memory of stops; the test's handlers after."""
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """A fresh memory of stops; the test's own SIGTERM and SIGINT handlers back afterwards."""
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     asked: list[int] = []
     monkeypatch.setattr(interrupts, "_asked", asked)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a worker started from a terminal
-    interrupts.arm()
     yield asked
     for number, handler in previous.items():
         signal.signal(number, handler)
+
+
+@pytest.fixture
+def armed(fresh: list[int]) -> list[int]:
+    """The worker's handlers in this process."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a worker started from a terminal
+    interrupts.arm()
+    return fresh
 
 
 class _SignalledWhileCollected:
@@ -62,11 +68,8 @@ def test_a_stop_during_a_record_waits_for_the_record_then_stops_the_run(armed: l
     assert signal.getsignal(signal.SIGTERM) is interrupts._stop  # the worker's handler again
 
 
-def test_a_ctrl_c_during_a_record_of_a_sweep_in_this_process_does_not_stop_the_next_sweep(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_ctrl_c_during_a_record_of_a_sweep_in_this_process_does_not_stop_the_next_sweep(fresh: list[int]) -> None:
     """Unarmed (a sweep trained in the caller's process, a notebook's): the stop ends that sweep only."""
-    monkeypatch.setattr(interrupts, "_asked", [])
     with pytest.raises(KeyboardInterrupt), interrupts.uninterrupted():
         signal.raise_signal(signal.SIGINT)
     try:
@@ -84,15 +87,9 @@ def test_records_go_on_while_no_stop_was_asked(armed: list[int]) -> None:
     assert not interrupts.asked()
 
 
-def test_a_sigint_its_starter_ignores_stays_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sigint_its_starter_ignores_stays_ignored(fresh: list[int]) -> None:
     """A worker started with SIGINT ignored (in the background of a shell script) keeps it so."""
-    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    monkeypatch.setattr(interrupts, "_asked", [])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        interrupts.arm()
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-        assert signal.getsignal(signal.SIGTERM) is interrupts._stop
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+    interrupts.arm()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) is interrupts._stop

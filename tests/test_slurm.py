@@ -20,6 +20,7 @@ from conftest import cli_env, write_grid
 from test_resume import postgres_url  # noqa: F401 - the fixture: a real PostgreSQL on a Unix socket
 
 from sweep import vocab
+from sweep.run import events as run_events
 from sweep.store import Store, epochs_of, status_of
 
 pytestmark = pytest.mark.system  # Slurm daemons, a database server, worker processes
@@ -132,7 +133,7 @@ def test_a_requeued_task_puts_its_run_back_and_the_run_finishes_once_with_every_
     assert cut.user_attrs[vocab.ERROR] == "interrupted before the run finished", logs
     # the task's log holds both attempts: how the first one ended, then the second
     (log,) = (tmp_path / "results" / "requeued" / "slurm").glob(f"worker-{job_id}_*.out")
-    events = [line.split('"event": ')[1].split('"')[1] for line in log.read_text().splitlines() if "@@sweep" in line]
+    events = [e.kind for e in map(run_events.from_line, log.read_text().splitlines()) if e is not None]
     assert events[0] == "start" and events.count("start") == 2 and "interrupted" in events, logs
     assert events.index("interrupted") < events.index("start", 1), logs
     assert len(epochs_of(cut)) >= 2  # the records made before the requeue are kept

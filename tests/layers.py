@@ -4,8 +4,9 @@ first line of their docstring, and which packages each one imports; tests/test_l
 rules below on every commit.
 
 Data flows down the list: a grid file is read (config), queued (store), trained (train) by workers
-(run), its records read back (analysis) and reported (report). A package imports only packages of a
-lower layer, never one of its own layer, and the module import graph has no cycle.
+(run), its records read back (analysis), the claims checked on them (claims) and reported (report). A
+package imports only packages of a lower layer, never one of its own layer, and the module import graph
+has no cycle.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("base",),  # files written whole
     ("config",),  # the grid file: keys, validation, the plan of runs
     ("store", "train", "analysis"),  # the queue; training one run; reading results back (peers: independent)
+    ("claims",),  # the post's claims: checks, readings, error control, verdicts (what run and report both ask)
     ("report", "export"),  # the report; results to TensorBoard and MLflow
     ("run",),  # a sweep: workers, the orchestrator, Slurm, seeds until decided
     ("cli",),  # the commands

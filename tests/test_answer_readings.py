@@ -1,4 +1,4 @@
-"""Which numbers decide each claim (sweep.report.basis.read): the symptom from the post's raw
+"""Which numbers decide each claim (sweep.claims.basis.read): the symptom from the post's raw
 reading, generalisation from recalibrated numbers where every chosen run recorded them (raw, and
 said so, where not), the optimizer and learning rate named; runs that did not train
 (sweep.analysis.health.run_health) in no interval. On constructed tables.
@@ -13,11 +13,11 @@ import pandas as pd
 import pytest
 
 from sweep import analysis as an
-from sweep import vocab
+from sweep import claims, vocab
 from sweep.analysis import health as health_of
+from sweep.claims import basis
+from sweep.claims.findings import READ_QUIET, READ_RAW, READ_RECAL, READ_SYMPTOM, READ_TIME, claims_table
 from sweep.config import timing_schema
-from sweep.report import basis, claims
-from sweep.report.findings import READ_QUIET, READ_RAW, READ_RECAL, READ_SYMPTOM, READ_TIME, claims_table
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sweep import analysis as an
-from sweep.report import attribution
+from sweep.claims import attribution
 
 pytestmark = pytest.mark.unit
 

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from sweep import analysis as an
+from sweep import claims
 from sweep.analysis.estimates import Check, Estimate, t_multiplier
-from sweep.report import claims
-from sweep.report.claims import by_id
-from sweep.report.findings import Finding, verdict_text
+from sweep.claims.findings import Finding, verdict_text
+from sweep.claims.registry import by_id
 
 pytestmark = pytest.mark.unit
 

@@ -369,7 +369,7 @@ def test_controls_experiment_is_valid() -> None:
 @pytest.mark.unit
 def test_attribution_on_the_controls_fixture() -> None:
     from sweep import analysis as an
-    from sweep.report import attribution
+    from sweep.claims import attribution
 
     epochs = an.load([FIXTURES / "fx_controls"]).epochs
     att = attribution.attribution(epochs)
@@ -424,7 +424,7 @@ def test_attribution_on_the_controls_fixture() -> None:
 @pytest.mark.unit
 def test_an_arm_is_called_largest_only_when_its_interval_is_clear_of_the_others() -> None:
     from sweep.analysis.estimates import estimate
-    from sweep.report import attribution
+    from sweep.claims import attribution
 
     def arm(mechanism: attribution.Mechanism, changes: list[float]) -> attribution.Arm:
         e = estimate(changes)
@@ -462,7 +462,7 @@ def test_the_committed_attribution_says_only_what_its_intervals_support() -> Non
     an arm is called the largest only if its interval is clear of every other arm's; overlap is said.
     """
     from sweep import analysis as an
-    from sweep.report import attribution
+    from sweep.claims import attribution
 
     att = attribution.attribution(an.load([REPO / "results" / "controls"]).epochs)
     assert att is not None

@@ -101,8 +101,8 @@ def test_the_install_without_tensorflow_lists_every_other_dependency() -> None:
 
 def test_report_docs_say_how_each_claim_is_read_as_the_code_reads_it() -> None:
     """docs/report.md's table of readings names, per claim, the numbers `Claim.reads` decides it on."""
-    from sweep.report.claims import CLAIMS
-    from sweep.report.findings import GENERALISATION, SYMPTOM, TIME
+    from sweep.claims.findings import GENERALISATION, SYMPTOM, TIME
+    from sweep.claims.registry import CLAIMS
 
     text = (REPO / "docs" / "report.md").read_text(encoding="utf-8")
     section = text[text.index("## How each claim is read") : text.index("## The error budget")]

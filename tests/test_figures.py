@@ -22,7 +22,8 @@ from sweep import analysis as an
 from sweep import report, vocab
 from sweep.analysis import health as runs_health
 from sweep.analysis import scaling
-from sweep.report import figure_index, map_figure, maps, plot_layout, plots, scaling_plots, seeds_figure
+from sweep.claims import maps
+from sweep.report import figure_index, map_figure, plot_layout, plots, scaling_plots, seeds_figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

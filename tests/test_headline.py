@@ -11,7 +11,8 @@ import pytest
 
 from sweep import analysis
 from sweep.analysis import health
-from sweep.report import headline, maps
+from sweep.claims import maps
+from sweep.report import headline
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Condition maps (sweep.report.maps): a claim's checks at every setting, each described by its own
+"""Condition maps (sweep.claims.maps): a claim's checks at every setting, each described by its own
 interval (no decision), the settings whose runs did not train, and the words that say where it shows;
 the reproduction ranking of the post's numbers; the generated answer; the settings a verdict names.
 On constructed run summary tables, then a report built from a fixture.
@@ -16,8 +16,9 @@ import pytest
 from sweep import analysis as an
 from sweep import report
 from sweep.analysis.estimates import fmt_estimate
-from sweep.report import answer, map_section, maps
-from sweep.report.claims import by_id, evaluate
+from sweep.claims import maps
+from sweep.claims.registry import by_id, evaluate
+from sweep.report import answer, map_section
 
 if TYPE_CHECKING:
     from sweep.report import Written

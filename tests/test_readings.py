@@ -125,7 +125,7 @@ def test_recalibrated_swaps_inference_numbers_and_its_gap_is_eval_gap_recal() ->
 
 def test_the_report_runs_each_batch_size_check_unchanged_at_every_reading() -> None:
     """C7's val_acc check (batch 64 - batch 8, last): -0.27 at equal epochs (step 30 vs 300), 0 at equal steps."""
-    from sweep.report import comparable
+    from sweep.claims import comparable
 
     epochs = curves()
     found = comparable.comparable(analysis.run_summary(epochs), epochs)
@@ -189,7 +189,7 @@ def test_a_crossing_read_between_records_is_steady_only_if_every_other_record_de
     On straight curves every reading is steady. With batch 8's val_acc 0.5 lower at step 150 only,
     the check reads +0.38 there, and -0.12 from the records at steps 125 and 175 without it: not steady.
     """
-    from sweep.report import comparable
+    from sweep.claims import comparable
 
     epochs = curves()
     epochs.loc[epochs[BS] == 8, vocab.VAL_ACC] += epochs[vocab.SEED] * 0.001  # a spread over seeds

@@ -18,9 +18,9 @@ from conftest import REPO, TINY_GRID, Built, run_cli, write_grid
 from sweep import analysis as an
 from sweep import report, vocab
 from sweep.analysis import selection
+from sweep.claims.registry import CLAIMS, by_id
 from sweep.cli import main
 from sweep.report import stamp
-from sweep.report.claims import CLAIMS, by_id
 
 FIXTURES = REPO / "tests" / "fixtures"
 FOLDERS = [FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gpus"]

@@ -13,11 +13,12 @@ from conftest import REPO
 
 from sweep import analysis as an
 from sweep import vocab
-from sweep.report import attribution, sections
+from sweep.claims import attribution
+from sweep.claims.findings import ADVICE, CAUSE, PICTURE, REPLICAS, SCALING, SPEED
+from sweep.claims.registry import CLAIMS, STEPS_DIFFER, TUNED_FIRST, by_id, causes, the, thresholds
+from sweep.report import sections
 from sweep.report.background import background
-from sweep.report.claims import CLAIMS, STEPS_DIFFER, TUNED_FIRST, by_id, causes, the, thresholds
 from sweep.report.document import Doc, to_html, to_markdown
-from sweep.report.findings import ADVICE, CAUSE, PICTURE, REPLICAS, SCALING, SPEED
 
 pytestmark = pytest.mark.unit
 

@@ -15,9 +15,9 @@ from scipy import stats
 from sweep import analysis as an
 from sweep.analysis import power
 from sweep.analysis.estimates import Check, Estimate, estimate, holm
-from sweep.report import family
-from sweep.report.claims import by_id
-from sweep.report.findings import ANY, Finding, verdict_text
+from sweep.claims import family
+from sweep.claims.findings import ANY, Finding, verdict_text
+from sweep.claims.registry import by_id
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -178,7 +178,8 @@ def test_c2_p_value_is_the_paired_t_test_on_the_raw_rows() -> None:
 
 @pytest.mark.unit
 def test_seeds_figure_has_a_row_per_undecided_check_and_is_not_redrawn(tmp_path: Path) -> None:
-    from sweep.report import claims, seeds_figure
+    from sweep import claims
+    from sweep.report import seeds_figure
 
     summary = an.run_summary(an.load([FIXTURES / "fx_bs", FIXTURES / "fx_causes"]).epochs)
     findings = claims.evaluate(summary)

@@ -19,16 +19,17 @@ import pandas as pd
 import pytest
 from conftest import Lines, run_cli, start_cli, write_grid
 
-from sweep import analysis, cli
+from sweep import analysis, claims, cli
 from sweep.analysis import decisions, health
 from sweep.analysis.estimates import Check, Estimate
 from sweep.analysis.sequential import Plan, decide
+from sweep.claims import basis, family
+from sweep.claims.findings import ANY, Finding
+from sweep.claims.registry import by_id
 from sweep.config import load_grid
 from sweep.config.plan import plan
-from sweep.report import basis, claims, until_section
-from sweep.report.claims import by_id
+from sweep.report import until_section
 from sweep.report.document import Doc
-from sweep.report.findings import ANY, Finding
 from sweep.report.sections import verdict_where
 from sweep.run import orchestrate, until
 from sweep.store import Store
@@ -281,7 +282,7 @@ def test_sequential_p_values_enter_only_the_checks_they_decided() -> None:
     assert basis.with_sequential(finding, other) == finding
     fewer = decided.assign(n=[3, 4])  # a run left out since the look (it did not train): other numbers
     assert basis.with_sequential(finding, fewer) == finding
-    (_, corrected), *_ = claims.corrected([(by_id("C3"), joined)])
+    (_, corrected), *_ = family.corrected([(by_id("C3"), joined)])
     assert verdict_where(by_id("C3"), corrected, None, decided).startswith("supported (sequential, decided by 3 seeds)")
     assert verdict_where(by_id("C3"), finding, None, other).startswith("undecided at 3 seeds, after Holm correction")
 

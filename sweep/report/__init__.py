@@ -1,22 +1,19 @@
-"""The claims report: the post's claims C1-C9, their checks, and report.md / report.html.
+"""The claims report: report.md / report.html, rendered from what `sweep.claims` found.
 
 `build(folders, out)` reads results folders (runs.csv, epochs.csv only), writes
 tables (`sweep.analysis`), figures (`sweep.report.plots`), ``tables/claims.csv``,
 ``report.md`` and a self-contained ``report.html``. No TensorFlow, and nothing
 read from the repository: an installed package rebuilds a report from the CSVs alone.
+What a claim is, how it is checked and decided lives in `sweep.claims`; this package only presents it.
 
 One job per module, data flowing one way:
 
-- `findings`, `checks`, `basis`, `family`: what a claim is, how it is checked, the numbers it is read from,
-  and Holm's correction across the family of checks;
-- `speed_check`, `steps`: C6 from quiet times; steps to target and the gradient noise scale;
-- `maps`, `map_section`, `map_figure`, `headline`: condition maps, their section and figure, C1's headline;
+- `headline`: C1's headline over its condition map, in words;
+- `steps`: steps to target and the gradient noise scale;
+- `map_section`, `map_figure`: condition maps' section and figure;
 - `answer`, `first_screen`, `post_figure`: the opening answer, the first screen and its figure;
 - `reading_sections`, `seeds_figure`: the batch-size claims re-read; seeds to decide at 80% power;
 - `background`: one function run in a forked child while the report goes on;
-- `claims`: the claims as data (words, runs needed, checks, thresholds) -> findings;
-- `attribution`: the attribution arms as data -> C1's gap per mechanism;
-- `comparable`: the batch-size claims re-read at equal steps, fit and time, raw and recalibrated;
 - `provenance`: git commit, package versions, machine (`stamp` reads it too);
 - `until_section`: the "Seeds until decided" section, from decisions.csv of a `run --until-decided`;
 - `sections`: findings, attribution, tuning -> the blocks of a `document.Doc`;
@@ -40,14 +37,15 @@ from sweep.analysis import health as runs_health
 from sweep.analysis import scaling
 from sweep.analysis.estimates import NOT_TESTED
 from sweep.base import atomic
+from sweep.claims import attribution, comparable, maps
+from sweep.claims.basis import tuned_lr
+from sweep.claims.findings import Claim, Finding, claims_table, verdict_text
+from sweep.claims.registry import CLAIMS, TUNED_FIRST, evaluate
 from sweep.report import (
-    attribution,
-    comparable,
     figure_index,
     first_screen,
     map_figure,
     map_section,
-    maps,
     plots,
     post_figure,
     scaling_plots,
@@ -57,10 +55,7 @@ from sweep.report import (
 )
 from sweep.report import steps as scaling_report
 from sweep.report.background import background
-from sweep.report.basis import tuned_lr
-from sweep.report.claims import CLAIMS, TUNED_FIRST, evaluate
 from sweep.report.document import to_html, to_markdown
-from sweep.report.findings import Claim, Finding, claims_table, verdict_text
 from sweep.report.plots import FigureFile
 
 __all__ = ["CLAIMS", "Claim", "Finding", "Written", "build", "claims_table", "evaluate", "verdict_text"]

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 from sweep import vocab
 from sweep.analysis.estimates import Estimate, fmt_estimate
+from sweep.claims.findings import ADVICE, PICTURE, Claim, Finding
+from sweep.claims.maps import ConditionMap
+from sweep.claims.registry import causes, the
 from sweep.report import headline
-from sweep.report.claims import causes, the
-from sweep.report.findings import ADVICE, PICTURE, Claim, Finding
 from sweep.report.map_section import NEAR, Candidate
-from sweep.report.maps import ConditionMap
 
 VERDICT_WORDS = {True: "supported", False: "contradicted", None: "undecided"}
 

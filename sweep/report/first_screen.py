@@ -13,11 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.selection import seed_count
-from sweep.report import headline
-from sweep.report.answer import VERDICT_WORDS
-from sweep.report.claims import causes, the
-from sweep.report.document import Heading, slugs
-from sweep.report.findings import (
+from sweep.claims.findings import (
     ADVICE,
     DID_NOT_TRAIN_VERDICT,
     PICTURE,
@@ -30,7 +26,11 @@ from sweep.report.findings import (
     Claim,
     Finding,
 )
-from sweep.report.maps import ConditionMap
+from sweep.claims.maps import ConditionMap
+from sweep.claims.registry import causes, the
+from sweep.report import headline
+from sweep.report.answer import VERDICT_WORDS
+from sweep.report.document import Heading, slugs
 
 HEAD = ("claim", "verdict", "effect [95% CI] (n)", "read from")
 READINGS = {

@@ -1,80 +1,23 @@
-"""C1's headline: where the post's epoch-2 picture appears over a condition map, and why.
+"""C1's headline in words: where the post's epoch-2 picture appears over a condition map, and why.
 
-The post saw batch 64 far above and batch 8 close at epoch 2. Over the C1 map's settings this
-module says where that picture shows (raw, as the post read it), names the mechanism the
-attribution points to, BatchNorm's moving statistics (after n optimizer steps at momentum m
-they still weigh their initial values by m^n, and batch 64 takes 8x fewer steps per epoch than
-batch 8), and tests it: with the statistics recomputed for the same weights (`*_recal`), does
-batch 64's gap close? What remains after recalibration is generalisation. Every number is read
-from the map's cells; nothing is typed in.
+The post saw batch 64 far above and batch 8 close at epoch 2. Over the C1 map's settings
+(`sweep.claims.headline.settings`) this module says where that picture shows (raw, as the post
+read it), names the mechanism the attribution points to, BatchNorm's moving statistics (after n
+optimizer steps at momentum m they still weigh their initial values by m^n, and batch 64 takes 8x
+fewer steps per epoch than batch 8), and tests it: with the statistics recomputed for the same
+weights (`*_recal`), does batch 64's gap close? What remains after recalibration is generalisation.
+Every number is read from the map's cells; nothing is typed in.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import pandas as pd
-
-from sweep import vocab
-from sweep.analysis import BATCH_SIZE, column
-from sweep.analysis.estimates import Estimate, estimate, fmt_estimate
-from sweep.analysis.selection import where
-from sweep.report.checks import bn_momentum
-from sweep.report.findings import CLOSE_GAP, FAR_GAP, shows_pattern
-from sweep.report.maps import Cell, ConditionMap
-
-BN = "model.batchnorm"
-LARGE, SMALL = 64, 8
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One cell of the C1 map, read for the headline."""
-
-    label: str
-    steps: float  # batch 64's optimizer steps by epoch 2
-    weight: float | None  # momentum ** steps: the initial statistics' weight left; None without BatchNorm
-    gap: Estimate  # batch 64's gap (running train_acc - val_acc), the post's reading
-    gap_small: Estimate  # batch 8's
-    recal_gap: Estimate  # batch 64's eval_gap_recal: the same weights without BatchNorm's lag
-    recal_gap_small: Estimate  # batch 8's, for comparison
-
-    @property
-    def shows(self) -> bool:
-        """The post's picture in seed means (as the reproduction ranks settings; with 3 seeds an interval inside
-        the +-0.1 band is rarely reached).
-        """
-        return shows_pattern(self.gap.mean, self.gap_small.mean)
-
-
-def settings(m: ConditionMap) -> list[Setting]:
-    """The map's cells as headline settings; empty when its runs did not record recalibrated numbers."""
-    recal, cells = column(vocab.EVAL_GAP_RECAL, "epoch2"), m.trained()
-    if not cells or any(recal not in c.rows or c.rows[recal].isna().any() for c in cells):
-        return []
-    return [_setting(c) for c in cells]
-
-
-def _setting(cell: Cell) -> Setting:
-    large, small = where(cell.rows, BATCH_SIZE, LARGE), where(cell.rows, BATCH_SIZE, SMALL)
-    steps = float(large[column(vocab.STEP, "epoch2")].mean())
-    return Setting(
-        cell.label(),
-        steps,
-        _weight(large, steps),
-        estimate(large[column(vocab.GAP, "epoch2")]),
-        estimate(small[column(vocab.GAP, "epoch2")]),
-        estimate(large[column(vocab.EVAL_GAP_RECAL, "epoch2")]),
-        estimate(small[column(vocab.EVAL_GAP_RECAL, "epoch2")]),
-    )
-
-
-def _weight(rows: pd.DataFrame, steps: float) -> float | None:
-    if BN in rows and not bool(rows[BN].astype(str).eq("True").all()):
-        return None
-    return bn_momentum(rows) ** steps
+from sweep.analysis.estimates import fmt_estimate
+from sweep.claims.findings import CLOSE_GAP, FAR_GAP
+from sweep.claims.headline import LARGE, SMALL, Setting, settings
+from sweep.claims.maps import ConditionMap
 
 
 def sentences(m: ConditionMap) -> list[str]:

@@ -20,9 +20,9 @@ import pandas as pd
 
 from sweep.analysis import BATCH_SIZE
 from sweep.analysis.selection import Selection
+from sweep.claims.maps import ConditionMap
 from sweep.report import figure_index, plots
 from sweep.report import plot_layout as layout
-from sweep.report.maps import ConditionMap
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -1,6 +1,6 @@
 """The report's "Where each claim holds" (condition maps) and "Reproducing the post's numbers" sections.
 
-Both read the run summary only. The maps come from `sweep.report.maps`; the reproduction
+Both read the run summary only. The maps come from `sweep.claims.maps`; the reproduction
 reads every group of runs with batch 8 and 64 at epoch 2, from every results folder, and
 ranks them by their largest distance from the post's four numbers.
 """
@@ -17,10 +17,10 @@ from sweep import vocab
 from sweep.analysis import BATCH_SIZE, column
 from sweep.analysis.estimates import Estimate, estimate, fmt_estimate
 from sweep.analysis.selection import where
-from sweep.report.claims import the
+from sweep.claims.findings import CLOSE_GAP, FAR_GAP, PICTURE, shows_pattern
+from sweep.claims.maps import MAPPED, OUTCOME_WORDS, PATTERN_WORDS, Cell, ConditionMap, groups_everywhere, short, shown
+from sweep.claims.registry import the
 from sweep.report.document import Doc
-from sweep.report.findings import CLOSE_GAP, FAR_GAP, PICTURE, shows_pattern
-from sweep.report.maps import MAPPED, OUTCOME_WORDS, PATTERN_WORDS, Cell, ConditionMap, groups_everywhere, short, shown
 from sweep.report.plots import FigureFile
 
 # The post's epoch-2 numbers: (batch size, metric) -> value.

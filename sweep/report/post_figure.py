@@ -22,9 +22,9 @@ import pandas as pd
 
 from sweep import analysis as an
 from sweep import vocab
+from sweep.claims.findings import PICTURE, SCALING, Claim, Finding
+from sweep.claims.registry import the
 from sweep.report import figure_index, plots
-from sweep.report.claims import the
-from sweep.report.findings import PICTURE, SCALING, Claim, Finding
 from sweep.report.plots import FigureFile
 
 if TYPE_CHECKING:

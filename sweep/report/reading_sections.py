@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from sweep import vocab
 from sweep.analysis import readings, tuning
 from sweep.analysis.estimates import Check, Estimate, fmt_estimate
-from sweep.report import attribution as attr
-from sweep.report import comparable
-from sweep.report.claims import STEPS_DIFFER
+from sweep.claims import attribution as attr
+from sweep.claims import comparable
+from sweep.claims.findings import FAR_GAP
+from sweep.claims.registry import STEPS_DIFFER
 from sweep.report.document import Doc
-from sweep.report.findings import FAR_GAP
 
 TUNING_EXPERIMENTS = "experiments/lr_search.yaml"  # a grid with a search: block per batch size
 

@@ -17,14 +17,15 @@ from sweep import vocab
 from sweep.analysis import BACKEND_DEFAULT, Results, scaling, tuning, varying
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.health import IN_CLAIMS, did_not_train
-from sweep.report import answer, comparable, family, map_section, provenance, until_section
-from sweep.report import attribution as attr
+from sweep.claims import attribution as attr
+from sweep.claims import comparable, family
+from sweep.claims.findings import Claim, Finding, fmt_p, outcome_text, verdict_text
+from sweep.claims.maps import MAPPED, ConditionMap
+from sweep.claims.registry import CLAIMS, thresholds
+from sweep.report import answer, map_section, provenance, until_section
 from sweep.report import first_screen as first
 from sweep.report import steps as scaling_report
-from sweep.report.claims import CLAIMS, thresholds
 from sweep.report.document import TITLE, Doc, Figure, Paragraph, Table
-from sweep.report.findings import Claim, Finding, fmt_p, outcome_text, verdict_text
-from sweep.report.maps import MAPPED, ConditionMap
 from sweep.report.plots import FigureFile
 from sweep.report.reading_sections import TUNING_EXPERIMENTS, attribution_section, comparable_section, tuning_section
 

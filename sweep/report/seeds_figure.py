@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep.analysis.power import MAX_SEEDS, SeedsNeeded, seeds_needed
+from sweep.claims.findings import Claim, Finding
 from sweep.report import figure_index, plots
 from sweep.report import plot_layout as layout
-from sweep.report.findings import Claim, Finding
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -12,8 +12,8 @@ import pandas as pd
 
 from sweep.analysis import decisions
 from sweep.analysis.estimates import ALPHA, all_of, any_of
+from sweep.claims.findings import ANY, Finding, rule_words
 from sweep.report.document import Doc
-from sweep.report.findings import ANY, Finding, rule_words
 
 Found = tuple[Path, pd.DataFrame, pd.DataFrame]  # folder, decisions, looks
 

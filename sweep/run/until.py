@@ -118,7 +118,7 @@ class Look:
 
 def evaluate_at(table: pd.DataFrame, layout: Layout, k: int) -> dict[str, tuple[tuple[Check, ...], tuple[str, ...]]]:
     """claim id -> (its checks, the run ids it read) at look k, for the claims with a finding there."""
-    from sweep.report.claims import evaluate
+    from sweep.claims.registry import evaluate
 
     if not table.empty:
         table = table[analysis.spec_hash(table[vocab.RUN_ID]).isin(layout.hashes_at(k))]

@@ -82,7 +82,7 @@ class SearchOfTrial(Protocol):
 @dataclass(frozen=True)
 class Lease:
     """A leased run, what `claim_next` hands a worker: its live trial, its spec, the queue it came from (a post's
-    claim is another thing: `sweep.report.findings.Claim`).
+    claim is another thing: `sweep.claims.findings.Claim`).
     """
 
     trial: optuna.Trial

@@ -14,9 +14,9 @@ from sweep import vocab
 from sweep.analysis import BATCH_SIZE, PACK_SIZE, QUIET_EPOCH_SECONDS, TIMED_COPIES
 from sweep.analysis.estimates import Check, Estimate, estimate
 from sweep.analysis.selection import Selection, fmt_value, paired_relative, sorted_values, where
+from sweep.claims.checks import across_batch_sizes, estimate_at, finding_from
+from sweep.claims.findings import READ_QUIET, READ_TIME, SPEEDUP, Finding
 from sweep.config.timing_schema import QUIET_REPEATS
-from sweep.report.checks import across_batch_sizes, estimate_at, finding_from
-from sweep.report.findings import READ_QUIET, READ_TIME, SPEEDUP, Finding
 
 
 @across_batch_sizes

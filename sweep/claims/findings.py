@@ -3,7 +3,7 @@ and their words for the report and tables/claims.csv.
 
 A claim's verdict comes from checks: numbers with 95% t-intervals over seeds and a region where
 the claim needs them to lie (`sweep.analysis.estimates.Check`). The claims themselves are in
-`sweep.report.claims`, their check functions in `sweep.report.checks`.
+`sweep.claims.registry`, their check functions in `sweep.claims.checks`.
 """
 
 from __future__ import annotations

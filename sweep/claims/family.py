@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from sweep.analysis.estimates import ALPHA, holm
-from sweep.report.findings import Claim, Finding
+from sweep.claims.findings import Claim, Finding
 
 
 def corrected(findings: list[tuple[Claim, Finding | None]]) -> list[tuple[Claim, Finding | None]]:

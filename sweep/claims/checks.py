@@ -1,7 +1,7 @@
 """How each claim is checked: functions from a run summary table (`sweep.analysis.run_summary`)
 to a `Finding`, or None when the runs cannot answer the claim. Shared shapes are reused across
 claims: `check_cause_raises_gap` takes any toggle, `across_batch_sizes` hands a check the batch-size
-group with its smallest and largest batch. C6, read from timings, is `sweep.report.speed_check`.
+group with its smallest and largest batch. C6, read from timings, is `sweep.claims.speed_check`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from sweep.analysis.selection import (
     where,
 )
 from sweep.analysis.tuning import SMALL_BATCH
-from sweep.report.findings import (
+from sweep.claims.findings import (
     ALL,
     ANY,
     CAUSE_RAISES_GAP,

@@ -1,6 +1,6 @@
 """Condition maps: a claim checked at every setting a results folder tested it at, and where it holds.
 
-A claim's verdict (`sweep.report.claims`) reads one group of runs, chosen by a fixed rule, so
+A claim's verdict (`sweep.claims.registry`) reads one group of runs, chosen by a fixed rule, so
 it can be an accident of that group's settings. A map re-runs the claim's own checks, unchanged,
 on every *cell*: every group of runs that share all settings but the claim's axis and have
 both of the values it compares (C1: batch 8 and 64; C3: shuffled and not). Cells come from
@@ -42,10 +42,10 @@ from sweep.analysis.selection import (
     with_defaults,
 )
 from sweep.analysis.selection import where as rows_at
+from sweep.claims.checks import cause_raises_gap, gap_at_two_batch_sizes
+from sweep.claims.findings import Claim, Finding
+from sweep.claims.registry import by_id
 from sweep.config import declared
-from sweep.report.checks import cause_raises_gap, gap_at_two_batch_sizes
-from sweep.report.claims import by_id
-from sweep.report.findings import Claim, Finding
 
 Judge = Callable[[Claim, Selection, Any], Finding]
 OUTCOME_WORDS = {True: "beyond the threshold", False: "short of it", None: "unclear"}  # one check's interval

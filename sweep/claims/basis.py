@@ -6,7 +6,7 @@
 - `with_lost`: the runs of a finding's groups that did not train, counted, never read;
 - `with_sequential`: the sequential p-values of `run --until-decided`, where its looks read the same numbers.
 
-`sweep.report.claims.evaluate` puts them together into the report's one family of checks.
+`sweep.claims.registry.evaluate` puts them together into the report's one family of checks.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, SOURCE, column, readings
-from sweep.report.findings import (
+from sweep.claims.findings import (
     GENERALISATION,
     READ_RAW,
     READ_RECAL,

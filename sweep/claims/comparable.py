@@ -1,7 +1,7 @@
 """The batch-size claims at comparable points: each check at equal epochs, steps, fit and time, raw and
 with BatchNorm recalibrated, side by side (sweep/analysis/readings.py says how each point is found).
 
-The claim's own verdict is read at equal epochs (`sweep.report.basis`). The other readings run the same
+The claim's own verdict is read at equal epochs (`sweep.claims.basis`). The other readings run the same
 check function on the run summary read elsewhere, so any difference between them comes from where the
 runs are read, not from a different test. Raw minus recalibrated is BatchNorm's lag. The batch-size
 advice (C7, C8) is also read on the re-runs of each batch size's own tuned lr (`lr` = TUNED), where a
@@ -19,9 +19,9 @@ from sweep import vocab
 from sweep.analysis import readings
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.selection import choose_context
-from sweep.report.basis import relabelled
-from sweep.report.claims import STEPS_DIFFER, by_id
-from sweep.report.findings import Claim, Finding, outcome_text
+from sweep.claims.basis import relabelled
+from sweep.claims.findings import Claim, Finding, outcome_text
+from sweep.claims.registry import STEPS_DIFFER, by_id
 
 RAW, RECALIBRATED = "raw", "BatchNorm recalibrated"
 FIXED, TUNED = "fixed", "tuned per batch size"  # the lr the runs read were trained at

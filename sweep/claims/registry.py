@@ -1,7 +1,7 @@
 """The post's claims C1-C9 as data: its words, the runs each needs, its thresholds and its check.
 
-Each claim is one `Claim` in `CLAIMS`; its check function (`sweep.report.checks`) reads a run
-summary table and returns a `Finding` (`sweep.report.findings`), or None when the runs cannot
+Each claim is one `Claim` in `CLAIMS`; its check function (`sweep.claims.checks`) reads a run
+summary table and returns a `Finding` (`sweep.claims.findings`), or None when the runs cannot
 answer it. docs/report.md explains every threshold to readers.
 """
 
@@ -14,8 +14,8 @@ import pandas as pd
 
 from sweep.analysis import BATCH_SIZE, GPUS
 from sweep.analysis.tuning import SMALL_BATCH
-from sweep.report import basis
-from sweep.report.checks import (
+from sweep.claims import basis
+from sweep.claims.checks import (
     check_capacity_overfits,
     check_cause_raises_gap,
     check_gap_at_two_batch_sizes,
@@ -24,8 +24,8 @@ from sweep.report.checks import (
     check_replicas_learn_alike,
     check_small_batch_wins,
 )
-from sweep.report.family import corrected
-from sweep.report.findings import (
+from sweep.claims.family import corrected
+from sweep.claims.findings import (
     ADVICE,
     CAUSE,
     CAUSE_RAISES_GAP,
@@ -45,7 +45,7 @@ from sweep.report.findings import (
     Needs,
     Threshold,
 )
-from sweep.report.speed_check import check_large_batch_faster
+from sweep.claims.speed_check import check_large_batch_faster
 
 # The experiments files whose runs answer the claims (shipped in experiments/, named here so
 # an installed package can name them without that folder).

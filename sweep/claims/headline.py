@@ -1,0 +1,73 @@
+"""C1's map read setting by setting: where the post's epoch-2 picture shows, raw and recalibrated.
+
+Each trained cell of the C1 map becomes a `Setting`: the large batch's steps by epoch 2, the weight
+BatchNorm's moving statistics still give their initial values (momentum^steps), and the gaps of both
+batch sizes, raw (the post's reading) and recalibrated (`*_recal`: the same weights without BatchNorm's
+lag). `sweep.report.headline` puts them into words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from sweep import vocab
+from sweep.analysis import BATCH_SIZE, column
+from sweep.analysis.estimates import Estimate, estimate
+from sweep.analysis.selection import where
+from sweep.claims.checks import bn_momentum
+from sweep.claims.findings import PICTURE, shows_pattern
+from sweep.claims.maps import Cell, ConditionMap
+from sweep.claims.registry import the
+
+BN = "model.batchnorm"
+SMALL, LARGE = the(PICTURE).needs.values  # C1 compares batch 8 with batch 64
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One cell of the C1 map, read for the headline."""
+
+    label: str
+    steps: float  # batch 64's optimizer steps by epoch 2
+    weight: float | None  # momentum ** steps: the initial statistics' weight left; None without BatchNorm
+    gap: Estimate  # batch 64's gap (running train_acc - val_acc), the post's reading
+    gap_small: Estimate  # batch 8's
+    recal_gap: Estimate  # batch 64's eval_gap_recal: the same weights without BatchNorm's lag
+    recal_gap_small: Estimate  # batch 8's, for comparison
+
+    @property
+    def shows(self) -> bool:
+        """The post's picture in seed means (as the reproduction ranks settings; with 3 seeds an interval inside
+        the +-0.1 band is rarely reached).
+        """
+        return shows_pattern(self.gap.mean, self.gap_small.mean)
+
+
+def settings(m: ConditionMap) -> list[Setting]:
+    """The map's cells as headline settings; empty when its runs did not record recalibrated numbers."""
+    recal, cells = column(vocab.EVAL_GAP_RECAL, "epoch2"), m.trained()
+    if not cells or any(recal not in c.rows or c.rows[recal].isna().any() for c in cells):
+        return []
+    return [_setting(c) for c in cells]
+
+
+def _setting(cell: Cell) -> Setting:
+    large, small = where(cell.rows, BATCH_SIZE, LARGE), where(cell.rows, BATCH_SIZE, SMALL)
+    steps = float(large[column(vocab.STEP, "epoch2")].mean())
+    return Setting(
+        cell.label(),
+        steps,
+        _weight(large, steps),
+        estimate(large[column(vocab.GAP, "epoch2")]),
+        estimate(small[column(vocab.GAP, "epoch2")]),
+        estimate(large[column(vocab.EVAL_GAP_RECAL, "epoch2")]),
+        estimate(small[column(vocab.EVAL_GAP_RECAL, "epoch2")]),
+    )
+
+
+def _weight(rows: pd.DataFrame, steps: float) -> float | None:
+    if BN in rows and not bool(rows[BN].astype(str).eq("True").all()):
+        return None
+    return bn_momentum(rows) ** steps

@@ -14,7 +14,8 @@ from conftest import REPO
 
 from sweep import analysis as an
 from sweep import vocab
-from sweep.analysis import estimates, selection
+from sweep.analysis import estimates, outcome, selection
+from sweep.analysis.outcome import Outcome
 
 FIXTURES = REPO / "tests" / "fixtures"
 BS, CAUSES, GPUS = FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gpus"
@@ -163,13 +164,15 @@ def test_gap_table_has_epoch_two_and_the_last_epoch() -> None:
 
 @pytest.mark.unit
 def test_checks_are_three_valued() -> None:
+    H, F, U = Outcome.HOLDS, Outcome.FAILS, Outcome.UNDECIDED
     inside = estimates.Estimate(0.5, 0.1, 3, 0.3, 0.7)
-    assert estimates.Check("x", inside, low=0.2).outcome() is True
-    assert estimates.Check("x", inside, low=0.8).outcome() is False
-    assert estimates.Check("x", inside, low=0.4).outcome() is None
-    assert estimates.Check("x", inside, low=-1.0, high=0.6).outcome() is None
-    assert estimates.all_of([True, None]) is None and estimates.all_of([True, False, None]) is False
-    assert estimates.any_of([False, None]) is None and estimates.any_of([False, True]) is True
+    assert estimates.Check("x", inside, low=0.2).outcome() is Outcome.HOLDS
+    assert estimates.Check("x", inside, low=0.8).outcome() is Outcome.FAILS
+    assert estimates.Check("x", inside, low=0.4).outcome() is Outcome.UNDECIDED
+    assert estimates.Check("x", inside, low=-1.0, high=0.6).outcome() is Outcome.UNDECIDED
+    assert outcome.all_of([H, U]) is U and outcome.all_of([H, F, U]) is F and outcome.all_of([H, H]) is H
+    assert outcome.any_of([F, U]) is U and outcome.any_of([F, H]) is H and outcome.any_of([F, F]) is F
+    assert outcome.all_of([]) is U and outcome.any_of([]) is U
 
 
 @pytest.mark.unit

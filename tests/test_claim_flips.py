@@ -15,8 +15,10 @@ import pytest
 from sweep import analysis as an
 from sweep import claims
 from sweep.analysis.estimates import Check, Estimate, t_multiplier
-from sweep.claims.findings import Finding, verdict_text
+from sweep.analysis.outcome import Outcome
+from sweep.claims.findings import Finding
 from sweep.claims.registry import by_id
+from sweep.claims.verdict import verdict_text
 
 pytestmark = pytest.mark.unit
 
@@ -165,7 +167,7 @@ def test_c6_supported_alone_is_undecided_among_four_checks() -> None:
     table = c6([7.0, 9.6, 8.25])
     alone, corrected = verdicts("C6", table)
     p, side = alone.checks[0].p_value()
-    assert alone.verdict == "supported" and side is True and p == pytest.approx(0.035, abs=0.005)
+    assert alone.verdict == "supported" and side is Outcome.HOLDS and p == pytest.approx(0.035, abs=0.005)
     assert corrected.checks[0].family == 4 and corrected.checks[0].p_holm == pytest.approx(4 * p)
     assert corrected.verdict == "inconclusive"
 
@@ -228,7 +230,9 @@ def test_c8_chooses_on_the_other_seeds(shift: float, expected: str) -> None:
         4,
     )
     # chosen and tested on all four seeds, 16 and 64 are picked and look better than they test (0.1125)
-    in_sample = dict(alone.evidence)["chosen and tested on the same seeds (16 - 64; favours the winner)"]
+    in_sample = {e.label: e.estimate for e in alone.evidence}[
+        "chosen and tested on the same seeds (16 - 64; favours the winner)"
+    ]
     assert in_sample.mean == pytest.approx(np.mean(diff(val[16], val[64])))
 
 
@@ -266,8 +270,8 @@ def test_an_interval_touching_its_threshold_is_undecided() -> None:
     assert finding is not None
     level, increase = finding.checks
     assert (level.estimate.low, level.estimate.mean, level.estimate.high, level.low) == (0.2, 0.2, 0.2, 0.2)
-    assert level.p_value()[0] == 1.0 and level.outcome() is None
-    assert increase.outcome() is True and finding.verdict == "inconclusive"
+    assert level.p_value()[0] == 1.0 and level.outcome() is Outcome.UNDECIDED
+    assert increase.outcome() is Outcome.HOLDS and finding.verdict == "inconclusive"
     assert verdict_text(by_id("C3"), finding).startswith("undecided at 2 seeds, after Holm correction; > 1000")
 
 
@@ -280,7 +284,7 @@ def test_the_decision_switches_where_the_interval_end_crosses_the_threshold(n: i
     def check(mean: float) -> Check:
         return Check("x", Estimate(mean, sd, n, mean - half, mean + half), low=threshold)
 
-    assert check(threshold + half + 1e-9).outcome() is True
-    assert check(threshold + half - 1e-9).outcome() is None
-    assert check(threshold - half + 1e-9).outcome() is None
-    assert check(threshold - half - 1e-9).outcome() is False
+    assert check(threshold + half + 1e-9).outcome() is Outcome.HOLDS
+    assert check(threshold + half - 1e-9).outcome() is Outcome.UNDECIDED
+    assert check(threshold - half + 1e-9).outcome() is Outcome.UNDECIDED
+    assert check(threshold - half - 1e-9).outcome() is Outcome.FAILS

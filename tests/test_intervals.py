@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 
 from sweep.analysis import estimates, selection
+from sweep.analysis.outcome import Outcome
 
 pytestmark = pytest.mark.unit
 
@@ -43,7 +44,11 @@ def test_a_check_decides_where_the_t_test_rejects(n: int) -> None:
         above = test.pvalue < 0.05 and x.mean() > threshold
         below = test.pvalue < 0.05 and x.mean() < threshold
         outcome = estimates.Check("x", estimates.estimate(x), low=threshold).outcome()
-        assert outcome is (True if above else False if below else None), (n, threshold, test.pvalue)
+        assert outcome is (Outcome.HOLDS if above else Outcome.FAILS if below else Outcome.UNDECIDED), (
+            n,
+            threshold,
+            test.pvalue,
+        )
 
 
 def test_nan_and_infinite_values_are_dropped() -> None:
@@ -78,7 +83,8 @@ def test_a_paired_difference_is_scipys_paired_t_interval(n: int) -> None:
     ci = test.confidence_interval(0.95)
     assert (e.n, e.mean) == (n, pytest.approx(np.mean(large - small), abs=1e-15))
     assert (e.low, e.high) == pytest.approx((ci.low, ci.high), abs=1e-12)
-    assert estimates.Check("x", e, low=0.0).outcome() is (True if test.pvalue < 0.05 and e.mean > 0 else None)
+    decided = test.pvalue < 0.05 and e.mean > 0
+    assert estimates.Check("x", e, low=0.0).outcome() is (Outcome.HOLDS if decided else Outcome.UNDECIDED)
 
 
 def test_a_seed_missing_on_one_side_drops_its_pair_only() -> None:

@@ -16,6 +16,7 @@ import pytest
 from sweep import analysis as an
 from sweep import report
 from sweep.analysis.estimates import fmt_estimate
+from sweep.analysis.outcome import Outcome
 from sweep.claims import maps
 from sweep.claims.registry import by_id, evaluate
 from sweep.report import answer, map_section
@@ -71,10 +72,10 @@ def test_c3_map_says_where_the_claim_holds_fails_and_is_undecided() -> None:
     assert found.claim.id == "C3" and found.keys == C3_KEYS
     outcomes = {c.label(): c.outcome for c in found.cells}
     assert outcomes == {
-        "batch_size=8, batchnorm=False": True,
-        "batch_size=32, batchnorm=False": True,
-        "batch_size=8, batchnorm=True": False,
-        "batch_size=32, batchnorm=True": None,
+        "batch_size=8, batchnorm=False": Outcome.HOLDS,
+        "batch_size=32, batchnorm=False": Outcome.HOLDS,
+        "batch_size=8, batchnorm=True": Outcome.FAILS,
+        "batch_size=32, batchnorm=True": Outcome.UNDECIDED,
     }
     assert found.summary() == (
         "the post's pattern shows at batchnorm=False; it does not at batch_size=8, batchnorm=True; "
@@ -105,8 +106,11 @@ def test_a_map_corrects_nothing_and_decides_nothing() -> None:
     ]
 
 
-def all_or_none(outcomes: list[bool | None]) -> bool | None:
-    return False if False in outcomes else (True if all(outcomes) else None)
+def all_or_none(outcomes: list[Outcome]) -> Outcome:
+    """A claim holds where every check holds and fails where one fails (written out, not `outcome.all_of`)."""
+    if Outcome.FAILS in outcomes:
+        return Outcome.FAILS
+    return Outcome.HOLDS if all(o is Outcome.HOLDS for o in outcomes) else Outcome.UNDECIDED
 
 
 @pytest.mark.unit
@@ -116,7 +120,7 @@ def test_a_cell_is_described_by_its_own_intervals_whatever_the_maps_size() -> No
     """
     borderline = {True: [0.10, 0.10, 0.10], False: [0.295, 0.345, 0.395]}  # t = 5.0 and 6.7, 2 df
     found = maps.maps(table({(8, True): borderline, (32, True): borderline}, C3_KEYS, "data.shuffle"))[0]
-    assert [c.outcome for c in found.cells] == [True, True]
+    assert [c.outcome for c in found.cells] == [Outcome.HOLDS, Outcome.HOLDS]
 
 
 @pytest.mark.unit
@@ -130,7 +134,7 @@ def test_a_map_names_the_settings_whose_runs_did_not_train() -> None:
     (found,) = maps.maps(rows[~lost & ~partly], rows[lost | partly])
     cells = {c.label(): c for c in found.cells}
     assert not cells["batch_size=8, batchnorm=True"].trained
-    assert cells["batch_size=8, batchnorm=True"].outcome is None
+    assert cells["batch_size=8, batchnorm=True"].outcome is Outcome.UNDECIDED
     assert [k.estimate.n for k in cells["batch_size=32, batchnorm=False"].finding.checks] == [2, 2]  # lost a seed
     assert found.summary().endswith("; shuffle=False did not train at batch_size=8, batchnorm=True")
     assert found.counts() == "2 show it, 0 do not, 1 unclear, 1 did not train of 4 settings"
@@ -305,10 +309,10 @@ def test_c2_maps_every_degree_of_imbalance_against_its_own_balanced_runs() -> No
     (found,) = maps.maps(rows)
     assert found.claim.id == "C2" and found.keys == ("data.imbalance_keeps", "data.imbalance")
     assert {c.label(): c.outcome for c in found.cells} == {
-        "imbalance_keeps=minority, imbalance=0.5": False,
-        "imbalance_keeps=minority, imbalance=0.95": True,
-        "imbalance_keeps=total, imbalance=0.5": False,
-        "imbalance_keeps=total, imbalance=0.95": True,
+        "imbalance_keeps=minority, imbalance=0.5": Outcome.FAILS,
+        "imbalance_keeps=minority, imbalance=0.95": Outcome.HOLDS,
+        "imbalance_keeps=total, imbalance=0.5": Outcome.FAILS,
+        "imbalance_keeps=total, imbalance=0.95": Outcome.HOLDS,
     }
     assert found.summary() == "the post's pattern shows at imbalance=0.95; it does not at imbalance=0.5"
 

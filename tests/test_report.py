@@ -18,6 +18,7 @@ from conftest import REPO, TINY_GRID, Built, run_cli, write_grid
 from sweep import analysis as an
 from sweep import report, vocab
 from sweep.analysis import selection
+from sweep.analysis.outcome import Outcome
 from sweep.claims.registry import CLAIMS, by_id
 from sweep.cli import main
 from sweep.report import stamp
@@ -122,7 +123,10 @@ def test_c1_flips_to_supported_when_batch_8_closes_its_gap(summary: pd.DataFrame
     gap2 = an.column("gap", "epoch2")
     # batch 64's gap holds (far above 0.2); batch 8's (0.139, 0.071, 0.114) straddles the 0.1 band's edge
     finding = by_id("C1").evaluate(summary)
-    assert finding.verdict == "inconclusive" and [c.outcome() for c in finding.checks] == [True, None]
+    assert finding.verdict == "inconclusive" and [c.outcome() for c in finding.checks] == [
+        Outcome.HOLDS,
+        Outcome.UNDECIDED,
+    ]
     edited = summary.copy()
     small, large = edited[an.BATCH_SIZE] == 8, edited[an.BATCH_SIZE] == 64
     edited.loc[small, gap2] = [0.01, -0.02, 0.03]  # batch 64 keeps its own gaps

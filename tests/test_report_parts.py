@@ -18,7 +18,7 @@ from sweep.claims.findings import ADVICE, CAUSE, PICTURE, REPLICAS, SCALING, SPE
 from sweep.claims.registry import CLAIMS, STEPS_DIFFER, TUNED_FIRST, by_id, causes, the, thresholds
 from sweep.report import sections
 from sweep.report.background import background
-from sweep.report.document import Doc, to_html, to_markdown
+from sweep.report.document import Doc, Marked, to_html, to_markdown
 
 pytestmark = pytest.mark.unit
 
@@ -98,7 +98,7 @@ def test_markdown_and_html_render_the_same_blocks(tmp_path: Path) -> None:
     doc = Doc()
     doc.h(2, "C1: supported")
     doc.p("Use `--out` <here>.")
-    doc.table(("a|b", "c"), [("1", "x\ny")])
+    doc.table(("a|b", "c"), [("1", "x\ny"), (Marked("supported (sequential)", "supported"), "supported")])
     md = to_markdown(doc, tmp_path)
     assert md.splitlines() == [
         "## C1: supported",
@@ -108,9 +108,12 @@ def test_markdown_and_html_render_the_same_blocks(tmp_path: Path) -> None:
         "| a\\|b | c |",
         "|---|---|",
         "| 1 | x y |",
+        "| supported (sequential) | supported |",
     ]
     page = to_html(doc)
-    assert '<h2>C1: <span class="supported">supported</span></h2>' in page
+    # a verdict is coloured where it is marked as one, never found by its words
+    assert '<td><span class="supported">supported</span> (sequential)</td><td>supported</td>' in page
+    assert "<h2>C1: supported</h2>" in page
     assert "<p>Use <code>--out</code> &lt;here&gt;.</p>" in page
     assert "<tr><th>a|b</th><th>c</th></tr>" in page and "<script" not in page
 

@@ -18,6 +18,7 @@ from scipy import stats
 from scipy.special import stdtr
 
 from sweep.analysis.estimates import ALPHA, Check, estimate
+from sweep.analysis.outcome import Outcome
 from sweep.analysis.sequential import LookResult, Plan, Status, decide, decide_looks, look_result, schedule, spending
 
 pytestmark = pytest.mark.unit
@@ -49,6 +50,9 @@ def t_readings(x: np.ndarray, bound: float) -> tuple[np.ndarray, np.ndarray]:
     return np.stack(ps, axis=-1), np.stack(sides, axis=-1)
 
 
+SIDE = {True: Outcome.HOLDS, False: Outcome.FAILS}  # the simulation's side (True: holds) as an outcome
+
+
 def run_procedure(p: np.ndarray, side: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every replication through `decide_looks` over all of PLAN's looks: p, side (reps, checks, looks)
     -> the decided side (1 holds, 0 fails, -1 undecided) and the seeds at the deciding look, (reps, checks).
@@ -59,11 +63,12 @@ def run_procedure(p: np.ndarray, side: np.ndarray) -> tuple[np.ndarray, np.ndarr
     p_list, side_list = p.tolist(), side.tolist()
     for r in range(reps):
         history = [
-            [LookResult(p_list[r][i][k], side_list[r][i][k], PLAN.looks[k]) for i in range(m)] for k in range(looks)
+            [LookResult(p_list[r][i][k], SIDE[side_list[r][i][k]], PLAN.looks[k]) for i in range(m)]
+            for k in range(looks)
         ]
         for i, status in enumerate(decide_looks(PLAN, labels, history)):
-            if status.side is not None:
-                decided[r, i], seeds[r, i] = int(status.side), status.n
+            if status.decided:
+                decided[r, i], seeds[r, i] = int(status.side is Outcome.HOLDS), status.n
     return decided, seeds
 
 
@@ -93,9 +98,9 @@ def test_schedule_grows_about_one_and_a_half_per_look_and_ends_at_the_cap() -> N
 
 def test_sequential_p_is_the_smallest_p_over_share_so_far() -> None:
     # shares 0.1, 0.0667, 0.1: p / share = 0.2, 0.15, 0.5 -> 0.2, 0.15, 0.15
-    history = [[LookResult(p, True, n)] for p, n in ((0.02, 3), (0.01, 5), (0.05, 8))]
+    history = [[LookResult(p, Outcome.HOLDS, n)] for p, n in ((0.02, 3), (0.01, 5), (0.05, 8))]
     assert [decide_looks(PLAN, ["c"], history[:k])[0].p_seq for k in (1, 2, 3)] == pytest.approx([0.2, 0.15, 0.15])
-    assert decide_looks(PLAN, ["c"], [[LookResult(math.nan, None, 1)]])[0].p_seq == 1.0  # no p-value yet
+    assert decide_looks(PLAN, ["c"], [[LookResult(math.nan, Outcome.UNDECIDED, 1)]])[0].p_seq == 1.0  # no p-value yet
 
 
 def test_a_null_check_is_decided_at_most_alpha_of_the_time_under_optional_stopping() -> None:
@@ -142,15 +147,18 @@ def test_a_real_effect_is_decided_before_the_cap_in_most_replications() -> None:
 def test_a_decided_check_stays_decided_and_keeps_its_direction() -> None:
     # decided "holds" at the first look (0.0001 / 0.1 = 0.001); a later look pointing the other way
     # with an even smaller p is not read
-    history = [[LookResult(0.0001, True, 3)], [LookResult(1e-9, False, 5)], [LookResult(1e-9, False, 8)]]
+    holds, fails = Outcome.HOLDS, Outcome.FAILS
+    history = [[LookResult(0.0001, holds, 3)], [LookResult(1e-9, fails, 5)], [LookResult(1e-9, fails, 8)]]
     for k in (1, 2, 3):
         (status,) = decide_looks(PLAN, ["c"], history[:k])
-        assert (status.side, status.look, status.n, status.more_seeds) == (True, 0, 3, False)
+        assert (status.side, status.look, status.n, status.more_seeds) == (holds, 0, 3, False)
     rng = np.random.default_rng(18)
     for _ in range(200):
         means = rng.normal(0.0, 0.7, size=(3, 1))
         p, side = t_readings(means + rng.normal(size=(3, PLAN.cap)), bound=0.0)
-        history = [[LookResult(float(p[i, k]), bool(side[i, k]), PLAN.looks[k]) for i in range(3)] for k in range(6)]
+        history = [
+            [LookResult(float(p[i, k]), SIDE[bool(side[i, k])], PLAN.looks[k]) for i in range(3)] for k in range(6)
+        ]
         first: dict[int, Status] = {}
         for k in range(1, 7):
             for i, status in enumerate(decide_looks(PLAN, ["a", "b", "c"], history[:k])):
@@ -161,7 +169,7 @@ def test_a_decided_check_stays_decided_and_keeps_its_direction() -> None:
 
 
 def test_undecided_at_the_cap_is_said_so_and_asks_for_no_more_seeds() -> None:
-    history = [[LookResult(0.9, True, n)] for n in PLAN.looks]
+    history = [[LookResult(0.9, Outcome.HOLDS, n)] for n in PLAN.looks]
     for k in range(1, 6):
         (status,) = decide_looks(PLAN, ["c"], history[:k])
         assert status.more_seeds and status.words() == f"undecided after {PLAN.looks[k - 1]} seeds"
@@ -212,4 +220,4 @@ def test_the_simulation_uses_the_checks_own_t_test() -> None:
     for r in range(40):
         for k, n in enumerate(PLAN.looks):
             got = Check("c", estimate(x[r, :n]), 0.0).p_value()
-            assert got[0] == pytest.approx(p[r, k], rel=1e-9) and got[1] == bool(side[r, k])
+            assert got[0] == pytest.approx(p[r, k], rel=1e-9) and got[1] is SIDE[bool(side[r, k])]

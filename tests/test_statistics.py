@@ -15,22 +15,24 @@ from scipy import stats
 from sweep import analysis as an
 from sweep.analysis import power
 from sweep.analysis.estimates import Check, Estimate, estimate, holm
+from sweep.analysis.outcome import Outcome
 from sweep.claims import family
-from sweep.claims.findings import ANY, Finding, verdict_text
+from sweep.claims.findings import ANY, Finding
 from sweep.claims.registry import by_id
+from sweep.claims.verdict import verdict_text
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
 
-def interval_rule(check: Check) -> bool | None:
-    """The rule before p-values: the whole 95% interval inside (True) or outside (False) the region."""
+def interval_rule(check: Check) -> Outcome:
+    """The rule before p-values: the whole 95% interval inside (holds) or outside (fails) the region."""
     e, low, high = check.estimate, check.low, check.high
     if e.low > low and e.high < high:
-        return True
+        return Outcome.HOLDS
     if e.high <= low or e.low >= high:
-        return False
-    return None
+        return Outcome.FAILS
+    return Outcome.UNDECIDED
 
 
 @pytest.mark.unit
@@ -45,7 +47,7 @@ def test_p_value_is_the_t_test_of_the_interval_and_decides_as_the_interval_does(
             assert check.outcome() == interval_rule(check), (values, low, high, p)
             if math.isinf(high):  # one bound: scipy's two-sided one-sample (= paired) t-test at the bound
                 assert p == pytest.approx(stats.ttest_1samp(values, low).pvalue)
-                assert side == (e.mean > low)
+                assert side is (Outcome.HOLDS if e.mean > low else Outcome.FAILS)
 
 
 @pytest.mark.unit
@@ -55,7 +57,7 @@ def test_a_band_holds_by_tost() -> None:
     above = stats.ttest_1samp(values, -0.02, alternative="greater").pvalue
     below = stats.ttest_1samp(values, 0.02, alternative="less").pvalue
     p, side = check.p_value()
-    assert side is True and p == pytest.approx(2 * max(above, below))
+    assert side is Outcome.HOLDS and p == pytest.approx(2 * max(above, below))
 
 
 @pytest.mark.unit
@@ -83,12 +85,12 @@ def test_a_check_decided_alone_is_undecided_after_holm() -> None:
     (_, fixed), *_ = after
     assert fixed is not None and fixed.checks[0].family == 13
     assert fixed.checks[0].p_holm == pytest.approx(13 * decided.checks[0].p_value()[0])
-    assert fixed.verdict == "inconclusive" and fixed.checks[0].uncorrected() is True
+    assert fixed.verdict == "inconclusive" and fixed.checks[0].uncorrected() is Outcome.HOLDS
     # one strongly failing check contradicts a claim after correction, a weakly failing one does not
     strong = family.corrected([(claim, _finding(-1.0, 0.5)), *others])[0][1]
     weak = family.corrected([(claim, _finding(-0.025, 0.5)), *others])[0][1]
     assert strong is not None and strong.verdict == "contradicted"
-    assert weak is not None and weak.checks[0].uncorrected() is False and weak.verdict == "inconclusive"
+    assert weak is not None and weak.checks[0].uncorrected() is Outcome.FAILS and weak.verdict == "inconclusive"
 
 
 @pytest.mark.unit
@@ -229,7 +231,9 @@ def test_c8_chooses_on_the_other_seeds_and_tests_on_the_held_out_one() -> None:
     assert "leave one seed out" in check.label
     assert "seed 0: 16 vs 64; seed 1: 8 vs 64; seed 2: 8 vs 64" in finding.notes[0]
     # chosen on the same seeds, batch 8 (mean 0.437) would look better than it tests
-    in_sample = dict(finding.evidence)["chosen and tested on the same seeds (8 - 64; favours the winner)"]
+    in_sample = {e.label: e.estimate for e in finding.evidence}[
+        "chosen and tested on the same seeds (8 - 64; favours the winner)"
+    ]
     assert in_sample.mean == pytest.approx((0.51 - 0.2 - 0.2) / 3)
 
 

@@ -22,10 +22,13 @@ from conftest import Lines, run_cli, start_cli, write_grid
 from sweep import analysis, claims, cli
 from sweep.analysis import decisions, health
 from sweep.analysis.estimates import Check, Estimate
+from sweep.analysis.outcome import Outcome
 from sweep.analysis.sequential import Plan, decide
 from sweep.claims import basis, family
 from sweep.claims.findings import ANY, Finding
 from sweep.claims.registry import by_id
+from sweep.claims.verdict import Verdict
+from sweep.claims.verdict import sequential_verdict as sequential_of
 from sweep.config import load_grid
 from sweep.config.plan import plan
 from sweep.report import until_section
@@ -222,12 +225,20 @@ def _statuses(*rows: tuple[str, int, bool]) -> pd.DataFrame:
     )
 
 
+def sequential_verdict(finding: Finding, decided: pd.DataFrame) -> str:
+    verdict: Verdict = sequential_of(finding, decided)
+    return verdict.long
+
+
 def _sequential(finding: Finding, sides: tuple[bool | None, ...]) -> Finding:
     """The finding as the report's family leaves it: each check's sequential p-value, Holm-adjusted
     (decided where the side is given).
     """
+    side = {True: Outcome.HOLDS, False: Outcome.FAILS, None: Outcome.UNDECIDED}
     checks = tuple(
-        replace(c, p_sequential=0.9 if s is None else 0.001, side_sequential=s, p_holm=0.9 if s is None else 0.002)
+        replace(
+            c, p_sequential=0.9 if s is None else 0.001, side_sequential=side[s], p_holm=0.9 if s is None else 0.002
+        )
         for c, s in zip(finding.checks, sides, strict=True)
     )
     return replace(finding, checks=checks)
@@ -242,29 +253,29 @@ def test_the_verdict_after_until_decided_is_the_sequential_one() -> None:
     noisy = Estimate(mean=0.3, sd=0.2, n=3, low=-0.2, high=0.8)
     finding = Finding((Check("k0", noisy, low=0.2), Check("k1", noisy, low=0.05)), "runs")
     both = _statuses(("holds", 8, False), ("holds", 12, False))
-    assert until_section.verdict(_sequential(finding, (True, True)), both) == (
+    assert sequential_verdict(_sequential(finding, (True, True)), both) == (
         "supported (sequential, decided by 12 seeds)"
     )
     one = _statuses(("fails", 5, False), ("", 30, False))
-    assert until_section.verdict(_sequential(finding, (False, None)), one) == (
+    assert sequential_verdict(_sequential(finding, (False, None)), one) == (
         "contradicted (sequential, decided by 5 seeds)"  # one failing check settles an all-of claim
     )
     either = Finding(finding.checks, "runs", rule=ANY)  # C4: one kind of mismatch is enough
     rule = "(any-of rule: supported when 1 of its 2 checks holds, contradicted when all fail)"
     first = _statuses(("holds", 5, False), ("", 12, False))
-    assert until_section.verdict(_sequential(either, (True, None)), first) == (
+    assert sequential_verdict(_sequential(either, (True, None)), first) == (
         f"supported {rule} (sequential, decided by 5 seeds)"
     )
-    assert until_section.verdict(
+    assert sequential_verdict(
         _sequential(either, (False, False)), _statuses(("fails", 5, False), ("fails", 8, False))
     ) == (f"contradicted {rule} (sequential, decided by 8 seeds)")
-    capped = until_section.verdict(_sequential(finding, (True, None)), _statuses(("holds", 8, False), ("", 30, False)))
+    capped = sequential_verdict(_sequential(finding, (True, None)), _statuses(("holds", 8, False), ("", 30, False)))
     assert capped.startswith("undecided at the 30-seed cap; ")
-    assert until_section.verdict(
+    assert sequential_verdict(
         _sequential(finding, (True, None)), _statuses(("holds", 8, False), ("", 12, True))
     ).startswith("undecided after 12 seeds, with looks still to come")
     # the folder decided both, but in the report's larger family one is left undecided: the family rules
-    assert until_section.verdict(_sequential(finding, (True, None)), both).startswith("undecided at the 30-seed cap")
+    assert sequential_verdict(_sequential(finding, (True, None)), both).startswith("undecided at the 30-seed cap")
 
 
 @pytest.mark.unit
@@ -277,7 +288,10 @@ def test_sequential_p_values_enter_only_the_checks_they_decided() -> None:
     finding = Finding((Check("k0", noisy, low=0.2), Check("k1", noisy, low=0.05)), "runs")
     decided = _statuses(("holds", 3, False), ("holds", 3, False)).assign(p_seq=[0.001, 0.002])
     joined = basis.with_sequential(finding, decided)
-    assert joined is not None and [(c.p_value()) for c in joined.checks] == [(0.001, True), (0.002, True)]
+    assert joined is not None and [(c.p_value()) for c in joined.checks] == [
+        (0.001, Outcome.HOLDS),
+        (0.002, Outcome.HOLDS),
+    ]
     other = decided.assign(check=["k0", "spc 50 -> 25"])
     assert basis.with_sequential(finding, other) == finding
     fewer = decided.assign(n=[3, 4])  # a run left out since the look (it did not train): other numbers

@@ -9,7 +9,8 @@ A group is every run with the same settings; its n is its number of seeds.
 
 The package: this module (loading results folders into tables, per-run summaries); `health` (runs that
 did not train, diverged or got stuck); `selection` (the runs that answer a question, paired by seed);
-`estimates`, `power`, `sequential` (intervals, seeds for 80% power, seeds until decided);
+`estimates`, `outcome`, `power`, `sequential` (intervals, what a check came to, seeds for 80% power, seeds
+until decided);
 `readings` (equal epochs, steps, fit or time); `scaling`, `scaling_fit`, `critical` (steps to target,
 the critical batch size); `tuning` (batch sizes at their own best lr); `decisions` (decisions.csv);
 `timing` (timing.csv read back); `study`, `study_advice` (a batch-size study of the user's model read back,

@@ -1,8 +1,9 @@
 """The files `sweep run --until-decided` leaves in the results folder, written atomically, and read back by the report.
 
 - ``decisions.csv``: one row per check of the family, its sequential status (`sweep.analysis.sequential.Status`):
-  claim, check, side (holds / fails / empty), decided, look (1-based), seeds (the look's seed count), n,
-  p_seq, p_holm, more_seeds, cap, words.
+  claim, check (its label), check_id (its key: what the report joins on), side (holds / fails / empty), decided,
+  look (1-based), seeds (the look's seed count), n, p_seq, p_holm, more_seeds, cap, words. A file written
+  before check ids has no check_id; its checks are known by their labels (`check_of`).
 - ``looks.csv``: one row per look reached: look (1-based), seeds, share (of alpha), the seed values the
   look added, how many grid points got them, the runs added, and the checks still open after it.
 
@@ -11,18 +12,19 @@ Pure pandas: no store, no TensorFlow, so `sweep report` reads them anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from sweep import vocab
+from sweep.analysis.estimates import Check
 from sweep.analysis.sequential import Plan, Status
 from sweep.base import atomic
 
 DECISIONS_CSV, LOOKS_CSV = vocab.DECISIONS_CSV, vocab.LOOKS_CSV
-SIDES = {True: "holds", False: "fails", None: ""}
+CHECK_ID = "check_id"
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,8 @@ def write(
             {
                 "claim": claim,
                 "check": s.label,
-                "side": SIDES[s.side],
+                CHECK_ID: str(s.key) if s.key is not None else s.label,
+                "side": s.side.words.side,
                 "decided": s.decided,
                 "look": s.look + 1,
                 "seeds": plan.looks[s.look],
@@ -60,7 +63,20 @@ def write(
             }
             for claim, s in zip(claims, statuses, strict=True)
         ],
-        columns=["claim", "check", "side", "decided", "look", "seeds", "n", "p_seq", "p_holm", "more_seeds", "cap"]
+        columns=[
+            "claim",
+            "check",
+            CHECK_ID,
+            "side",
+            "decided",
+            "look",
+            "seeds",
+            "n",
+            "p_seq",
+            "p_holm",
+            "more_seeds",
+            "cap",
+        ]
         + ["words"],
     )
     looked = pd.DataFrame(
@@ -93,3 +109,12 @@ def read(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     looks_path = folder / LOOKS_CSV
     looks = pd.read_csv(looks_path, keep_default_na=False, na_values=[""]) if looks_path.is_file() else pd.DataFrame()
     return decisions, looks
+
+
+def check_of(decisions: pd.DataFrame) -> tuple[str, Callable[[Check], str]]:
+    """The column that names a row's check, and how a check is found there: its key's text in check_id; in a
+    file written before check ids, its label in check (the one place a label is matched, for old files).
+    """
+    if CHECK_ID in decisions:
+        return CHECK_ID, lambda c: str(c.key) if c.key is not None else c.label
+    return "check", lambda c: c.label

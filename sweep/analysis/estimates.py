@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,11 +31,12 @@ from scipy.special import (  # scipy.stats would add a second of import time
     stdtrit,  # its quantile
 )
 
+from sweep.analysis.outcome import NOT_TESTED, Outcome
+
+__all__ = ["NOT_TESTED", "Check", "Estimate", "Key", "Outcome", "estimate", "fmt_estimate", "holm"]
+
 ALPHA = 0.05  # a p-value below it decides a check: the 95% interval excludes the threshold
 CONFIDENCE = 1 - ALPHA
-
-SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
-NOT_TESTED = "not tested by this sweep"
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,25 @@ def estimate(values: Iterable[float], confidence: float = CONFIDENCE) -> Estimat
 
 
 @dataclass(frozen=True)
+class Key:
+    """What a check (or an evidence row) estimates, as data: the column it reads and where, e.g. gap at
+    batch_size=64, epoch 2. Its label is words for readers; code that must know which check it holds (the
+    looks of `run --until-decided`, decisions.csv read back, the answer's sentences) compares keys.
+    """
+
+    metric: str
+    at: tuple[tuple[str, str], ...] = ()
+
+    def renamed(self, names: Mapping[str, str]) -> Key:
+        """The key with its metric renamed (val_acc -> val_acc_recal where the recalibrated numbers are read)."""
+        return dataclasses.replace(self, metric=names.get(self.metric, self.metric))
+
+    def __str__(self) -> str:
+        """ "gap|batch_size=64|epoch=2": decisions.csv's check_id column."""
+        return self.metric + "".join(f"|{name}={value}" for name, value in self.at)
+
+
+@dataclass(frozen=True)
 class Check:
     """The claim holds for this number when it lies in the open interval (low, high).
 
@@ -94,19 +114,32 @@ class Check:
     # After `run --until-decided` (optional stopping) the fixed-n p-value is not valid; the check's sequential
     # p-value (sweep.analysis.sequential: min over planned looks of p / share) is, whenever the looks stopped.
     p_sequential: float | None = None
-    side_sequential: bool | None = None  # the side the look that gave it pointed to (None: not recorded)
+    side_sequential: Outcome = Outcome.UNDECIDED  # the side the look that gave it pointed to (UNDECIDED: not recorded)
+    key: Key | None = None  # what it estimates; None for a one-off check that nothing looks up (`ident`)
+    short: str = ""  # the label in a few words, for the first screen ("" : the label itself)
 
-    def p_value(self) -> tuple[float, bool | None]:
-        """(p, side): the two-sided p-value and the outcome it points to (True: holds, False: fails);
+    @property
+    def ident(self) -> Key:
+        """The check's identity: its key (a one-off check without one is known by its label alone)."""
+        return self.key if self.key is not None else Key(self.label)
+
+    @property
+    def brief(self) -> str:
+        return self.short or self.label
+
+    def p_value(self) -> tuple[float, Outcome]:
+        """(p, side): the two-sided p-value and the outcome it points to (HOLDS or FAILS; UNDECIDED with no p);
         the sequential p-value where the check was continued with `run --until-decided`.
         """
         holds, fails = self._one_sided()
-        fixed = holds < fails if math.isfinite(holds) and math.isfinite(fails) else None
+        fixed = Outcome.UNDECIDED
+        if math.isfinite(holds) and math.isfinite(fails):
+            fixed = Outcome.HOLDS if holds < fails else Outcome.FAILS
         if self.p_sequential is not None and math.isfinite(self.p_sequential):
-            side = self.side_sequential if self.side_sequential is not None else fixed
-            return (self.p_sequential, side) if side is not None else (math.nan, None)
-        if fixed is None:
-            return math.nan, None
+            side = self.side_sequential if self.side_sequential.decided else fixed
+            return (self.p_sequential, side) if side.decided else (math.nan, Outcome.UNDECIDED)
+        if not fixed.decided:
+            return math.nan, Outcome.UNDECIDED
         return min(1.0, 2 * min(holds, fails)), fixed
 
     def _one_sided(self) -> tuple[float, float]:
@@ -122,21 +155,18 @@ class Check:
             return above[low], below[low]
         return below[high], above[high]
 
-    def outcome(self) -> bool | None:
-        """True: holds, False: fails, None: undecided; at the 95% interval, or after Holm once p_holm is set."""
+    def outcome(self) -> Outcome:
+        """HOLDS, FAILS or UNDECIDED: at the 95% interval, or after Holm once p_holm is set."""
         e = self.estimate
         if not (math.isfinite(e.low) and math.isfinite(e.high)):
-            return None
+            return Outcome.UNDECIDED
         p, side = self.p_value()
         used = p if self.p_holm is None else self.p_holm
-        return side if used < ALPHA else None
+        return side if used < ALPHA else Outcome.UNDECIDED
 
-    def uncorrected(self) -> bool | None:
+    def uncorrected(self) -> Outcome:
         """The outcome from its own 95% interval (or sequential p-value), as if it were the only check."""
-        alone = Check(self.label, self.estimate, self.low, self.high)
-        return dataclasses.replace(
-            alone, p_sequential=self.p_sequential, side_sequential=self.side_sequential
-        ).outcome()
+        return dataclasses.replace(self, p_holm=None, family=1).outcome()
 
     def region(self) -> str:
         if math.isinf(self.low):
@@ -185,17 +215,3 @@ def holm(pvalues: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p))
         adjusted[i] = running
     return adjusted
-
-
-def all_of(outcomes: Iterable[bool | None]) -> bool | None:
-    values = list(outcomes)
-    return False if False in values else (True if values and all(v is True for v in values) else None)
-
-
-def any_of(outcomes: Iterable[bool | None]) -> bool | None:
-    values = list(outcomes)
-    return True if True in values else (False if values and all(v is False for v in values) else None)
-
-
-def verdict(outcome: bool | None) -> str:
-    return {True: SUPPORTED, False: CONTRADICTED, None: INCONCLUSIVE}[outcome]

@@ -30,12 +30,14 @@ that trains the seeds keeps the family's checks at every look and calls `decide`
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from sweep.analysis.estimates import ALPHA, Check, holm
+from sweep.analysis.estimates import ALPHA, Check, Key, holm
+from sweep.analysis.outcome import Outcome
 
 RATIO = 1.5  # seeds grow about this much from one look to the next
 
@@ -90,10 +92,10 @@ def spending(looks: Sequence[int]) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class LookResult:
-    """One check at one look: its two-sided p-value, the side it points to (True: holds), its n."""
+    """One check at one look: its two-sided p-value, the side it points to, its n."""
 
     p: float
-    side: bool | None
+    side: Outcome
     n: int
 
 
@@ -107,7 +109,7 @@ class Status:
     """A check after the looks so far; a decided one is as it was at the look that decided it."""
 
     label: str
-    side: bool | None  # True: holds, False: fails, None: undecided
+    side: Outcome  # HOLDS or FAILS once decided, else UNDECIDED
     look: int  # index into Plan.looks: the deciding look, or the latest one
     n: int  # seeds (or pairs) of the check at that look
     p_seq: float  # sequential p-value: min over its looks of p / share
@@ -115,14 +117,16 @@ class Status:
     more_seeds: bool  # undecided and the cap not reached: its groups need the next look's seeds
     cap: int
 
+    key: Key | None = None  # the check's key (`Check.key`): decisions.csv's check_id
+
     @property
     def decided(self) -> bool:
-        return self.side is not None
+        return self.side.decided
 
     def words(self) -> str:
         """ "holds (decided at 8 seeds)", "undecided after 8 seeds", "undecided at the 30-seed cap"."""
-        if self.side is not None:
-            return f"{'holds' if self.side else 'fails'} (decided at {self.n} seeds)"
+        if self.side.decided:
+            return f"{self.side.words.check} (decided at {self.n} seeds)"
         if self.more_seeds:
             return f"undecided after {self.n} seeds"
         return f"undecided at the {self.cap}-seed cap"
@@ -131,15 +135,17 @@ class Status:
 def decide(plan: Plan, history: Sequence[Sequence[Check]]) -> tuple[Status, ...]:
     """Every check's status after the looks so far; history[k] is the family's checks at look k.
 
-    Every look must hold the same checks (label and region) in the same order. A decided check's
+    Every look must hold the same checks (`Check.ident` and region) in the same order. A decided check's
     later entries are not read, so a look may repeat the check as it was when decided.
     """
     if history:
-        first = [(c.label, c.low, c.high) for c in history[0]]
-        if any([(c.label, c.low, c.high) for c in look] != first for look in history):
+        first = [(c.ident, c.low, c.high) for c in history[0]]
+        if any([(c.ident, c.low, c.high) for c in look] != first for look in history):
             raise ValueError("every look must hold the same checks, with the same regions, in the same order")
     labels = [c.label for c in history[0]] if history else []
-    return decide_looks(plan, labels, [[look_result(c) for c in look] for look in history])
+    statuses = decide_looks(plan, labels, [[look_result(c) for c in look] for look in history])
+    keys = [c.key for c in history[0]] if history else []
+    return tuple(dataclasses.replace(s, key=k) for s, k in zip(statuses, keys, strict=True))
 
 
 def decide_looks(plan: Plan, labels: Sequence[str], history: Sequence[Sequence[LookResult]]) -> tuple[Status, ...]:
@@ -162,13 +168,13 @@ def decide_looks(plan: Plan, labels: Sequence[str], history: Sequence[Sequence[L
         for i in range(m):
             if decided_at[i] is None:
                 p_holm[i] = adjusted[i]
-                if adjusted[i] < ALPHA and history[gave[i]][i].side is not None:
+                if adjusted[i] < ALPHA and history[gave[i]][i].side.decided:
                     decided_at[i] = k
     more = looks < len(plan.looks)
     statuses = []
     for i, label in enumerate(labels):
         at = decided_at[i]
-        side = None if at is None else history[gave[i]][i].side
+        side = Outcome.UNDECIDED if at is None else history[gave[i]][i].side
         k = looks - 1 if at is None else at
         statuses.append(Status(label, side, k, history[k][i].n, p_seq[i], p_holm[i], more and at is None, plan.cap))
     return tuple(statuses)

@@ -8,6 +8,7 @@ asks it what is decided (`run --until-decided`), `report` renders what it found.
 - `checks`, `speed_check`: how each claim is checked (C6 from quiet times);
 - `basis`: the numbers each claim is read from (recalibrated, tuned lr, sequential p-values);
 - `family`: Holm's correction across the report's checks;
+- `verdict`: a claim's verdict as a value (`Verdict`): fixed-n or sequential, in full and in short;
 - `maps`: a claim checked over every setting of a condition map;
 - `headline`: C1's map read setting by setting, raw and recalibrated;
 - `comparable`: the batch-size claims re-read at equal steps, fit and time;

@@ -18,6 +18,9 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, SOURCE, column, readings
+from sweep.analysis.decisions import check_of
+from sweep.analysis.estimates import Key
+from sweep.analysis.outcome import Outcome
 from sweep.claims.findings import (
     GENERALISATION,
     READ_RAW,
@@ -88,13 +91,13 @@ def with_sequential(finding: Finding | None, decisions: pd.DataFrame | None) -> 
     """
     if finding is None or decisions is None or not sequential_applies(finding, decisions):
         return finding
-    rows = decisions.set_index("check")
-    sides = {"holds": True, "fails": False}
+    name, named = check_of(decisions)
+    rows = decisions.set_index(name)
     checks = tuple(
         dataclasses.replace(
             c,
-            p_sequential=float(rows.at[c.label, "p_seq"]),
-            side_sequential=sides.get(str(rows.at[c.label, "side"])),
+            p_sequential=float(rows.at[named(c), "p_seq"]),
+            side_sequential=Outcome.of(rows.at[named(c), "side"]),
         )
         for c in finding.checks
     )
@@ -102,11 +105,12 @@ def with_sequential(finding: Finding | None, decisions: pd.DataFrame | None) -> 
 
 
 def sequential_applies(finding: Finding, decisions: pd.DataFrame) -> bool:
-    """Whether a folder's decisions are about this finding's checks (the same labels, so the same numbers)."""
-    if not len(decisions) or set(decisions["check"]) != {k.label for k in finding.checks}:
+    """Whether a folder's decisions are about this finding's checks (the same keys, so the same numbers)."""
+    name, named = check_of(decisions)
+    if not len(decisions) or set(decisions[name]) != {named(k) for k in finding.checks}:
         return False
-    seeds = dict(zip(decisions["check"], decisions["n"], strict=True))  # runs left out since: other numbers
-    return all(int(seeds[k.label]) == k.estimate.n for k in finding.checks)
+    seeds = dict(zip(decisions[name], decisions["n"], strict=True))  # runs left out since: other numbers
+    return all(int(seeds[named(k)]) == k.estimate.n for k in finding.checks)
 
 
 def in_folder(claim: Claim, table: pd.DataFrame, folder: str | None) -> Finding | None:
@@ -158,6 +162,11 @@ def relabelled(finding: Finding) -> Finding:
     def name(label: str) -> str:
         return _NAME.sub(lambda m: _RECAL_NAMES[m.group(1)], label)
 
-    checks = tuple(dataclasses.replace(c, label=name(c.label)) for c in finding.checks)
-    evidence = tuple((name(label), e) for label, e in finding.evidence)
+    def key(k: Key | None) -> Key | None:
+        return None if k is None else k.renamed(_RECAL_NAMES)
+
+    checks = tuple(
+        dataclasses.replace(c, label=name(c.label), short=name(c.short), key=key(c.key)) for c in finding.checks
+    )
+    evidence = tuple(e._replace(label=name(e.label), key=key(e.key)) for e in finding.evidence)
     return dataclasses.replace(finding, checks=checks, evidence=evidence)

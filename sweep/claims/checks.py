@@ -19,7 +19,7 @@ from sweep.analysis import (
     GPUS,
     column,
 )
-from sweep.analysis.estimates import Check, Estimate, estimate, fmt_estimate
+from sweep.analysis.estimates import Check, Estimate, Key, estimate, fmt_estimate
 from sweep.analysis.selection import (
     LR,
     OPTIMIZER,
@@ -44,6 +44,7 @@ from sweep.claims.findings import (
     SAME_VAL,
     VAL_DROP,
     Claim,
+    Evidence,
     Finding,
 )
 
@@ -63,7 +64,7 @@ def _means(rows: pd.DataFrame, axis: str, values: Sequence[Any], metric: str) ->
 def finding_from(
     checks: Sequence[Check],
     read: Selection | Sequence[Selection],
-    evidence: Sequence[tuple[str, Estimate]] = (),
+    evidence: Sequence[Evidence | tuple[str, Estimate]] = (),
     notes: Sequence[str] = (),
     rule: str = ALL,
 ) -> Finding:
@@ -75,7 +76,15 @@ def finding_from(
     optimizer = " | ".join(dict.fromkeys(s.values_of(OPTIMIZER) for s in sels))
     lr = " | ".join(dict.fromkeys(s.values_of(LR) for s in sels))
     return Finding(
-        tuple(checks), described, tuple(evidence), tuple(notes), rule, run_ids, tested_at, optimizer=optimizer, lr=lr
+        tuple(checks),
+        described,
+        tuple(Evidence(*e) for e in evidence),
+        tuple(notes),
+        rule,
+        run_ids,
+        tested_at,
+        optimizer=optimizer,
+        lr=lr,
     )
 
 
@@ -95,20 +104,35 @@ def gap_at_two_batch_sizes(claim: Claim, sel: Selection, large: Any) -> Finding:
     gap2 = column(vocab.GAP, "epoch2")
     rows = sel.rows
     checks = (
-        Check(f"gap at batch {large}, epoch 2", estimate_at(rows, BATCH_SIZE, large, gap2), low=FAR_GAP.value),
+        Check(
+            f"gap at batch {large}, epoch 2",
+            estimate_at(rows, BATCH_SIZE, large, gap2),
+            low=FAR_GAP.value,
+            key=at_batch(vocab.GAP, large),
+        ),
         Check(
             f"gap at batch {small}, epoch 2",
             estimate_at(rows, BATCH_SIZE, small, gap2),
             low=-CLOSE_GAP.value,
             high=CLOSE_GAP.value,
+            key=at_batch(vocab.GAP, small),
         ),
     )
     evidence = tuple(
-        (f"{metric} at batch {bs}, epoch 2", estimate_at(rows, BATCH_SIZE, bs, column(metric, "epoch2")))
+        Evidence(
+            f"{metric} at batch {bs}, epoch 2",
+            estimate_at(rows, BATCH_SIZE, bs, column(metric, "epoch2")),
+            at_batch(metric, bs),
+        )
         for bs in (large, small)
         for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *_cause(rows, "epoch2"))
     )
     return finding_from(checks, sel, evidence, (_measurement_share(rows, small, large),))
+
+
+def at_batch(metric: str, batch: Any, epoch: str = "2") -> Key:
+    """The key of a number read at one batch size and epoch (C1's checks and evidence)."""
+    return Key(metric, ((BATCH_SIZE, fmt_value(batch)), (vocab.EPOCH, epoch)))
 
 
 # The cause behind a symptom: the same weights with BatchNorm's statistics recomputed, where recorded.
@@ -167,11 +191,18 @@ def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
     (axis,), reference, gap2 = claim.needs.axes, claim.needs.reference, column(vocab.GAP, "epoch2")
     at = f"{axis}={fmt_value(value)}"
     checks = (
-        Check(f"gap at {at}, epoch 2", estimate_at(sel.rows, axis, value, gap2), low=FAR_GAP.value),
+        Check(
+            f"gap at {at}, epoch 2",
+            estimate_at(sel.rows, axis, value, gap2),
+            low=FAR_GAP.value,
+            key=Key(vocab.GAP, ((axis, fmt_value(value)), (vocab.EPOCH, "2"))),
+        ),
         Check(
             f"gap increase vs {axis}={fmt_value(reference)}, epoch 2 (paired)",
             paired(sel.rows, axis, reference, value, gap2),
             low=CAUSE_RAISES_GAP.value,
+            key=Key(vocab.GAP, ((axis, f"{fmt_value(value)} - {fmt_value(reference)}"), (vocab.EPOCH, "2"))),
+            short=f"gap increase vs {axis}={fmt_value(reference)}, epoch 2",
         ),
     )
     balanced = column(vocab.TRAIN_EVAL_BALANCED_ACC, "epoch2")
@@ -204,6 +235,8 @@ def check_mismatch_lowers_val(claim: Claim, table: pd.DataFrame) -> Finding | No
                     f"val_acc change with mismatch {kind}, last epoch (paired)",
                     paired(sel.rows, axis, reference, kind, metric),
                     high=-VAL_DROP.value,
+                    key=Key(vocab.VAL_ACC, ((axis, f"{kind} - {reference}"), (vocab.EPOCH, "last"))),
+                    short=f"val_acc change with mismatch {kind}",
                 )
             )
             selections.append(sel)
@@ -238,6 +271,10 @@ def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None
                     diff,
                     low=0.0 if grows else -math.inf,
                     high=math.inf if grows else 0.0,
+                    key=Key(
+                        vocab.EVAL_GAP, ((axis, f"{fmt_value(value)} - {fmt_value(values[0])}"), (vocab.EPOCH, "last"))
+                    ),
+                    short=f"eval_gap change {axis} {fmt_value(values[0])} -> {fmt_value(value)}",
                 )
             )
         selections.append(sel)
@@ -280,9 +317,21 @@ def check_large_batch_trains_small_generalises(sel: Selection, small: Any, large
     def label(metric: str) -> str:
         return f"{metric}, batch {fmt_value(large)} - batch {fmt_value(small)}, last epoch (paired)"
 
+    def key(metric: str) -> Key:
+        return Key(metric, ((BATCH_SIZE, f"{fmt_value(large)} - {fmt_value(small)}"), (vocab.EPOCH, "last")))
+
+    def short(metric: str) -> str:
+        return f"{metric}, batch {fmt_value(large)} - batch {fmt_value(small)}"
+
     checks = (
-        Check(label(vocab.TRAIN_EVAL_ACC), diff(vocab.TRAIN_EVAL_ACC), low=0.0),
-        Check(label(vocab.VAL_ACC), diff(vocab.VAL_ACC), high=0.0),
+        Check(
+            label(vocab.TRAIN_EVAL_ACC),
+            diff(vocab.TRAIN_EVAL_ACC),
+            low=0.0,
+            key=key(vocab.TRAIN_EVAL_ACC),
+            short=short(vocab.TRAIN_EVAL_ACC),
+        ),
+        Check(label(vocab.VAL_ACC), diff(vocab.VAL_ACC), high=0.0, key=key(vocab.VAL_ACC), short=short(vocab.VAL_ACC)),
     )
     evidence = (
         (label(vocab.TRAIN_ACC), diff(vocab.TRAIN_ACC)),
@@ -325,6 +374,10 @@ def check_small_batch_wins(sel: Selection, _smallest: Any, _largest: Any) -> Fin
             "last epoch (paired, leave one seed out)",
             estimate(diffs),
             low=0.0,
+            key=Key(
+                vocab.VAL_ACC, ((BATCH_SIZE, f"best <= {SMALL_BATCH} - best > {SMALL_BATCH}"), (vocab.EPOCH, "last"))
+            ),
+            short=f"val_acc, best batch <= {SMALL_BATCH} - best batch > {SMALL_BATCH}",
         ),
     )
     means = {bs: estimate_at(sel.rows, BATCH_SIZE, bs, metric) for bs in sizes}
@@ -364,6 +417,8 @@ def check_replicas_learn_alike(claim: Claim, table: pd.DataFrame) -> Finding | N
             diff(vocab.VAL_ACC, g),
             low=-SAME_VAL.value,
             high=SAME_VAL.value,
+            key=Key(vocab.VAL_ACC, ((GPUS, f"{fmt_value(g)} - {fmt_value(one)}"), (vocab.EPOCH, "last"))),
+            short=f"val_acc, {fmt_value(g)} replicas - 1 device",
         )
         for g in replicas
     )

@@ -18,6 +18,7 @@ import pandas as pd
 from sweep import vocab
 from sweep.analysis import readings
 from sweep.analysis.estimates import fmt_estimate
+from sweep.analysis.outcome import Outcome
 from sweep.analysis.selection import choose_context
 from sweep.claims.basis import relabelled
 from sweep.claims.findings import Claim, Finding, outcome_text
@@ -95,7 +96,7 @@ def _steady(claim: Claim, halves: list[pd.DataFrame], batchnorm: str, finding: F
     return all(_decisions(_finding(claim, _rows(h, batchnorm), batchnorm)) == _decisions(finding) for h in halves)
 
 
-def _decisions(finding: Finding | None) -> list[bool | None] | None:
+def _decisions(finding: Finding | None) -> list[Outcome] | None:
     """Each check's decision (holds, fails, undecided), without its estimate or its seeds-needed note."""
     return None if finding is None else [c.outcome() for c in finding.checks]
 

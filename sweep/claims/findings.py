@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
-from sweep.analysis.estimates import NOT_TESTED, Check, Estimate, all_of, any_of, verdict
+from sweep.analysis.estimates import Check, Estimate, Key
+from sweep.analysis.outcome import NOT_TESTED, Outcome, all_of, any_of
 from sweep.analysis.power import SeedsNeeded, seeds_needed
 
 
@@ -70,13 +71,21 @@ READ_TIME = "in-run epoch seconds (on a machine shared with other work; no quiet
 READ_QUIET = "quiet epoch seconds (`sweep time`, timing.csv: alternating repeats, training only)"
 
 
+class Evidence(NamedTuple):
+    """An informative number that decides nothing; `key` where code looks it up (the answer quotes C1's eval_gap)."""
+
+    label: str
+    estimate: Estimate
+    key: Key | None = None
+
+
 @dataclass(frozen=True)
 class Finding:
     """What the data says about one claim; its outcome follows its checks (after correction, once corrected)."""
 
     checks: tuple[Check, ...]
     selection: str
-    evidence: tuple[tuple[str, Estimate], ...] = ()  # informative numbers that do not decide
+    evidence: tuple[Evidence, ...] = ()  # informative numbers that do not decide
     notes: tuple[str, ...] = ()
     rule: str = ALL
     run_ids: tuple[str, ...] = ()  # the runs its selection(s) read (the run summary's run_id), sorted
@@ -87,20 +96,21 @@ class Finding:
     untrained: int = 0  # runs of the compared groups that did not train, left out of every number above
 
     @property
-    def outcome(self) -> bool | None:
+    def outcome(self) -> Outcome:
         combine = any_of if self.rule == ANY else all_of
         return combine(c.outcome() for c in self.checks)
 
     @property
     def verdict(self) -> str:
-        return DID_NOT_TRAIN_VERDICT if self.unanswered() else verdict(self.outcome)
+        """The verdict in a word, as tables/claims.csv writes it."""
+        return DID_NOT_TRAIN_VERDICT if self.unanswered() else self.outcome.words.table
 
     def unanswered(self) -> bool:
         """No check has numbers because the runs of a compared setting all did not train."""
         return not self.checks and self.untrained > 0
 
     def undecided(self) -> list[Check]:
-        return [c for c in self.checks if c.outcome() is None]
+        return [c for c in self.checks if not c.outcome().decided]
 
     def seeds_needed(self) -> SeedsNeeded | None:
         """Seeds per setting for 80% power on the undecided checks: the most any of them needs
@@ -145,34 +155,7 @@ class Claim:
         return self.check(self, table)
 
 
-# --- words for verdicts and checks
-
-
-def verdict_text(claim: Claim, finding: Finding | None) -> str:
-    if finding is None:
-        return f"{NOT_TESTED} (see {claim.experiments})"
-    if finding.unanswered():
-        return f"{DID_NOT_TRAIN_VERDICT} (every run of a compared setting; {finding.untrained} runs in all)"
-    rule = rule_words(finding)
-    if finding.outcome is not None:
-        return finding.verdict + rule
-    if any(c.estimate.n < 2 for c in finding.undecided()):
-        if finding.untrained:
-            return (
-                f"{verdict(None)}{rule}: {finding.untrained} of the runs it compares did not train, which leaves "
-                "fewer than 2 seeds (or pairs) with numbers: no interval"
-            )
-        return f"{verdict(None)}{rule}: fewer than 2 seeds (or pairs) give no interval; run 3 or more seeds"
-    needed = finding.seeds_needed()
-    more = f"; {needed.words()} seeds per setting for 80% power (`run --until-decided` adds them)" if needed else ""
-    seeds = max(c.estimate.n for c in finding.undecided())
-    return f"undecided at {seeds} seeds{rule}, after Holm correction{more}"
-
-
-def rule_words(finding: Finding) -> str:
-    if finding.rule != ANY:
-        return ""
-    return f" (any-of rule: supported when 1 of its {len(finding.checks)} checks holds, contradicted when all fail)"
+# --- words for checks
 
 
 def fmt_p(check: Check) -> str:
@@ -186,11 +169,11 @@ def fmt_p(check: Check) -> str:
 
 def outcome_text(check: Check) -> str:
     outcome = check.outcome()
-    if outcome is None and check.estimate.n < 2:  # no spread to plan from: the seeds needed are unknown
-        return "undecided (no interval from fewer than 2 seeds)"
-    if outcome is None:
-        return f"undecided (~{seeds_needed(check).words()} seeds)"
-    return "holds" if outcome else "fails"
+    if not outcome.decided and check.estimate.n < 2:  # no spread to plan from: the seeds needed are unknown
+        return f"{outcome.words.check} (no interval from fewer than 2 seeds)"
+    if not outcome.decided:
+        return f"{outcome.words.check} (~{seeds_needed(check).words()} seeds)"
+    return outcome.words.check
 
 
 def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
@@ -221,24 +204,20 @@ def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
                     "sd": e.sd,
                     "holds_when": check.region(),
                     "p_value": p,
-                    "p_side": {True: "holds", False: "fails", None: ""}[side],
+                    "p_side": side.words.side,
                     "p_holm": check.p_holm,
                     "family": check.family,
-                    "outcome_uncorrected": _word(check.uncorrected()),
-                    "outcome": _word(check.outcome()),
+                    "outcome_uncorrected": check.uncorrected().words.check,
+                    "outcome": check.outcome().words.check,
                     **_seeds_columns(check),
                 }
             )
     return pd.DataFrame(rows)
 
 
-def _word(outcome: bool | None) -> str:
-    return {True: "holds", False: "fails", None: "undecided"}[outcome]
-
-
 def _seeds_columns(check: Check) -> dict[str, Any]:
     """Seeds for 80% power and its range, for an undecided check only (empty: decided)."""
-    if check.outcome() is not None:
+    if check.outcome().decided:
         return {"seeds_needed": None, "seeds_needed_low": None, "seeds_needed_high": None}
     s = seeds_needed(check)
     return {"seeds_needed": s.n, "seeds_needed_low": s.low, "seeds_needed_high": s.high}

@@ -32,6 +32,7 @@ import pandas as pd
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, SOURCE, SOURCE_RANK, column, setting_columns
 from sweep.analysis.health import DID_NOT_TRAIN
+from sweep.analysis.outcome import Outcome
 from sweep.analysis.selection import (
     RECORDING_KEYS,
     Selection,
@@ -48,9 +49,6 @@ from sweep.claims.registry import by_id
 from sweep.config import declared
 
 Judge = Callable[[Claim, Selection, Any], Finding]
-OUTCOME_WORDS = {True: "beyond the threshold", False: "short of it", None: "unclear"}  # one check's interval
-PATTERN_WORDS = {True: "shows it", False: "does not", None: "unclear"}  # a cell
-CELL_WORDS = {True: "the post's pattern shows at", False: "it does not at", None: "it is unclear at"}
 MIN_CELLS = 2  # one cell is the verdict itself, not a map
 
 
@@ -102,8 +100,8 @@ class Cell:
         return not self.lost
 
     @property
-    def outcome(self) -> bool | None:
-        return self.finding.outcome if self.trained else None
+    def outcome(self) -> Outcome:
+        return self.finding.outcome if self.trained else Outcome.UNDECIDED
 
     def label(self) -> str:
         return ", ".join(f"{short(k)}={shown(v)}" for k, v in self.conditions) or "the only setting"
@@ -127,15 +125,15 @@ class ConditionMap:
         counts = sorted({int(c.finding.checks[0].estimate.n) for c in self.trained()}) or [0]
         return "-".join(str(n) for n in (counts[0], counts[-1])) if counts[0] != counts[-1] else str(counts[0])
 
-    def summary(self, words: dict[bool | None, str] = CELL_WORDS) -> str:
+    def summary(self) -> str:
         """ "shows the post's pattern at A; does not at B; unclear at C", each part only where it has cells,
         then the runs that did not train.
         """
         parts = []
-        for outcome in (True, False, None):
+        for outcome in Outcome:
             chosen = [c for c in self.trained() if c.outcome is outcome]
             if chosen:
-                parts.append(f"{words[outcome]} {where(self.cells, chosen)}")
+                parts.append(f"{outcome.words.cells_at} {where(self.cells, chosen)}")
         lost: dict[str, list[Cell]] = {}
         for c in self.cells:
             for side in c.lost:
@@ -144,7 +142,7 @@ class ConditionMap:
         return "; ".join(parts)
 
     def counts(self) -> str:
-        tally = [sum(c.outcome is o for c in self.trained()) for o in (True, False, None)]
+        tally = [sum(c.outcome is o for c in self.trained()) for o in Outcome]
         lost = len(self.cells) - len(self.trained())
         untrained = f", {lost} did not train" if lost else ""
         return f"{tally[0]} show it, {tally[1]} do not, {tally[2]} unclear{untrained} of {len(self.cells)} settings"
@@ -389,8 +387,8 @@ def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
                         "ci_high": e.high,
                         "n": e.n,
                         "pattern_when": check.region(),
-                        "interval": OUTCOME_WORDS[check.outcome()] if cell.trained else DID_NOT_TRAIN,
-                        "cell": PATTERN_WORDS[cell.outcome] if cell.trained else DID_NOT_TRAIN,
+                        "interval": check.outcome().words.interval if cell.trained else DID_NOT_TRAIN,
+                        "cell": cell.outcome.words.cell if cell.trained else DID_NOT_TRAIN,
                     }
                 )
     return pd.DataFrame(rows)

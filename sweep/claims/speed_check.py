@@ -12,7 +12,7 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, PACK_SIZE, QUIET_EPOCH_SECONDS, TIMED_COPIES
-from sweep.analysis.estimates import Check, Estimate, estimate
+from sweep.analysis.estimates import Check, Estimate, Key, estimate
 from sweep.analysis.selection import Selection, fmt_value, paired_relative, sorted_values, where
 from sweep.claims.checks import across_batch_sizes, estimate_at, finding_from
 from sweep.claims.findings import READ_QUIET, READ_TIME, SPEEDUP, Finding
@@ -37,9 +37,14 @@ def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding 
             f"quiet epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)} "
             "(`sweep time`, paired by repeat; -0.5 = half)"
         )
-        checks, first = (Check(label, quiet, high=-SPEEDUP.value),), ((f"in-run {in_run_label}", in_run),)
+        quiet_key = Key(QUIET_EPOCH_SECONDS, ((BATCH_SIZE, f"{fmt_value(large)} / {fmt_value(small)}"),))
+        short = f"quiet epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)}"
+        checks = (Check(label, quiet, high=-SPEEDUP.value, key=quiet_key, short=short),)
+        first = ((f"in-run {in_run_label}", in_run),)
     else:
-        checks = (Check(in_run_label, in_run, high=-SPEEDUP.value),)
+        in_run_key = Key(reading, ((BATCH_SIZE, f"{fmt_value(large)} / {fmt_value(small)}"),))
+        short = f"median epoch time at batch {fmt_value(large)} relative to batch {fmt_value(small)}"
+        checks = (Check(in_run_label, in_run, high=-SPEEDUP.value, key=in_run_key, short=short),)
     evidence = first + tuple(
         (f"{metric} at batch {fmt_value(bs)}", estimate_at(sel.rows, BATCH_SIZE, bs, metric))
         for metric in (vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND)

@@ -11,7 +11,8 @@ One job per module, data flowing one way:
 - `headline`: C1's headline over its condition map, in words;
 - `steps`: steps to target and the gradient noise scale;
 - `map_section`, `map_figure`: condition maps' section and figure;
-- `answer`, `first_screen`, `post_figure`: the opening answer, the first screen and its figure;
+- `summary`, `answer`, `first_screen`, `post_figure`: what the answer says (read once from the findings), in
+  full and on the first screen, and the first screen's figure;
 - `reading_sections`, `seeds_figure`: the batch-size claims re-read; seeds to decide at 80% power;
 - `background`: one function run in a forked child while the report goes on;
 - `provenance`: git commit, package versions, machine (`stamp` reads it too);
@@ -39,8 +40,9 @@ from sweep.analysis.estimates import NOT_TESTED
 from sweep.base import atomic
 from sweep.claims import attribution, comparable, maps
 from sweep.claims.basis import tuned_lr
-from sweep.claims.findings import Claim, Finding, claims_table, verdict_text
+from sweep.claims.findings import Claim, Finding, claims_table
 from sweep.claims.registry import CLAIMS, TUNED_FIRST, evaluate
+from sweep.claims.verdict import verdict_text
 from sweep.report import (
     figure_index,
     first_screen,
@@ -122,8 +124,9 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     md, page = target / "report.md", target / "report.html"
     atomic.write_text(md, to_markdown(doc, target))
     atomic.write_text(page, to_html(doc))
-    verdicts = [(c.id, sections.verdict(c, f, sequential.get(c.id))) for c, f in findings]
-    return Written(md, page, findings, verdicts, first_screen.terminal(findings, dict(verdicts)))
+    said = {c.id: sections.verdict(c, f, sequential.get(c.id)) for c, f in findings}
+    verdicts = [(claim_id, v.long) for claim_id, v in said.items()]
+    return Written(md, page, findings, verdicts, first_screen.terminal(findings, said))
 
 
 def _draw(

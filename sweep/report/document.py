@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sweep.analysis.estimates import CONTRADICTED, INCONCLUSIVE, NOT_TESTED, SUPPORTED
+from sweep.analysis.outcome import CONTRADICTED, INCONCLUSIVE, NOT_TESTED, SUPPORTED
 from sweep.report.plots import FigureFile
 
 TITLE = "Does the post's advice hold? Keep batch_size <= 32, and its other claims, checked"
@@ -168,21 +168,33 @@ nav.contents ol { columns: 2; font-size: 0.9rem; }
 .supported { color: #176317; font-weight: 600; } .contradicted { color: #a11; font-weight: 600; }
 .inconclusive { color: #8a5a00; font-weight: 600; } .not-tested { color: #666; font-weight: 600; }
 """
-VERDICT_CLASSES = (
-    (SUPPORTED, "supported"),
-    (CONTRADICTED, "contradicted"),
-    (INCONCLUSIVE, "inconclusive"),
-    ("undecided", "inconclusive"),  # an inconclusive verdict's words say at how many seeds
-    (NOT_TESTED, "not-tested"),
-)
+VERDICT_CLASSES = {  # a verdict's leading word -> its colour's CSS class
+    SUPPORTED: "supported",
+    CONTRADICTED: "contradicted",
+    INCONCLUSIVE: "inconclusive",
+    "undecided": "inconclusive",  # an inconclusive verdict's words say at how many seeds
+    NOT_TESTED: "not-tested",
+}
+
+
+class Marked(str):
+    """A verdict's text: Markdown writes the text; HTML colours its leading word `lead` (`VERDICT_CLASSES`)."""
+
+    lead: str
+
+    def __new__(cls, text: str, lead: str) -> Marked:
+        marked = super().__new__(cls, text)
+        marked.lead = lead
+        return marked
 
 
 def _inline(text: str) -> str:
-    """Escape, then `code` -> <code>, [words](#anchor) -> a link within the page, and colour verdict words."""
+    """Escape, then `code` -> <code>, [words](#anchor) -> a link within the page, and colour a verdict's word."""
     escaped = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(str(text)))
     escaped = re.sub(r"\[([^\]]+)\]\((#[a-z0-9_-]+)\)", r'<a href="\2">\1</a>', escaped)
-    for word, css in VERDICT_CLASSES:
-        escaped = re.sub(rf"^(C\d: )?{word}", rf'\1<span class="{css}">{word}</span>', escaped)
+    lead = getattr(text, "lead", "")
+    if lead in VERDICT_CLASSES and escaped.startswith(lead):
+        escaped = f'<span class="{VERDICT_CLASSES[lead]}">{lead}</span>{escaped[len(lead) :]}'
     return escaped
 
 

@@ -8,29 +8,25 @@ A claim these results do not test gets no row: one line names the grid files tha
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.selection import seed_count
+from sweep.claims import headline
 from sweep.claims.findings import (
-    ADVICE,
-    DID_NOT_TRAIN_VERDICT,
-    PICTURE,
+    FAR_GAP,
     READ_QUIET,
     READ_RAW,
     READ_RECAL,
     READ_SYMPTOM,
     READ_TIME,
-    SCALING,
     Claim,
     Finding,
 )
 from sweep.claims.maps import ConditionMap
-from sweep.claims.registry import causes, the
-from sweep.report import headline
-from sweep.report.answer import VERDICT_WORDS
-from sweep.report.document import Heading, slugs
+from sweep.claims.verdict import Verdict
+from sweep.report.document import Heading, Marked, slugs
+from sweep.report.summary import Cause, Picture, Summary, summarise
 
 HEAD = ("claim", "verdict", "effect [95% CI] (n)", "read from")
 READINGS = {
@@ -42,16 +38,20 @@ READINGS = {
 }
 
 
-def rows(findings: Sequence[tuple[Claim, Finding | None]], verdicts: Mapping[str, str]) -> list[tuple[str, ...]]:
+def rows(findings: Sequence[tuple[Claim, Finding | None]], verdicts: Mapping[str, Verdict]) -> list[tuple[str, ...]]:
     """One row per claim these results test: the claim in words, its verdict in short, each check's effect
-    and interval, and what it was read from. `verdicts`: claim id -> the report's verdict words.
+    and interval, and what it was read from. `verdicts`: claim id -> the report's verdict.
     """
     return [
-        (f"[{claim.id}](#{section_anchor(claim)}): {claim.brief}", short_verdict(verdicts[claim.id]))
+        (f"[{claim.id}](#{section_anchor(claim)}): {claim.brief}", _short(verdicts[claim.id]))
         + (effects(finding), read_from(finding))
         for claim, finding in findings
         if finding is not None
     ]
+
+
+def _short(verdict: Verdict) -> str:
+    return Marked(verdict.short, verdict.lead)
 
 
 def section_heading(claim: Claim) -> str:
@@ -75,30 +75,11 @@ def untested(findings: Sequence[tuple[Claim, Finding | None]]) -> str:
     return "Not tested by these results: " + "; ".join(parts) + "."
 
 
-def short_verdict(words: str) -> str:
-    """The verdict's first clause: "undecided at 3 seeds, after Holm correction", "supported (sequential,
-    decided by 3 seeds)"; the seeds that would decide it and the any-of rule's wording are in the full table.
-    """
-    first = re.sub(r" \(any-of rule:[^)]*\)", " (one check is enough)", words.split(";")[0])
-    if first.startswith("inconclusive:"):
-        return "inconclusive: too few seeds with numbers"
-    if first.startswith(DID_NOT_TRAIN_VERDICT):
-        return DID_NOT_TRAIN_VERDICT
-    return first
-
-
 def effects(finding: Finding) -> str:
     """Each check's estimate with a short label: "gap at batch 64, epoch 2: 0.190 [0.176, 0.203] (n=8)"."""
     if not finding.checks:
         return f"none: {finding.untrained} runs did not train"
-    return "; ".join(f"{short_label(c.label)}: {fmt_estimate(c.estimate)}" for c in finding.checks)
-
-
-def short_label(label: str) -> str:
-    """A check's label without its parenthesised details and the epoch it is read at when that is the last."""
-    cut = label.split(" (")[0]
-    cut = re.sub(r", each chosen on the other seeds.*$", "", cut)
-    return re.sub(r", last epoch$", "", cut)
+    return "; ".join(f"{c.brief}: {fmt_estimate(c.estimate)}" for c in finding.checks)
 
 
 def read_from(finding: Finding) -> str:
@@ -116,68 +97,58 @@ def bullets(findings: Sequence[tuple[Claim, Finding | None]], maps: Sequence[Con
     """At most four short points: the post's picture and its cause, the batch-size advice, the other suspected
     causes, and what would decide the claims still open.
     """
-    found = {c.id: f for c, f in findings if f is not None}
-    mapped = {m.claim.id: m for m in maps}
-    out = [
-        _picture(found.get(the(PICTURE).id), mapped.get(the(PICTURE).id)),
-        _advice(found.get(the(ADVICE).id), found.get(the(SCALING).id)),
-        _causes(found),
-        _open(findings),
-    ]
+    summary = summarise(findings, maps)
+    out = [_picture(summary.picture), _advice(summary), _causes(summary.causes), _open(summary)]
     return [b for b in out if b]
 
 
-def _picture(finding: Finding | None, found: ConditionMap | None) -> str:
-    if finding is None or len(finding.checks) < 2:
+def _picture(p: Picture | None) -> str:
+    if p is None:
         return ""
-    large, small = finding.checks[0].estimate, finding.checks[1].estimate
+    finding = p.finding
     text = (
         f"The post's picture, read as the post read it (running train_acc - val_acc at epoch 2): "
-        f"{fmt_estimate(large)} at batch 64 and {fmt_estimate(small)} at batch 8 ({finding.optimizer}, "
-        f"lr {finding.lr}): {VERDICT_WORDS[finding.outcome]}."
+        f"{fmt_estimate(p.gap_large)} at batch {p.large} and {fmt_estimate(p.gap_small)} at batch {p.small} "
+        f"({finding.optimizer}, lr {finding.lr}): {finding.outcome.words.claim}."
     )
-    settings = headline.settings(found) if found is not None else []
+    settings = headline.settings(p.mapped) if p.mapped is not None else []
     shows = [s for s in settings if s.shows]
     if not shows:
         return text
-    closed = [s for s in shows if s.recal_gap.high < headline.FAR_GAP.value]
+    closed = [s for s in shows if s.recal_gap.high < FAR_GAP.value]
     return (
-        f"{text} Over the {len(settings)} trained settings of {found.source if found else ''} it shows at "
+        f"{text} Over the {len(settings)} trained settings of {p.mapped.source if p.mapped else ''} it shows at "
         f"{len(shows)}; with BatchNorm's statistics recomputed for the same weights it closes at {len(closed)} of "
         f"them: {'BatchNorm lag, not overfitting' if len(closed) == len(shows) else 'partly BatchNorm lag'}."
     )
 
 
-def _advice(c8: Finding | None, c7: Finding | None) -> str:
-    if c8 is None or not c8.checks:
+def _advice(summary: Summary) -> str:
+    c8, c7 = summary.advice, summary.scaling
+    if c8 is None:
         return ""
     check = c8.checks[0]
     text = (
-        f"Keep batch_size <= 32 (C8): {VERDICT_WORDS[c8.outcome]}; {short_label(check.label)} = "
+        f"Keep batch_size <= 32 (C8): {c8.outcome.words.claim}; {check.brief} = "
         f"{fmt_estimate(check.estimate)} ({read_from(c8)})."
     )
-    if c7 is not None and c7.checks:
+    if c7 is not None:
         val = c7.checks[-1]
         text += (
-            f" Largest against smallest batch at the end (C7): {short_label(val.label)} = "
-            f"{fmt_estimate(val.estimate)}, {VERDICT_WORDS[c7.outcome]}."
+            f" Largest against smallest batch at the end (C7): {val.brief} = "
+            f"{fmt_estimate(val.estimate)}, {c7.outcome.words.claim}."
         )
     return text
 
 
-def _causes(found: Mapping[str, Finding]) -> str:
-    parts = [
-        f"{c.cause} {found[c.id].verdict if found[c.id].unanswered() else VERDICT_WORDS[found[c.id].outcome]}"
-        for c in causes()
-        if c.id in found
-    ]
+def _causes(found: Sequence[Cause]) -> str:
+    parts = [f"{c.claim.cause} {c.word}" for c in found]
     return f"The other suspected causes of high train / low val accuracy: {'; '.join(parts)}." if parts else ""
 
 
-def _open(findings: Sequence[tuple[Claim, Finding | None]]) -> str:
+def _open(summary: Summary) -> str:
     """Which tested claims are undecided, and what would decide them."""
-    undecided = [c.id for c, f in findings if f is not None and f.checks and f.outcome is None]
-    seeds = max((c.estimate.n for _, f in findings if f is not None for c in f.checks), default=0)
+    undecided, seeds = summary.undecided, summary.seeds
     if not undecided:
         return ""
     if seeds < 2:
@@ -195,15 +166,15 @@ def _open(findings: Sequence[tuple[Claim, Finding | None]]) -> str:
 # --- the terminal
 
 
-def terminal(findings: Sequence[tuple[Claim, Finding | None]], verdicts: Mapping[str, str]) -> list[str]:
+def terminal(findings: Sequence[tuple[Claim, Finding | None]], verdicts: Mapping[str, Verdict]) -> list[str]:
     """What `run` and `report` print at their end: per tested claim, its words and verdict, then its effects
     and what they were read from; the untested claims in one line; what would decide the open ones.
     """
     lines = []
     for claim, finding in findings:
         if finding is not None:
-            words = short_verdict(verdicts[claim.id])
+            words = verdicts[claim.id].short
             lines += [f"{claim.id} ({claim.brief}): {words}", f"    {effects(finding)}; {read_from(finding)}"]
     if not lines:
         lines.append("These results test none of the post's claims.")
-    return lines + [line for line in (untested(findings), _open(findings)) if line]
+    return lines + [line for line in (untested(findings), _open(summarise(findings))) if line]

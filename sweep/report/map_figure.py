@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from sweep.analysis import BATCH_SIZE
+from sweep.analysis.outcome import Outcome
 from sweep.analysis.selection import Selection
 from sweep.claims.maps import ConditionMap
 from sweep.report import figure_index, plots
@@ -28,8 +29,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-COLOURS = {True: "tab:green", False: "tab:red", None: "tab:gray"}
-WORDS = {True: "interval beyond the threshold", False: "interval short of it", None: "interval spans it"}
+COLOURS = {Outcome.HOLDS: "tab:green", Outcome.FAILS: "tab:red", Outcome.UNDECIDED: "tab:gray"}
 
 
 def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, plots.FigureFile]:
@@ -62,7 +62,7 @@ def _numbers(m: ConditionMap) -> list:
     return [
         (
             c.label(),
-            [(k.label, k.estimate.mean, k.estimate.low, k.estimate.high, k.outcome()) for k in c.finding.checks],
+            [(k.label, k.estimate.mean, k.estimate.low, k.estimate.high, k.outcome().value) for k in c.finding.checks],
         )
         for c in m.cells
     ]
@@ -88,7 +88,7 @@ def figure(m: ConditionMap) -> Figure:
         ax.grid(alpha=0.3, axis="x")
         ax.set_xlim(*_limits(checks))
     axes[0].set_yticks(ys, [c.label() for c in m.cells], fontsize="small")
-    handles = [axes[0].scatter([], [], color=c, label=WORDS[o]) for o, c in COLOURS.items()]
+    handles = [axes[0].scatter([], [], color=c, label=o.words.legend) for o, c in COLOURS.items()]
     fig.legend(handles=handles, fontsize="small", loc="outside lower center", ncols=3)
     return fig
 

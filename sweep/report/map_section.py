@@ -18,7 +18,7 @@ from sweep.analysis import BATCH_SIZE, column
 from sweep.analysis.estimates import Estimate, estimate, fmt_estimate
 from sweep.analysis.selection import where
 from sweep.claims.findings import CLOSE_GAP, FAR_GAP, PICTURE, shows_pattern
-from sweep.claims.maps import MAPPED, OUTCOME_WORDS, PATTERN_WORDS, Cell, ConditionMap, groups_everywhere, short, shown
+from sweep.claims.maps import MAPPED, Cell, ConditionMap, groups_everywhere, short, shown
 from sweep.claims.registry import the
 from sweep.report.document import Doc
 from sweep.report.plots import FigureFile
@@ -78,8 +78,8 @@ def _row(m: ConditionMap, cell: Cell) -> tuple[str, ...]:
     if not cell.trained:
         lost = ("did not train",) * len(m.mapped.panels)
         return (*(shown(v) for _, v in cell.conditions), *lost, _accuracies(m, cell), "did not train")
-    checks = [f"{fmt_estimate(k.estimate)} {OUTCOME_WORDS[k.outcome()]}" for k in cell.finding.checks]
-    return (*(shown(v) for _, v in cell.conditions), *checks, _accuracies(m, cell), PATTERN_WORDS[cell.outcome])
+    checks = [f"{fmt_estimate(k.estimate)} {k.outcome().words.interval}" for k in cell.finding.checks]
+    return (*(shown(v) for _, v in cell.conditions), *checks, _accuracies(m, cell), cell.outcome.words.cell)
 
 
 def _accuracies(m: ConditionMap, cell: Cell) -> str:

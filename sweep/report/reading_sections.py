@@ -69,8 +69,7 @@ def _comparable_tables(doc: Doc, reads: list[comparable.Read], at: str) -> None:
 
 
 def _survives(e: Estimate) -> str:
-    outcome = Check("", e, low=FAR_GAP.value).outcome()
-    return {True: "yes", False: "no", None: "undecided"}[outcome]
+    return Check("", e, low=FAR_GAP.value).outcome().words.answer
 
 
 def attribution_section(doc: Doc, att: attr.Attribution | None) -> None:

@@ -19,13 +19,15 @@ from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.health import IN_CLAIMS, did_not_train
 from sweep.claims import attribution as attr
 from sweep.claims import comparable, family
-from sweep.claims.findings import Claim, Finding, fmt_p, outcome_text, verdict_text
+from sweep.claims import verdict as verdicts
+from sweep.claims.findings import Claim, Finding, fmt_p, outcome_text
 from sweep.claims.maps import MAPPED, ConditionMap
 from sweep.claims.registry import CLAIMS, thresholds
+from sweep.claims.verdict import Verdict, verdict_text
 from sweep.report import answer, map_section, provenance, until_section
 from sweep.report import first_screen as first
 from sweep.report import steps as scaling_report
-from sweep.report.document import TITLE, Doc, Figure, Paragraph, Table
+from sweep.report.document import TITLE, Doc, Figure, Marked, Paragraph, Table
 from sweep.report.plots import FigureFile
 from sweep.report.reading_sections import TUNING_EXPERIMENTS, attribution_section, comparable_section, tuning_section
 
@@ -121,8 +123,7 @@ def first_screen(
 ) -> None:
     """The title, each tested claim's verdict in short beside the post's picture, and what it means."""
     doc.h(1, TITLE)
-    verdicts = {c.id: verdict(c, f, sequential.get(c.id)) for c, f in findings}
-    rows = first.rows(findings, verdicts)
+    rows = first.rows(findings, {c.id: verdict(c, f, sequential.get(c.id)) for c, f in findings})
     table = Table(first.HEAD, tuple(rows)) if rows else Paragraph("These results test none of the post's claims.")
     if main_figure is not None:
         doc.row(table, Figure(main_figure))
@@ -149,7 +150,10 @@ def verdicts_section(
                 c.id,
                 c.quote,
                 "; ".join(f"{k.label}: {fmt_estimate(k.estimate)}" for k in f.checks),
-                verdict_where(c, f, mapped.get(c.id), sequential.get(c.id)),
+                Marked(
+                    verdict_where(c, f, mapped.get(c.id), sequential.get(c.id)),
+                    verdict(c, f, sequential.get(c.id)).lead,
+                ),
                 domain(f),
             )
             for c, f in findings
@@ -167,8 +171,9 @@ def verdict_where(
     """The verdict at the settings it read (the sequential one after `run --until-decided`), then, where
     the claim was mapped, where it is supported and where not.
     """
-    text = verdict(claim, finding, sequential)
-    if finding is not None and finding.untrained and "did not train" not in text:
+    said = verdict(claim, finding, sequential)
+    text = said.long
+    if finding is not None and finding.untrained and not said.says_untrained:
         text += f"; {finding.untrained} of the runs it compares did not train and are left out of every number"
     if found is not None:
         text += f". Over {len(found.cells)} settings of {found.source}: {found.summary()}"
@@ -184,11 +189,9 @@ def domain(finding: Finding | None) -> str:
     return "; ".join([finding.reading, *named, f"at {finding.tested_at}"])
 
 
-def verdict(claim: Claim, finding: Finding | None, sequential: pd.DataFrame | None = None) -> str:
+def verdict(claim: Claim, finding: Finding | None, sequential: pd.DataFrame | None = None) -> Verdict:
     """The claim's verdict: the sequential one where `run --until-decided` decided its checks, else fixed-n."""
-    if finding is not None and sequential is not None and any(c.p_sequential is not None for c in finding.checks):
-        return until_section.verdict(finding, sequential)
-    return verdict_text(claim, finding)
+    return verdicts.of(claim, finding, sequential)
 
 
 # --- header: the results, then where the report was made
@@ -331,7 +334,7 @@ def claim_section(doc: Doc, claim: Claim, finding: Finding | None) -> None:
     if finding.evidence:
         doc.table(
             ("more evidence (does not decide)", "mean [95% CI] (n)"),
-            [(label, fmt_estimate(e)) for label, e in finding.evidence],
+            [(e.label, fmt_estimate(e.estimate)) for e in finding.evidence],
         )
     for note in finding.notes:
         doc.p(note)

@@ -11,8 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from sweep.analysis import decisions
-from sweep.analysis.estimates import ALPHA, all_of, any_of
-from sweep.claims.findings import ANY, Finding, rule_words
+from sweep.analysis.estimates import ALPHA
 from sweep.report.document import Doc
 
 Found = tuple[Path, pd.DataFrame, pd.DataFrame]  # folder, decisions, looks
@@ -44,38 +43,6 @@ def folders_by_claim(found: Sequence[Found]) -> dict[str, str]:
         for claim in checks["claim"].astype(str).unique():
             folders.setdefault(claim, str(folder))
     return folders
-
-
-def verdict(finding: Finding, checks: pd.DataFrame) -> str:
-    """A claim's verdict from its checks' sequential p-values after the report's Holm correction (one family
-    with every other check of the report), and an undecided one at the cap with the seeds per setting 80%
-    power would still need (from the finding's own check).
-    """
-    combine = any_of if finding.rule == ANY else all_of
-    sides = [c.outcome() for c in finding.checks]
-    seen = dict(zip(checks["check"].astype(str), checks["n"], strict=True))
-    counts = [int(seen[c.label]) for c in finding.checks]
-    outcome = combine(sides)
-    seeds, rule = max(counts), rule_words(finding)
-    if outcome is not None:
-        by = _decided_by(combine, sides, counts)
-        return f"{'supported' if outcome else 'contradicted'}{rule} (sequential, decided by {by} seeds)"
-    capped = not checks["more_seeds"].astype(str).eq("True").any()
-    needed = finding.seeds_needed()
-    more = f"; {needed.words()} seeds per setting for 80% power" if needed else ""
-    if capped:
-        return f"undecided at the {int(checks['cap'].max())}-seed cap{rule}{more}"
-    return f"undecided after {seeds} seeds{rule}, with looks still to come (rerun the same command){more}"
-
-
-def _decided_by(combine, sides: Sequence[bool | None], seeds: Sequence[int]) -> int:
-    """The fewest seeds at which the checks decided so far already fix the claim's outcome: one check
-    holding at 5 seeds supports an any-of claim, whatever another check does at the 12-seed cap.
-    """
-    for count in sorted(set(seeds)):
-        if combine(side if n <= count else None for side, n in zip(sides, seeds, strict=True)) is not None:
-            return count
-    return max(seeds)
 
 
 def section(doc: Doc, found: Sequence[Found]) -> None:

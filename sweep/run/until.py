@@ -146,11 +146,12 @@ def look(table: pd.DataFrame, layout: Layout, k: int) -> Look:
 
 
 def _same_check(found: dict[str, tuple[tuple[Check, ...], tuple[str, ...]]], claim: str, first: Check) -> Check:
-    """The family member `first` at a look: the claim's check with its label and region, else one without a p-value."""
+    """The family member `first` at a look: the claim's check with its key and region, else one without a p-value."""
     for check in found.get(claim, ((), ()))[0]:
-        if (check.label, check.low, check.high) == (first.label, first.low, first.high):
+        if (check.ident, check.low, check.high) == (first.ident, first.low, first.high):
             return check
-    return Check(first.label, Estimate(math.nan, math.nan, 0, math.nan, math.nan), first.low, first.high)
+    empty = Estimate(math.nan, math.nan, 0, math.nan, math.nan)
+    return Check(first.label, empty, first.low, first.high, key=first.key, short=first.short)
 
 
 def _read_by(per_look: list[dict[str, tuple[tuple[Check, ...], tuple[str, ...]]]], claim: str) -> tuple[str, ...]:

@@ -1,0 +1,143 @@
+"""A claim's verdict as a value: its outcome, what it rests on, and its words in full and in short.
+
+`of` gives the fixed-n verdict (Holm-corrected across the report's family) or, where `run --until-decided`
+decided the claim's checks, the sequential one. The report prints `long` in its verdict tables and `short`
+on its first screen and the terminal; nothing parses either back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import pandas as pd
+
+from sweep.analysis.decisions import check_of
+from sweep.analysis.outcome import INCONCLUSIVE, NOT_TESTED, Outcome, all_of, any_of
+from sweep.claims.findings import ANY, DID_NOT_TRAIN_VERDICT, Claim, Finding
+
+
+class Basis(Enum):
+    """What a verdict rests on."""
+
+    NOT_TESTED = "not tested"  # these results cannot answer the claim
+    NOT_ANSWERED = "not answered"  # every run of a compared setting did not train: no numbers
+    NO_INTERVAL = "no interval"  # fewer than 2 seeds (or pairs) with numbers
+    FIXED = "fixed n"  # 95% intervals, Holm-corrected across the report's family
+    SEQUENTIAL = "sequential"  # the sequential p-values of `run --until-decided`
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    basis: Basis
+    long: str  # the verdict tables' words: the rule, the seeds that would decide it
+    short: str  # the first screen's and the terminal's: its first clause
+    says_untrained: bool = False  # its words already count the runs that did not train
+
+    @property
+    def lead(self) -> str:
+        """The verdict's word its text starts with, which the HTML colours ("" where none is coloured)."""
+        return {
+            Basis.NOT_TESTED: NOT_TESTED,
+            Basis.NOT_ANSWERED: "",
+            Basis.NO_INTERVAL: INCONCLUSIVE,
+        }.get(self.basis, self.outcome.words.claim)
+
+
+def of(claim: Claim, finding: Finding | None, sequential: pd.DataFrame | None = None) -> Verdict:
+    """The claim's verdict: the sequential one where `run --until-decided` decided its checks, else fixed-n."""
+    if finding is not None and sequential is not None and any(c.p_sequential is not None for c in finding.checks):
+        return sequential_verdict(finding, sequential)
+    return fixed(claim, finding)
+
+
+def fixed(claim: Claim, finding: Finding | None) -> Verdict:
+    """The verdict from the checks' 95% intervals after Holm's correction across the report's family."""
+    if finding is None:
+        words = f"{NOT_TESTED} (see {claim.experiments})"
+        return Verdict(Outcome.UNDECIDED, Basis.NOT_TESTED, words, words)
+    if finding.unanswered():
+        words = f"{DID_NOT_TRAIN_VERDICT} (every run of a compared setting; {finding.untrained} runs in all)"
+        return Verdict(Outcome.UNDECIDED, Basis.NOT_ANSWERED, words, DID_NOT_TRAIN_VERDICT, says_untrained=True)
+    rule, brief = rule_words(finding), short_rule(finding)
+    outcome = finding.outcome
+    if outcome.decided:
+        return Verdict(outcome, Basis.FIXED, finding.verdict + rule, finding.verdict + brief)
+    if any(c.estimate.n < 2 for c in finding.undecided()):
+        return _no_interval(finding, rule, brief)
+    needed = finding.seeds_needed()
+    more = f"; {needed.words()} seeds per setting for 80% power (`run --until-decided` adds them)" if needed else ""
+    seeds = max(c.estimate.n for c in finding.undecided())
+    head = f"undecided at {seeds} seeds"
+    return Verdict(
+        outcome, Basis.FIXED, f"{head}{rule}, after Holm correction{more}", f"{head}{brief}, after Holm correction"
+    )
+
+
+def _no_interval(finding: Finding, rule: str, brief: str) -> Verdict:
+    if finding.untrained:
+        reason = (
+            f"{finding.untrained} of the runs it compares did not train, which leaves fewer than 2 seeds (or pairs) "
+            "with numbers: no interval"
+        )
+        long = f"{INCONCLUSIVE}{rule}: {reason}"
+        short = f"{INCONCLUSIVE}{brief}: {reason}" if brief else f"{INCONCLUSIVE}: too few seeds with numbers"
+        return Verdict(Outcome.UNDECIDED, Basis.NO_INTERVAL, long, short, says_untrained=True)
+    reason = "fewer than 2 seeds (or pairs) give no interval"
+    long = f"{INCONCLUSIVE}{rule}: {reason}; run 3 or more seeds"
+    short = f"{INCONCLUSIVE}{brief}: {reason}" if brief else f"{INCONCLUSIVE}: too few seeds with numbers"
+    return Verdict(Outcome.UNDECIDED, Basis.NO_INTERVAL, long, short)
+
+
+def sequential_verdict(finding: Finding, checks: pd.DataFrame) -> Verdict:
+    """A claim's verdict from its checks' sequential p-values after the report's Holm correction (one family
+    with every other check of the report), and an undecided one at the cap with the seeds per setting 80%
+    power would still need (from the finding's own check).
+    """
+    combine = any_of if finding.rule == ANY else all_of
+    sides = [c.outcome() for c in finding.checks]
+    name, named = check_of(checks)
+    seen = dict(zip(checks[name].astype(str), checks["n"], strict=True))
+    counts = [int(seen[named(c)]) for c in finding.checks]
+    outcome = combine(sides)
+    seeds, rule, brief = max(counts), rule_words(finding), short_rule(finding)
+    if outcome.decided:
+        tail = f" (sequential, decided by {_decided_by(combine, sides, counts)} seeds)"
+        return Verdict(
+            outcome, Basis.SEQUENTIAL, f"{outcome.words.claim}{rule}{tail}", f"{outcome.words.claim}{brief}{tail}"
+        )
+    capped = not checks["more_seeds"].astype(str).eq("True").any()
+    needed = finding.seeds_needed()
+    more = f"; {needed.words()} seeds per setting for 80% power" if needed else ""
+    if capped:
+        head = f"undecided at the {int(checks['cap'].max())}-seed cap"
+        return Verdict(outcome, Basis.SEQUENTIAL, f"{head}{rule}{more}", f"{head}{brief}")
+    head, tail = f"undecided after {seeds} seeds", ", with looks still to come (rerun the same command)"
+    return Verdict(outcome, Basis.SEQUENTIAL, f"{head}{rule}{tail}{more}", f"{head}{brief}{tail}")
+
+
+def _decided_by(combine: Callable[[Iterable[Outcome]], Outcome], sides: Sequence[Outcome], seeds: Sequence[int]) -> int:
+    """The fewest seeds at which the checks decided so far already fix the claim's outcome: one check
+    holding at 5 seeds supports an any-of claim, whatever another check does at the 12-seed cap.
+    """
+    for count in sorted(set(seeds)):
+        if combine(side if n <= count else Outcome.UNDECIDED for side, n in zip(sides, seeds, strict=True)).decided:
+            return count
+    return max(seeds)
+
+
+def rule_words(finding: Finding) -> str:
+    if finding.rule != ANY:
+        return ""
+    return f" (any-of rule: supported when 1 of its {len(finding.checks)} checks holds, contradicted when all fail)"
+
+
+def short_rule(finding: Finding) -> str:
+    return " (one check is enough)" if finding.rule == ANY else ""
+
+
+def verdict_text(claim: Claim, finding: Finding | None) -> str:
+    """The fixed-n verdict in full (`fixed(...).long`)."""
+    return fixed(claim, finding).long

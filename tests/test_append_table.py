@@ -1,4 +1,4 @@
-"""benchmarks.machine.append_table: every benchmark's Markdown record keeps its header once and every row."""
+"""benchmarks.common.machine.append_table: every benchmark's Markdown record keeps its header once and every row."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import machine, sweep_against
+from benchmarks.common import machine
+from benchmarks.costs import sweep_against
 
 
 @pytest.mark.unit

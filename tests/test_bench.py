@@ -17,20 +17,9 @@ import pandas as pd
 import pytest
 from conftest import TINY_GRID, write_grid
 
-from benchmarks import (
-    commands,
-    keras_baseline,
-    levers,
-    machine,
-    outputs,
-    peaks,
-    probes,
-    recal_speed,
-    report_speed,
-    synthetic,
-    tables,
-    training,
-)
+from benchmarks.common import machine, peaks, probes, synthetic, training
+from benchmarks.costs import levers, recal_speed
+from benchmarks.speed import bench_outputs, bench_tables, commands, keras_baseline, report_speed
 from sweep.config import load_grid
 from sweep.config.plan import RunSpec, plan
 from sweep.train import devices
@@ -170,8 +159,8 @@ def test_bench_writes_its_tables_from_measurements(tmp_path: Path) -> None:
     effective = peaks.effective_peaks(measured)
     assert effective == {1: 60.0, 2: 60.0}  # 2 threads measured slower than 1 (a busy machine): 1 thread's counts
     assert peaks.effective_peaks({"gpu": 9000.0}) == {"gpu": 9000.0}
-    stamp = tables.Stamp("now", "test machine", "test")
-    rows = tables.summarize(
+    stamp = bench_tables.Stamp("now", "test machine", "test")
+    rows = bench_tables.summarize(
         stamp,
         trained,
         effective,
@@ -185,11 +174,11 @@ def test_bench_writes_its_tables_from_measurements(tmp_path: Path) -> None:
         runs=2,
         measured=measured,
     )
-    paths = outputs.write_outputs(rows, [r for t in trained for r in t.best.epochs], tmp_path)
+    paths = bench_outputs.write_outputs(rows, [r for t in trained for r in t.best.epochs], tmp_path)
 
     with open(paths["csv"], newline="") as handle:
         table = list(csv.DictReader(handle))
-    assert tuple(table[0]) == tables.CSV_COLUMNS
+    assert tuple(table[0]) == bench_tables.CSV_COLUMNS
     assert {"peak", "model", "wall", "throughput", "agreement", "commands", "cache"} == {r["section"] for r in table}
 
     def value(section: str, config: str, metric: str, batch: str = "") -> float:
@@ -206,7 +195,7 @@ def test_bench_writes_its_tables_from_measurements(tmp_path: Path) -> None:
     assert value("wall", "a", "runs_per_hour") == pytest.approx(720)
     assert value("wall", "a", "mean_run_seconds") == 5.0
     assert value("agreement", "b", "records") == value("agreement", "b", "expected") == 4
-    assert [value("agreement", "b", f"max_abs_diff_{m}") for m in tables.COMPARED] == [0.0] * 4
+    assert [value("agreement", "b", f"max_abs_diff_{m}") for m in bench_tables.COMPARED] == [0.0] * 4
     assert value("agreement", "d", "max_abs_diff_train_acc") == pytest.approx(0.001)
     assert value("throughput", "a", "samples_per_second", "8") == 512  # epoch 2 only: epoch 1 includes tracing
     share = value("throughput", "d", "peak_share", "8")
@@ -245,7 +234,7 @@ def test_configurations_alternate_and_one_worker_per_core_is_added_when_the_defa
     trained = training.time_all(configurations, 2, {}, tmp_path, one_per_core)
     assert order == ["a", "b", "c", "d", "d", "c", "b", "a"]  # (d) joins from the second round on
     assert [len(t.attempts) for t in trained] == [2, 2, 2, 2]
-    assert configurations[0].command[1:3] == ("-m", "benchmarks.keras_baseline")
+    assert configurations[0].command[1:3] == ("-m", "benchmarks.speed.keras_baseline")
     assert one_per_core.command[1:4] == ("-m", "sweep", "run") and one_per_core.command[-2:] == ("--workers", "2")
 
 
@@ -347,8 +336,8 @@ def test_baseline_and_sweep_run_agree_in_their_own_processes(tmp_path: Path) -> 
     a = training.time_once(training.baseline(grid, tmp_path, train_eval=True), env, tmp_path)
     b = training.time_once(training.harness("b", grid, tmp_path, workers=1), env, tmp_path)
     assert (a.workers, b.workers) == (1, 1) and len(a.run_seconds) == len(b.run_seconds) == 2
-    found = tables.agreement(a.epochs, b.epochs)
-    assert found == {**{metric: 0.0 for metric in tables.COMPARED}, "records": 4.0, "expected": 4.0}
+    found = bench_tables.agreement(a.epochs, b.epochs)
+    assert found == {**{metric: 0.0 for metric in bench_tables.COMPARED}, "records": 4.0, "expected": 4.0}
 
 
 @pytest.mark.system
@@ -366,8 +355,8 @@ def test_one_worker_per_core_computes_the_baseline_numbers_at_its_thread_count(t
     a = training.time_once(
         training.baseline(grid, tmp_path, train_eval=True), devices.worker_environment(clean, threads=1), tmp_path
     )
-    found = tables.agreement(a.epochs, d.epochs)
-    assert found == {**{metric: 0.0 for metric in tables.COMPARED}, "records": 4.0, "expected": 4.0}
+    found = bench_tables.agreement(a.epochs, d.epochs)
+    assert found == {**{metric: 0.0 for metric in bench_tables.COMPARED}, "records": 4.0, "expected": 4.0}
     runs = pd.read_csv(training.results_folder(tmp_path, "d") / "runs.csv")
     assert (d.workers, d.threads) == (cores, 1) and runs.threads.tolist() == [1, 1]  # as recorded by its workers
 
@@ -436,7 +425,7 @@ def test_report_speed_times_both_checkouts_and_refuses_bad_input(tmp_path: Path)
     import sys
 
     def bench(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "benchmarks.report_speed", "--out", str(tmp_path), *args]
+        command = [sys.executable, "-m", "benchmarks.speed.report_speed", "--out", str(tmp_path), *args]
         return subprocess.run(command, cwd=machine.REPO, capture_output=True, text=True, check=False)
 
     done = bench("--repeats", "1", "--against", str(machine.REPO))
@@ -454,7 +443,7 @@ def test_report_speed_times_both_checkouts_and_refuses_bad_input(tmp_path: Path)
 
 @pytest.mark.unit
 def test_records_table_says_when_runs_had_fewer_threads_than_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks import records as bench
+    from benchmarks.costs import record_cost as bench
 
     monkeypatch.setattr(bench.devices, "cpu_count", lambda: 4)
     assert bench._threads(bench._parser().parse_args([])) == ""
@@ -490,7 +479,7 @@ def test_recal_speed_times_both_checkouts_and_refuses_bad_input(tmp_path: Path) 
     import sys
 
     def bench(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "benchmarks.recal_speed", "--out", str(tmp_path), *args]
+        command = [sys.executable, "-m", "benchmarks.costs.recal_speed", "--out", str(tmp_path), *args]
         return subprocess.run(command, cwd=machine.REPO, capture_output=True, text=True, check=False)
 
     done = bench("--repeats", "1", "--against", str(machine.REPO))

@@ -1,6 +1,6 @@
-"""The benchmarks across Keras backends: benchmarks/device_check.py (the sweep's checks on a machine's
+"""The benchmarks across Keras backends: benchmarks/tools/device_check.py (the sweep's checks on a machine's
 devices: on JAX in an environment without TensorFlow, a JAX machine with Keras and Optuna beside pandas,
-matplotlib and scikit-learn; on torch here) and benchmarks/backends.py (one grid's wall time on
+matplotlib and scikit-learn; on torch here) and benchmarks/speed/backend_speed.py (one grid's wall time on
 TensorFlow and JAX).
 """
 
@@ -18,7 +18,8 @@ import pytest
 import services
 from conftest import REPO
 
-from benchmarks import backends, device_check
+from benchmarks.speed import backend_speed
+from benchmarks.tools import device_check
 
 CHECKS = ("devices", "smoke", "replicas", "trials per GPU", "pack", "records")
 
@@ -79,12 +80,16 @@ def _environment_without_tensorflow(where: Path) -> Path:
 
 
 def _device_check(python: Path | str, out: Path, backend: str) -> dict[str, dict[str, str]]:
-    """`python -m benchmarks.device_check OUT` from the checkout, on `backend`: asserts exit 0; the CSV's
+    """`python -m benchmarks.tools.device_check OUT` from the checkout, on `backend`: asserts exit 0; the CSV's
     rows by check. The caller's PYTHONPATH and venv stay out: the check must find the harness itself.
     """
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")} | {"KERAS_BACKEND": backend}
     done = subprocess.run(
-        [str(python), "-m", "benchmarks.device_check", str(out)], cwd=REPO, env=env, capture_output=True, text=True
+        [str(python), "-m", "benchmarks.tools.device_check", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     with (out / "device_check.csv").open(encoding="utf-8") as f:
@@ -144,11 +149,11 @@ def test_the_device_check_on_torch_packs_and_refuses_replicas_in_one_line(tmp_pa
 @pytest.mark.unit
 def test_the_backends_table_gives_medians_and_the_ratio() -> None:
     timings = [
-        backends.Timing(backend, repeat, 1.0, process * scale, run * scale, 6)
+        backend_speed.Timing(backend, repeat, 1.0, process * scale, run * scale, 6)
         for backend, scale in (("tensorflow", 1.0), ("jax", 1.5))
         for repeat, (process, run) in enumerate(((100.0, 80.0), (300.0, 240.0), (120.0, 96.0)))
     ]
-    text = backends.markdown(timings, backends.ARTICLE, "now")
+    text = backend_speed.markdown(timings, backend_speed.ARTICLE, "now")
     assert "| process seconds | 120.0 | 180.0 | 1.50 |" in text  # medians of 100, 300, 120 and of 1.5x those
     assert "| run seconds | 96.0 | 144.0 | 1.50 |" in text
     assert "--grid experiments/article.yaml --repeats 3" in text and "6 runs per backend" in text
@@ -157,7 +162,7 @@ def test_the_backends_table_gives_medians_and_the_ratio() -> None:
 @pytest.mark.system
 def test_the_backends_benchmark_times_a_grid_on_both_and_refuses_bad_input(tmp_path: Path) -> None:
     def bench(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "benchmarks.backends", "--out", str(tmp_path), *args]
+        command = [sys.executable, "-m", "benchmarks.speed.backend_speed", "--out", str(tmp_path), *args]
         return subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=False)
 
     done = bench("--grid", str(REPO / "experiments" / "smoke.yaml"))

@@ -1,4 +1,4 @@
-"""The packed-training benchmark (benchmarks/pack.py) on tiny data: the files and columns it writes,
+"""The packed-training benchmark (benchmarks/packing/pack_bench.py) on tiny data: the files and columns it writes,
 the K it chooses by its stated rule, and that packed and unpacked records compare equal. Never timings:
 the numbers fed to the tables below are made up, and the system test asserts on what was written.
 """
@@ -15,7 +15,8 @@ import pytest
 from conftest import TINY_GRID, cli_env, write_grid
 from pytest import approx
 
-from benchmarks import machine, pack, pack_tables
+from benchmarks.common import machine
+from benchmarks.packing import pack_bench, pack_tables
 
 TINY_DATA = {"classes": 4, "samples_per_class": 10, "image_size": 12}
 
@@ -61,7 +62,7 @@ def test_grid_rows_ratios_targets_and_files(tmp_path: Path) -> None:
     per_hour = [r["value"] for r in rows if r["metric"] == "runs_per_hour" and r["config"] == "p"]
     assert per_hour == [360.0]  # 3 runs in 30 s
     ks = pack_tables.summarize_ks(measured({(8, 1): 100.0, (8, 2): 200.0}), 10.0, 1e6, measured({(8, 1): 125.0}))
-    paths = pack_tables.write_outputs([pack.meta("mode", "quick"), *ks, *rows], tmp_path)
+    paths = pack_tables.write_outputs([pack_bench.meta("mode", "quick"), *ks, *rows], tmp_path)
     with open(paths["csv"], newline="") as handle:
         table = list(csv.DictReader(handle))
     assert tuple(table[0]) == pack_tables.CSV_COLUMNS
@@ -77,11 +78,11 @@ def test_grid_rows_ratios_targets_and_files(tmp_path: Path) -> None:
 
 @pytest.mark.unit
 def test_scaled_grids_keep_everything_but_the_scale(tmp_path: Path) -> None:
-    harness, plain = pack.scale_grid(pack.EXPERIMENTS / "batch_sizes.yaml", tmp_path, {"train.epochs": 1})
+    harness, plain = pack_bench.scale_grid(pack_bench.EXPERIMENTS / "batch_sizes.yaml", tmp_path, {"train.epochs": 1})
     from sweep.config import load_grid
     from sweep.config.plan import plan
 
-    scaled, original = plan(load_grid(harness)), plan(load_grid(pack.EXPERIMENTS / "batch_sizes.yaml"))
+    scaled, original = plan(load_grid(harness)), plan(load_grid(pack_bench.EXPERIMENTS / "batch_sizes.yaml"))
     assert len(scaled) == len(original) == 18  # 6 batch sizes x 3 seeds
     assert {s.point.train.epochs for s in scaled} == {1}
     assert {s.point.train.eval_every_steps for s in scaled} == {50} and all(
@@ -98,7 +99,18 @@ def test_pack_k_and_grid_timings_write_what_the_tables_read(tmp_path: Path) -> N
     on a tiny grid whose 2 seeds pack in pairs, and p's records equal w's (both at one thread per run).
     """
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.pack_k", "--batch-sizes", "8", "--ks", "1", "2", "--folder", str(tmp_path)]
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.packing.pack_k",
+            "--batch-sizes",
+            "8",
+            "--ks",
+            "1",
+            "2",
+            "--folder",
+            str(tmp_path),
+        ]
         + [f"--{k.replace('_', '-')}={v}" for k, v in TINY_DATA.items()],
         cwd=machine.REPO,
         env=cli_env(BATCHSWEEP_CACHE=str(tmp_path / "cache")),
@@ -115,8 +127,8 @@ def test_pack_k_and_grid_timings_write_what_the_tables_read(tmp_path: Path) -> N
     assert all(r["model_images_per_second"] > 0 for r in found)
 
     grid = write_grid(tmp_path, TINY_GRID.replace("seeds: [0]", "seeds: [0, 1]"))  # 2 batch sizes x 2 seeds -> 4 runs
-    scaled = {"tiny": pack.scale_grid(grid, tmp_path / "tiny", {"train.epochs": 2})}
-    rows = pack.time_grids(scaled, 1, machine.clean_env(tmp_path / "cache"))
+    scaled = {"tiny": pack_bench.scale_grid(grid, tmp_path / "tiny", {"train.epochs": 2})}
+    rows = pack_bench.time_grids(scaled, 1, machine.clean_env(tmp_path / "cache"))
     records = {r["metric"]: r["value"] for r in rows if r["section"] == "records"}
     assert records == {  # 4 runs x 2 epochs; 32 images: whole batches of 4 and 8
         "records_equal": 8,

@@ -229,7 +229,7 @@ def test_imbalance_on_a_fixed_dataset_gives_class_0_its_share(tmp_path: Path, ki
 
 @pytest.mark.integration
 def test_batches_keep_order_and_sizes_without_tf_data_autotuning() -> None:
-    """Autotuning off: its thread's wake-ups made every fit/evaluate wait (benchmarks/autotune.py)."""
+    """Autotuning off: its thread's wake-ups made every fit/evaluate wait (benchmarks/costs/autotune.py)."""
     x, y = np.arange(10, dtype=np.float32).reshape(10, 1), np.arange(10)
     dataset = batches(x, y, 4)
     assert [list(b[1].numpy()) for b in dataset] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]

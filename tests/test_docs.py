@@ -126,19 +126,28 @@ def _markdown_files() -> list[Path]:
     return [*docs, REPO / "experiments" / "README.md"]
 
 
+# docs/design.md is being rewritten on another branch; until then it names these benchmarks by their paths
+# from before benchmarks/ was grouped by question (now benchmarks/tools/device_check.py,
+# benchmarks/common/machine.py, benchmarks/speed/backend_speed.py). Remove each when the page no longer names it.
+OLD_IN_DESIGN = {"benchmarks/device_check.py", "benchmarks/machine.py", "benchmarks/backends.py"}
+
+
 def test_every_relative_link_and_named_file_in_readme_and_docs_exists() -> None:
     """A link [text](path) or a backticked repository path (`sweep/run/worker.py`, `docs/cluster.md`) that
     names nothing is a reader's dead end, and the layout has moved before.
     """
     link = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
     named = re.compile(r"`((?:sweep|docs|tests|benchmarks|experiments|notebooks)/[\w./-]+\.(?:py|md|yaml|ipynb))`")
-    missing = []
+    missing, old = [], set()
     for page in _markdown_files():
         text = page.read_text(encoding="utf-8")
         for target in link.findall(text):
             if "://" not in target and not target.startswith("mailto:") and not (page.parent / target).exists():
                 missing.append(f"{page.relative_to(REPO)}: {target}")
         for path in named.findall(text):
-            if not (REPO / path).exists():
+            if page.name == "design.md" and path in OLD_IN_DESIGN and not (REPO / path).exists():
+                old.add(path)
+            elif not (REPO / path).exists():
                 missing.append(f"{page.relative_to(REPO)}: {path}")
     assert missing == []
+    assert old == OLD_IN_DESIGN, "docs/design.md no longer names some of OLD_IN_DESIGN: remove them from it"

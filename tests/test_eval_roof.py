@@ -1,4 +1,4 @@
-"""benchmarks/eval_roof.py: the arithmetic of one evaluation, counted from the model's layers, and the
+"""benchmarks/costs/eval_roof.py: the arithmetic of one evaluation, counted from the model's layers, and the
 table row it appends. Numbers, never timings.
 """
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import eval_roof
+from benchmarks.costs import eval_roof
 
 
 @pytest.mark.integration

@@ -1,4 +1,4 @@
-"""benchmarks/record_density.py: a sweep's readings rebuilt from fewer of its records. Which records it
+"""benchmarks/costs/record_density.py: a sweep's readings rebuilt from fewer of its records. Which records it
 keeps, that readings read at kept records do not move while interpolated ones do (on the committed
 article sweep), and bad input refused with exit 2 before anything is written.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks import record_density
+from benchmarks.costs import record_density
 
 REPO = Path(__file__).resolve().parent.parent
 ARTICLE = REPO / "results" / "article"

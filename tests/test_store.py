@@ -396,7 +396,7 @@ def test_records_inside_an_epoch_are_all_kept_in_step_order(tmp_path: Path) -> N
 @pytest.mark.unit
 def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, monkeypatch) -> None:
     """Under load a worker read a claim whose identity was half written (pid not yet there) and
-    re-queued it as dead, 50 ms after the claim (benchmarks/load.py, 4 workers). The identity is
+    re-queued it as dead, 50 ms after the claim (benchmarks/speed/load.py, 4 workers). The identity is
     now written host last, and a trial without a host is judged only after CLAIM_SECONDS.
     """
     assert list(crash.worker_identity())[-1] == crash.WORKER_HOST

@@ -125,7 +125,7 @@ def format_event(event: events.Event, progress: Progress) -> str | None:
 def threads_per_worker(workers: int) -> int:
     """TensorFlow threads per worker: a fair share of the cores ($BATCHSWEEP_THREADS overrides).
 
-    Measured in benchmarks/workers.py (docs/measured.md).
+    Measured in benchmarks/speed/workers.py (docs/measured.md).
     """
     override = os.environ.get("BATCHSWEEP_THREADS")
     return int(override) if override else max(1, devices.cpu_count() // workers)

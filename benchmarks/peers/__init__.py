@@ -1,0 +1,1 @@
+"""The harness against its peers: `sweep run` against Ray Tune and KerasTuner on the same grid."""

@@ -1,0 +1,1 @@
+"""Tools that answer whether the harness works here: committed results re-trained, a machine's devices checked."""

@@ -3,7 +3,8 @@
 Everything imports this module and it imports nothing of the package, so the
 names are defined exactly once (DESIGN.md, "Results layout"). Each recorded metric is one
 entry of `METRICS`, from which the metric tuples below, the per-run snapshot,
-the figures' labels and docs/results.md's table derive.
+the figures' labels, the metrics compiled into every model and docs/results.md's
+table derive.
 """
 
 from dataclasses import dataclass
@@ -51,6 +52,9 @@ VAL_LOSS_RECAL = VAL_LOSS + RECAL
 EVAL_GAP_RECAL = EVAL_GAP + RECAL
 TRAIN_EVAL_BALANCED_ACC = "train_eval_balanced_acc"
 
+ACCURACY = "accuracy"  # Keras's metric id, and its key in fit's and evaluate's results
+LOSS = "loss"  # the loss's key there; Keras tracks it itself, so it is compiled as the loss, never as a metric
+
 
 class When(Enum):
     """When a metric is recorded: at every record, or only in runs with a setting on (the value names
@@ -72,6 +76,7 @@ class Metric:
     recorded: When = When.ALWAYS
     snapshot: int | None = None  # its place among a run's summary columns <name>_epoch2, <name>_last; None: none
     label: str = ""  # its name in a figure's legend (sweep/report/plots.py); "" where no figure draws it
+    keras: str = ""  # the Keras metric it is read from (ACCURACY, LOSS): compiled into every model that evaluates
 
 
 _TRAINING = "Keras's running mean over the epoch, in training mode, while the weights change (what the post looked at)"
@@ -97,12 +102,14 @@ METRICS: tuple[Metric, ...] = (
         "completed for a record inside an epoch (`eval_every_steps`, or a `steps` budget ending mid-epoch)",
     ),
     Metric(STEP, "optimizer steps so far", snapshot=9),
-    Metric(TRAIN_ACC, _TRAINING, snapshot=1, label="train_acc (running mean, training mode)"),
-    Metric(TRAIN_EVAL_ACC, _TRAIN_EVAL, snapshot=2, label="train_eval_acc (end of epoch, inference mode)"),
-    Metric(VAL_ACC, _VAL, snapshot=3, label="val_acc (end of epoch, inference mode)"),
-    Metric(TRAIN_LOSS, _TRAINING, snapshot=6),
-    Metric(TRAIN_EVAL_LOSS, _TRAIN_EVAL, snapshot=7),
-    Metric(VAL_LOSS, _VAL, snapshot=8),
+    Metric(TRAIN_ACC, _TRAINING, snapshot=1, label="train_acc (running mean, training mode)", keras=ACCURACY),
+    Metric(
+        TRAIN_EVAL_ACC, _TRAIN_EVAL, snapshot=2, label="train_eval_acc (end of epoch, inference mode)", keras=ACCURACY
+    ),
+    Metric(VAL_ACC, _VAL, snapshot=3, label="val_acc (end of epoch, inference mode)", keras=ACCURACY),
+    Metric(TRAIN_LOSS, _TRAINING, snapshot=6, keras=LOSS),
+    Metric(TRAIN_EVAL_LOSS, _TRAIN_EVAL, snapshot=7, keras=LOSS),
+    Metric(VAL_LOSS, _VAL, snapshot=8, keras=LOSS),
     Metric(GAP, "`train_acc - val_acc`", snapshot=4, label="gap = train_acc - val_acc"),
     Metric(EVAL_GAP, "`train_eval_acc - val_acc`", snapshot=5, label="eval_gap = train_eval_acc - val_acc"),
     Metric(EPOCH_SECONDS, "wall time of the epoch's training, without evaluation; epoch 1 includes graph tracing"),
@@ -111,10 +118,10 @@ METRICS: tuple[Metric, ...] = (
     Metric(NOISE_SCALE, _NOISE, When.NOISE_SCALE),
     Metric(GRAD_NORM_SQ, _NOISE, When.NOISE_SCALE),
     Metric(GRAD_NOISE_TRACE, _NOISE, When.NOISE_SCALE),
-    Metric(TRAIN_EVAL_ACC_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=10),
-    Metric(VAL_ACC_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=11),
-    Metric(TRAIN_EVAL_LOSS_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=12),
-    Metric(VAL_LOSS_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=13),
+    Metric(TRAIN_EVAL_ACC_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=10, keras=ACCURACY),
+    Metric(VAL_ACC_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=11, keras=ACCURACY),
+    Metric(TRAIN_EVAL_LOSS_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=12, keras=LOSS),
+    Metric(VAL_LOSS_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=13, keras=LOSS),
     Metric(EVAL_GAP_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=14),
     Metric(TRAIN_EVAL_BALANCED_ACC, _BALANCED, When.IMBALANCED, snapshot=15),
 )
@@ -150,6 +157,7 @@ EPOCH_METRICS: tuple[str, ...] = recorded(When.ALWAYS)  # at every record, in th
 NOISE_METRICS: tuple[str, ...] = recorded(When.NOISE_SCALE)
 RECAL_METRICS: tuple[str, ...] = recorded(When.RECALIBRATE_BN)
 OPTIONAL_METRICS: tuple[str, ...] = recorded(*(w for w in When if w is not When.ALWAYS))  # columns only where measured
+COMPILE_METRICS: tuple[str, ...] = tuple(dict.fromkeys(m.keras for m in METRICS if m.keras not in ("", LOSS)))
 PLOT_LABELS: dict[str, str] = {m.name: m.label for m in METRICS if m.label}
 
 # A run-level fact (runs.csv): the epoch after which train.early_stopping, or a callback, ended the run.

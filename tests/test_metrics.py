@@ -1,10 +1,11 @@
 """The metric registry (sweep/vocab.py's METRICS) is the one place a metric is declared: every place
-derived from it equals what it gives, so a derived tuple, label or docs/results.md's table edited by
-hand fails here.
+derived from it equals what it gives, so a derived tuple, label, compile call or docs/results.md's
+table edited by hand fails here.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 import numpy as np
@@ -50,6 +51,40 @@ def test_the_snapshot_is_the_registry_s_in_its_places() -> None:
 
 def test_figure_labels_are_the_registry_s() -> None:
     assert {m.name: m.label for m in METRICS if m.label} == plots.LABELS
+
+
+def test_the_compiled_metrics_are_the_keras_metrics_the_registry_reads() -> None:
+    read = {m.keras for m in METRICS if m.keras}
+    assert set(vocab.COMPILE_METRICS) == read - {vocab.LOSS}  # Keras tracks the loss itself
+    assert len(set(vocab.COMPILE_METRICS)) == len(vocab.COMPILE_METRICS)
+
+
+def compile_metrics_in(path: str) -> list[ast.expr]:
+    """What each `compile(metrics=...)` keyword and each {"metrics": ...} entry in a module passes."""
+    found = []
+    for node in ast.walk(ast.parse((REPO / path).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.keyword) and node.arg == "metrics":
+            found.append(node.value)
+        if isinstance(node, ast.Dict):
+            found += [
+                v
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and k.value == "metrics"
+            ]
+    return found
+
+
+def test_single_pack_and_recal_compile_the_registry_s_metrics() -> None:
+    """Each of the three compiled models (a run alone, a pack's towers and BatchNorm's twin) takes its
+    metrics from vocab.COMPILE_METRICS, never from a list of its own.
+    """
+    modules = ("sweep/train/single.py", "sweep/train/pack.py", "sweep/train/recal.py")
+    passed = {path: compile_metrics_in(path) for path in modules}
+    assert {path: len(values) for path, values in passed.items()} == dict.fromkeys(passed, 1)
+    for path, (value,) in passed.items():
+        used = {n.attr for n in ast.walk(value) if isinstance(n, ast.Attribute)}
+        literals = [n.value for n in ast.walk(value) if isinstance(n, ast.Constant)]
+        assert "COMPILE_METRICS" in used and not literals, (path, ast.unparse(value))
 
 
 def test_recalibrated_and_balanced_fields_are_the_registry_s() -> None:

@@ -1,8 +1,14 @@
 """The shared vocabulary: metric names, run statuses, file names.
 
-Everything imports this module and it imports nothing, so the names are
-defined exactly once (DESIGN.md, "Results layout").
+Everything imports this module and it imports nothing of the package, so the
+names are defined exactly once (DESIGN.md, "Results layout"). Each recorded metric is one
+entry of `METRICS`, from which the metric tuples below, the per-run snapshot,
+the figures' labels, the metrics compiled into every model and docs/results.md's
+table derive.
 """
+
+from dataclasses import dataclass
+from enum import Enum
 
 # Columns and record keys that name a run.
 RUN_ID = "run_id"
@@ -20,63 +26,139 @@ SEARCH_METRIC, SEARCH_LR_LOW, SEARCH_LR_HIGH = "search_metric", "search_lr_low",
 ERROR = "error"
 LR_SEARCH_MARK = ":lr_search:"  # in a learning-rate search's study name, <sweep>:lr_search:<group>
 
-# Per-epoch metrics, in the column order of epochs.csv.
+# Metric names: columns of epochs.csv and keys of every record. What each means, when it is recorded
+# and where it is read are declared once, in METRICS below.
 EPOCH = "epoch"
 STEP = "step"
-TRAIN_ACC = "train_acc"  # Keras running mean over the epoch, training mode (what the post read)
-TRAIN_EVAL_ACC = "train_eval_acc"  # end-of-epoch model, inference mode, fixed train subset
+TRAIN_ACC = "train_acc"
+TRAIN_EVAL_ACC = "train_eval_acc"
 VAL_ACC = "val_acc"
 TRAIN_LOSS = "train_loss"
 TRAIN_EVAL_LOSS = "train_eval_loss"
 VAL_LOSS = "val_loss"
-GAP = "gap"  # train_acc - val_acc
-EVAL_GAP = "eval_gap"  # train_eval_acc - val_acc
+GAP = "gap"
+EVAL_GAP = "eval_gap"
 EPOCH_SECONDS = "epoch_seconds"
 SAMPLES_PER_SECOND = "samples_per_second"
 LR = "lr"
-
-EPOCH_METRICS: tuple[str, ...] = (
-    EPOCH,
-    STEP,
-    TRAIN_ACC,
-    TRAIN_EVAL_ACC,
-    VAL_ACC,
-    TRAIN_LOSS,
-    TRAIN_EVAL_LOSS,
-    VAL_LOSS,
-    GAP,
-    EVAL_GAP,
-    EPOCH_SECONDS,
-    SAMPLES_PER_SECOND,
-    LR,
-)
-
-# Only in runs with train.noise_scale: true (sweep/train/noise.py); columns of epochs.csv when any run has them.
-NOISE_SCALE = "noise_scale"  # B_simple = grad_noise_trace / grad_norm_sq
+NOISE_SCALE = "noise_scale"  # B_simple = grad_noise_trace / grad_norm_sq (sweep/train/noise.py)
 GRAD_NORM_SQ = "grad_norm_sq"  # |G|^2, the squared norm of the true gradient (estimate)
 GRAD_NOISE_TRACE = "grad_noise_trace"  # tr(Sigma), the per-example gradient covariance's trace (estimate)
-NOISE_METRICS: tuple[str, ...] = (NOISE_SCALE, GRAD_NORM_SQ, GRAD_NOISE_TRACE)
-
-# Only in runs with train.recalibrate_bn: true (sweep/train/recal.py): the same evaluations with BatchNorm's
-# moving statistics recomputed for the current weights, so BatchNorm's lag is not read as failure to fit.
-RECAL = "_recal"
+RECAL = "_recal"  # the same evaluations with BatchNorm's moving statistics recomputed (sweep/train/recal.py)
 TRAIN_EVAL_ACC_RECAL = TRAIN_EVAL_ACC + RECAL
 VAL_ACC_RECAL = VAL_ACC + RECAL
 TRAIN_EVAL_LOSS_RECAL = TRAIN_EVAL_LOSS + RECAL
 VAL_LOSS_RECAL = VAL_LOSS + RECAL
-EVAL_GAP_RECAL = EVAL_GAP + RECAL  # train_eval_acc_recal - val_acc_recal
-RECAL_METRICS: tuple[str, ...] = (
-    TRAIN_EVAL_ACC_RECAL,
-    VAL_ACC_RECAL,
-    TRAIN_EVAL_LOSS_RECAL,
-    VAL_LOSS_RECAL,
-    EVAL_GAP_RECAL,
-)
-# Only in runs with an imbalanced training set (data.imbalance > 0): the mean over classes of the
-# recall on the train_eval subset. Validation is balanced, so its val_acc is already balanced.
+EVAL_GAP_RECAL = EVAL_GAP + RECAL
 TRAIN_EVAL_BALANCED_ACC = "train_eval_balanced_acc"
-BALANCED_METRICS: tuple[str, ...] = (TRAIN_EVAL_BALANCED_ACC,)
-OPTIONAL_METRICS: tuple[str, ...] = NOISE_METRICS + RECAL_METRICS + BALANCED_METRICS  # columns only where measured
+
+ACCURACY = "accuracy"  # Keras's metric id, and its key in fit's and evaluate's results
+LOSS = "loss"  # the loss's key there; Keras tracks it itself, so it is compiled as the loss, never as a metric
+
+
+class When(Enum):
+    """When a metric is recorded: at every record, or only in runs with a setting on (the value names
+    the setting as docs/results.md words it).
+    """
+
+    ALWAYS = "every record"
+    NOISE_SCALE = "`train.noise_scale: true`"
+    RECALIBRATE_BN = "`train.recalibrate_bn: true`"
+    IMBALANCED = "`data.imbalance` above 0"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One recorded metric: a column of epochs.csv, a field of `sweep.train.records.EpochRecord`."""
+
+    name: str
+    doc: str  # its meaning, a cell of docs/results.md's table (`metrics_table`; one row per doc)
+    recorded: When = When.ALWAYS
+    snapshot: int | None = None  # its place among a run's summary columns <name>_epoch2, <name>_last; None: none
+    label: str = ""  # its name in a figure's legend (sweep/report/plots.py); "" where no figure draws it
+    keras: str = ""  # the Keras metric it is read from (ACCURACY, LOSS): compiled into every model that evaluates
+
+
+_TRAINING = "Keras's running mean over the epoch, in training mode, while the weights change (what the post looked at)"
+_TRAIN_EVAL = (
+    "the end-of-epoch model in inference mode on a fixed subset of the training set (as large as the validation set)"
+)
+_VAL = "the end-of-epoch model in inference mode on the validation set"
+_NOISE = 'B_simple and its two terms (docs/grid.md, "Gradient noise scale")'
+_RECALIBRATED = (
+    "the same evaluations with BatchNorm's statistics recomputed for the current weights "
+    '(docs/grid.md, "BatchNorm\'s lag: recalibrated evaluation")'
+)
+_BALANCED = (
+    "the mean over classes of the recall on the train_eval subset (plain accuracy rewards predicting class 0; "
+    "validation is balanced, so val_acc is already balanced)"
+)
+
+# Every recorded metric, in the column order of epochs.csv (those recorded only where measured last).
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        EPOCH,
+        '1-based; an integer at the end of an epoch (epoch 2 is the post\'s "epoch 2"), the fraction of epochs '
+        "completed for a record inside an epoch (`eval_every_steps`, or a `steps` budget ending mid-epoch)",
+    ),
+    Metric(STEP, "optimizer steps so far", snapshot=9),
+    Metric(TRAIN_ACC, _TRAINING, snapshot=1, label="train_acc (running mean, training mode)", keras=ACCURACY),
+    Metric(
+        TRAIN_EVAL_ACC, _TRAIN_EVAL, snapshot=2, label="train_eval_acc (end of epoch, inference mode)", keras=ACCURACY
+    ),
+    Metric(VAL_ACC, _VAL, snapshot=3, label="val_acc (end of epoch, inference mode)", keras=ACCURACY),
+    Metric(TRAIN_LOSS, _TRAINING, snapshot=6, keras=LOSS),
+    Metric(TRAIN_EVAL_LOSS, _TRAIN_EVAL, snapshot=7, keras=LOSS),
+    Metric(VAL_LOSS, _VAL, snapshot=8, keras=LOSS),
+    Metric(GAP, "`train_acc - val_acc`", snapshot=4, label="gap = train_acc - val_acc"),
+    Metric(EVAL_GAP, "`train_eval_acc - val_acc`", snapshot=5, label="eval_gap = train_eval_acc - val_acc"),
+    Metric(EPOCH_SECONDS, "wall time of the epoch's training, without evaluation; epoch 1 includes graph tracing"),
+    Metric(SAMPLES_PER_SECOND, "training images per second in that epoch"),
+    Metric(LR, "learning rate at the end of the epoch"),
+    Metric(NOISE_SCALE, _NOISE, When.NOISE_SCALE),
+    Metric(GRAD_NORM_SQ, _NOISE, When.NOISE_SCALE),
+    Metric(GRAD_NOISE_TRACE, _NOISE, When.NOISE_SCALE),
+    Metric(TRAIN_EVAL_ACC_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=10, keras=ACCURACY),
+    Metric(VAL_ACC_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=11, keras=ACCURACY),
+    Metric(TRAIN_EVAL_LOSS_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=12, keras=LOSS),
+    Metric(VAL_LOSS_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=13, keras=LOSS),
+    Metric(EVAL_GAP_RECAL, _RECALIBRATED, When.RECALIBRATE_BN, snapshot=14),
+    Metric(TRAIN_EVAL_BALANCED_ACC, _BALANCED, When.IMBALANCED, snapshot=15),
+)
+
+
+def recorded(*when: When) -> tuple[str, ...]:
+    """The names of the metrics recorded as `when` says, in the column order of epochs.csv."""
+    return tuple(m.name for m in METRICS if m.recorded in when)
+
+
+def snapshot(optional: bool) -> tuple[str, ...]:
+    """The metrics summarised per run at epoch 2 and at the last epoch, in their summary order: those
+    recorded at every record, or (`optional`) those recorded only where measured.
+    """
+    chosen = [m for m in METRICS if m.snapshot is not None and (m.recorded is not When.ALWAYS) == optional]
+    return tuple(m.name for m in sorted(chosen, key=lambda m: m.snapshot or 0))
+
+
+def metrics_table() -> str:
+    """docs/results.md's table of the columns of epochs.csv: one row per meaning, in column order."""
+    rows: dict[tuple[When, str], list[str]] = {}
+    for m in METRICS:
+        rows.setdefault((m.recorded, m.doc), []).append(f"`{m.name}`")
+    lines = ["| column | meaning |", "|---|---|"]
+    for (when, doc), names in rows.items():
+        meaning = doc if when is When.ALWAYS else f"only with {when.value}: {doc}"
+        lines.append(f"| {', '.join(names)} | {meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+# Derived from METRICS: never edit by hand (tests/test_metrics.py).
+EPOCH_METRICS: tuple[str, ...] = recorded(When.ALWAYS)  # at every record, in the column order of epochs.csv
+NOISE_METRICS: tuple[str, ...] = recorded(When.NOISE_SCALE)
+RECAL_METRICS: tuple[str, ...] = recorded(When.RECALIBRATE_BN)
+OPTIONAL_METRICS: tuple[str, ...] = recorded(*(w for w in When if w is not When.ALWAYS))  # columns only where measured
+COMPILE_METRICS: tuple[str, ...] = tuple(dict.fromkeys(m.keras for m in METRICS if m.keras not in ("", LOSS)))
+PLOT_LABELS: dict[str, str] = {m.name: m.label for m in METRICS if m.label}
 
 # A run-level fact (runs.csv): the epoch after which train.early_stopping, or a callback, ended the run.
 STOPPED_EARLY = "stopped_early"

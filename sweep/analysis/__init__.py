@@ -54,18 +54,10 @@ CONTROL_COMPANIONS: tuple[str, ...] = declared.control_companions()
 TOGGLES: tuple[str, ...] = declared.toggles()
 TOGGLE_REFERENCE: dict[str, Any] = {**POST_DEFAULTS}  # samples_per_class: the largest present
 
-# Metrics summarised per run at epoch 2 and at the last epoch.
-SNAPSHOT_METRICS: tuple[str, ...] = (
-    vocab.TRAIN_ACC,
-    vocab.TRAIN_EVAL_ACC,
-    vocab.VAL_ACC,
-    vocab.GAP,
-    vocab.EVAL_GAP,
-    vocab.TRAIN_LOSS,
-    vocab.TRAIN_EVAL_LOSS,
-    vocab.VAL_LOSS,
-    vocab.STEP,
-)
+# Metrics summarised per run at epoch 2 and at the last epoch (sweep/vocab.py's METRICS): those every run
+# records, and those only runs that measured them have.
+SNAPSHOT_METRICS: tuple[str, ...] = vocab.snapshot(optional=False)
+SNAPSHOT_WHERE_MEASURED: tuple[str, ...] = vocab.snapshot(optional=True)
 CURVE_METRICS: tuple[str, ...] = tuple(m for m in vocab.EPOCH_METRICS if m != vocab.EPOCH)
 
 
@@ -275,8 +267,7 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     last = at_epoch(epochs, None)
     table = last[head].assign(epochs=last[vocab.EPOCH].astype(int))
     for when, snap in (("epoch2", at_epoch(epochs, EPOCH_TWO)), ("last", last)):
-        optional = (*vocab.RECAL_METRICS, *vocab.BALANCED_METRICS)  # where measured
-        present = [m for m in (*SNAPSHOT_METRICS, *optional) if m in snap]
+        present = [m for m in (*SNAPSHOT_METRICS, *SNAPSHOT_WHERE_MEASURED) if m in snap]
         values = snap.set_index(vocab.RUN_ID)[present].add_suffix(f"_{when}")
         table = table.join(values, on=vocab.RUN_ID)
     best = epochs.groupby(vocab.RUN_ID)[vocab.VAL_ACC].max().rename("best_val_acc")

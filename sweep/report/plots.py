@@ -47,13 +47,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
-LABELS = {
-    vocab.TRAIN_ACC: "train_acc (running mean, training mode)",
-    vocab.TRAIN_EVAL_ACC: "train_eval_acc (end of epoch, inference mode)",
-    vocab.VAL_ACC: "val_acc (end of epoch, inference mode)",
-    vocab.GAP: "gap = train_acc - val_acc",
-    vocab.EVAL_GAP: "eval_gap = train_eval_acc - val_acc",
-}
+LABELS = vocab.PLOT_LABELS  # a metric's name in a legend, declared with the metric (sweep/vocab.py)
 
 
 @dataclass(frozen=True)

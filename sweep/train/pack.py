@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from sweep import vocab
 from sweep.config import declared
 from sweep.config.plan import RunSpec
 from sweep.train import backends, devices, optim, recal, tower_optimizer
@@ -201,13 +202,11 @@ class _Twins:
 
 
 def evaluate_towers(model: Any, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
-    """Each tower's accuracy and loss on its own (x, y), one `evaluate` for all."""
+    """Each tower's compiled metrics and loss on its own (x, y), one `evaluate` for all."""
     xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
     result = model.evaluate(data_module.eval_batches(tuple(xs), tuple(ys), EVAL_BATCH), verbose=0, return_dict=True)
-    return [
-        {"accuracy": float(result[f"tower{k}_accuracy"]), "loss": float(result[f"tower{k}_{RUN_LOSS}"])}
-        for k in range(len(pairs))
-    ]
+    keys = {name: name for name in vocab.COMPILE_METRICS} | {vocab.LOSS: RUN_LOSS}  # a tower's loss as alone
+    return [{name: float(result[f"tower{k}_{key}"]) for name, key in keys.items()} for k in range(len(pairs))]
 
 
 def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: int) -> tuple[Any, list[Any], bool]:
@@ -271,8 +270,11 @@ def _joined(models: list[Any], name: str) -> Any:
 
 
 def _tower_losses(k: int) -> dict[str, Any]:
-    """`compile`'s loss and metrics for K towers: each tower's accuracy and its loss as alone (`_run_loss`)."""
-    return {"loss": ["sparse_categorical_crossentropy"] * k, "metrics": [["accuracy", _run_loss()] for _ in range(k)]}
+    """`compile`'s loss and metrics for K towers: each tower's compiled metrics and its loss as alone (`_run_loss`)."""
+    return {
+        "loss": ["sparse_categorical_crossentropy"] * k,
+        "metrics": [[*vocab.COMPILE_METRICS, _run_loss()] for _ in range(k)],
+    }
 
 
 RUN_LOSS = "run_loss"

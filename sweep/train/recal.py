@@ -62,7 +62,9 @@ class Twin:
         """`build()` returns a fresh uncompiled model of the run's architecture."""
         self.model = build()
         self.model.compile(
-            loss="sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=backends.jit_compile()
+            loss="sparse_categorical_crossentropy",
+            metrics=list(vocab.COMPILE_METRICS),
+            jit_compile=backends.jit_compile(),
         )
         self.norms = batch_norms(self.model)
         self.eval_batch = eval_batch

@@ -63,10 +63,10 @@ class Single:
         return [(float(history.history["accuracy"][-1]), float(history.history["loss"][-1]))], took
 
     def evaluate(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
-        """Accuracy and loss in inference mode on (x, y)."""
+        """The compiled metrics (accuracy) and the loss in inference mode on (x, y)."""
         x, y = pairs[0]
         result = self.model.evaluate(data_module.eval_batches(x, y, EVAL_BATCH), verbose=0, return_dict=True)
-        return [{"accuracy": float(result["accuracy"]), "loss": float(result["loss"])}]
+        return [{name: float(result[name]) for name in (*vocab.COMPILE_METRICS, vocab.LOSS)}]
 
     def recalibrated(self, train_eval: list[dict[str, float]], val: list[dict[str, float]]) -> list[dict[str, float]]:
         """The *_recal fields: the evaluations again, BatchNorm statistics recomputed for these weights."""
@@ -146,7 +146,7 @@ def _model_for(
         fresh.compile(
             optimizer=optim.make_optimizer(spec.point.train.optimizer, lr),
             loss="sparse_categorical_crossentropy",
-            metrics=["accuracy"],
+            metrics=list(vocab.COMPILE_METRICS),
             jit_compile=backends.jit_compile(),
             steps_per_execution=steps_per_execution(spec.point.train.batch_size, len(replicas.devices)),
         )

@@ -16,7 +16,7 @@ from sweep.analysis.estimates import Check
 from sweep.claims import basis, registry
 from sweep.claims import verdict as verdicts
 from sweep.claims.findings import Claim, Finding
-from sweep.report import answer
+from sweep.report.sections import answer
 
 pytestmark = pytest.mark.unit
 

@@ -23,7 +23,12 @@ from sweep import report, vocab
 from sweep.analysis import health as runs_health
 from sweep.analysis import scaling
 from sweep.claims import maps
-from sweep.report import figure_index, map_figure, plot_layout, plots, scaling_plots, seeds_figure
+from sweep.report.figures import curves as plots
+from sweep.report.figures import files as figure_index
+from sweep.report.figures import layout as plot_layout
+from sweep.report.figures import maps as map_figure
+from sweep.report.figures import seeds as seeds_figure
+from sweep.report.figures import steps as scaling_plots
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -1,4 +1,4 @@
-"""C1's headline (sweep.report.headline) on the committed results/map_c1: every number in its sentences
+"""C1's headline (sweep.report.sections.headline) on the committed results/map_c1: every number in its sentences
 recomputed here from runs.csv and epochs.csv with plain pandas, not with the report's code.
 """
 
@@ -12,7 +12,7 @@ import pytest
 from sweep import analysis
 from sweep.analysis import health
 from sweep.claims import maps
-from sweep.report import headline
+from sweep.report.sections import headline
 
 pytestmark = pytest.mark.unit
 

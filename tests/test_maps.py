@@ -17,9 +17,10 @@ from sweep import analysis as an
 from sweep import report
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.outcome import Outcome
-from sweep.claims import maps
+from sweep.claims import maps, reproduction
 from sweep.claims.registry import by_id, evaluate
-from sweep.report import answer, map_section
+from sweep.report.sections import answer
+from sweep.report.sections import maps as map_section
 
 if TYPE_CHECKING:
     from sweep.report import Written
@@ -231,7 +232,7 @@ def c1_table() -> pd.DataFrame:
 
 @pytest.mark.unit
 def test_settings_are_ranked_by_their_largest_distance_from_the_posts_numbers() -> None:
-    found = map_section.candidates(c1_table())
+    found = reproduction.candidates(c1_table())
     assert [c.label.split(";")[0] for c in found] == ["optimizer=adam, lr=0.01", "optimizer=adam, lr=0.001"]
     assert found[0].distance == pytest.approx(0.0)  # seed means 0.80, 0.06, 0.60, 0.60
     assert found[1].distance == pytest.approx(0.80 - 0.45)  # train_acc at batch 64 is the farthest
@@ -242,10 +243,10 @@ def test_settings_are_ranked_by_their_largest_distance_from_the_posts_numbers() 
 @pytest.mark.unit
 def test_the_reproduction_section_says_whether_any_setting_comes_within_a_tenth() -> None:
     doc = report.document.Doc()
-    map_section.reproduction_section(doc, map_section.candidates(c1_table()))
+    map_section.reproduction_section(doc, reproduction.candidates(c1_table()))
     text = report.document.to_markdown(doc, Path("."))
     assert "1 of the 2 settings tested come within 0.1 of each of the post's numbers" in text
-    far = [c for c in map_section.candidates(c1_table()) if c.distance > 0.1]
+    far = [c for c in reproduction.candidates(c1_table()) if c.distance > 0.1]
     doc = report.document.Doc()
     map_section.reproduction_section(doc, far)
     assert "No setting of the 1 tested comes within 0.1" in report.document.to_markdown(doc, Path("."))
@@ -256,7 +257,7 @@ def test_the_answer_quotes_the_verdicts_numbers() -> None:
     rows = c1_table()
     findings = evaluate(rows)
     c1 = dict((c.id, f) for c, f in findings)["C1"]
-    text = " ".join(answer.sentences(findings, maps.maps(rows), map_section.candidates(rows)))
+    text = " ".join(answer.sentences(findings, maps.maps(rows), reproduction.candidates(rows)))
     assert fmt_estimate(c1.checks[0].estimate) in text and fmt_estimate(c1.checks[1].estimate) in text
     assert f"at {c1.tested_at}:" in text
     assert "comes within 0.1 of all four: its largest distance is 0.00" in text

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 
 from sweep import analysis, vocab
-from sweep.report import plots
+from sweep.report.figures import curves as plots
 from sweep.train import recal, records
 from sweep.vocab import METRICS, When
 

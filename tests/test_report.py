@@ -589,7 +589,7 @@ def test_the_sensitivity_line_names_a_verdict_that_rests_on_a_stuck_run(tmp_path
 def test_every_figure_caption_states_its_seeds(tmp_path: Path) -> None:
     """Each per-folder figure names the seeds behind it: '3 seeds' from its run selection, or 'seeds 0, 1, 2'."""
     from sweep import analysis as an
-    from sweep.report import plots
+    from sweep.report.figures import curves as plots
 
     results = an.load([FIXTURES / "fx_bs", FIXTURES / "fx_causes"])
     figures = plots.draw_all(results, tmp_path)

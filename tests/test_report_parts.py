@@ -16,9 +16,9 @@ from sweep import vocab
 from sweep.claims import attribution
 from sweep.claims.findings import ADVICE, CAUSE, PICTURE, REPLICAS, SCALING, SPEED
 from sweep.claims.registry import CLAIMS, STEPS_DIFFER, TUNED_FIRST, by_id, causes, the, thresholds
-from sweep.report import sections
 from sweep.report.background import background
 from sweep.report.document import Doc, Marked, to_html, to_markdown
+from sweep.report.sections import assemble as sections
 
 pytestmark = pytest.mark.unit
 

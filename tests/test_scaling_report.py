@@ -15,9 +15,9 @@ import pytest
 
 from sweep import analysis, vocab
 from sweep.analysis import critical, scaling
-from sweep.report import steps
 from sweep.report.document import Doc, Heading, Paragraph, Table
-from sweep.report.scaling_plots import steps_figure
+from sweep.report.figures.steps import steps_figure
+from sweep.report.sections import steps
 
 pytestmark = pytest.mark.unit
 
@@ -167,7 +167,7 @@ def test_the_steps_figures_are_redrawn_only_when_their_numbers_change(
 ) -> None:
     from dataclasses import replace
 
-    from sweep.report import scaling_plots
+    from sweep.report.figures import steps as scaling_plots
 
     drawn = scaling_plots.draw(readings, tmp_path, svg=True)
     assert len(drawn) == sum(1 for r in readings if r.targets) >= 2

@@ -367,7 +367,7 @@ def test_the_tuning_section_reads_val_acc_recal_where_recorded() -> None:
     it, the section says so, and runs.csv's search metric and range reach each point (none at the edge).
     """
     from sweep.report.document import Doc, Table
-    from sweep.report.reading_sections import tuning_section
+    from sweep.report.sections.readings import tuning_section
 
     folder = Path(__file__).resolve().parent.parent / "results" / "lr_search"
     found = tuning.tuning(analysis.load([folder]))
@@ -411,7 +411,7 @@ def test_a_best_lr_at_the_edge_of_the_searched_range_is_flagged(
     best: float, lrs: tuple[float, ...], flagged: bool
 ) -> None:
     from sweep.report.document import Doc, Paragraph
-    from sweep.report.reading_sections import tuning_section
+    from sweep.report.sections.readings import tuning_section
 
     point = _point(best, lrs, (1e-4, 0.1))
     words = "at the edge of the range [0.0001, 0.1]: widen search.lr or raise search.widen"

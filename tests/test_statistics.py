@@ -181,7 +181,7 @@ def test_c2_p_value_is_the_paired_t_test_on_the_raw_rows() -> None:
 @pytest.mark.unit
 def test_seeds_figure_has_a_row_per_undecided_check_and_is_not_redrawn(tmp_path: Path) -> None:
     from sweep import claims
-    from sweep.report import seeds_figure
+    from sweep.report.figures import seeds as seeds_figure
 
     summary = an.run_summary(an.load([FIXTURES / "fx_bs", FIXTURES / "fx_causes"]).epochs)
     findings = claims.evaluate(summary)

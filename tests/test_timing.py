@@ -18,7 +18,7 @@ from sweep.analysis import scaling
 from sweep.analysis import timing as timing_table
 from sweep.config import load_grid, timing_schema
 from sweep.config.plan import plan
-from sweep.report import steps as steps_report
+from sweep.report.sections import steps as steps_report
 from sweep.train import timing
 
 BATCH_SIZES = REPO / "results" / "batch_sizes"

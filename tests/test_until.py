@@ -31,9 +31,9 @@ from sweep.claims.verdict import Verdict
 from sweep.claims.verdict import sequential_verdict as sequential_of
 from sweep.config import load_grid
 from sweep.config.plan import plan
-from sweep.report import until_section
 from sweep.report.document import Doc
-from sweep.report.sections import verdict_where
+from sweep.report.sections import until as until_section
+from sweep.report.sections.assemble import verdict_where
 from sweep.run import orchestrate, until
 from sweep.store import Store
 from sweep.store.queue import spec_of

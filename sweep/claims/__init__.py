@@ -11,6 +11,7 @@ asks it what is decided (`run --until-decided`), `report` renders what it found.
 - `verdict`: a claim's verdict as a value (`Verdict`): fixed-n or sequential, in full and in short;
 - `maps`: a claim checked over every setting of a condition map;
 - `headline`: C1's map read setting by setting, raw and recalibrated;
+- `reproduction`: the settings with batch 8 and 64 ranked by their distance from the post's numbers;
 - `comparable`: the batch-size claims re-read at equal steps, fit and time;
 - `attribution`: the attribution arms -> C1's gap per mechanism.
 """

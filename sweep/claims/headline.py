@@ -3,7 +3,7 @@
 Each trained cell of the C1 map becomes a `Setting`: the large batch's steps by epoch 2, the weight
 BatchNorm's moving statistics still give their initial values (momentum^steps), and the gaps of both
 batch sizes, raw (the post's reading) and recalibrated (`*_recal`: the same weights without BatchNorm's
-lag). `sweep.report.headline` puts them into words.
+lag). `sweep.report.sections.headline` puts them into words.
 """
 
 from __future__ import annotations

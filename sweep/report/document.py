@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweep.analysis.outcome import CONTRADICTED, INCONCLUSIVE, NOT_TESTED, SUPPORTED
-from sweep.report.plots import FigureFile
+from sweep.report.figures.files import FigureFile
 
 TITLE = "Does the post's advice hold? Keep batch_size <= 32, and its other claims, checked"
 

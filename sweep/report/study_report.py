@@ -22,7 +22,7 @@ from sweep.analysis.study_advice import Advice, advise, seconds_kind, seconds_to
 from sweep.base import atomic
 from sweep.report import provenance
 from sweep.report.document import TITLE, Doc, to_html, to_markdown
-from sweep.report.plots import FigureFile
+from sweep.report.figures.files import FigureFile
 from sweep.report.study_words import advice_lines, lr_words, num, seeds_words
 
 STUDY_MD = "study.md"
@@ -128,9 +128,9 @@ def _steps(rung: Rung) -> str:
 def _figure(study: Study, folder: Path) -> FigureFile | None:
     if study.reading is None:
         return None
-    from sweep.report import scaling_plots
+    from sweep.report.figures import steps as steps_figures
 
-    fig = scaling_plots.steps_figure(study.reading)
+    fig = steps_figures.steps_figure(study.reading)
     png = folder / "figures" / f"{FIGURE}.png"
     with atomic.replacing(png, ".png") as tmp:
         fig.savefig(tmp, dpi=100, metadata={"Software": None})

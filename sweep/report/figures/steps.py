@@ -1,6 +1,6 @@
 """The steps-to-target figure: log-log steps against batch size, with the perfect-scaling line.
 
-A companion of `sweep.report.plots` (same conventions: `matplotlib.figure.Figure` directly, no
+A companion of `sweep.report.figures.curves` (same conventions: `matplotlib.figure.Figure` directly, no
 pyplot, PNG into <out>/figures/), kept apart so the readings of `sweep.analysis.scaling` draw
 without touching the per-folder figures. One figure per curve; its title names the results folder,
 the optimizer, the lr and the other settings the curve holds fixed (`fixed_settings`, which the
@@ -23,9 +23,8 @@ from sweep.analysis import BATCH_SIZE
 from sweep.analysis.scaling import TUNED, Curve, CurveReading, TargetRow, perfect_scaling
 from sweep.analysis.selection import OPTIMIZER, Selection
 from sweep.config import declared
-from sweep.report import figure_index, plots
-from sweep.report import plot_layout as layout
-from sweep.report.plots import FigureFile
+from sweep.report.figures import files, layout
+from sweep.report.figures.files import FigureFile
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -53,14 +52,14 @@ def draw(readings: list[CurveReading], out: Path, svg: bool = False) -> list[Fig
     """One figure per curve that has a target, into out/figures/; redrawn only when its numbers changed."""
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    index = figure_index.read_index(folder)  # the per-folder figures' index: one cache for every figure
+    index = files.read_index(folder)  # the per-folder figures' index: one cache for every figure
     shown = [r for r in readings if r.targets]
     drawn = []
     for reading, name in zip(shown, names([r.curve for r in shown]), strict=True):
         key = _drawing_key(reading)
         make = functools.partial(steps_figure, reading)
-        drawn.append(plots.cached_or_drawn(make, folder, name, CAPTION, key, index, svg))
-    figure_index.write_index(folder, index)
+        drawn.append(files.cached_or_drawn(make, folder, name, CAPTION, key, index, svg))
+    files.write_index(folder, index)
     return drawn
 
 

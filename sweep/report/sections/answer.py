@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from sweep.analysis.estimates import fmt_estimate
 from sweep.claims.findings import Claim, Finding
 from sweep.claims.maps import ConditionMap
-from sweep.report import headline
-from sweep.report.map_section import NEAR, Candidate
+from sweep.report.sections import headline
+from sweep.report.sections.maps import NEAR, Candidate
 from sweep.report.summary import Cause, Picture, summarise
 
 

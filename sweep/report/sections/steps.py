@@ -18,8 +18,8 @@ from sweep.analysis import critical, scaling, scaling_fit, timing
 from sweep.analysis.estimates import Estimate
 from sweep.base import atomic
 from sweep.report.document import Doc
-from sweep.report.plots import FigureFile
-from sweep.report.scaling_plots import fixed_settings
+from sweep.report.figures.files import FigureFile
+from sweep.report.figures.steps import fixed_settings
 
 STEPS_CSV, FIT_CSV = "steps_to_target.csv", "scaling_fit.csv"
 

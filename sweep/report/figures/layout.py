@@ -1,7 +1,7 @@
 """How the figures are laid out: titles that say what a figure shows, margins, legends, panels and line encodings.
 
-Shared by every figure module (`sweep.report.plots`, `sweep.report.scaling_plots`, `sweep.report.map_figure`,
-`sweep.report.seeds_figure`) so that all of them follow the same rules:
+Shared by every figure module (`sweep.report.figures.curves`, `sweep.report.figures.steps`, `sweep.report.figures.maps`,
+`sweep.report.figures.seeds`) so that all of them follow the same rules:
 
 - a title names the figure's question, its results folder and the settings it holds fixed
   (`title`), wrapped to the figure's width;

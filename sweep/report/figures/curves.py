@@ -39,8 +39,8 @@ from sweep.analysis.selection import (
     toggle_values,
     where,
 )
-from sweep.report import plot_layout as layout
-from sweep.report.figure_index import read_index, write_index
+from sweep.report.figures import layout
+from sweep.report.figures.files import FigureFile, cached_or_drawn, read_index, write_index
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -48,15 +48,6 @@ if TYPE_CHECKING:
 
 
 LABELS = vocab.PLOT_LABELS  # a metric's name in a legend, declared with the metric (sweep/vocab.py)
-
-
-@dataclass(frozen=True)
-class FigureFile:
-    name: str
-    png: Path
-    svg: Path | None
-    title: str
-    caption: str
 
 
 def draw_all(results: an.Results, out: Path, svg: bool = False) -> list[FigureFile]:
@@ -171,29 +162,6 @@ def _fixed(summary: pd.DataFrame, axis: str) -> str:
     """
     varying = [c for c in an.varying(summary) if c != OPTIMIZER]
     return Selection(axis, summary.drop(columns=varying), {}, 1).tested_at()
-
-
-def cached_or_drawn(
-    make: Callable[[], Figure], folder: Path, name: str, caption: str, key: str, index: dict[str, Any], svg: bool
-) -> FigureFile:
-    png, svg_path = folder / f"{name}.png", (folder / f"{name}.svg" if svg else None)
-    known = index.get(name, {})
-    if known.get("key") == key and png.exists() and (svg_path is None or svg_path.exists()):
-        known["caption"] = caption  # the index says what the report shows: its title and caption
-        return FigureFile(name, png, svg_path, known["title"], caption)
-    fig = make()
-    fig.savefig(png, dpi=100, metadata={"Software": None})
-    if svg_path is not None:
-        # no timestamp and ids salted by name, not random: same data, same file (no churn in committed SVGs)
-        import matplotlib  # already loaded by make(); imported here to keep `sweep report --help` light
-
-        with matplotlib.rc_context({"svg.hashsalt": name}):
-            fig.savefig(svg_path, metadata={"Date": None})
-    else:
-        (folder / f"{name}.svg").unlink(missing_ok=True)  # an SVG of older data would mislead
-    title = " ".join(fig.get_suptitle().split()) or name  # one line: the suptitle is wrapped to the figure
-    index[name] = {"key": key, "title": title, "caption": caption}
-    return FigureFile(name, png, svg_path, title, caption)
 
 
 def _drawing_key(epochs: pd.DataFrame) -> str:

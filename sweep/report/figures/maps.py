@@ -3,7 +3,7 @@
 Each row is the check's mean with its 95% interval over seeds, coloured by where that
 interval lies against the claim's threshold (a description, not a test); the shaded band
 is the claim's side of the threshold. Drawn
-like the per-folder figures (`sweep.report.plots`), again only when what it shows changed.
+like the per-folder figures (`sweep.report.figures.curves`), again only when what it shows changed.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from sweep.analysis import BATCH_SIZE
 from sweep.analysis.outcome import Outcome
 from sweep.analysis.selection import Selection
 from sweep.claims.maps import ConditionMap
-from sweep.report import figure_index, plots
-from sweep.report import plot_layout as layout
+from sweep.report.figures import files, layout
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -32,11 +31,11 @@ if TYPE_CHECKING:
 COLOURS = {Outcome.HOLDS: "tab:green", Outcome.FAILS: "tab:red", Outcome.UNDECIDED: "tab:gray"}
 
 
-def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, plots.FigureFile]:
+def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, files.FigureFile]:
     """One figure per map into out/figures/, by claim id."""
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    index = figure_index.read_index(folder)  # the per-folder figures' index: one cache for every figure
+    index = files.read_index(folder)  # the per-folder figures' index: one cache for every figure
     drawn = {}
     for m in (dataclasses.replace(m, cells=m.trained()) for m in found):  # a cell that did not train has no numbers
         if not m.cells:
@@ -53,8 +52,8 @@ def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, p
         )
         name = f"map-{m.claim.id}"
         make = functools.partial(figure, m)
-        drawn[m.claim.id] = plots.cached_or_drawn(make, folder, name, caption, key.hexdigest(), index, svg)
-    figure_index.write_index(folder, index)
+        drawn[m.claim.id] = files.cached_or_drawn(make, folder, name, caption, key.hexdigest(), index, svg)
+    files.write_index(folder, index)
     return drawn
 
 

@@ -7,7 +7,7 @@ val_acc_recal). A gap that shows on top and closes below is BatchNorm's lag, not
 
 The runs are C1's (batch 8 and 64 at the settings its check chose); without them, C7's (the smallest
 and largest batch). Steps, not epochs, on the x axis: at one epoch a large batch has taken far fewer
-steps, which is the post's comparison. No TensorFlow; matplotlib's `Figure` directly, as `sweep.report.plots`.
+steps, which is the post's comparison. No TensorFlow; matplotlib's `Figure` directly, as `sweep.report.figures.curves`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from sweep import analysis as an
 from sweep import vocab
 from sweep.claims.findings import PICTURE, SCALING, Claim, Finding
 from sweep.claims.registry import the
-from sweep.report import figure_index, plots
-from sweep.report.plots import FigureFile
+from sweep.report.figures import files
+from sweep.report.figures.files import FigureFile
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -64,11 +64,11 @@ def draw(
     title = f"The post's picture ({claim_id}'s runs): {folders}, {finding.tested_at}"
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    index = figure_index.read_index(folder)  # drawn again only when its runs, its sizes or this code changed
-    drawn = plots.cached_or_drawn(
+    index = files.read_index(folder)  # drawn again only when its runs, its sizes or this code changed
+    drawn = files.cached_or_drawn(
         lambda: _figure(rows, sizes, recal, title), folder, NAME, _caption(recal, rows), _key(rows, sizes), index, svg
     )
-    figure_index.write_index(folder, index)
+    files.write_index(folder, index)
     return dataclasses.replace(drawn, title=title)  # one line; the drawn title is wrapped
 
 

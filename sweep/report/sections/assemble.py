@@ -24,12 +24,13 @@ from sweep.claims.findings import Claim, Finding, fmt_p, outcome_text
 from sweep.claims.maps import MAPPED, ConditionMap
 from sweep.claims.registry import CLAIMS, thresholds
 from sweep.claims.verdict import Verdict, verdict_text
-from sweep.report import answer, map_section, provenance, until_section
-from sweep.report import first_screen as first
-from sweep.report import steps as scaling_report
+from sweep.report import provenance
 from sweep.report.document import TITLE, Doc, Figure, Marked, Paragraph, Table
-from sweep.report.plots import FigureFile
-from sweep.report.reading_sections import TUNING_EXPERIMENTS, attribution_section, comparable_section, tuning_section
+from sweep.report.figures.files import FigureFile
+from sweep.report.sections import answer, first_screen, until
+from sweep.report.sections import maps as map_sections
+from sweep.report.sections import steps as steps_sections
+from sweep.report.sections.readings import TUNING_EXPERIMENTS, attribution_section, comparable_section, tuning_section
 
 TUNING_OTHERS = ("experiments/lr_search_momentum.yaml", "experiments/lr_search_sgd.yaml")  # other optimizers
 SMOKE_EXPERIMENTS = "experiments/smoke.yaml"  # the quick check; no claim reads it
@@ -47,7 +48,7 @@ class Where:
 
     maps: Sequence[ConditionMap] = ()
     figures: dict[str, FigureFile] = field(default_factory=dict)
-    candidates: Sequence[map_section.Candidate] = ()
+    candidates: Sequence[map_sections.Candidate] = ()
 
 
 def document(
@@ -60,7 +61,7 @@ def document(
     reads: list[comparable.Read] | None = None,
     curves: list[scaling.CurveReading] | None = None,
     scaling_figures: list[FigureFile] | None = None,
-    until: Sequence[until_section.Found] = (),
+    continued: Sequence[until.Found] = (),
     where: Where | None = None,
     main_figure: FigureFile | None = None,
 ) -> Doc:
@@ -69,8 +70,8 @@ def document(
     """
     doc = Doc()
     where = where or Where()
-    sequential = until_section.by_claim(until)
-    first_screen(doc, findings, sequential, where, main_figure)
+    sequential = until.by_claim(continued)
+    opening(doc, findings, sequential, where, main_figure)
     doc.contents()
     doc.h(2, "Where these numbers come from")
     doc.p(
@@ -89,16 +90,16 @@ def document(
     for claim, finding in findings:
         if finding is not None:
             claim_section(doc, claim, finding)
-    until_section.section(doc, until)
-    map_section.maps_section(doc, where.maps, where.figures)
-    map_section.reproduction_section(doc, where.candidates)
+    until.section(doc, continued)
+    map_sections.maps_section(doc, where.maps, where.figures)
+    map_sections.reproduction_section(doc, where.candidates)
     fixed = [r for r in reads or [] if r.lr == comparable.FIXED]
     comparable_section(doc, fixed, [r for r in reads or [] if r.lr == comparable.TUNED])
     attribution_section(doc, att)
     tuning_section(doc, tuning.tuning(results))
     curves = scaling.read(results) if curves is None else curves
-    scaling_report.steps_section(doc, curves, scaling_figures or [])
-    scaling_report.noise_section(doc, curves)
+    steps_sections.steps_section(doc, curves, scaling_figures or [])
+    steps_sections.noise_section(doc, curves)
     if figures:
         doc.h(2, "Figures")
         for fig in figures:
@@ -114,7 +115,7 @@ def document(
     return doc
 
 
-def first_screen(
+def opening(
     doc: Doc,
     findings: list[tuple[Claim, Finding | None]],
     sequential: dict[str, pd.DataFrame],
@@ -123,16 +124,18 @@ def first_screen(
 ) -> None:
     """The title, each tested claim's verdict in short beside the post's picture, and what it means."""
     doc.h(1, TITLE)
-    rows = first.rows(findings, {c.id: verdict(c, f, sequential.get(c.id)) for c, f in findings})
-    table = Table(first.HEAD, tuple(rows)) if rows else Paragraph("These results test none of the post's claims.")
+    rows = first_screen.rows(findings, {c.id: verdict(c, f, sequential.get(c.id)) for c, f in findings})
+    table = (
+        Table(first_screen.HEAD, tuple(rows)) if rows else Paragraph("These results test none of the post's claims.")
+    )
     if main_figure is not None:
         doc.row(table, Figure(main_figure))
     else:
         doc.blocks.append(table)
-    untested = first.untested(findings)
+    untested = first_screen.untested(findings)
     if untested:
         doc.p(untested)
-    doc.bullets(first.bullets(findings, where.maps))
+    doc.bullets(first_screen.bullets(findings, where.maps))
 
 
 def verdicts_section(
@@ -160,7 +163,7 @@ def verdicts_section(
             if f is not None
         ],
     )
-    untested = first.untested(findings)
+    untested = first_screen.untested(findings)
     if untested:
         doc.p(untested)
 
@@ -319,7 +322,7 @@ def statistics_section(doc: Doc) -> None:
 
 
 def claim_section(doc: Doc, claim: Claim, finding: Finding | None) -> None:
-    doc.h(2, first.section_heading(claim))
+    doc.h(2, first_screen.section_heading(claim))
     doc.p(f"Verdict: {verdict_text(claim, finding)}.")
     doc.p(f'The post: "{claim.quote}".')
     doc.p(f"Checked: {claim.test}.")

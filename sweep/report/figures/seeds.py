@@ -2,7 +2,7 @@
 
 A point at the seeds per setting that give 80% power (`sweep.analysis.power`), a line over the
 range the sd's 95% chi-square interval allows, and a mark at the seeds the check has now.
-Drawn like the per-folder figures (`sweep.report.plots`), again only when what it shows changed.
+Drawn like the per-folder figures (`sweep.report.figures.curves`), again only when what it shows changed.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 
 from sweep.analysis.power import MAX_SEEDS, SeedsNeeded, seeds_needed
 from sweep.claims.findings import Claim, Finding
-from sweep.report import figure_index, plots
-from sweep.report import plot_layout as layout
+from sweep.report.figures import files, layout
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -41,14 +40,14 @@ def _short(label: str) -> str:
     return label if len(label) <= LABEL_WIDTH else label[: LABEL_WIDTH - 3] + "..."
 
 
-def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = False) -> plots.FigureFile | None:
+def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = False) -> files.FigureFile | None:
     """The figure into out/figures/, or None when every check is decided."""
     shown = rows(findings)
     if not shown:
         return None
     folder = out / "figures"
     folder.mkdir(parents=True, exist_ok=True)
-    index = figure_index.read_index(folder)  # the per-folder figures' index: one cache for every figure
+    index = files.read_index(folder)  # the per-folder figures' index: one cache for every figure
     key = hashlib.sha256(json.dumps([(r[0], r[1], r[2].n, r[2].low, r[2].high) for r in shown]).encode())
     key.update(Path(__file__).read_bytes())
     key.update(Path(layout.__file__).read_bytes())
@@ -60,8 +59,8 @@ def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = Fa
         "(0.05 over the Holm family), taking the observed mean and sd as true (dot); the line spans the sd's "
         f"95% chi-square interval; an arrow: more than {MAX_SEEDS}; x: the seeds the check has now."
     )
-    drawn = plots.cached_or_drawn(lambda: figure(shown), folder, NAME, caption, key.hexdigest(), index, svg)
-    figure_index.write_index(folder, index)
+    drawn = files.cached_or_drawn(lambda: figure(shown), folder, NAME, caption, key.hexdigest(), index, svg)
+    files.write_index(folder, index)
     return drawn
 
 

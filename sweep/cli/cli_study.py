@@ -13,9 +13,9 @@ from pathlib import Path
 from sweep import vocab
 from sweep.cli import arguments
 from sweep.config import GridFile, load_grid, resolved, study_plan
+from sweep.config import timing_schema as schema
 from sweep.config.plan import RunSpec, plan
 from sweep.config.study_plan import StudySettings
-from sweep.config.timing_schema import CONFIG, configurations
 from sweep.exits import EXIT_OK, UsageError
 
 DEFAULTS = StudySettings()
@@ -231,8 +231,9 @@ def _study_grid(args: argparse.Namespace, settings: StudySettings) -> tuple[Grid
     name = f"{own.name}_study"
     first = load_grid(args.target, study_plan.study_overrides(settings, name, None) + user)
     timing = _quiet_timing(first, plan(first), args)
-    steps = {int(b): int(s) for b, s in zip(timing["train.batch_size"], timing["steps_per_epoch"], strict=True)}
-    seconds = {int(b): float(s) for b, s in zip(timing["train.batch_size"], timing["epoch_seconds_best"], strict=True)}
+    batches = timing[study_plan.BATCH_KEY]
+    steps = {int(b): int(s) for b, s in zip(batches, timing[schema.STEPS_PER_EPOCH], strict=True)}
+    seconds = {int(b): float(s) for b, s in zip(batches, timing[schema.EPOCH_SECONDS_BEST], strict=True)}
     kept = first.base.train.eval_every_steps is not None  # the grid file sets its own records
     every = None if kept else study_plan.records_every(steps[settings.smallest], settings.records_per_epoch)
     overrides = study_plan.study_overrides(settings, name, every) + user
@@ -271,16 +272,16 @@ def _quiet_timing(grid: GridFile, specs: list[RunSpec], args: argparse.Namespace
 
     results = _results(grid, args)
     path = results / vocab.TIMING_CSV
-    wanted = configurations(specs)
-    known = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=[CONFIG])
-    missing = [spec for key, spec in wanted.items() if key not in set(known[CONFIG])]
+    wanted = schema.configurations(specs)
+    known = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=[schema.CONFIG])
+    missing = [spec for key, spec in wanted.items() if key not in set(known[schema.CONFIG])]
     if missing:
         backends.check(grid.source, [s.point for s in missing])
         print(f"{grid.name}: timing one epoch of each of {len(missing)} batch size(s), quietly, before training")
         rows = timing.measure(missing, args.repeats, lambda line: print(line, flush=True))
         results.mkdir(parents=True, exist_ok=True)
         known = timing.merge(path, rows)
-    return known[known[CONFIG].isin(wanted)]
+    return known[known[schema.CONFIG].isin(wanted)]
 
 
 def _report(folder: Path, args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@ the dataset and input shape, the model, the optimizer, the batch size and the re
 the file's columns. Seed, learning rate, data order, imbalance, budgets and measuring settings leave
 that cost alone, so every run that differs only in those shares one row, and runs are matched to rows
 by these keys. Which keys set the cost is declared on each key (`cost=`, sweep/config/keys.py). Written
-by sweep/train/timing.py, read by sweep/analysis/timing.py and `sweep study` (sweep/cli/cli_study.py), each
+by sweep/train/timing.py, read by sweep/analysis/timing.py and `sweep study` (sweep/run/study.py), each
 column by its name here. No TensorFlow.
 """
 

@@ -87,7 +87,7 @@ def test_help_lists_every_key_with_its_doc(capsys: pytest.CaptureFixture[str]) -
 
 @pytest.mark.unit
 def test_the_analysis_tables_are_the_declared_roles() -> None:
-    # sweep/analysis/__init__.py and sweep/report.py read these tables; they must say what the declarations say
+    # sweep/analysis/settings.py and sweep/report read these tables; they must say what the declarations say
     assert declared.control_defaults() == analysis.CONTROL_DEFAULTS
     assert set(declared.control_companions()) == set(analysis.CONTROL_COMPANIONS)
     assert declared.post_defaults() == analysis.POST_DEFAULTS

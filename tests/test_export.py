@@ -4,6 +4,7 @@ read back with TensorBoard's and MLflow's own readers.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pandas as pd
 import pytest
 
 from sweep import cli, vocab
+from sweep.export import targets
 from tests.conftest import REPO
 
 ARTICLE = REPO / "results" / "article"
@@ -146,6 +148,63 @@ def test_a_missing_extra_names_its_install_command(
     assert err == f"error: --{extra} needs the {extra} extra: pip install 'batchsweep[{extra}]' " + (
         f"(in a checkout: pip install -e '.[{extra}]')\n"
     )
+
+
+LINES_TARGET = targets.Target(
+    name="lines",
+    module="to_lines",
+    metavar="FILE",
+    help="a text file holding the number of runs",
+    tool="a text file",
+    writes="a text file: the number of runs",
+    needs=("json",),
+    examples=("sweep export results/article --lines runs.txt",),
+)
+TO_LINES = """\
+def write(results, where):
+    with open(where, "w") as out:
+        out.write(str(len(results.runs)))
+    return f"lines: {len(results.runs)} runs in {where}"
+"""
+
+
+@pytest.mark.unit
+def test_a_new_target_is_one_registry_entry_and_the_command_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The flag, its help, the command's description and examples, the extra's message and the checks of
+    what a results folder's export may be given all come from the registry (sweep/export/targets.py).
+    """
+    (tmp_path / "to_lines.py").write_text(TO_LINES, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(targets.TARGETS, "lines", LINES_TARGET)
+    with pytest.raises(SystemExit):
+        cli.main(["export", "--help"])
+    shown = capsys.readouterr().out
+    options = shown.split("\noptions:\n")[1].split("\n\n")[0]
+    flags = [line.split()[0] for line in options.splitlines() if line.startswith("  --")]
+    assert flags == ["--results", "--storage", "--study", *(f"--{name}" for name in targets.TARGETS)]
+    assert flags[-3:] == ["--tensorboard", "--mlflow", "--lines"]
+    assert "--lines FILE" in shown and "a text file holding the number of runs" in shown
+    assert "With --tensorboard, --mlflow or --lines: " in shown and "\n  a text file: the number of runs.\n" in shown
+    assert "'batchsweep[mlflow]' or 'batchsweep[lines]'." in shown
+    assert shown.endswith("\n  sweep export results/article --lines runs.txt\n")
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "TensorBoard, MLflow or a text file (no TensorFlow)" in " ".join(capsys.readouterr().out.split())
+
+    out = tmp_path / "runs.txt"
+    assert cli.main(["export", str(ARTICLE), "--lines", str(out)]) == 0
+    assert capsys.readouterr().out == f"lines: {len(RUNS)} runs in {out}\n"
+    assert out.read_text(encoding="utf-8") == str(len(RUNS))
+    assert cli.main(["export", str(ARTICLE), "--lines", str(out), "--study", "x"]) == 2
+    assert "--tensorboard, --mlflow and --lines of a results folder read its CSVs" in capsys.readouterr().err
+
+    missing = dataclasses.replace(LINES_TARGET, needs=("no_such_package_of_lines",))
+    monkeypatch.setitem(targets.TARGETS, "lines", missing)
+    assert cli.main(["export", str(ARTICLE), "--lines", str(tmp_path / "again.txt")]) == 2
+    assert capsys.readouterr().err.startswith("error: --lines needs the lines extra: pip install 'batchsweep[lines]' ")
+    assert not (tmp_path / "again.txt").exists()
 
 
 @pytest.mark.system  # a fresh interpreter: this process has TensorFlow loaded already

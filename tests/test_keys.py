@@ -8,7 +8,7 @@ import pytest
 
 from sweep import analysis
 from sweep.config import declared, keys
-from sweep.config.declare import GRAPH, PACK, REACHES
+from sweep.config.declare import COSTS, GRAPH, PACK, REACHES
 from sweep.config.keys import SECTIONS, PointConfig
 from sweep.config.plan import RunSpec
 
@@ -87,7 +87,7 @@ def test_help_lists_every_key_with_its_doc(capsys: pytest.CaptureFixture[str]) -
 
 @pytest.mark.unit
 def test_the_analysis_tables_are_the_declared_roles() -> None:
-    # sweep/analysis/__init__.py and sweep/report.py read these tables; they must say what the declarations say
+    # sweep/analysis/settings.py and sweep/report read these tables; they must say what the declarations say
     assert declared.control_defaults() == analysis.CONTROL_DEFAULTS
     assert set(declared.control_companions()) == set(analysis.CONTROL_COMPANIONS)
     assert declared.post_defaults() == analysis.POST_DEFAULTS
@@ -139,3 +139,10 @@ def test_every_key_declares_what_it_reaches() -> None:
     assert {k.reach for k in DECLARED.values()} <= set(REACHES)
     with pytest.raises(ValueError, match="reach must be one of graph, pack, data, run"):
         keys.key(1, keys.positive_int, "doc", slug="x", reach="nothing")
+
+
+@pytest.mark.unit
+def test_what_of_a_steps_cost_a_key_sets_is_one_of_the_declared_kinds() -> None:
+    assert {k.cost for k in DECLARED.values()} <= {None, *COSTS}
+    with pytest.raises(ValueError, match="cost must be one of model, input, update, batch or None"):
+        keys.key(1, keys.positive_int, "doc", slug="x", reach=PACK, cost="nothing")

@@ -39,9 +39,16 @@ def run(
     )
 
 
+def reach(records: pd.DataFrame, target: float, chance: float = 0.0) -> tuple:
+    """One run's reading at one target, as `reaches` reads it for a curve of that run alone."""
+    curve = scaling.Curve("r", "fixed 0.001", "", (0,), records, {str(records[vocab.RUN_ID].iloc[0]): chance})
+    (row,) = scaling.reaches(curve, (target,)).itertuples(index=False)
+    return row
+
+
 def test_the_step_is_interpolated_between_per_epoch_records() -> None:
     records = run([100, 200, 300], [0.05, 0.25, 0.45])
-    r = scaling.first_reach(records, 0.2)
+    r = reach(records, 0.2)
     # 0.2 is three quarters of the way from 0.05 to 0.25: step 100 + 75
     assert (r.step, r.epoch, r.reached, r.at_first_record, r.budget_step) == (175.0, 1.75, True, False, 300)
     assert r.seconds == pytest.approx(10.0 + 0.75 * 10.0)  # epoch 1 took 10 s, epoch 2 another 10
@@ -55,7 +62,7 @@ def test_records_inside_epochs_and_extra_columns_are_read_by_step() -> None:
         seconds=[4.0, 9.0, 5.0, 10.0],
         val_acc_recal=[0.9, 0.9, 0.9, 0.9],
     )
-    r = scaling.first_reach(records.sample(frac=1.0, random_state=1), 0.2)  # row order must not matter
+    r = reach(records.sample(frac=1.0, random_state=1), 0.2)  # row order must not matter
     assert (r.step, r.epoch) == (125.0, 1.25)
     # at step 100 the run had trained 9 s; at step 150, 9 + 5 = 14 s; halfway: 11.5 s
     assert scaling.elapsed_seconds(records).tolist() == [4.0, 9.0, 14.0, 19.0]
@@ -63,7 +70,7 @@ def test_records_inside_epochs_and_extra_columns_are_read_by_step() -> None:
 
 
 def test_a_target_reached_by_the_first_record_is_read_from_step_0_at_chance() -> None:
-    r = scaling.first_reach(run([100, 200], [0.6, 0.7]), 0.3, chance=0.1)
+    r = reach(run([100, 200], [0.6, 0.7]), 0.3, chance=0.1)
     assert r.at_first_record and r.step == pytest.approx(100 * (0.3 - 0.1) / (0.6 - 0.1))
 
 

@@ -4,9 +4,13 @@ report's quiet seconds to target = steps x the configuration's best seconds per 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -16,8 +20,10 @@ from sweep import analysis as an
 from sweep import vocab
 from sweep.analysis import scaling
 from sweep.analysis import timing as timing_table
-from sweep.config import load_grid, timing_schema
-from sweep.config.plan import plan
+from sweep.config import declared, load_grid, timing_schema
+from sweep.config.declare import INPUT, Key
+from sweep.config.keys import PointConfig
+from sweep.config.plan import RunSpec, plan
 from sweep.report.sections import steps as steps_report
 from sweep.train import timing
 
@@ -62,6 +68,78 @@ def test_every_record_gets_its_configurations_seconds_through_the_csvs(timed_res
     expected = epochs[an.BATCH_SIZE].map(per_step)
     # to the last bit where pandas parses floats exactly (3.1); within one rounding step before
     assert epochs[timing_schema.QUIET_STEP_SECONDS].to_numpy() == pytest.approx(expected.to_numpy(), rel=1e-15, abs=0)
+
+
+# What every timing.csv written so far holds: its columns in this order (and its configuration strings in
+# this order of keys), which `merge` and `sweep study` match as written.
+COMMITTED_TIMING = sorted((REPO / "results").rglob(vocab.TIMING_CSV))
+COST_KEYS = [
+    *("model.builder", "model.options", "model.width", "model.batchnorm", "model.bn_momentum"),
+    *("model.ghost_batch_size", "data.dataset", "data.classes", "data.image_size"),
+    *("train.optimizer", "train.batch_size", "train.gpus"),
+]
+AFTER_KEYS = [
+    *(timing_schema.SWEEP, timing_schema.TIMED_RUN_ID, timing_schema.TRAIN_SAMPLES, timing_schema.STEPS_PER_EPOCH),
+    *(timing_schema.REPEATS, timing_schema.EPOCH_SECONDS_BEST, timing_schema.EPOCH_SECONDS_MEDIAN),
+    *(timing_schema.REPEATS_SECONDS, timing_schema.STEP_SECONDS, timing_schema.THREADS, timing_schema.CPU),
+    *(timing_schema.LOAD_BEFORE, timing_schema.LOAD_AFTER, timing_schema.MEASURED),
+]
+
+
+@pytest.fixture()
+def redeclare(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """Change some keys' declarations for one test; the tables derived from them are made again."""
+
+    def change(**costs: str | None) -> None:
+        real = declared.declarations()
+        changed: dict[str, Key] = {
+            name: dataclasses.replace(k, cost=costs[name.replace(".", "__")]) if name.replace(".", "__") in costs else k
+            for name, k in real.items()
+        }
+        monkeypatch.setattr(declared, "declarations", lambda: changed)
+        declared.cost_keys.cache_clear()
+
+    yield change
+    declared.cost_keys.cache_clear()  # before monkeypatch puts the real declarations back: computed again from them
+
+
+@pytest.mark.unit
+def test_a_configuration_is_every_key_declared_to_set_a_steps_cost(redeclare: Callable[..., None]) -> None:
+    """timing_keys follows the declarations (`cost=` in sweep/config/keys.py), not a list of its own: a key that
+    starts to set the cost joins the configuration, one that stops leaves it.
+    """
+    flat = RunSpec(sweep="t", seed=0, point=PointConfig(), varying=()).flat()
+    assert timing_schema.timing_keys(flat) == COST_KEYS == list(declared.cost_keys())
+    redeclare(data__channels=INPUT, train__optimizer=None, train__lr="update")
+    keys = timing_schema.timing_keys(flat)
+    assert "data.channels" in keys and "train.optimizer" not in keys and "train.lr" in keys
+    assert keys == [k for k in declared.cost_keys() if k in flat]
+    # grouped by what of the cost a key sets (the model, the input, the update, the batch), then in file order
+    assert keys[keys.index("data.dataset") + 1] == "data.channels"
+    assert keys[keys.index("data.image_size") + 1 :] == ["train.lr", "train.batch_size", "train.gpus"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("path", COMMITTED_TIMING, ids=lambda p: str(p.relative_to(REPO)))
+def test_committed_timing_files_keep_their_columns_and_configuration_strings(path: Path) -> None:
+    table = pd.read_csv(path)
+    keys = timing_schema.timing_keys(table.columns)
+    assert list(table.columns) == [timing_schema.CONFIG, *keys, *AFTER_KEYS]
+    assert keys == [k for k in COST_KEYS if k in table]
+    for _, row in table.iterrows():
+        assert row[timing_schema.CONFIG] == timing_schema.config_key(row, keys)
+
+
+@pytest.mark.unit
+def test_every_column_timing_writes_is_a_schema_name() -> None:
+    spec = RunSpec(sweep="t", seed=0, point=PointConfig(), varying=())
+    info = SimpleNamespace(steps_per_epoch=10, train_samples=100, threads=2, cpu="cpu")
+    key = timing_schema.config_key(spec.flat(), COST_KEYS)
+    row: dict[str, Any] = timing._row(key, spec, SimpleNamespace(info=info), [2.0, 1.0], (0.5, 0.7))
+    assert list(row) == [timing_schema.CONFIG, *COST_KEYS, *AFTER_KEYS]
+    newest = pd.read_csv(REPO / "results" / "study" / vocab.TIMING_CSV, nrows=0)
+    assert list(row) == list(newest.columns)
+    assert (row[timing_schema.STEP_SECONDS], row[timing_schema.REPEATS_SECONDS]) == (0.1, "2.0000 1.0000")
 
 
 @pytest.mark.unit

@@ -188,11 +188,6 @@ class _Records:
     quiet_per_step: float  # NaN without a timing.csv
 
 
-def first_reach(run: pd.DataFrame, target: float, chance: float = 0.0, metric: str = vocab.VAL_ACC) -> Reach:
-    """The step, epoch and seconds at which one run's `metric` first reaches `target`, interpolated."""
-    return _reach(_records(run, metric), target, chance)
-
-
 def _records(run: pd.DataFrame, metric: str) -> _Records:
     run = run.sort_values(vocab.STEP)
     head = run.iloc[0]

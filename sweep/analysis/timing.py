@@ -11,10 +11,16 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.config.timing_schema import (
+    CPU,
+    LOAD_AFTER,
+    LOAD_BEFORE,
+    MEASURED,
     QUIET_REPEATS,
     QUIET_STEP_SECONDS,
+    REPEATS,
     REPEATS_SECONDS,
     STEP_SECONDS,
+    THREADS,
     config_key,
     timing_keys,
 )
@@ -49,11 +55,11 @@ def describe(folder: Path) -> str:
     timing = read(folder / vocab.TIMING_CSV)
     if timing is None or timing.empty:
         return ""
-    load = pd.concat([timing["load_average_before"], timing["load_average_after"]])
+    load = pd.concat([timing[LOAD_BEFORE], timing[LOAD_AFTER]])
     return (
-        f"Quiet seconds for {folder} are optimizer steps x the best of {int(timing['repeats'].min())} "
+        f"Quiet seconds for {folder} are optimizer steps x the best of {int(timing[REPEATS].min())} "
         f"alternating one-epoch timings per configuration (`sweep time`, {folder / vocab.TIMING_CSV}; "
-        f"{int(timing['threads'].iloc[0])} thread(s), {timing['cpu'].iloc[0]}, measured "
-        f"{str(timing['measured'].min())[:10]}, 1-minute load average {load.min():.1f}-{load.max():.1f}); "
+        f"{int(timing[THREADS].iloc[0])} thread(s), {timing[CPU].iloc[0]}, measured "
+        f"{str(timing[MEASURED].min())[:10]}, 1-minute load average {load.min():.1f}-{load.max():.1f}); "
         "training only, without the evaluations at records."
     )

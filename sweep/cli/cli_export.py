@@ -1,45 +1,62 @@
 """Command line of `sweep export`: a sweep's CSVs and report from its store (`sweep.run.snapshot`), or a
-results folder's runs for TensorBoard or MLflow (`sweep.export`).
+results folder's runs for each export target (`sweep.export`): TensorBoard, MLflow. The targets' flags, their
+help and the command's words about them are derived from the registry, `sweep.export.targets.TARGETS`.
 """
 
 from __future__ import annotations
 
 import argparse
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep.cli import arguments
 from sweep.config import load_grid
 from sweep.exits import EXIT_OK, UsageError
+from sweep.export.targets import TARGETS
 
 if TYPE_CHECKING:
     from sweep.run.orchestrate import Options
 
 GRID_SUFFIXES = (".yaml", ".yml")
+WRITES_WIDTH = 102  # the description's lines of what each target writes, wrapped at this width
+
+
+def _listed(words: list[str], last: str) -> str:
+    """["a", "b", "c"], "or" -> "a, b or c"."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {last} {words[-1]}"
+
+
+def _flags() -> list[str]:
+    return [f"--{name}" for name in TARGETS]
+
+
+def _description() -> str:
+    writes = ";\n".join(
+        textwrap.fill(t.writes, WRITES_WIDTH, initial_indent="  ", subsequent_indent="  ") for t in TARGETS.values()
+    )
+    extras = _listed([f"'batchsweep[{name}]'" for name in TARGETS], "or")
+    return (
+        "Without a target: read the sweep's store (GRID's, or DIR's journal.log; --storage for a "
+        "database) and write runs.csv, epochs.csv and the report into the results folder, whatever is still "
+        "pending or running, and say how many runs are missing. The store is only read: nothing is queued or "
+        "trained. The report reads the finished runs.\n\n"
+        f"With {_listed(_flags(), 'or')}: write every run of the results folder's CSVs to each target given\n"
+        "(a GRID's CSVs are written from the store first):\n"
+        f"{writes}.\n"
+        f"Each target needs its extra: pip install {extras}."
+    )
 
 
 def add_export_parser(commands: argparse._SubParsersAction) -> None:
     """The `export` command; --results and --storage (@FILE, $BATCHSWEEP_STORAGE) read as `run` reads them."""
     p = commands.add_parser(
         "export",
-        help="write a sweep's CSVs and report from its store, however far it got; or its runs for TensorBoard "
-        "or MLflow (no TensorFlow)",
-        description="Without a target: read the sweep's store (GRID's, or DIR's journal.log; --storage for a "
-        "database) and write runs.csv, epochs.csv and the report into the results folder, whatever is still "
-        "pending or running, and say how many runs are missing. The store is only read: nothing is queued or "
-        "trained. The report reads the finished runs.\n\n"
-        "With --tensorboard or --mlflow: write every run of the results folder's CSVs to each target given\n"
-        "(a GRID's CSVs are written from the store first):\n"
-        "  TensorBoard event files: one run per run id, a scalar per metric per epoch, the HParams view's data;\n"
-        "  MLflow runs: params, per-epoch metrics, report.md and report.html as artifacts, in an experiment\n"
-        "  named after the sweep.\n"
-        "Each target needs its extra: pip install 'batchsweep[tensorboard]' or 'batchsweep[mlflow]'.",
+        help="write a sweep's CSVs and report from its store, however far it got; or its runs for "
+        f"{_listed([t.tool for t in TARGETS.values()], 'or')} (no TensorFlow)",
+        description=_description(),
         epilog="examples:\n  sweep export grid.yaml --storage postgresql://user@db/sweeps\n"
-        "  sweep export results/article\n"
-        "  sweep export results/article --tensorboard runs/article\n"
-        "  tensorboard --logdir runs/article\n"
-        "  sweep export results/article --mlflow sqlite:///mlflow.db\n"
-        "  mlflow ui --backend-store-uri sqlite:///mlflow.db",
+        "  sweep export results/article" + "".join(f"\n  {line}" for t in TARGETS.values() for line in t.examples),
         formatter_class=arguments.Help,
     )
     p.add_argument(
@@ -52,10 +69,8 @@ def add_export_parser(commands: argparse._SubParsersAction) -> None:
         help="with a results folder: the sweep's name in the store (default: the one in its runs.csv, "
         "else the folder's name)",
     )
-    p.add_argument("--tensorboard", metavar="OUT", help="folder for the event files (tensorboard --logdir OUT)")
-    p.add_argument(
-        "--mlflow", metavar="URI", help="MLflow tracking URI: sqlite:///mlflow.db (a local file) or a server's URL"
-    )
+    for t in TARGETS.values():
+        p.add_argument(f"--{t.name}", dest=t.name, metavar=t.metavar, help=t.help)
     p.set_defaults(handler=lambda args: cmd_export(args, arguments.options(args)))
 
 
@@ -64,7 +79,7 @@ def cmd_export(args: argparse.Namespace, options: Options) -> int:
     from sweep import export
     from sweep.run import snapshot
 
-    destinations = {name: getattr(args, name) for name in export.TARGETS if getattr(args, name, None)}
+    destinations = {name: getattr(args, name) for name in TARGETS if getattr(args, name, None)}
     source: Path = args.source
     if source.suffix in GRID_SUFFIXES or source.is_file():
         if args.study:
@@ -77,19 +92,26 @@ def cmd_export(args: argparse.Namespace, options: Options) -> int:
         return EXIT_OK
     elif args.results or args.storage or args.study:
         raise UsageError(
-            "--results, --storage and --study read a store; --tensorboard and --mlflow of a results folder read "
+            f"--results, --storage and --study read a store; {_listed(_flags(), 'and')} of a results folder read "
             "its CSVs (drop them, or give the grid file to refresh the CSVs from the store first)"
         )
     else:
         folder = source
     if not destinations:
         return EXIT_OK
-    from sweep.store import redact
-
     try:
         lines = export.export(folder, destinations)
-    except export.ExportError as err:  # an MLflow server's URL may hold a password (http://user:pw@host)
-        raise UsageError(redact(str(err), args.mlflow)) from None
+    except export.ExportError as err:
+        raise UsageError(_masked(str(err), destinations)) from None
     for line in lines:
-        print(redact(line, args.mlflow))
+        print(_masked(line, destinations))
     return EXIT_OK
+
+
+def _masked(text: str, destinations: dict[str, str]) -> str:
+    """`text` with the password of any destination masked: a server's URL may hold one (http://user:pw@host)."""
+    from sweep.store import redact
+
+    for where in destinations.values():
+        text = redact(text, where)
+    return text

@@ -1,21 +1,17 @@
 """Command line of `sweep study` (a batch-size study of the user's own grid file: plan, quiet timing, train,
 report; or, given a results folder, its report again) and `sweep advise` (a study's recommendation in a
-few lines). The plan is `sweep.config.study_plan`, the numbers `sweep.analysis.study` and `study_advice`,
-the report `sweep.report.study_report`.
+few lines). The study's workflow is `sweep.run.study`, its plan `sweep.config.study_plan`, the numbers
+`sweep.analysis.study` and `study_advice`, the report `sweep.report.study_report`.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
-from sweep import vocab
 from sweep.cli import arguments
-from sweep.config import GridFile, load_grid, resolved, study_plan
-from sweep.config.plan import RunSpec, plan
+from sweep.config import study_plan
 from sweep.config.study_plan import StudySettings
-from sweep.config.timing_schema import CONFIG, configurations
 from sweep.exits import EXIT_OK, UsageError
 
 DEFAULTS = StudySettings()
@@ -188,110 +184,39 @@ def _check_tolerance(args: argparse.Namespace) -> None:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
-    _check_tolerance(args)
-    if args.target.is_dir():
-        if args.overrides:
-            raise UsageError(
-                f"{' '.join(args.overrides)}: KEY=VALUE settings change a grid file's study; {args.target} is a "
-                "results folder, whose report is written from its runs as they are"
-            )
-        return _report(args.target, args)
-    settings = StudySettings(
-        smallest=args.batch_sizes[0],
-        largest=args.batch_sizes[1],
-        seeds=args.seeds,
-        trials=args.trials,
-        lr_low=args.lr[0],
-        lr_high=args.lr[1],
-        search_seed=args.search_seed,
-        records_per_epoch=args.records_per_epoch,
-    )
-    settings.ladder()  # a bad ladder answers before anything loads
-    grid, overrides = _study_grid(args, settings)
-    results = _results(grid, args)
-    written = resolved.write(results, grid, overrides)  # the study as a grid file: `sweep run` or `slurm` it
-    if not args.plan:
-        from sweep.run import orchestrate
-
-        outcome = orchestrate.run_sweep(grid, replace(arguments.options(args), report=False))
-        if outcome.exit_code:
-            return outcome.exit_code
-        return _report(results, args)
-    print(f"planned only; the study as a grid file: {written}")
-    return EXIT_OK
-
-
-def _study_grid(args: argparse.Namespace, settings: StudySettings) -> tuple[GridFile, tuple[str, ...]]:
-    """The study's grid: the user's grid file with the study's overrides (then the user's own), records set
-    from the smallest batch size's steps per epoch in the quiet timing, which is measured first.
-    """
-    user = tuple(args.overrides)
-    own = load_grid(args.target, study_plan.study_overrides(settings, None, None) + user)
-    study_plan.check_grid(own)
-    name = f"{own.name}_study"
-    first = load_grid(args.target, study_plan.study_overrides(settings, name, None) + user)
-    timing = _quiet_timing(first, plan(first), args)
-    steps = {int(b): int(s) for b, s in zip(timing["train.batch_size"], timing["steps_per_epoch"], strict=True)}
-    seconds = {int(b): float(s) for b, s in zip(timing["train.batch_size"], timing["epoch_seconds_best"], strict=True)}
-    kept = first.base.train.eval_every_steps is not None  # the grid file sets its own records
-    every = None if kept else study_plan.records_every(steps[settings.smallest], settings.records_per_epoch)
-    overrides = study_plan.study_overrides(settings, name, every) + user
-    grid = load_grid(args.target, overrides)
-    specs = plan(grid)
-    workers = args.workers or 1
-    size = study_plan.estimate_seconds(specs, settings, seconds, steps, workers)
-    _say_plan(grid, settings, every, size)
-    return grid, overrides
-
-
-def _say_plan(grid: GridFile, settings: StudySettings, every: int | None, size: study_plan.Estimate) -> None:
-    train = grid.base.train
-    records = f"a record every {every} steps" if every else f"records every {train.eval_every_steps} steps (the grid's)"
-    print(
-        f"{grid.name}: batch sizes {', '.join(map(str, settings.ladder()))}; per batch size a learning-rate search "
-        f"of {settings.trials} trials at seed {settings.search_seed} over [{settings.lr_low:g}, {settings.lr_high:g}] "
-        f"({train.optimizer}, ranked on val_acc_recal), then its best lr at seeds 0-{settings.seeds - 1}, and the "
-        f"untuned lr {train.lr:g} at the same seeds; {train.epochs} epochs a run, {records}"
-    )
-    print(f"{grid.name}: {size.words()}")
-
-
-def _results(grid: GridFile, args: argparse.Namespace) -> Path:
-    from sweep.run import orchestrate
-
-    folder, _ = orchestrate.locations(grid, arguments.options(args))
-    return folder
-
-
-def _quiet_timing(grid: GridFile, specs: list[RunSpec], args: argparse.Namespace):  # noqa: ANN202 - a DataFrame
-    """timing.csv's rows for the study's configurations, measuring (in this process) those it lacks."""
-    import pandas as pd
-
-    from sweep.train import backends, timing
-
-    results = _results(grid, args)
-    path = results / vocab.TIMING_CSV
-    wanted = configurations(specs)
-    known = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=[CONFIG])
-    missing = [spec for key, spec in wanted.items() if key not in set(known[CONFIG])]
-    if missing:
-        backends.check(grid.source, [s.point for s in missing])
-        print(f"{grid.name}: timing one epoch of each of {len(missing)} batch size(s), quietly, before training")
-        rows = timing.measure(missing, args.repeats, lambda line: print(line, flush=True))
-        results.mkdir(parents=True, exist_ok=True)
-        known = timing.merge(path, rows)
-    return known[known[CONFIG].isin(wanted)]
-
-
-def _report(folder: Path, args: argparse.Namespace) -> int:
+    """A grid file: the study, from plan to report (`sweep.run.study`). A results folder: its report again."""
     from sweep.analysis.study import NoStudy
-    from sweep.report import study_report
+    from sweep.run import study
 
+    _check_tolerance(args)
     try:
-        written = study_report.build(folder, args.tolerance, args.predict_devices)
+        if args.target.is_dir():
+            if args.overrides:
+                raise UsageError(
+                    f"{' '.join(args.overrides)}: KEY=VALUE settings change a grid file's study; {args.target} is a "
+                    "results folder, whose report is written from its runs as they are"
+                )
+            return study.report(args.target, args.tolerance, args.predict_devices)
+        settings = StudySettings(
+            smallest=args.batch_sizes[0],
+            largest=args.batch_sizes[1],
+            seeds=args.seeds,
+            trials=args.trials,
+            lr_low=args.lr[0],
+            lr_high=args.lr[1],
+            search_seed=args.search_seed,
+            records_per_epoch=args.records_per_epoch,
+        )
+        settings.ladder()  # a bad ladder answers before anything loads
+        return study.study(
+            args.target,
+            args.overrides,
+            settings,
+            arguments.options(args),
+            repeats=args.repeats,
+            plan_only=args.plan,
+            tolerance=args.tolerance,
+            devices=args.predict_devices,
+        )
     except NoStudy as err:
         raise UsageError(str(err)) from None
-    for line in written.lines:
-        print(line)
-    print(f"study report: {written.html} (and {written.markdown.name} beside it)")
-    return EXIT_OK

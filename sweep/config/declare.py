@@ -1,5 +1,6 @@
 """How a grid key is declared: `key(...)` and the `Key` it carries, the condition under which a key
-is used (`Only`), the key versions and analysis roles, and how a value is written in a grid file.
+is used (`Only`), the key versions and analysis roles, what a changed value reaches, what of a training
+step's cost a key sets, and how a value is written in a grid file.
 sweep/config/keys.py declares every key with these; nothing here knows any particular key.
 """
 
@@ -29,6 +30,16 @@ PACK = "pack"  # not the graph, but runs that differ in it cannot train as tower
 DATA = "data"  # a run's own data only (its order, preprocessing, seed): runs may differ in it within a pack
 RUN = "run"  # set per run on a reused model (the learning rate's variable, the stopping rule): likewise
 REACHES = (GRAPH, PACK, DATA, RUN)
+
+# What of a training step's cost a key sets, for timing.csv (sweep/config/timing_schema.py): runs that differ
+# only in keys declaring none (seed, learning rate, data order, imbalance, budgets, measurements) share one
+# quiet timing. A timing configuration lists its keys in this order, each group in file order: the order of
+# timing.csv's columns and of its configuration strings, which are matched as written.
+MODEL = "model"  # the model's layers and their sizes
+INPUT = "input"  # the input's shape and the classes: the dataset, classes and image size
+UPDATE = "update"  # the optimizer's work per step
+BATCH = "batch"  # the examples per step and the replicas that share them
+COSTS = (MODEL, INPUT, UPDATE, BATCH)
 
 
 class _NoPost:
@@ -77,6 +88,7 @@ class Key:
     role: str | None = None  # CONTROL | COMPANION | None
     toggle: int | None = None  # its place among the post's toggles (the toggles figure's panels)
     post: Any = NO_POST  # the post's value; where several groups of runs answer a question, rows at it are used
+    cost: str | None = None  # MODEL | INPUT | UPDATE | BATCH: what of a training step's cost it sets; None: nothing
 
     def where_used(self) -> str:
         """Where the key is used, "train.budget steps"; "" for a key every point uses."""
@@ -95,10 +107,13 @@ def key(
     role: str | None = None,
     toggle: int | None = None,
     post: Any = NO_POST,
+    cost: str | None = None,
 ) -> Any:
     """A dataclass field carrying its declaration."""
     if reach not in REACHES:
         raise ValueError(f"reach must be one of {', '.join(REACHES)}, got {reach!r}")
+    if cost is not None and cost not in COSTS:
+        raise ValueError(f"cost must be one of {', '.join(COSTS)} or None, got {cost!r}")
     declared = Key(
         name="",
         default=default,
@@ -111,5 +126,6 @@ def key(
         role=role,
         toggle=toggle,
         post=post,
+        cost=cost,
     )
     return dataclasses.field(default=default, metadata={"key": declared})

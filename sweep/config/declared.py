@@ -1,7 +1,7 @@
 """What the key declarations (sweep/config/keys.py) say, as the tables the rest of the package reads:
 every key's declaration by its dotted name, defaults, the keys some points do not use, slugs, the
-keys added after the first release, the keys that shape the compiled graph or a pack, the control
-axes and the post's settings, and docs/grid.md's key list.
+keys added after the first release, the keys that shape the compiled graph or a pack, the keys that
+set a training step's cost, the control axes and the post's settings, and docs/grid.md's key list.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import dataclasses
 import functools
 from typing import Any
 
-from sweep.config.declare import COMPANION, CONTROL, FIRST_RELEASE, GRAPH, NO_POST, PACK, Key, yaml_text
+from sweep.config.declare import COMPANION, CONTROL, COSTS, FIRST_RELEASE, GRAPH, NO_POST, PACK, Key, yaml_text
 from sweep.config.keys import SECTIONS
 
 
@@ -65,6 +65,15 @@ def graph_keys() -> tuple[str, ...]:
 def pack_keys() -> tuple[str, ...]:
     """The keys runs must share to train as one pack (sweep/train/pack.py, `pack_key`)."""
     return tuple(name for name, k in declarations().items() if k.reach in (GRAPH, PACK))
+
+
+@functools.cache
+def cost_keys() -> tuple[str, ...]:
+    """The keys that set a training step's cost, a timing configuration's keys (sweep/config/timing_schema.py):
+    grouped by what of the cost they set, in `COSTS`' order, each group in file order.
+    """
+    setting = [(name, k.cost) for name, k in declarations().items() if k.cost is not None]
+    return tuple(name for name, cost in sorted(setting, key=lambda item: COSTS.index(item[1])))
 
 
 def control_defaults() -> dict[str, Any]:

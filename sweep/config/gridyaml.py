@@ -2,7 +2,7 @@
 
 A subclass of yaml.SafeLoader (no Python tags, nothing executed) that also reads
 1e-4 as a number and refuses repeated keys; nesting deeper than any grid file
-needs is refused before parsing. Checking the values is sweep/config/__init__.py's job.
+needs is refused before parsing. Checking the values is sweep/config/gridfile.py's job.
 """
 
 from __future__ import annotations

@@ -3,10 +3,13 @@
 Every field of `DataConfig`, `ModelConfig` and `TrainConfig` is declared once,
 with `key(...)`: its type (the annotation), default, check, doc line, slug (its
 short name in run ids), the key version it appeared in, where it is used
-(`Only`), and what the analysis needs to know of it. Everything else derives
-from these declarations: the grid file's checks, `--help`, docs/grid.md's key list
+(`Only`), what its value reaches, what of a training step's cost it sets, and
+what the analysis needs to know of it. Everything else derives from these
+declarations: the grid file's checks, `--help`, docs/grid.md's key list
 (`readme_keys`), run-id slugs and the keys left out of ids at their default
-(`plan`), and the analysis tables (`control_defaults`, `post_defaults`, ...).
+(`plan`), the compiled-graph and pack keys, a timing configuration's keys
+(`cost_keys`, read by sweep/config/timing_schema.py), and the analysis tables
+(`control_defaults`, `post_defaults`, ...).
 docs/design.md, "Adding a grid key", walks through one.
 """
 
@@ -18,14 +21,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweep.config.declare import (  # noqa: F401
+    BATCH,
     COMPANION,
     CONTROL,
     DATA,
     FIRST_RELEASE,
     GRAPH,
+    INPUT,
+    MODEL,
     NO_POST,
     PACK,
     RUN,
+    UPDATE,
     Key,
     Only,
     key,
@@ -69,7 +76,12 @@ image_size_check = int_at_least(MIN_IMAGE_SIZE, f"each of the model's {POOLING_S
 @dataclass(frozen=True)
 class DataConfig:
     dataset: str = key(
-        GLYPHS120, one_of(*DATASETS), f"{' | '.join(DATASETS)}: which dataset to train on", slug="ds", reach=PACK
+        GLYPHS120,
+        one_of(*DATASETS),
+        f"{' | '.join(DATASETS)}: which dataset to train on",
+        slug="ds",
+        reach=PACK,
+        cost=INPUT,
     )
     path: str | None = key(
         None,
@@ -99,7 +111,7 @@ class DataConfig:
         reach=GRAPH,
     )
     classes: int | None = key(
-        None, optional_positive_int, "use only the first N classes; null = all", slug="cls", reach=PACK
+        None, optional_positive_int, "use only the first N classes; null = all", slug="cls", reach=PACK, cost=INPUT
     )
     samples_per_class: int = key(
         100,
@@ -115,6 +127,7 @@ class DataConfig:
         f"square; at least {MIN_IMAGE_SIZE}, so each of the model's {POOLING_STAGES} poolings has 2x2 pixels to pool",
         slug="img",
         reach=GRAPH,
+        cost=INPUT,
     )
     val_fraction: float = key(
         0.2,
@@ -180,6 +193,7 @@ class ModelConfig:
         slug="mb",
         since=USER_CODE,
         reach=GRAPH,
+        cost=MODEL,
     )
     options: str | None = key(
         None,
@@ -188,6 +202,7 @@ class ModelConfig:
         slug="mo",
         since=USER_CODE,
         reach=GRAPH,
+        cost=MODEL,
     )
     width: float = key(
         1.0,
@@ -197,9 +212,16 @@ class ModelConfig:
         toggle=4,
         post=1.0,
         reach=GRAPH,
+        cost=MODEL,
     )
     batchnorm: bool = key(
-        True, boolean, "BatchNormalization after each convolution", slug="bn", role=CONTROL, reach=GRAPH
+        True,
+        boolean,
+        "BatchNormalization after each convolution",
+        slug="bn",
+        role=CONTROL,
+        reach=GRAPH,
+        cost=MODEL,
     )
     bn_momentum: float = key(
         0.99,
@@ -209,6 +231,7 @@ class ModelConfig:
         only=Only("model.batchnorm", (True,)),
         role=CONTROL,
         reach=GRAPH,
+        cost=MODEL,
     )
     ghost_batch_size: int | None = key(
         None,
@@ -220,15 +243,21 @@ class ModelConfig:
         only=Only("model.batchnorm", (True,)),
         role=CONTROL,
         reach=GRAPH,
+        cost=MODEL,
     )
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     epochs: int = key(10, positive_int, "passes over the training set", slug="ep", reach=PACK)
-    batch_size: int = key(32, positive_int, "global batch, split evenly across gpus", slug="bs", reach=PACK)
+    batch_size: int = key(32, positive_int, "global batch, split evenly across gpus", slug="bs", reach=PACK, cost=BATCH)
     optimizer: str = key(
-        "adam", one_of(*OPTIMIZERS), "adam | sgd | momentum (SGD with momentum 0.9)", slug="opt", reach=GRAPH
+        "adam",
+        one_of(*OPTIMIZERS),
+        "adam | sgd | momentum (SGD with momentum 0.9)",
+        slug="opt",
+        reach=GRAPH,
+        cost=UPDATE,
     )
     lr: float = key(0.001, number_in(0, math.inf, low_open=True, high_open=True), "learning rate", slug="lr", reach=RUN)
     gpus: int = key(
@@ -238,6 +267,7 @@ class TrainConfig:
         slug="g",
         post=1,
         reach=PACK,
+        cost=BATCH,
     )
     lr_scaling: str = key(
         "none",

@@ -2,7 +2,9 @@
 the dataset and input shape, the model, the optimizer, the batch size and the replicas), its key, and
 the file's columns. Seed, learning rate, data order, imbalance, budgets and measuring settings leave
 that cost alone, so every run that differs only in those shares one row, and runs are matched to rows
-by these keys. Written by sweep/train/timing.py, read by sweep/analysis/timing.py. No TensorFlow.
+by these keys. Which keys set the cost is declared on each key (`cost=`, sweep/config/keys.py). Written
+by sweep/train/timing.py, read by sweep/analysis/timing.py and `sweep study` (sweep/run/study.py), each
+column by its name here. No TensorFlow.
 """
 
 from __future__ import annotations
@@ -13,19 +15,32 @@ from typing import Any
 from sweep.config import declared
 from sweep.config.plan import RunSpec
 
-MODEL_PREFIX = "model."
-SHAPE_KEYS = ("data.dataset", "data.classes", "data.image_size", "train.optimizer", "train.batch_size", "train.gpus")
+# timing.csv's columns, in this order: the configuration, one column per key that sets its cost (`timing_keys`),
+# then the rest
 CONFIG = "config"  # the normalised timing keys' values, one string per configuration
-STEP_SECONDS = "step_seconds_best"
-QUIET_STEP_SECONDS = "quiet_step_seconds"  # the column `attach` adds to epochs
-REPEATS_SECONDS = "epoch_seconds_all"  # timing.csv: every repeat's epoch seconds, in the order measured
-QUIET_REPEATS = "quiet_epoch_seconds_repeats"  # the column `attach` adds: that text, per run
+SWEEP = "sweep"  # the grid's name
+TIMED_RUN_ID = "timed_run_id"  # the run whose settings were timed (the configuration's first in plan order)
+TRAIN_SAMPLES = "train_samples"
+STEPS_PER_EPOCH = "steps_per_epoch"
+REPEATS = "repeats"  # timed epochs
+EPOCH_SECONDS_BEST = "epoch_seconds_best"
+EPOCH_SECONDS_MEDIAN = "epoch_seconds_median"
+REPEATS_SECONDS = "epoch_seconds_all"  # every repeat's epoch seconds, in the order measured
+STEP_SECONDS = "step_seconds_best"  # epoch_seconds_best / steps_per_epoch
+THREADS = "threads"
+CPU = "cpu"
+LOAD_BEFORE, LOAD_AFTER = "load_average_before", "load_average_after"  # the 1-minute load average
+MEASURED = "measured"  # when, UTC, ISO 8601
+
+# The columns `attach` (sweep/analysis/timing.py) adds to epochs
+QUIET_STEP_SECONDS = "quiet_step_seconds"
+QUIET_REPEATS = "quiet_epoch_seconds_repeats"  # REPEATS_SECONDS' text, per run
 
 
 def timing_keys(flat: Iterable[str]) -> list[str]:
-    """The dotted keys of a spec (or runs.csv columns) that set a training step's cost."""
-    names = list(flat)
-    return [k for k in names if k.startswith(MODEL_PREFIX)] + [k for k in SHAPE_KEYS if k in names]
+    """The dotted keys of a spec (or runs.csv columns) that set a training step's cost, in timing.csv's order."""
+    names = set(flat)
+    return [k for k in declared.cost_keys() if k in names]
 
 
 def _normal(value: Any) -> str:

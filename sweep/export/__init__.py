@@ -2,15 +2,15 @@
 
 A results folder (``runs.csv`` and ``epochs.csv``, what `sweep run` writes) is read once
 into `ExportedRuns`; each target is a module with one function ``write(results, where) -> str``
-(what it wrote, in one line), named in `TARGETS`:
+(what it wrote, in one line), with one entry in `targets` (its flag, help and extra):
 
 - `to_tensorboard`: event files, one run per run id, with the HParams plugin's data;
 - `to_mlflow`: one MLflow run per run id, in an experiment named after the sweep.
 
-Each target's package is an optional extra (`EXTRAS`); a missing one is an `ExportError`
-naming the install command. Like `report`, export reads only the CSV files and never
-loads TensorFlow or the store. A new target (a plain CSV or report export) is one more
-module and one more entry in `TARGETS`.
+Each target's packages are an optional extra; a missing one is an `ExportError` naming the
+install command. Like `report`, export reads only the CSV files and never loads TensorFlow
+or the store. A new target (a plain CSV or report export) is one more module and one more
+entry in `targets.TARGETS`: `sweep export`'s flag and help follow from it.
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ from typing import Any
 import pandas as pd
 
 from sweep import vocab
+from sweep.export.targets import TARGETS
 
-# target name (the flag) -> (module, the extra that installs what it imports)
-TARGETS: dict[str, str] = {"tensorboard": "sweep.export.to_tensorboard", "mlflow": "sweep.export.to_mlflow"}
-EXTRAS: dict[str, tuple[str, ...]] = {"tensorboard": ("tensorboard",), "mlflow": ("mlflow",)}
 # The metrics each tool shows as a run's result: the last record's value of each, where present.
 HEADLINE_METRICS = (vocab.VAL_ACC, vocab.TRAIN_ACC, vocab.GAP, vocab.VAL_LOSS, vocab.TRAIN_LOSS, vocab.EVAL_GAP)
 
@@ -120,7 +118,7 @@ def plain(value: Any) -> bool | int | float | str | None:
 
 def target(name: str) -> Any:
     """The module that writes `name`; ExportError naming the install command when its extra is missing."""
-    for package in EXTRAS[name]:
+    for package in TARGETS[name].needs:
         try:
             importlib.import_module(package)
         except ImportError:
@@ -128,7 +126,7 @@ def target(name: str) -> Any:
                 f"--{name} needs the {name} extra: pip install 'batchsweep[{name}]' "
                 f"(in a checkout: pip install -e '.[{name}]')"
             ) from None
-    return importlib.import_module(TARGETS[name])
+    return importlib.import_module(TARGETS[name].module)
 
 
 def export(folder: Path, destinations: dict[str, str]) -> list[str]:

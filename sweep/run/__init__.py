@@ -12,6 +12,7 @@ their coordinator, Slurm arrays, and seeds added until the checks are decided.
 - `watchdog`: stopping a worker whose run makes no record;
 - `preflight`: the user's code tried before anything is queued;
 - `until`: `run --until-decided`, seeds only where checks are undecided;
+- `study`: `sweep study` of a grid file: its quiet timing, plan, training and report;
 - `slurm`: the batch script of a Slurm job array, and submitting it;
 - `snapshot`: `sweep export` of a sweep's store;
 - `sweep_status`: `sweep status`;

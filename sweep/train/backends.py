@@ -2,7 +2,7 @@
 
 The backend is the process's, as Keras reads it (`KERAS_BACKEND`, else `keras.json`, else
 tensorflow); it is not a grid key. It is a fact of every run (`backend` in runs.csv) and part of
-what makes two runs comparable: the report never pairs runs across backends (sweep/analysis/__init__.py).
+what makes two runs comparable: the report never pairs runs across backends (sweep/analysis/settings.py).
 
 On TensorFlow everything works. On JAX and torch the trainer runs the default path and most
 controls: training, evaluation, recalibrated BatchNorm evaluation, the noise scale, data feeding as

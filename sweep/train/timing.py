@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from sweep import vocab
 from sweep.base import atomic
+from sweep.config import timing_schema as schema
 from sweep.config.plan import RunSpec
-from sweep.config.timing_schema import CONFIG, REPEATS_SECONDS, STEP_SECONDS, configurations, timing_keys
 from sweep.train import devices
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def measure(specs: Iterable[RunSpec], repeats: int, say: Callable[[str], None]) 
     """Time one epoch of training per configuration, `repeats` times alternating; one row each."""
     from sweep.train.trainer import Trainer
 
-    chosen = configurations(specs)
+    chosen = schema.configurations(specs)
     devices.configure_replicas(max((s.point.train.gpus for s in chosen.values()), default=1))
     load_before = os.getloadavg()[0]
     prepared = {}
@@ -66,22 +66,22 @@ def _row(key: str, spec: RunSpec, run: Any, seconds: list[float], load: tuple[fl
     flat = spec.flat()
     steps = run.info.steps_per_epoch
     return {
-        CONFIG: key,
-        **{k: flat[k] for k in timing_keys(flat)},
-        "sweep": spec.sweep,
-        "timed_run_id": spec.run_id,
-        "train_samples": run.info.train_samples,
-        "steps_per_epoch": steps,
-        "repeats": len(seconds),
-        "epoch_seconds_best": min(seconds),
-        "epoch_seconds_median": statistics.median(seconds),
-        REPEATS_SECONDS: " ".join(f"{s:.4f}" for s in seconds),
-        STEP_SECONDS: min(seconds) / steps,
-        "threads": run.info.threads,
-        "cpu": run.info.cpu,
-        "load_average_before": load[0],
-        "load_average_after": load[1],
-        "measured": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        schema.CONFIG: key,
+        **{k: flat[k] for k in schema.timing_keys(flat)},
+        schema.SWEEP: spec.sweep,
+        schema.TIMED_RUN_ID: spec.run_id,
+        schema.TRAIN_SAMPLES: run.info.train_samples,
+        schema.STEPS_PER_EPOCH: steps,
+        schema.REPEATS: len(seconds),
+        schema.EPOCH_SECONDS_BEST: min(seconds),
+        schema.EPOCH_SECONDS_MEDIAN: statistics.median(seconds),
+        schema.REPEATS_SECONDS: " ".join(f"{s:.4f}" for s in seconds),
+        schema.STEP_SECONDS: min(seconds) / steps,
+        schema.THREADS: run.info.threads,
+        schema.CPU: run.info.cpu,
+        schema.LOAD_BEFORE: load[0],
+        schema.LOAD_AFTER: load[1],
+        schema.MEASURED: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
 
@@ -92,7 +92,7 @@ def merge(path: Path, rows: list[dict[str, Any]]) -> pd.DataFrame:
     new = pd.DataFrame(rows)
     old = pd.read_csv(path) if path.is_file() else None
     if old is not None:
-        new = pd.concat([old[~old[CONFIG].isin(new[CONFIG])], new], ignore_index=True)
+        new = pd.concat([old[~old[schema.CONFIG].isin(new[schema.CONFIG])], new], ignore_index=True)
     atomic.write_csv(new, path)
     return new
 

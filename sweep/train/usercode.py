@@ -2,7 +2,7 @@
 
 A reference is "package.module:name" (imported from `sys.path`: the folder `sweep run`
 starts in, then installed packages) or "path/to/file.py:name" (made absolute, relative to
-the grid file, by sweep/config/__init__.py). Everything that can go wrong with it (the module will
+the grid file, by sweep/config/gridfile.py). Everything that can go wrong with it (the module will
 not import, the name is missing, the call raises, it returns the wrong kind of thing) is a
 `UserCodeError` naming the key, on one line. `preflight` calls each builder, loader and
 callback factory a grid uses once, before anything is queued or trained, so a broken

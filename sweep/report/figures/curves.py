@@ -28,7 +28,7 @@ import pandas as pd
 
 from sweep import analysis as an
 from sweep import vocab
-from sweep.analysis import estimates, selection
+from sweep.analysis import curves, estimates, selection, settings, summary
 from sweep.analysis.estimates import estimate
 from sweep.analysis.selection import (
     OPTIMIZER,
@@ -176,7 +176,8 @@ def _drawing_key(epochs: pd.DataFrame) -> str:
 def _code_digest() -> bytes:
     """The drawing code (this module, its layout rules and the analysis modules it reads) and matplotlib's version."""
     digest = hashlib.sha256()
-    for module in (__file__, layout.__file__, an.__file__, selection.__file__, estimates.__file__):
+    analysis = (curves.__file__, settings.__file__, summary.__file__, selection.__file__, estimates.__file__)
+    for module in (__file__, layout.__file__, *analysis):
         digest.update(Path(module).read_bytes())
     digest.update(importlib.metadata.version("matplotlib").encode())
     return digest.digest()

@@ -1,0 +1,138 @@
+"""`sweep study` of a grid file, from plan to report: the study's grid (the user's grid file with the study's
+overrides, sweep/config/study_plan.py), a quiet timing of each batch size measured first (timing.csv), from
+which the records are set and the study's size estimated, the plan said, the study written as
+<results>/grid.yaml, its runs trained as `run` trains them, and the study report (sweep/report/study_report.py).
+The command line (sweep/cli/cli_study.py) parses the flags, calls `study` or `report`, and maps errors to exit
+codes. Every line for the user goes through a `Console`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweep import vocab
+from sweep.config import GridFile, load_grid, resolved, study_plan
+from sweep.config import timing_schema as schema
+from sweep.config.plan import RunSpec, plan
+from sweep.config.study_plan import StudySettings
+from sweep.exits import EXIT_OK
+from sweep.run import orchestrate
+from sweep.run.orchestrate import Console, Options
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PRINTED = Console()  # lines printed as they come, as the command line's
+
+
+def study(
+    target: Path,
+    overrides: Sequence[str],
+    settings: StudySettings,
+    options: Options,
+    *,
+    repeats: int,
+    plan_only: bool,
+    tolerance: float,
+    devices: int,
+    console: Console = PRINTED,
+) -> int:
+    """Plan the study of the grid file `target` (with the user's `overrides`), time it, write it as a grid file,
+    and unless `plan_only` train it and write its report (read with `tolerance` and `devices`); the exit code.
+    Raises `NoStudy` (sweep/analysis/study.py) when the runs trained hold no study to report.
+    """
+    grid, study_overrides = _study_grid(target, tuple(overrides), settings, options, repeats, console)
+    results = _results(grid, options)
+    written = resolved.write(results, grid, study_overrides)  # the study as a grid file: `sweep run` or `slurm` it
+    if not plan_only:
+        outcome = orchestrate.run_sweep(grid, replace(options, report=False))
+        if outcome.exit_code:
+            return outcome.exit_code
+        return report(results, tolerance, devices, console)
+    console.say(f"planned only; the study as a grid file: {written}")
+    return EXIT_OK
+
+
+def report(folder: Path, tolerance: float, devices: int, console: Console = PRINTED) -> int:
+    """Write the study report of the results folder `folder` from its CSVs; `NoStudy` when it holds none."""
+    from sweep.report import study_report
+
+    written = study_report.build(folder, tolerance, devices)
+    for line in written.lines:
+        console.say(line)
+    console.say(f"study report: {written.html} (and {written.markdown.name} beside it)")
+    return EXIT_OK
+
+
+def _study_grid(
+    target: Path,
+    user: tuple[str, ...],
+    settings: StudySettings,
+    options: Options,
+    repeats: int,
+    console: Console,
+) -> tuple[GridFile, tuple[str, ...]]:
+    """The study's grid: the user's grid file with the study's overrides (then the user's own), records set
+    from the smallest batch size's steps per epoch in the quiet timing, which is measured first.
+    """
+    own = load_grid(target, study_plan.study_overrides(settings, None, None) + user)
+    study_plan.check_grid(own)
+    name = f"{own.name}_study"
+    first = load_grid(target, study_plan.study_overrides(settings, name, None) + user)
+    timing = _quiet_timing(first, plan(first), options, repeats, console)
+    batches = timing[study_plan.BATCH_KEY]
+    steps = {int(b): int(s) for b, s in zip(batches, timing[schema.STEPS_PER_EPOCH], strict=True)}
+    seconds = {int(b): float(s) for b, s in zip(batches, timing[schema.EPOCH_SECONDS_BEST], strict=True)}
+    kept = first.base.train.eval_every_steps is not None  # the grid file sets its own records
+    every = None if kept else study_plan.records_every(steps[settings.smallest], settings.records_per_epoch)
+    overrides = study_plan.study_overrides(settings, name, every) + user
+    grid = load_grid(target, overrides)
+    specs = plan(grid)
+    workers = options.workers or 1
+    size = study_plan.estimate_seconds(specs, settings, seconds, steps, workers)
+    _say_plan(grid, settings, every, size, console)
+    return grid, overrides
+
+
+def _say_plan(
+    grid: GridFile, settings: StudySettings, every: int | None, size: study_plan.Estimate, console: Console
+) -> None:
+    train = grid.base.train
+    records = f"a record every {every} steps" if every else f"records every {train.eval_every_steps} steps (the grid's)"
+    console.say(
+        f"{grid.name}: batch sizes {', '.join(map(str, settings.ladder()))}; per batch size a learning-rate search "
+        f"of {settings.trials} trials at seed {settings.search_seed} over [{settings.lr_low:g}, {settings.lr_high:g}] "
+        f"({train.optimizer}, ranked on val_acc_recal), then its best lr at seeds 0-{settings.seeds - 1}, and the "
+        f"untuned lr {train.lr:g} at the same seeds; {train.epochs} epochs a run, {records}"
+    )
+    console.say(f"{grid.name}: {size.words()}")
+
+
+def _results(grid: GridFile, options: Options) -> Path:
+    folder, _ = orchestrate.locations(grid, options)
+    return folder
+
+
+def _quiet_timing(
+    grid: GridFile, specs: list[RunSpec], options: Options, repeats: int, console: Console
+) -> pd.DataFrame:
+    """timing.csv's rows for the study's configurations, measuring (in this process) those it lacks."""
+    import pandas as pd
+
+    from sweep.train import backends, timing
+
+    results = _results(grid, options)
+    path = results / vocab.TIMING_CSV
+    wanted = schema.configurations(specs)
+    known = pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=[schema.CONFIG])
+    missing = [spec for key, spec in wanted.items() if key not in set(known[schema.CONFIG])]
+    if missing:
+        backends.check(grid.source, [s.point for s in missing])
+        console.say(f"{grid.name}: timing one epoch of each of {len(missing)} batch size(s), quietly, before training")
+        rows = timing.measure(missing, repeats, console.say)
+        results.mkdir(parents=True, exist_ok=True)
+        known = timing.merge(path, rows)
+    return known[known[schema.CONFIG].isin(wanted)]

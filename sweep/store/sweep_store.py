@@ -1,0 +1,304 @@
+"""One sweep's store: `Store`, the object the orchestrator, the workers and the tests hold. It opens the sweep's
+Optuna study once and each learning-rate search's study once, and offers the queue (enqueue, claim, record,
+finish, requeue, retry), crash detection, the search lifecycle and the tables, each through the module that
+does it (`queue`, `crash`, `search`, `params`, `tables`, `storage`, `internals`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+from optuna.trial import FrozenTrial, TrialState
+
+from sweep import vocab
+from sweep.config.plan import RunSpec, SearchGroup
+from sweep.store import crash, internals, params, queue, search, storage, tables
+from sweep.store.crash import Dead
+from sweep.store.queue import DEFAULT_POLICY, Lease, RetryPolicy, epochs_of, latest_by_run, status_of
+from sweep.store.search import Search
+from sweep.store.secrets import redact
+
+UNFINISHED = (vocab.PENDING, vocab.RUNNING)
+
+QUEUE_LOCK = 0x62617463685F71  # the advisory lock taken while queueing: "batch_q" as a number
+
+
+class Store:
+    """One sweep's store. `Store.open(target, name)`; the target is a journal path or a database URL."""
+
+    def __init__(self, target: str, backend: optuna.storages.BaseStorage, sweep: optuna.Study) -> None:
+        self.target = target
+        self.database = storage.is_database(target)
+        self._backend = backend
+        self.sweep = sweep
+        self._searches = {gid: search.open_search(backend, gid, s) for gid, s in search.listed(sweep).items()}
+
+    @classmethod
+    def open(cls, target: str | Path, name: str, create: bool = True) -> Store:
+        """Open (or with `create`, start) the sweep `name`. KeyError if it is missing and not `create`;
+        NewerStoreError if a newer batchsweep wrote it.
+        """
+        backend = storage.open_storage(target)
+        return cls(str(target), backend, storage.open_study(backend, name, create=create))
+
+    def close(self) -> None:
+        """Hand a database store's pooled connections back to the server now, not when the garbage
+        collector gets to them: a process that opens stores in a loop would otherwise run the server
+        out of connections. A journal holds nothing open; closing it does nothing.
+        """
+        if isinstance(self._backend, optuna.storages.RDBStorage):
+            self._backend.remove_session()  # the thread's session gives its connection back to the pool
+            self._backend.engine.dispose()  # and the pool closes them all
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def name(self) -> str:
+        return self.sweep.study_name
+
+    @property
+    def shown(self) -> str:
+        """The target as it may be printed: a password masked."""
+        return redact(self.target, self.target)
+
+    @property
+    def searches(self) -> list[Search]:
+        return list(self._searches.values())
+
+    def _studies(self) -> list[optuna.Study]:
+        return [self.sweep, *(s.study for s in self._searches.values())]
+
+    # --- queueing (the orchestrator's side)
+
+    def enqueue(self, runs: list[RunSpec], role: str = vocab.GRID, **attrs: Any) -> int:
+        """A WAITING attempt for every run that has none pending, running or final; returns how many."""
+        params.list_varying(self.sweep, runs)
+        items = [(s.run_id, s.to_json()) for s in runs]
+        with self._queueing():
+            return queue.enqueue_items(self.sweep, items, {vocab.ROLE: role, **attrs})
+
+    def register_searches(self, groups: list[SearchGroup]) -> list[Search]:
+        """List each group's search on the sweep study, open its study, enqueue its trial slots."""
+        for group_id, settings in search.list_searches(self.sweep, groups).items():
+            if group_id not in self._searches:
+                self._searches[group_id] = search.open_search(self._backend, group_id, settings)
+        with self._queueing():
+            for group in groups:
+                search.enqueue_slots(self._searches[group.group_id], group.template)
+        return [self._searches[g.group_id] for g in groups]
+
+    def widen_searches(self, groups: list[SearchGroup]) -> list[str]:
+        """Widen each finished search whose best lr sits at an edge of its range and queue its new
+        trial slots (`search.widen`); return one line per widened search.
+        """
+        lines = []
+        for group in groups:
+            found = self._searches.get(group.group_id)
+            widened = search.widen(found) if found else None
+            if found and widened:
+                (low, high), (new_low, new_high) = widened
+                with self._queueing():
+                    added = search.enqueue_slots(found, group.template)
+                lines.append(
+                    f"{group.group_id}: best lr at the edge of [{low:.3g}, {high:.3g}]; "
+                    f"{added} more trial(s) over [{new_low:.3g}, {new_high:.3g}]"
+                )
+        return lines
+
+    @contextlib.contextmanager
+    def _queueing(self) -> Iterator[None]:
+        """One process queues at a time on PostgreSQL. Queueing reads what is queued, then adds what is
+        missing, so processes queueing at once (a Slurm array's tasks starting together) would each add
+        it. They take turns on an advisory lock, which the server releases if its process dies.
+        """
+        if (
+            not isinstance(self._backend, optuna.storages.RDBStorage)
+            or self._backend.engine.dialect.name != "postgresql"
+        ):
+            yield
+            return
+        import sqlalchemy
+
+        with self._backend.engine.connect() as connection:
+            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": QUEUE_LOCK})
+            try:
+                yield
+            finally:
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": QUEUE_LOCK})
+
+    def tuned_runs(self, groups: list[SearchGroup], seeds: tuple[int, ...]) -> dict[str, list[RunSpec]]:
+        """group id -> its best lr's run at every seed, for each search that has finished (reads only)."""
+        result = {}
+        for group in groups:
+            found = self._searches.get(group.group_id)
+            lr = search.best_lr(found) if found else None
+            if lr is not None:
+                result[group.group_id] = group.tuned_runs(lr, seeds)
+        return result
+
+    def enqueue_tuned(self, groups: list[SearchGroup], seeds: tuple[int, ...]) -> list[RunSpec]:
+        """Queue each finished search's best lr at every seed; return every tuned run known so far."""
+        tuned = self.tuned_runs(groups, seeds)
+        for group_id, runs in tuned.items():
+            self.enqueue(runs, role=vocab.TUNED, **{vocab.SEARCH_GROUP: group_id})
+        return [spec for runs in tuned.values() for spec in runs]
+
+    # --- claiming and recording (the worker's side)
+
+    def claim_next(self, accept: Callable[[RunSpec], bool] | None = None) -> Lease | None:
+        """Atomically take the next queued run (the next that `accept`s, if given): the sweep's own
+        first, then the searches' trials in order. A search slot's lr is drawn by `start`, once the
+        worker knows it can train it.
+        """
+        identity = crash.worker_identity()
+        for study, found in [(self.sweep, None), *((s.study, s) for s in self._searches.values())]:
+            claim = queue.claim_next(study, identity, found, accept)
+            if claim is not None:
+                return claim
+        return None
+
+    def start(self, claim: Lease) -> Lease:
+        """A search slot: its lr is drawn now. A run of the sweep: its varying settings become Optuna params."""
+        if claim.search:
+            return claim.search.start(claim)
+        params.record(claim.trial, claim.spec)
+        return claim
+
+    def heartbeat(self, claim: Lease) -> AbstractContextManager[None]:
+        """Optuna's heartbeat for the claim while it trains (database stores; nothing on a journal)."""
+        return internals.heartbeat(claim.trial) if self.database else contextlib.nullcontext()
+
+    record_info = staticmethod(queue.record_info)
+    record_epoch = staticmethod(queue.record_epoch)
+    record_fact = staticmethod(queue.record_fact)
+
+    @staticmethod
+    def earlier_records(claim: Lease) -> list[list[dict[str, Any]]]:
+        """The records of each earlier attempt at the claim's run (its checkpoint may continue one),
+        the latest attempt first.
+        """
+        run_id, number = claim.trial.user_attrs.get(vocab.RUN_ID), claim.trial.number
+        earlier = [
+            t
+            for t in claim.study.get_trials(deepcopy=False)
+            if t.user_attrs.get(vocab.RUN_ID) == run_id and t.number < number
+        ]
+        return [epochs_of(t) for t in sorted(earlier, key=lambda t: -t.number)]
+
+    def finish(self, claim: Lease, status: str, value: float | None = None, error: str | None = None) -> None:
+        """End the attempt: done (with the metric's value), pruned, or failed/diverged with its error,
+        any password in it masked (a driver's error text may echo the store's URL).
+        """
+        queue.finish(claim, status, value, redact(error, self.target) if error else None)
+
+    @staticmethod
+    def requeue(claim: Lease, reason: str) -> bool:
+        """End the attempt unfinished and queue the next one (False if the store had already ended it)."""
+        return queue.requeue(claim.study, claim.trial, reason)
+
+    @staticmethod
+    def retry(claim: Lease, policy: RetryPolicy, retryable: bool) -> bool:
+        """Queue another attempt of a failed run if the policy allows it now. Returns whether it did."""
+        if not policy.again_now(claim.attempt, retryable):
+            return False
+        queue.enqueue_next(claim.study, claim.trial.user_attrs)
+        return True
+
+    def requeue_dead(self, policy: RetryPolicy = DEFAULT_POLICY, causes: dict[int, str] | None = None) -> list[Dead]:
+        """Queue again the runs (and search trials) whose worker died, or leave failed those whose worker
+        died more often than the policy allows; `causes`: how a worker ended, by pid, where this process
+        saw it end.
+        """
+        return [dead for study in self._studies() for dead in crash.requeue_dead(study, self.database, policy, causes)]
+
+    def ended_by_death(self, pid: int) -> bool:
+        """Whether a run of the worker `pid` on this host was ended by its death (queued again, or failed)."""
+        return any(crash.ended_by_death(study, pid) for study in self._studies())
+
+    def may_come_back(self) -> bool:
+        """Whether a running attempt could still return to the queue (its worker may yet die)."""
+        return any(crash.may_come_back(study, self.database) for study in self._studies())
+
+    # --- reading
+
+    def trials(self) -> list[FrozenTrial]:
+        """The sweep's trials and those of its searches (their run ids never collide)."""
+        return [t for study in self._studies() for t in study.get_trials(deepcopy=False)]
+
+    def current(self) -> dict[str, FrozenTrial]:
+        """run id -> the attempt that speaks for it."""
+        return latest_by_run(self.trials())
+
+    def queued(self) -> list[RunSpec]:
+        """The spec (a search slot's template) of every WAITING attempt."""
+        return self._specs(TrialState.WAITING)
+
+    def running(self) -> list[RunSpec]:
+        """The spec (a search slot's template) of every RUNNING attempt: what the workers train now."""
+        return self._specs(TrialState.RUNNING)
+
+    def _specs(self, state: TrialState) -> list[RunSpec]:
+        return [
+            queue.spec_of(t)
+            for study in self._studies()
+            for t in study.get_trials(deepcopy=False, states=(state,))
+            if queue.SPEC in t.user_attrs
+        ]
+
+    def search_slots(self) -> dict[str, RunSpec]:
+        """slot id -> its template spec, for every trial slot of the sweep's searches."""
+        slots: dict[str, RunSpec] = {}
+        for found in self._searches.values():
+            for trial in found.study.get_trials(deepcopy=False):
+                slots.setdefault(trial.user_attrs[vocab.RUN_ID], queue.spec_of(trial))
+        return slots
+
+    def unplanned(self, runs: list[RunSpec]) -> list[str]:
+        """The runs this store holds at settings `runs` do not plan (an earlier version of the grid file?).
+        A planned point at another seed is planned: `run --until-decided` added it.
+        """
+        planned = {s.run_id for s in runs} | set(self.search_slots())
+        points = {s.settings_hash for s in runs}
+        return [
+            run_id
+            for run_id, trial in self.current().items()
+            if run_id not in planned and queue.spec_of(trial).settings_hash not in points
+        ]
+
+    def pending(self, runs: list[RunSpec]) -> list[RunSpec]:
+        """The runs of `runs` and the search slots that are queued or running."""
+        current = self.current()
+        planned = [s for s in runs if s.run_id in current and status_of(current[s.run_id]) in UNFINISHED]
+        return planned + [spec for slot, spec in self.search_slots().items() if status_of(current[slot]) in UNFINISHED]
+
+    def counts(self, run_ids: Iterable[str] | None = None) -> dict[str, int]:
+        """Runs per status; with run_ids, only those runs, and unplanned ones count as pending."""
+        return tables.counts(self.trials(), run_ids)
+
+    def runs_table(self) -> pd.DataFrame:
+        return tables.runs_table(self.trials(), self._search_settings())
+
+    def epochs_table(self) -> pd.DataFrame:
+        return tables.epochs_table(self.trials())
+
+    def export_csv(self, folder: Path) -> tuple[Path, Path]:
+        """Write runs.csv and epochs.csv into `folder` atomically; return their paths."""
+        return tables.export_csv(self.trials(), folder, self._search_settings())
+
+    def _search_settings(self) -> dict[str, dict[str, Any]]:
+        """Each search's settings, with the range it ended with (widened, if it was)."""
+        settings = {}
+        for group_id, found in self._searches.items():
+            low, high = found.lr_range
+            settings[group_id] = {**found.settings, "lr_low": low, "lr_high": high}
+        return settings

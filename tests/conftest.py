@@ -238,9 +238,10 @@ class Lines:
 
 
 def sweep_here(grid: Path, report: bool = False, **options):
-    """`sweep run GRID` in this process (no worker processes, no second TensorFlow): (Outcome, Lines).
+    """`sweep run GRID` in this process (no worker processes, no second TensorFlow): (Ended, Lines).
     Results go to <grid's folder>/results/<name> unless `results=` says otherwise.
     """
+    from sweep.cli.arguments import report_writer
     from sweep.config import load_grid
     from sweep.run import orchestrate
 
@@ -248,7 +249,8 @@ def sweep_here(grid: Path, report: bool = False, **options):
     options.setdefault("results", grid.parent / "results" / parsed.name)
     lines = Lines()
     console = orchestrate.Console(say=lines.out.append, warn=lines.err.append)
-    outcome = orchestrate.run_sweep(parsed, orchestrate.Options(in_process=True, report=report, **options), console)
+    writer = report_writer if report else None
+    outcome = orchestrate.run_sweep(parsed, orchestrate.Options(in_process=True, report=writer, **options), console)
     return outcome, lines
 
 

@@ -208,7 +208,7 @@ def test_worker_resumes_a_requeued_run_from_its_checkpoint(tmp_path: Path) -> No
     from sweep.store import Store, epochs_of
 
     grid = load_grid(write_grid(tmp_path, GRID))
-    reference = run_sweep(grid, Options(in_process=True, report=False, results=tmp_path / "whole"))
+    reference = run_sweep(grid, Options(in_process=True, results=tmp_path / "whole"))
     spec = plan(grid)[0]
     store = Store.open(tmp_path / "cut" / "journal.log", "ck")
     store.enqueue([spec])
@@ -226,7 +226,7 @@ def test_worker_resumes_a_requeued_run_from_its_checkpoint(tmp_path: Path) -> No
         driver.train(store, [claim], interrupt_after_three, places)
     store.requeue(claim, "interrupted")
     assert places.checkpoint(spec.run_id).exists()
-    outcome = run_sweep(grid, Options(in_process=True, report=False, results=tmp_path / "cut"))
+    outcome = run_sweep(grid, Options(in_process=True, results=tmp_path / "cut"))
     assert outcome.exit_code == 0
     runs = store.runs_table()
     assert runs[vocab.RESUMED_FROM_EPOCH].iloc[0] == pytest.approx(1.5)

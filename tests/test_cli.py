@@ -169,7 +169,7 @@ def test_in_process_ignores_workers_and_devices(
     write_grid(tmp_path, TINY_GRID)
     real_run_sweep, given = orchestrate.run_sweep, []
 
-    def without_report(grid: object, options: orchestrate.Options, *rest: object) -> orchestrate.Outcome:
+    def without_report(grid: object, options: orchestrate.Options, *rest: object) -> orchestrate.Ended:
         given.append(options)
         return real_run_sweep(grid, dataclasses.replace(options, report=False), *rest)
 
@@ -225,7 +225,7 @@ def test_ctrl_c_in_process_queues_the_run_again_and_the_next_run_finishes(tmp_pa
         if " epoch 1/2 " in line:
             raise KeyboardInterrupt
 
-    options = orchestrate.Options(results=tmp_path / "out", in_process=True, report=False)
+    options = orchestrate.Options(results=tmp_path / "out", in_process=True)
     with pytest.raises(KeyboardInterrupt):
         orchestrate.run_sweep(load_grid(grid), options, orchestrate.Console(say=ctrl_c_at_the_first_epoch))
     store = Store.open(tmp_path / "out" / vocab.JOURNAL_FILE, "tiny")

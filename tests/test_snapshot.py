@@ -35,7 +35,7 @@ def partly(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("partly")
     first = write_grid(folder, GRID.format(seeds="0"), "first.yaml")
     results = folder / "results"
-    options = orchestrate.Options(results=results, in_process=True, report=False)
+    options = orchestrate.Options(results=results, in_process=True)
     assert orchestrate.run_sweep(load_grid(str(first)), options).exit_code == 0
     grid = write_grid(folder, GRID.format(seeds="0, 1, 2"))
     store = Store.open(str(results / vocab.JOURNAL_FILE), "partly", create=False)

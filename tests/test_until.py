@@ -29,6 +29,7 @@ from sweep.claims.findings import ANY, Finding
 from sweep.claims.registry import by_id
 from sweep.claims.verdict import Verdict
 from sweep.claims.verdict import sequential_verdict as sequential_of
+from sweep.cli.arguments import report_writer
 from sweep.config import load_grid
 from sweep.config.plan import plan
 from sweep.report.document import Doc
@@ -119,7 +120,7 @@ def test_until_decided_adds_seeds_only_where_a_check_is_undecided(tmp_path: Path
     results = tmp_path / "results"
     lines = Lines()
     console = orchestrate.Console(say=lines.out.append, warn=lines.err.append)
-    options = orchestrate.Options(results=results, in_process=True)
+    options = orchestrate.Options(results=results, in_process=True, report=report_writer)
     outcome = until.run_until_decided(grid, options, max_seeds=5, console=console)
     assert outcome.exit_code == 0, lines.text
     layout = until.Layout.of(grid, 5)

@@ -13,6 +13,7 @@ from sweep.cli.cli_storage import storage_arg
 from sweep.config import GridFile
 
 if TYPE_CHECKING:
+    from sweep.report import Written
     from sweep.run.orchestrate import Options
 
 
@@ -115,11 +116,19 @@ def worker_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def report_writer(folder: Path) -> Written:
+    """The report of one results folder (`sweep.report.build`), which `run` and `export` end with."""
+    from sweep.report import build
+
+    return build([folder])
+
+
 def options(args: argparse.Namespace) -> Options:
     """The flags, as the orchestrator's options; the store from --storage, @FILE or $BATCHSWEEP_STORAGE."""
     from sweep.run.orchestrate import Options
 
     return Options(
+        report=report_writer,
         results=args.results,
         storage=storage_arg(args.storage),
         workers=getattr(args, "workers", None),

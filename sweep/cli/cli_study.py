@@ -196,7 +196,7 @@ def cmd_study(args: argparse.Namespace) -> int:
                     f"{' '.join(args.overrides)}: KEY=VALUE settings change a grid file's study; {args.target} is a "
                     "results folder, whose report is written from its runs as they are"
                 )
-            return study.report(args.target, args.tolerance, args.predict_devices)
+            return _report(args.target, args.tolerance, args.predict_devices)
         settings = StudySettings(
             smallest=args.batch_sizes[0],
             largest=args.batch_sizes[1],
@@ -208,15 +208,22 @@ def cmd_study(args: argparse.Namespace) -> int:
             records_per_epoch=args.records_per_epoch,
         )
         settings.ladder()  # a bad ladder answers before anything loads
-        return study.study(
-            args.target,
-            args.overrides,
-            settings,
-            arguments.options(args),
-            repeats=args.repeats,
-            plan_only=args.plan,
-            tolerance=args.tolerance,
-            devices=args.predict_devices,
+        code, results = study.study(
+            args.target, args.overrides, settings, arguments.options(args), repeats=args.repeats, plan_only=args.plan
         )
+        if code or args.plan:
+            return code
+        return _report(results, args.tolerance, args.predict_devices)
     except NoStudy as err:
         raise UsageError(str(err)) from None
+
+
+def _report(folder: Path, tolerance: float, devices: int) -> int:
+    """Write the study report of the results folder `folder` from its CSVs; `NoStudy` when it holds none."""
+    from sweep.report import study_report
+
+    written = study_report.build(folder, tolerance, devices)
+    for line in written.lines:
+        print(line, flush=True)
+    print(f"study report: {written.html} (and {written.markdown.name} beside it)", flush=True)
+    return EXIT_OK

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
 from sweep import vocab
 from sweep.config import GridFile
@@ -45,6 +46,24 @@ class Console:
     warn: Callable[[str], None] = _err
 
 
+class Reported(Protocol):
+    """A report written: its files and its verdicts in short (`sweep.report.Written`)."""
+
+    @property
+    def markdown(self) -> Path: ...
+
+    @property
+    def html(self) -> Path: ...
+
+    @property
+    def summary(self) -> Sequence[str]: ...
+
+
+# Writes the report of one results folder. The command line passes sweep.report's (`arguments.report_writer`):
+# a sweep never imports the report, so what it trains never depends on how results are presented.
+Reporter = Callable[[Path], Reported]
+
+
 @dataclass(frozen=True)
 class Options:
     """How to run a sweep. `storage` is a journal path or database URL (default <results>/journal.log)."""
@@ -57,7 +76,7 @@ class Options:
     retries: int = 1
     max_requeues: int = 3  # times a run whose worker died is queued again before it is left failed
     in_process: bool = False  # train in this process (no worker processes; one TensorFlow)
-    report: bool = True  # end `run_sweep` with the report
+    report: Reporter | None = None  # end `run_sweep` (and `export`) with this report; None: the CSVs only
     keep_models: bool = False  # keep run checkpoints, and each done run's model in <results>/models
     pack: int | None = None  # runs per packed model (sweep/train/pack.py); None: the measured size per batch size
 
@@ -67,7 +86,7 @@ class Options:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Ended:
     """What a sweep ended with."""
 
     exit_code: int
@@ -127,7 +146,7 @@ def open_store(target: str, name: str, create: bool) -> Store:
 # --- run
 
 
-def run_sweep(grid: GridFile, options: Options = Options(), console: Console = Console()) -> Outcome:
+def run_sweep(grid: GridFile, options: Options = Options(), console: Console = Console()) -> Ended:
     """Train the grid's runs and the searches' trials; then each finished search's best lr at every seed."""
     runs, groups = plan(grid), search_groups(grid)
     results, target = locations(grid, options)
@@ -332,7 +351,7 @@ def _warn_foreign(store: Store, runs: list[RunSpec], console: Console) -> None:
 
 def _finish(
     store: Store, runs: list[RunSpec], results: Path, options: Options, console: Console, trained: int
-) -> Outcome:
+) -> Ended:
     """Export the tables, say how the sweep stands, write the report."""
     runs_csv, epochs_csv = store.export_csv(results)
     planned = {s.run_id for s in runs} | set(store.search_slots())
@@ -343,8 +362,8 @@ def _finish(
         error = (trial.user_attrs.get(vocab.ERROR) or "").strip().splitlines()
         console.warn(f"FAILED {run_id}: {error[-1] if error else 'no error text'}")
     console.say(f"results: {runs_csv} and {epochs_csv}")
-    written = write_report(results, console) if options.report else None
-    return Outcome(
+    written = write_report(results, options.report, console) if options.report else None
+    return Ended(
         EXIT_FAILED if failed else EXIT_OK,
         counts,
         runs_csv,
@@ -355,12 +374,10 @@ def _finish(
     )
 
 
-def write_report(results: Path, console: Console) -> tuple[Path, Path] | None:
+def write_report(results: Path, report: Reporter, console: Console) -> tuple[Path, Path] | None:
     """The report of one results folder. A report problem is shown but never changes the run's exit code."""
-    from sweep import report
-
     try:
-        written = report.build([results])
+        written = report(results)
     except Exception as err:  # the runs are safe in the CSVs; `sweep report` can be run again by hand
         console.warn(f"warning: report not written ({type(err).__name__}: {err}); retry with `sweep report {results}`")
         return None

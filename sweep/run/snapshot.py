@@ -31,7 +31,7 @@ def from_grid(grid: GridFile, options: Options, console: Console = CONSOLE) -> P
     # the grid's runs (those not queued yet count as pending) and whatever else the sweep holds: seeds
     # added by --until-decided, runs of an earlier version of the grid file
     planned = [s.run_id for s in runs] + list(store.search_slots())
-    return _write(store, list(dict.fromkeys([*planned, *store.current()])), results, console)
+    return _write(store, list(dict.fromkeys([*planned, *store.current()])), results, options, console)
 
 
 def from_folder(folder: Path, options: Options, study: str | None, console: Console = CONSOLE) -> Path:
@@ -40,10 +40,10 @@ def from_folder(folder: Path, options: Options, study: str | None, console: Cons
     """
     target = folders.store_of(folder, options.storage)
     store = open_store(target, folders.sweep_of(folder, target, study), create=False)
-    return _write(store, list(store.current()), folder, console)
+    return _write(store, list(store.current()), folder, options, console)
 
 
-def _write(store: Store, planned: list[str], results: Path, console: Console) -> Path:
+def _write(store: Store, planned: list[str], results: Path, options: Options, console: Console) -> Path:
     """The CSVs of every run in the store, the report of the finished ones, and a line on what is missing."""
     runs_csv, epochs_csv = store.export_csv(results)
     counts = store.counts(planned)
@@ -53,9 +53,9 @@ def _write(store: Store, planned: list[str], results: Path, console: Console) ->
     missing = len(planned) - finished
     if missing:
         console.say(missing_line(counts, missing, len(planned)))
-    if finished:
-        write_report(results, console)
-    else:
+    if finished and options.report:
+        write_report(results, options.report, console)
+    elif not finished:
         console.say("no run has finished yet: no report (run `sweep export` again later)")
     return results
 

@@ -1,9 +1,9 @@
 """`sweep study` of a grid file, from plan to report: the study's grid (the user's grid file with the study's
 overrides, sweep/config/study_plan.py), a quiet timing of each batch size measured first (timing.csv), from
 which the records are set and the study's size estimated, the plan said, the study written as
-<results>/grid.yaml, its runs trained as `run` trains them, and the study report (sweep/report/study_report.py).
-The command line (sweep/cli/cli_study.py) parses the flags, calls `study` or `report`, and maps errors to exit
-codes. Every line for the user goes through a `Console`.
+<results>/grid.yaml, and its runs trained as `run` trains them. The command line (sweep/cli/cli_study.py)
+parses the flags, calls `study`, writes the study report (sweep/report/study_report.py) of the folder it
+returns, and maps errors to exit codes. Every line for the user goes through a `Console`.
 """
 
 from __future__ import annotations
@@ -36,35 +36,18 @@ def study(
     *,
     repeats: int,
     plan_only: bool,
-    tolerance: float,
-    devices: int,
     console: Console = PRINTED,
-) -> int:
+) -> tuple[int, Path]:
     """Plan the study of the grid file `target` (with the user's `overrides`), time it, write it as a grid file,
-    and unless `plan_only` train it and write its report (read with `tolerance` and `devices`); the exit code.
-    Raises `NoStudy` (sweep/analysis/study.py) when the runs trained hold no study to report.
+    and unless `plan_only` train it: the exit code and the study's results folder, whose report is the caller's.
     """
     grid, study_overrides = _study_grid(target, tuple(overrides), settings, options, repeats, console)
     results = _results(grid, options)
     written = resolved.write(results, grid, study_overrides)  # the study as a grid file: `sweep run` or `slurm` it
     if not plan_only:
-        outcome = orchestrate.run_sweep(grid, replace(options, report=False))
-        if outcome.exit_code:
-            return outcome.exit_code
-        return report(results, tolerance, devices, console)
+        return orchestrate.run_sweep(grid, replace(options, report=None)).exit_code, results
     console.say(f"planned only; the study as a grid file: {written}")
-    return EXIT_OK
-
-
-def report(folder: Path, tolerance: float, devices: int, console: Console = PRINTED) -> int:
-    """Write the study report of the results folder `folder` from its CSVs; `NoStudy` when it holds none."""
-    from sweep.report import study_report
-
-    written = study_report.build(folder, tolerance, devices)
-    for line in written.lines:
-        console.say(line)
-    console.say(f"study report: {written.html} (and {written.markdown.name} beside it)")
-    return EXIT_OK
+    return EXIT_OK, results
 
 
 def _study_grid(

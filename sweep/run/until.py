@@ -35,8 +35,8 @@ from sweep.run.orchestrate import (
     EXIT_FAILED,
     EXIT_OK,
     Console,
+    Ended,
     Options,
-    Outcome,
     UsageError,
     locations,
     open_store,
@@ -164,7 +164,7 @@ def _read_by(per_look: list[dict[str, tuple[tuple[Check, ...], tuple[str, ...]]]
 
 def run_until_decided(
     grid: GridFile, options: Options | None = None, max_seeds: int = DEFAULT_MAX_SEEDS, console: Console | None = None
-) -> Outcome:
+) -> Ended:
     """Train the grid, then each planned look's seeds at the points whose claims are undecided; write
     decisions.csv and looks.csv, then the report.
     """
@@ -178,7 +178,7 @@ def run_until_decided(
     _check_plan(grid, target, layout.plan)
     looks = " -> ".join(str(n) for n in layout.plan.looks)
     console.say(f"{grid.name}: until decided, seeds per setting {looks} (the cap), new seeds {_seeds_text(layout)}")
-    outcome = run_sweep(grid, replace(options, report=False), console)
+    outcome = run_sweep(grid, replace(options, report=None), console)
     if outcome.exit_code:
         console.warn("the grid's runs are not all finished; run the same command again before any seeds are added")
         return outcome
@@ -212,7 +212,7 @@ def run_until_decided(
         console.say(f"  {claim} {status.label}: {status.words()}")
     console.say(f"decisions: {paths[0]} and {paths[1]}")
     runs_csv, epochs_csv = store.export_csv(results)
-    written = write_report(results, console) if options.report else None
+    written = write_report(results, options.report, console) if options.report else None
     return replace(
         outcome,
         exit_code=EXIT_OK,

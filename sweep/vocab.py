@@ -1,7 +1,7 @@
 """The shared vocabulary: metric names, run statuses, file names.
 
 Everything imports this module and it imports nothing of the package, so the
-names are defined exactly once (DESIGN.md, "Results layout"). Each recorded metric is one
+names are defined exactly once (docs/results.md says what each column means). Each recorded metric is one
 entry of `METRICS`, from which the metric tuples below, the per-run snapshot,
 the figures' labels, the metrics compiled into every model and docs/results.md's
 table derive.

@@ -402,9 +402,6 @@ def test_every_shown_command_runs_and_exits_as_shown(desk: tuple[Path, dict[str,
 
 # --- the benchmarks' commands: each shown benchmark answers --help, with every option it is shown with
 
-# docs/design.md is being rewritten on another branch; until then it names this benchmark by its path from
-# before benchmarks/ was grouped by question. Remove it when the page no longer shows it.
-OLD_IN_DESIGN = {"python -m benchmarks.pack"}
 BENCHMARK_COMMAND = re.compile(
     r"(?<![\w./-])(?:[\w.-]*/)*python3?\s+(-m\s+benchmarks(?:\.\w+)+|benchmarks/[\w/]+\.py)\b([^`#\n]*)"
 )
@@ -433,10 +430,6 @@ class BenchmarkCommand:
     @property
     def program(self) -> str:
         return f"python {self.target}" if self.by_path else f"python -m {self.module}"
-
-    @property
-    def old_in_design(self) -> bool:
-        return self.page == "docs/design.md" and self.program in OLD_IN_DESIGN
 
     def flags(self) -> list[str]:
         return FLAG.findall(self.args)
@@ -526,8 +519,7 @@ def test_every_shown_benchmark_command_names_a_benchmark_that_runs() -> None:
     """A moved or renamed benchmark leaves no page showing its old command (the system test below runs each)."""
     shown = benchmark_commands()
     assert len(shown) > 60, "the pages' benchmark commands were not found"
-    assert [c.where() for c in shown if not runnable(c.module) and not c.old_in_design] == []
-    assert {c.program for c in shown if c.old_in_design} == OLD_IN_DESIGN, "docs/design.md no longer shows it"
+    assert [c.where() for c in shown if not runnable(c.module)] == []
 
 
 @pytest.mark.system  # each shown benchmark's --help in a fresh Python, both forms where shown: about 30 s on 2 cores
@@ -540,8 +532,6 @@ def test_every_shown_benchmark_command_answers_help_with_the_options_it_is_shown
     helps: dict[str, subprocess.CompletedProcess] = {}
     failed = []
     for shown in benchmark_commands():
-        if shown.old_in_design:
-            continue
         if shown.program not in helps:
             argv = [sys.executable, *shown.program.split()[1:], "--help"]
             helps[shown.program] = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)

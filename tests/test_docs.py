@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import layers
 import pytest
 import yaml
 from conftest import REPO
@@ -126,28 +127,39 @@ def _markdown_files() -> list[Path]:
     return [*docs, REPO / "experiments" / "README.md"]
 
 
-# docs/design.md is being rewritten on another branch; until then it names these benchmarks by their paths
-# from before benchmarks/ was grouped by question (now benchmarks/tools/device_check.py,
-# benchmarks/common/machine.py, benchmarks/speed/backend_speed.py). Remove each when the page no longer names it.
-OLD_IN_DESIGN = {"benchmarks/device_check.py", "benchmarks/machine.py", "benchmarks/backends.py"}
-
-
 def test_every_relative_link_and_named_file_in_readme_and_docs_exists() -> None:
     """A link [text](path) or a backticked repository path (`sweep/run/worker.py`, `docs/cluster.md`) that
     names nothing is a reader's dead end, and the layout has moved before.
     """
     link = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
     named = re.compile(r"`((?:sweep|docs|tests|benchmarks|experiments|notebooks)/[\w./-]+\.(?:py|md|yaml|ipynb))`")
-    missing, old = [], set()
+    missing = []
     for page in _markdown_files():
         text = page.read_text(encoding="utf-8")
         for target in link.findall(text):
             if "://" not in target and not target.startswith("mailto:") and not (page.parent / target).exists():
                 missing.append(f"{page.relative_to(REPO)}: {target}")
         for path in named.findall(text):
-            if page.name == "design.md" and path in OLD_IN_DESIGN and not (REPO / path).exists():
-                old.add(path)
-            elif not (REPO / path).exists():
+            if not (REPO / path).exists():
                 missing.append(f"{page.relative_to(REPO)}: {path}")
     assert missing == []
-    assert old == OLD_IN_DESIGN, "docs/design.md no longer names some of OLD_IN_DESIGN: remove them from it"
+
+
+def test_the_design_pages_module_tables_are_the_modules_docstrings() -> None:
+    """docs/design.md's module tables are `python tests/layers.py --markdown`: every module, its layer and the first
+    sentence of its docstring, so a module added, moved or re-described shows there or fails here.
+    """
+    page = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    assert layers.generated(page) == layers.markdown(), "paste `python tests/layers.py --markdown` into design.md"
+
+
+def test_the_design_page_is_a_map_of_about_two_pages() -> None:
+    """The flow, the layers, where each concept lives and the recipes in about two pages (the generated tables
+    aside); the detail is docs/internals.md's. Each recipe names only files that exist.
+    """
+    page = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    prose = page.replace(layers.generated(page), "")
+    assert len(prose.split()) < 1600, len(prose.split())
+    recipes = prose[prose.index("## Recipes") : prose.index("## Modules")]
+    named = re.findall(r"`((?:sweep|tests|experiments)/[\w/]+\.(?:py|yaml))`", recipes)
+    assert len(named) >= 12 and [path for path in named if not (REPO / path).exists()] == []

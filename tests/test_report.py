@@ -255,10 +255,12 @@ def test_report_again_on_unchanged_data_writes_nothing_and_any_change_rebuilds(t
 
 @pytest.mark.integration
 def test_report_again_after_a_change_to_the_package_source_rebuilds(tmp_path: Path, monkeypatch) -> None:
-    """The stamp's code part reads this package's source: an edited module rebuilds the report."""
+    """The stamp's code part reads the package's source: an edited check (sweep/claims, outside the report package)
+    rebuilds the report.
+    """
     package = tmp_path / "copy" / "sweep"  # the stamp reads a copy of the package, which the test then edits
-    shutil.copytree(Path(stamp.__file__).parent, package, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(stamp, "__file__", str(package / "stamp.py"))
+    shutil.copytree(Path(stamp.__file__).parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(stamp, "__file__", str(package / "report" / "stamp.py"))
     out = tmp_path / "out"
     first = cli_report(FIXTURES / "fx_bs", "--out", out)
     assert first[0] == 0
@@ -266,7 +268,7 @@ def test_report_again_after_a_change_to_the_package_source_rebuilds(tmp_path: Pa
     before = md.stat().st_mtime_ns
     assert cli_report(FIXTURES / "fx_bs", "--out", out) == first
     assert md.stat().st_mtime_ns == before  # same source: kept
-    checks = package / "checks.py"
+    checks = package / "claims" / "checks.py"
     checks.write_text(checks.read_text() + "\n# an edited check\n")
     assert cli_report(FIXTURES / "fx_bs", "--out", out) == first
     assert md.stat().st_mtime_ns != before  # edited source: rebuilt

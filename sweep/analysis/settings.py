@@ -19,7 +19,7 @@ BATCH_SIZE, GPUS = "train.batch_size", "train.gpus"
 # Where a grid key stands for the claims comes from its declaration (sweep/config/keys.py):
 # - POST_DEFAULTS: the post's setting of the toggles; where several groups of runs could
 #   answer a question, rows at these values are used (except for the setting compared);
-# - CONTROL_DEFAULTS: the control axes (docs/design.md, "Controls") at their defaults; claims
+# - CONTROL_DEFAULTS: the control axes (docs/internals.md, "Controls") at their defaults; claims
 #   read the runs at these values, and an empty cell (results written before a key existed)
 #   means the default;
 # - CONTROL_COMPANIONS: settings that only accompany a control, or add records, not updates;

@@ -6,7 +6,7 @@ that differ from the default arm in one mechanism's keys, within one group of
 otherwise equal settings (the group with the most arms), and gives per arm the
 epoch-2 gap at batch 64 with its t-interval over seeds, its per-seed paired change
 against the default arm, the gap at batch 8, and C7's val_acc difference
-(batch 64 - 8, last record, paired). docs/design.md, "Controls", says why.
+(batch 64 - 8, last record, paired). docs/internals.md, "Controls", says why.
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from sweep.analysis import (
     row_key,
     setting_columns,
 )
-from sweep.analysis.estimates import Estimate, estimate, fmt_estimate
+from sweep.analysis.estimates import Check, Estimate, estimate, fmt_estimate
+from sweep.analysis.outcome import Outcome
 from sweep.analysis.selection import at_post, fmt_value, is_default, matches, seed_count, where
+from sweep.claims.findings import FAR_GAP
 from sweep.config import declared
 
 EXPERIMENTS = "experiments/controls.yaml"  # the sweep that runs every arm
@@ -88,6 +90,11 @@ class Arm:
     val_last: Estimate  # C7: val_acc at batch 64 - batch 8, last record, paired per seed; empty: as default
     read_at: str
     eval_gap64: Estimate  # eval_gap at batch 64 at the same reading: overfitting, whatever the arm's gap reads
+
+    @property
+    def survives(self) -> Outcome:
+        """Is batch 64's gap still far above (C1's threshold) with this arm: its interval wholly above it."""
+        return Check("gap at batch 64", self.gap64, low=FAR_GAP.value).outcome()
 
 
 @dataclass(frozen=True)

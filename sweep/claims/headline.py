@@ -8,6 +8,7 @@ lag). `sweep.report.sections.headline` puts them into words.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -17,7 +18,7 @@ from sweep.analysis import BATCH_SIZE, column
 from sweep.analysis.estimates import Estimate, estimate
 from sweep.analysis.selection import where
 from sweep.claims.checks import bn_momentum
-from sweep.claims.findings import PICTURE, shows_pattern
+from sweep.claims.findings import FAR_GAP, PICTURE, shows_pattern
 from sweep.claims.maps import Cell, ConditionMap
 from sweep.claims.registry import the
 
@@ -43,6 +44,11 @@ class Setting:
         the +-0.1 band is rarely reached).
         """
         return shows_pattern(self.gap.mean, self.gap_small.mean)
+
+    @property
+    def closes(self) -> bool:
+        """Recalibrated, batch 64's gap is no longer far above: its 95% interval lies wholly below the threshold."""
+        return math.isfinite(self.recal_gap.high) and self.recal_gap.high < FAR_GAP.value
 
 
 def settings(m: ConditionMap) -> list[Setting]:

@@ -90,7 +90,7 @@ def worker_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep each run's checkpoint after it ends (normally removed once it is done, failed or diverged), "
         "and save each done run's final model as <results>/models/<run_id>.keras "
-        "(sweep.train.checkpoint.load_model, or keras.saving.load_model with the custom objects in docs/design.md)",
+        "(sweep.train.checkpoint.load_model, or keras.saving.load_model with the custom objects in docs/internals.md)",
     )
     p.add_argument(
         "--pack",

@@ -18,7 +18,7 @@ from sweep.config.validators import Validator
 # hashed spec while at its default, so adding it changed no existing run id (sweep/config/plan.py).
 FIRST_RELEASE = 1
 
-# How the analysis treats a key (sweep/analysis/__init__.py; docs/design.md, "Controls").
+# How the analysis treats a key (sweep/analysis/__init__.py; docs/internals.md, "Controls").
 CONTROL = "control"  # a mechanism arm: claims read the runs with it at its default
 COMPANION = "companion"  # only accompanies a control (steps with budget: steps) or adds records, not updates
 

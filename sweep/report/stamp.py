@@ -68,9 +68,11 @@ def _outputs(out: Path) -> dict[str, str | None]:
 
 
 def _code() -> str:
-    """This package's source: a changed check or figure changes the report."""
+    """The whole package's source: a changed statistic (analysis), check (claims) or figure (report) changes the
+    report, wherever it lives.
+    """
     digest = hashlib.sha256()
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()

@@ -10,7 +10,7 @@ that is comparable with `val_acc` (`train_eval_acc`, the end-of-epoch model in
 inference mode). With `train.recalibrate_bn` both evaluations are repeated with
 BatchNorm statistics recomputed for the current weights (`*_recal`, sweep/train/recal.py).
 
-Controls (docs/design.md, "Controls"): the learning rate used is
+Controls (docs/internals.md, "Controls"): the learning rate used is
 `optim.effective_lr` (scaled by batch size on request) with an optional linear
 warm-up per step; `budget: steps` stops after exactly `train.steps` optimizer
 steps; `eval_every_steps` adds records inside an epoch. A record's `epoch` is

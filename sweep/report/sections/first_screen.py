@@ -14,7 +14,6 @@ from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.selection import seed_count
 from sweep.claims import headline
 from sweep.claims.findings import (
-    FAR_GAP,
     READ_QUIET,
     READ_RAW,
     READ_RECAL,
@@ -115,7 +114,7 @@ def _picture(p: Picture | None) -> str:
     shows = [s for s in settings if s.shows]
     if not shows:
         return text
-    closed = [s for s in shows if s.recal_gap.high < FAR_GAP.value]
+    closed = [s for s in shows if s.closes]
     return (
         f"{text} Over the {len(settings)} trained settings of {p.mapped.source if p.mapped else ''} it shows at "
         f"{len(shows)}; with BatchNorm's statistics recomputed for the same weights it closes at {len(closed)} of "

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from sweep import vocab
 from sweep.analysis import readings, tuning
-from sweep.analysis.estimates import Check, Estimate, fmt_estimate
+from sweep.analysis.estimates import fmt_estimate
 from sweep.claims import attribution as attr
 from sweep.claims import comparable
 from sweep.claims.findings import FAR_GAP
@@ -68,10 +68,6 @@ def _comparable_tables(doc: Doc, reads: list[comparable.Read], at: str) -> None:
 # --- attribution, tuning and the noise scale
 
 
-def _survives(e: Estimate) -> str:
-    return Check("", e, low=FAR_GAP.value).outcome().words.answer
-
-
 def attribution_section(doc: Doc, att: attr.Attribution | None) -> None:
     doc.h(2, "Attribution: what makes C1's gap at batch 64?")
     if att is None:
@@ -109,7 +105,7 @@ def attribution_section(doc: Doc, att: attr.Attribution | None) -> None:
                 a.label,
                 a.read_at,
                 fmt_estimate(a.gap64),
-                _survives(a.gap64),
+                a.survives.words.answer,
                 fmt_estimate(a.change) if a.change else "(reference)",
                 fmt_estimate(a.gap8),
                 fmt_estimate(a.val_last) if a.val_last.n else "as default",

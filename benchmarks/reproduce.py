@@ -29,6 +29,7 @@ from sweep import vocab
 from sweep.config import load_grid
 from sweep.config.plan import RunSpec, plan
 from sweep.train import devices
+from sweep.vocab import RunStatus
 
 TIMINGS = {vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND}
 
@@ -41,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     grid = _grid_file(folder, args.grid)
     seeds = sorted(int(seed) for seed in runs[vocab.SEED].dropna().unique())  # `--until-decided` adds seeds
     planned = {spec.run_id: spec for spec in plan(load_grid(grid, [f"seeds={seeds}"]))}
-    done = runs[(runs[vocab.STATUS] == vocab.DONE) & (runs.get("role", pd.Series("grid", index=runs.index)) == "grid")]
+    done = runs[
+        (runs[vocab.STATUS] == RunStatus.DONE) & (runs.get("role", pd.Series("grid", index=runs.index)) == "grid")
+    ]
     missing = sorted(set(done[vocab.RUN_ID]) - set(planned))
     here = done[done["cpu"] == devices.cpu_model()]
     chosen = _spread(here, args.runs)

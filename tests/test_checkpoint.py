@@ -220,11 +220,11 @@ def test_worker_resumes_a_requeued_run_from_its_checkpoint(tmp_path: Path) -> No
         if sum(isinstance(e, events.EpochDone) for e in seen) == 3:
             raise KeyboardInterrupt
 
-    claim = store.claim_next()
-    assert claim is not None
+    lease = store.claim_next()
+    assert lease is not None
     with pytest.raises(KeyboardInterrupt):
-        driver.train(store, [claim], interrupt_after_three, places)
-    store.requeue(claim, "interrupted")
+        driver.train(store, [lease], interrupt_after_three, places)
+    store.requeue(lease, "interrupted")
     assert places.checkpoint(spec.run_id).exists()
     outcome = run_sweep(grid, Options(in_process=True, report=False, results=tmp_path / "cut"))
     assert outcome.exit_code == 0

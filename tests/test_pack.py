@@ -22,6 +22,7 @@ from sweep.train.compiled import forget_compiled
 from sweep.train.pack import default_size, pack_key
 from sweep.train.records import Diverged
 from sweep.train.trainer import Trainer
+from sweep.vocab import RunStatus
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 NEVER_BETTER = '{"metric": "val_loss", "min_delta": 10.0, "patience": 1}'  # stops after its second epoch
@@ -201,7 +202,7 @@ def test_a_packed_sweep_writes_the_csvs_of_an_unpacked_one(tmp_path) -> None:
     runs = pd.read_csv(tmp_path / "packed" / vocab.RUNS_CSV).set_index(vocab.RUN_ID)
     assert sorted(runs["pack_size"].value_counts().items()) == [(2, 2), (4, 4)]  # 6 runs: a pack of 4, one of 2
     assert (pd.read_csv(tmp_path / "alone" / vocab.RUNS_CSV)["pack_size"] == 1).all()
-    assert (runs[vocab.STATUS] == vocab.DONE).all()
+    assert (runs[vocab.STATUS] == RunStatus.DONE).all()
     order = [vocab.RUN_ID, vocab.EPOCH]
     got, want = (
         pd.read_csv(tmp_path / folder / vocab.EPOCHS_CSV).drop(columns=list(TIMINGS)).sort_values(order)
@@ -253,9 +254,9 @@ def test_a_pack_with_a_failing_run_trains_its_mates_alone(tmp_path) -> None:
     assert worker.work(store, events.append, own_process=False, places=places, pack=3) == 0
     store.export_csv(tmp_path)
     runs = pd.read_csv(tmp_path / vocab.RUNS_CSV).set_index(vocab.RUN_ID)
-    assert runs.loc[unlucky, vocab.STATUS] == vocab.FAILED and "unlucky draw" in runs.loc[unlucky, "error"]
+    assert runs.loc[unlucky, vocab.STATUS] == RunStatus.FAILED and "unlucky draw" in runs.loc[unlucky, "error"]
     lucky = [s for s in specs if s.run_id != unlucky]
-    assert (runs.loc[[s.run_id for s in lucky], vocab.STATUS] == vocab.DONE).all()
+    assert (runs.loc[[s.run_id for s in lucky], vocab.STATUS] == RunStatus.DONE).all()
     assert (runs.loc[[s.run_id for s in lucky], "pack_size"] == 1).all()  # trained alone after the pack failed
     epochs = pd.read_csv(tmp_path / vocab.EPOCHS_CSV)
     for s, want in zip(lucky, alone(lucky), strict=True):
@@ -292,7 +293,7 @@ def test_a_model_with_losses_of_its_own_trains_alone(tmp_path) -> None:
     assert worker.work(store, [].append, own_process=False, places=places, pack=2) == 0
     store.export_csv(tmp_path)
     runs = pd.read_csv(tmp_path / vocab.RUNS_CSV)
-    assert (runs[vocab.STATUS] == vocab.DONE).all() and (runs["pack_size"] == 1).all() and len(runs) == 2
+    assert (runs[vocab.STATUS] == RunStatus.DONE).all() and (runs["pack_size"] == 1).all() and len(runs) == 2
 
 
 @pytest.mark.integration
@@ -308,23 +309,23 @@ def test_a_pack_whose_attempt_the_store_took_back_queues_its_mate_again(tmp_path
     specs = [spec(seed, epochs=3) for seed in range(2)]
     store = Store.open(tmp_path / "journal.log", "t")
     store.enqueue(specs)
-    claims = [store.claim_next(), store.claim_next()]
+    leases = [store.claim_next(), store.claim_next()]
     other = Store.open(tmp_path / "journal.log", "t")  # the process that presumes the worker dead
     said: list = []
 
     def presumed_dead_after_epoch_one(event: events.Event) -> None:
         said.append(event)
-        if isinstance(event, events.EpochDone) and event.run_id == claims[0].spec.run_id:
-            trial = other.sweep.get_trials()[claims[0].trial.number]
-            lease = dataclasses.replace(claims[0], trial=internals.handle(other.sweep, trial), study=other.sweep)
+        if isinstance(event, events.EpochDone) and event.run_id == leases[0].spec.run_id:
+            trial = other.sweep.get_trials()[leases[0].trial.number]
+            lease = dataclasses.replace(leases[0], trial=internals.handle(other.sweep, trial), study=other.sweep)
             assert other.requeue(lease, "presumed dead (test)")
 
     places = resume.places(str(tmp_path / "journal.log"), "t")
-    ended = driver.train(store, claims, presumed_dead_after_epoch_one, places)
-    assert ended == [(vocab.INTERRUPTED, False), (vocab.INTERRUPTED, True)]
+    ended = driver.train(store, leases, presumed_dead_after_epoch_one, places)
+    assert ended == [(RunStatus.INTERRUPTED, False), (RunStatus.INTERRUPTED, True)]
     states = {(t.user_attrs[vocab.RUN_ID], t.user_attrs[vocab.ATTEMPT]): t.state for t in store.sweep.get_trials()}
     waiting = optuna.trial.TrialState.WAITING
-    assert [states[(c.spec.run_id, 2)] for c in claims] == [waiting, waiting]  # both queued for a new attempt
+    assert [states[(c.spec.run_id, 2)] for c in leases] == [waiting, waiting]  # both queued for a new attempt
     interrupted = [e for e in said if isinstance(e, events.RunInterrupted)]
-    assert [e.run_id for e in interrupted] == [c.spec.run_id for c in claims]
+    assert [e.run_id for e in interrupted] == [c.spec.run_id for c in leases]
     assert "presumed this worker dead" in interrupted[0].reason and "trains alone next" in interrupted[1].reason

@@ -24,6 +24,7 @@ from sweep.store import RetryPolicy, Store, status_of, storage
 from sweep.store.queue import INFO
 from sweep.store.secrets import redact, secrets_of
 from sweep.train import backends
+from sweep.vocab import RunStatus
 
 PHASES = 3  # grid and searches; then the tuned runs; a third pass only if a search finished late
 # (and one pass more for each widening a search may take: search.widen)
@@ -71,7 +72,7 @@ class Outcome:
     """What a sweep ended with."""
 
     exit_code: int
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[RunStatus, int] = field(default_factory=dict)
     runs_csv: Path | None = None
     epochs_csv: Path | None = None
     report_md: Path | None = None
@@ -338,7 +339,7 @@ def _finish(
     planned = {s.run_id for s in runs} | set(store.search_slots())
     counts = store.counts(planned)
     console.say(f"status: {counts_text(counts)}")
-    failed = [(rid, t) for rid, t in store.current().items() if rid in planned and status_of(t) == vocab.FAILED]
+    failed = [(rid, t) for rid, t in store.current().items() if rid in planned and status_of(t) is RunStatus.FAILED]
     for run_id, trial in failed:
         error = (trial.user_attrs.get(vocab.ERROR) or "").strip().splitlines()
         console.warn(f"FAILED {run_id}: {error[-1] if error else 'no error text'}")
@@ -370,9 +371,9 @@ def write_report(results: Path, console: Console) -> tuple[Path, Path] | None:
     return written.markdown, written.html
 
 
-def counts_text(counts: dict[str, int]) -> str:
+def counts_text(counts: dict[RunStatus, int]) -> str:
     """ "2 done, 0 running, ..."; pruned (learning-rate search trials only) when there are any."""
-    return ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES if s != vocab.PRUNED or counts[s])
+    return ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES if s is not RunStatus.PRUNED or counts[s])
 
 
 # --- joining a sweep started elsewhere

@@ -198,7 +198,7 @@ def run_until_decided(
         code, done = train_runs(store, added, options, results, console)
         trained += done
         current = store.current()
-        unfinished = [s.run_id for s in added if s.run_id not in current or status_of(current[s.run_id]) not in FINAL]
+        unfinished = [s.run_id for s in added if s.run_id not in current or not status_of(current[s.run_id]).final]
         if code or unfinished:
             console.warn(
                 f"{len(unfinished)} run(s) of look {k + 2} not finished; the next look needs all of them: "
@@ -222,9 +222,6 @@ def run_until_decided(
         report_html=written[1] if written else None,
         trained=trained,
     )
-
-
-FINAL = (vocab.DONE, vocab.DIVERGED)  # a run that will not change: a look may read it
 
 
 def _check_plan(grid: GridFile, target: str, plan_: Plan) -> None:

@@ -5,6 +5,7 @@ the CLI as a subprocess (for tests of the process boundary).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.abc
 import os
 import signal
@@ -22,6 +23,7 @@ import services
 
 if TYPE_CHECKING:
     from sweep.report import Written
+    from sweep.train.session import Session
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -237,9 +239,19 @@ class Lines:
         return "\n".join(self.out + self.err)
 
 
+@functools.cache
+def this_process_session() -> Session:
+    """The worker session of the sweeps this test process trains in itself, as a notebook keeps one: a
+    sweep's first run takes the compiled model the last sweep's runs of its graph left (sweep/train/session.py).
+    """
+    from sweep.train.session import Session
+
+    return Session()
+
+
 def sweep_here(grid: Path, report: bool = False, **options):
-    """`sweep run GRID` in this process (no worker processes, no second TensorFlow): (Outcome, Lines).
-    Results go to <grid's folder>/results/<name> unless `results=` says otherwise.
+    """`sweep run GRID` in this process (no worker processes, no second TensorFlow), in the test process's
+    worker session: (Outcome, Lines). Results go to <grid's folder>/results/<name> unless `results=` says otherwise.
     """
     from sweep.config import load_grid
     from sweep.run import orchestrate
@@ -248,7 +260,8 @@ def sweep_here(grid: Path, report: bool = False, **options):
     options.setdefault("results", grid.parent / "results" / parsed.name)
     lines = Lines()
     console = orchestrate.Console(say=lines.out.append, warn=lines.err.append)
-    outcome = orchestrate.run_sweep(parsed, orchestrate.Options(in_process=True, report=report, **options), console)
+    in_process = orchestrate.Options(in_process=True, report=report, **options)
+    outcome = orchestrate.run_sweep(parsed, in_process, console, this_process_session())
     return outcome, lines
 
 

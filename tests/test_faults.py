@@ -181,10 +181,12 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An error inside epoch 2 (here injected into the evaluation) fails the run; epoch 1 stays recorded,
-    and the next run of the same worker builds a fresh model instead of reusing the broken one's.
+    and its compiled model never goes back to the worker's session, so no later run reuses the broken one;
+    the next run's does.
     """
     from sweep.run import driver, resume
-    from sweep.train import compiled, single
+    from sweep.train import single
+    from sweep.train.session import Session
 
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
@@ -199,18 +201,20 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
 
     said: list[events.Event] = []
     monkeypatch.setattr(single.Single, "evaluate", broken_in_epoch_two)
-    [(status, retryable)] = driver.train(store, [store.claim_next()], said.append, places)
+    session = Session()
+    [(status, retryable)] = driver.train(store, [store.claim_next()], said.append, places, session)
     assert (status, retryable) == (RunStatus.FAILED, True)
     failed = store.sweep.get_trials()[0]
     assert failed.state == optuna.trial.TrialState.FAIL and failed.user_attrs[vocab.STATUS] == RunStatus.FAILED
     assert "injected: evaluation broke in epoch 2" in failed.user_attrs[vocab.ERROR]
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1]
     assert isinstance(said[-1], events.RunEnded) and said[-1].status == RunStatus.FAILED
-    assert compiled.COMPILED.key is None  # its compiled model is dropped, not handed to the next run
+    assert session.compiled is None  # its compiled model is dropped, not handed to the next run
     monkeypatch.setattr(single.Single, "evaluate", evaluate)
     said.clear()
-    assert driver.train(store, [store.claim_next()], said.append, places) == [(RunStatus.DONE, True)]
+    assert driver.train(store, [store.claim_next()], said.append, places, session) == [(RunStatus.DONE, True)]
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1, 2]
+    assert session.compiled is not None  # a done run's model is kept for the next run of its graph
 
 
 @pytest.mark.system  # fault injection: two fresh models (about 11 s)
@@ -219,10 +223,12 @@ def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Pat
     worker drops that attempt without a traceback and goes on; the next attempt is queued.
     """
     from sweep.run import driver, resume
+    from sweep.train.session import Session
 
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
     places = resume.places(store.target, store.name)
+    session = Session()
     lease = store.claim_next()
     other = Store.open(tmp_path / "j.log", "tiny")  # the process that presumes this worker dead
     said: list[events.Event] = []
@@ -235,7 +241,8 @@ def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Pat
                 replace(lease, trial=internals.handle(other.sweep, trial), study=other.sweep), "presumed dead (test)"
             )
 
-    assert driver.train(store, [lease], presumed_dead_after_epoch_one, places) == [(RunStatus.INTERRUPTED, False)]
+    taken_back = driver.train(store, [lease], presumed_dead_after_epoch_one, places, session)
+    assert taken_back == [(RunStatus.INTERRUPTED, False)] and session.compiled is None
     assert isinstance(said[-1], events.RunInterrupted) and "queued the run again" in said[-1].reason
     attempts = {
         t.user_attrs[vocab.ATTEMPT]: t.state
@@ -243,4 +250,4 @@ def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Pat
         if t.user_attrs[vocab.RUN_ID] == lease.spec.run_id
     }
     assert attempts == {1: optuna.trial.TrialState.FAIL, 2: optuna.trial.TrialState.WAITING}
-    assert driver.train(store, [store.claim_next()], said.append, places)[0][0] == RunStatus.DONE  # the worker goes on
+    assert driver.train(store, [store.claim_next()], said.append, places, session)[0][0] == RunStatus.DONE  # goes on

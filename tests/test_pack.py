@@ -18,9 +18,9 @@ from sweep.config import DataConfig, ModelConfig, PointConfig, TrainConfig
 from sweep.config.plan import RunSpec
 from sweep.run import resume
 from sweep.train import checkpoint
-from sweep.train.compiled import forget_compiled
 from sweep.train.pack import default_size, pack_key
 from sweep.train.records import Diverged
+from sweep.train.session import Session
 from sweep.train.trainer import Trainer
 from sweep.vocab import RunStatus
 
@@ -43,10 +43,11 @@ def without_timings(records: list) -> list[dict]:
 
 
 def alone(specs: list[RunSpec]) -> list[list[dict]]:
-    """Each run trained alone in a fresh model; a diverged run's records up to its divergence."""
+    """Each run trained alone in a fresh model (a trainer's own session); a diverged run's records up to its
+    divergence.
+    """
     out = []
     for s in specs:
-        forget_compiled()
         records: list = []
         try:
             for record in Trainer.alone(s).epochs():
@@ -54,12 +55,13 @@ def alone(specs: list[RunSpec]) -> list[list[dict]]:
         except Diverged:
             pass
         out.append(without_timings(records))
-    forget_compiled()
     return out
 
 
-def packed(specs: list[RunSpec]) -> tuple[Trainer, list[list[dict]], dict[int, Diverged]]:
-    run = Trainer(specs)
+def packed(
+    specs: list[RunSpec], session: Session | None = None
+) -> tuple[Trainer, list[list[dict]], dict[int, Diverged]]:
+    run = Trainer(specs, session)
     records: list[list] = [[] for _ in specs]
     diverged: dict[int, Diverged] = {}
     for found in run.records():
@@ -111,9 +113,9 @@ def test_warm_up_schedules_and_a_reused_pack_model() -> None:
     ramp = {"warmup_epochs": 1.0, "eval_every_steps": 2}  # 6 steps per epoch: records at steps 2, 4, 6, ...
     first = [spec(0, lr=0.002, **ramp), spec(1, lr=0.0005, **ramp)]
     second = [spec(4, lr=0.002, **ramp), spec(5, lr=0.0005, **ramp)]
-    forget_compiled()
-    packed(first)
-    run, records, _ = packed(second)
+    session = Session()
+    packed(first, session)
+    run, records, _ = packed(second, session)
     assert run.info.reused_model
     assert [repr(r) for r in records] == [repr(r) for r in alone(second)]
     assert records[0][0][vocab.LR] == pytest.approx(0.002 * 3 / 6)  # step 2 of a 6-step ramp: lr x (2 + 1) / 6
@@ -126,10 +128,10 @@ def test_a_reused_pack_model_trains_each_run_at_its_own_constant_rate() -> None:
     """The second pack of a graph reuses the compiled model with other constant learning rates: each
     tower trains at its run's, not at the first pack's (on JAX those would be traced into the step).
     """
-    forget_compiled()
-    packed([spec(0, lr=0.002, epochs=1), spec(1, lr=0.0005, epochs=1)])
+    session = Session()
+    packed([spec(0, lr=0.002, epochs=1), spec(1, lr=0.0005, epochs=1)], session)
     second = [spec(4, lr=0.0005, epochs=1), spec(5, lr=0.01, epochs=1)]
-    run, records, _ = packed(second)
+    run, records, _ = packed(second, session)
     assert run.info.reused_model
     assert [repr(r) for r in records] == [repr(r) for r in alone(second)]
 
@@ -172,7 +174,6 @@ def test_a_run_resumes_alone_from_its_packed_checkpoint(tmp_path) -> None:
         record = found[1].to_dict()
         checkpoint.save(path, "r", specs[1].to_json(), run.runs[1].position, record, run.view(1))
         break
-    forget_compiled()
     saved = checkpoint.load(path)
     assert saved is not None and saved.epoch == 1
     resumed = Trainer.alone(specs[1])
@@ -321,7 +322,7 @@ def test_a_pack_whose_attempt_the_store_took_back_queues_its_mate_again(tmp_path
             assert other.requeue(lease, "presumed dead (test)")
 
     places = resume.places(str(tmp_path / "journal.log"), "t")
-    ended = driver.train(store, leases, presumed_dead_after_epoch_one, places)
+    ended = driver.train(store, leases, presumed_dead_after_epoch_one, places, Session())
     assert ended == [(RunStatus.INTERRUPTED, False), (RunStatus.INTERRUPTED, True)]
     states = {(t.user_attrs[vocab.RUN_ID], t.user_attrs[vocab.ATTEMPT]): t.state for t in store.sweep.get_trials()}
     waiting = optuna.trial.TrialState.WAITING

@@ -11,7 +11,9 @@ An error is handled in one place, by who is at fault: a run alone fails (retried
 policy, except for its data or user code, which fail the same way again); in a pack the runs still
 training are queued again to train alone next, where the run at fault fails on its own and the
 others go on from their checkpoints. Ctrl-C, SIGTERM and a full disk propagate: they stop the worker
-(an error raised after a stop was asked for is taken for the stop, sweep/run/interrupts.py).
+(an error raised after a stop was asked for is taken for the stop, sweep/run/interrupts.py). The
+worker's session gets the compiled model back only from a trainer whose runs trained to their ends with
+none diverged (sweep/train/session.py): after an error, a stop or a divergence the next run builds its own.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 import traceback
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
@@ -29,6 +31,9 @@ from sweep.run.endings import Ending, end_run, pruned_error, should_prune, taken
 from sweep.store import Lease, Store, is_disk_full
 from sweep.train import checkpoint
 from sweep.vocab import RunStatus
+
+if TYPE_CHECKING:
+    from sweep.train.session import Session
 
 
 @dataclass
@@ -43,11 +48,12 @@ class _Outcomes:
         self.endings[k] = Ending(status, error, self.epochs, self.last.get(k))
 
 
-def train(store: Store, leases: list[Lease], emit: events.Emit, places: resume.Places) -> list[tuple[RunStatus, bool]]:
-    """Train the claimed (and started) runs together; each one's status, and whether another attempt
-    could end differently, in order.
+def train(
+    store: Store, leases: list[Lease], emit: events.Emit, places: resume.Places, session: Session
+) -> list[tuple[RunStatus, bool]]:
+    """Train the claimed (and started) runs together in the worker's `session`; each one's status, and
+    whether another attempt could end differently, in order.
     """
-    from sweep.train.compiled import forget_compiled
     from sweep.train.data import DataError
     from sweep.train.records import Diverged, total_steps
     from sweep.train.trainer import Trainer
@@ -57,7 +63,7 @@ def train(store: Store, leases: list[Lease], emit: events.Emit, places: resume.P
         emit(events.RunStarted(lease.spec.run_id, lease.spec.point.train.epochs))
     outcomes = _Outcomes(leases[0].spec.point.train.epochs)
     try:
-        trainer = Trainer([lease.spec for lease in leases])
+        trainer = Trainer([lease.spec for lease in leases], session)
         steps = trainer.steps_per_epoch
         outcomes.epochs = math.ceil(total_steps(leases[0].spec.point.train, steps) / steps)
         for lease in leases:
@@ -82,24 +88,17 @@ def train(store: Store, leases: list[Lease], emit: events.Emit, places: resume.P
                 outcomes.end(k, RunStatus.DONE, None)
                 if run.stopped_early is not None:
                     store.record_fact(leases[k], vocab.STOPPED_EARLY, run.stopped_early)
-    except KeyboardInterrupt:
-        forget_compiled()  # the caller re-queues every lease
-        raise
     except Exception as err:  # noqa: BLE001 - any error of a run is recorded, and the sweep goes on
         if interrupts.asked():  # the stop landed inside a library, which raised an error of its own
-            forget_compiled()
             raise KeyboardInterrupt from err
         if isinstance(err, OSError) and is_disk_full(err):
             raise  # not these runs' fault, and nothing more can be recorded: the worker stops
         if isinstance(err, optuna.exceptions.UpdateFinishedTrialError) and len(leases) == 1:
-            forget_compiled()  # the store ended the attempt: its worker was presumed dead
-            return [taken_back(leases[0].spec.run_id, emit)]
+            return [taken_back(leases[0].spec.run_id, emit)]  # the store ended the attempt: worker presumed dead
         # A pack's mates whose attempts stand after the store ended one are queued again; a run's
         # data or user code fails the same way again.
         retryable = not isinstance(err, (DataError, UserCodeError))
         return _failed(store, leases, emit, places, outcomes, retryable=retryable)
-    if any(e.status not in (RunStatus.DONE, RunStatus.PRUNED) for e in outcomes.endings.values()):
-        forget_compiled()  # a diverged run's model may be broken: the next run builds its own
     kept = trainer.model if len(leases) == 1 else None  # --keep-models trains every run alone
     return [(end_run(store, lease, emit, places, outcomes.endings[k], kept), True) for k, lease in enumerate(leases)]
 
@@ -113,11 +112,8 @@ def _failed(
     retryable: bool,
 ) -> list[tuple[RunStatus, bool]]:
     """The error being handled ends these runs: a run alone fails with it; in a pack, the runs that had
-    not ended are queued again to train alone.
+    not ended are queued again to train alone. Their model never went back to the session.
     """
-    from sweep.train.compiled import forget_compiled
-
-    forget_compiled()  # its model may be broken: the next run builds its own
     error = traceback.format_exc()
     if len(leases) == 1:
         outcomes.end(0, RunStatus.FAILED, error)

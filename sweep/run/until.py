@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -42,9 +43,13 @@ from sweep.run.orchestrate import (
     open_store,
     run_sweep,
     train_runs,
+    worker_session,
     write_report,
 )
 from sweep.store import status_of
+
+if TYPE_CHECKING:
+    from sweep.train.session import Session
 
 DEFAULT_MAX_SEEDS = 30
 PLAN_ATTR = "until_decided_plan"  # the sweep study's record of the plan, so a resumed sweep keeps it
@@ -162,12 +167,18 @@ def _read_by(per_look: list[dict[str, tuple[tuple[Check, ...], tuple[str, ...]]]
 
 
 def run_until_decided(
-    grid: GridFile, options: Options | None = None, max_seeds: int = DEFAULT_MAX_SEEDS, console: Console | None = None
+    grid: GridFile,
+    options: Options | None = None,
+    max_seeds: int = DEFAULT_MAX_SEEDS,
+    console: Console | None = None,
+    session: Session | None = None,
 ) -> Outcome:
     """Train the grid, then each planned look's seeds at the points whose claims are undecided; write
-    decisions.csv and looks.csv, then the report.
+    decisions.csv and looks.csv, then the report. In this process, every look trains in one worker
+    session (`orchestrate.run_sweep`'s `session`).
     """
     options, console = options or Options(), console or Console()
+    session = worker_session(options, session)
     if len(grid.seeds) == 1:  # a t-test needs two: the next seed joins the first look
         grid = replace(grid, seeds=seed_order(grid.seeds, 2))
         console.say(f"{grid.name}: one seed in the grid file; until decided starts from two, {list(grid.seeds)}")
@@ -177,7 +188,7 @@ def run_until_decided(
     _check_plan(grid, target, layout.plan)
     looks = " -> ".join(str(n) for n in layout.plan.looks)
     console.say(f"{grid.name}: until decided, seeds per setting {looks} (the cap), new seeds {_seeds_text(layout)}")
-    outcome = run_sweep(grid, replace(options, report=False), console)
+    outcome = run_sweep(grid, replace(options, report=False), console, session)
     if outcome.exit_code:
         console.warn("the grid's runs are not all finished; run the same command again before any seeds are added")
         return outcome
@@ -195,7 +206,7 @@ def run_until_decided(
         console.say(_progress(layout, now, len(added)))
         if not added:
             break
-        code, done = train_runs(store, added, options, results, console)
+        code, done = train_runs(store, added, options, results, console, session)
         trained += done
         current = store.current()
         unfinished = [s.run_id for s in added if s.run_id not in current or not status_of(current[s.run_id]).final]

@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import fields, replace
+from typing import TYPE_CHECKING
 
 from sweep.config import UnknownSettings
 from sweep.config.plan import RunSpec
@@ -23,6 +24,9 @@ from sweep.run import driver, events, interrupts, mates, resume, watchdog
 from sweep.run.endings import rss_mb
 from sweep.store import DEFAULT_POLICY, Lease, RetryPolicy, Store, is_disk_full, redact
 from sweep.vocab import RunStatus
+
+if TYPE_CHECKING:
+    from sweep.train.session import Session
 
 # A worker with nothing to claim waits while another worker's run may still die and come back, polling
 # the store this often: the sweep ends when its last worker exits, so a long poll was up to 2 s of every
@@ -45,11 +49,14 @@ def work(
     own_process: bool = True,
     places: resume.Places | None = None,
     pack: int | None = None,
+    session: Session | None = None,
 ) -> int:
     """Train queued runs until the queue is empty. Returns the worker's exit code.
 
     Runs that share a compiled graph train together, up to `pack` at a time (default: the measured
-    size for their batch size, sweep/train/pack.py; 1 trains every run alone).
+    size for their batch size, sweep/train/pack.py; 1 trains every run alone). The worker's `session`
+    keeps its compiled model from one run to the next (sweep/train/session.py): a fresh one, unless
+    the caller keeps one across calls (an in-process sweep, sweep/run/orchestrate.py).
 
     In its own process, a run that stops making records is stopped by the progress watchdog
     (sweep/run/watchdog.py), which kills the process; its run is queued again, counted as a death.
@@ -71,6 +78,7 @@ def work(
             places or resume.places(store.target, store.name),
             pack,
             dog,
+            session,
         )
     except UnknownSettings as err:  # a queued run this version cannot read: say so, touch nothing
         emit(events.WorkerStopped(str(err)))
@@ -104,14 +112,18 @@ def _work(
     places: resume.Places,
     pack: int | None,
     dog: watchdog.Watchdog | None,
+    session: Session | None,
 ) -> int:
     from sweep.train import devices
+    from sweep.train.session import Session
+
+    session = session if session is not None else Session()  # what this worker keeps between its runs
 
     replicas = max((s.point.train.gpus for s in store.queued()), default=1)
     devices.configure_replicas(replicas)  # logical devices are fixed once TensorFlow starts
     mirrored: int | None = None  # replica count of the MirroredStrategy this process has used
     alone: set[str] = set()  # runs whose pack failed here: each trains alone
-    last: RunSpec | None = None  # the run whose compiled model this process holds
+    last: RunSpec | None = None  # the run whose compiled model this worker's session holds
     while True:
         store.requeue_dead(policy)  # a dead worker's run goes back in the queue for us
         lease = mates.claim_for(store, last)
@@ -137,7 +149,7 @@ def _work(
             leases += [store.start(m) for m in mates.claim_mates(store, lease, size, places, alone)[1:]]
         try:
             with heartbeats(store, leases), dog.watching(leases) if dog else contextlib.nullcontext():
-                ended = driver.train(store, leases, emit, places)
+                ended = driver.train(store, leases, emit, places, session)
         except KeyboardInterrupt:
             for taken in leases:
                 store.requeue(taken, "interrupted before the run finished")

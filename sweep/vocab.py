@@ -4,7 +4,7 @@ Everything imports this module and it imports nothing of the package, so the
 names are defined exactly once (docs/results.md says what each column means). Each recorded metric is one
 entry of `METRICS`, from which the metric tuples below, the per-run snapshot,
 the figures' labels, the metrics compiled into every model and docs/results.md's
-table derive.
+table derive. Run statuses are `RunStatus`.
 """
 
 from dataclasses import dataclass
@@ -165,17 +165,66 @@ STOPPED_EARLY = "stopped_early"
 # A run-level fact (runs.csv): the epoch of the checkpoint the run last resumed from (sweep/run/resume.py).
 RESUMED_FROM_EPOCH = "resumed_from_epoch"
 
-# Run statuses as users see them (status command, runs.csv).
-DONE = "done"
-RUNNING = "running"
-FAILED = "failed"
-DIVERGED = "diverged"
-PENDING = "pending"
-PRUNED = "pruned"  # a learning-rate search trial stopped early by the pruner (a final status)
-INTERRUPTED = "interrupted"  # an attempt cut short (crash, Ctrl-C); its run is queued again
-DUPLICATE = "duplicate"  # a second copy of an attempt (two `run`s enqueued at once); never trained
-STATUSES: tuple[str, ...] = (DONE, RUNNING, FAILED, DIVERGED, PRUNED, PENDING)
-FINAL_STATUSES: tuple[str, ...] = (DONE, DIVERGED, PRUNED)  # never trained again
+
+class RunStatus(str, Enum):
+    """A run's status as users see it (`sweep status`, runs.csv) and as the store keeps it (the ``status``
+    attribute of an attempt). A member is its word: written, printed and compared as "done", "failed", ...
+    (`str` and `format` give the word on every Python version), so the files hold the words they always held.
+    """
+
+    DONE = "done"
+    RUNNING = "running"
+    FAILED = "failed"
+    DIVERGED = "diverged"
+    PENDING = "pending"
+    PRUNED = "pruned"  # a learning-rate search trial stopped early by the pruner
+    INTERRUPTED = "interrupted"  # an attempt cut short (crash, Ctrl-C); its run is queued again
+    DUPLICATE = "duplicate"  # a second copy of an attempt (two `run`s enqueued at once); never trained
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def final(self) -> bool:
+        """The run is finished for good and never trained again: done, diverged or pruned. A failed or
+        interrupted run gets another attempt (sweep/store/queue.py, `RetryPolicy`).
+        """
+        return self in (RunStatus.DONE, RunStatus.DIVERGED, RunStatus.PRUNED)
+
+    @property
+    def ended(self) -> bool:
+        """The attempt has ended (Optuna's `TrialState.is_finished`): every status but pending and running."""
+        return self not in (RunStatus.PENDING, RunStatus.RUNNING)
+
+    @property
+    def rank(self) -> int:
+        """Which attempt speaks for a run that has several (sweep/store/queue.py, `latest_by_run`): the lowest
+        rank, then the latest attempt. Best first: done, pruned, running, pending, diverged, failed,
+        interrupted, duplicate.
+        """
+        return _BY_RANK.index(self)
+
+
+_BY_RANK = (
+    RunStatus.DONE,
+    RunStatus.PRUNED,
+    RunStatus.RUNNING,
+    RunStatus.PENDING,
+    RunStatus.DIVERGED,
+    RunStatus.FAILED,
+    RunStatus.INTERRUPTED,
+    RunStatus.DUPLICATE,
+)
+# The statuses a count of runs shows, in its order (`sweep status`, runs' counts): an interrupted run counts
+# as pending, as it is queued again.
+STATUSES: tuple[RunStatus, ...] = (
+    RunStatus.DONE,
+    RunStatus.RUNNING,
+    RunStatus.FAILED,
+    RunStatus.DIVERGED,
+    RunStatus.PRUNED,
+    RunStatus.PENDING,
+)
 
 # What a run is for (the `role` column): a point of the grid, a trial of a
 # learning-rate search, or a re-run of a search's best learning rate at a seed.

@@ -5,6 +5,7 @@ the CLI as a subprocess (for tests of the process boundary).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.abc
 import os
 import signal
@@ -22,6 +23,7 @@ import services
 
 if TYPE_CHECKING:
     from sweep.report import Written
+    from sweep.train.session import Session
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -237,9 +239,19 @@ class Lines:
         return "\n".join(self.out + self.err)
 
 
+@functools.cache
+def this_process_session() -> Session:
+    """The worker session of the sweeps this test process trains in itself, as a notebook keeps one: a
+    sweep's first run takes the compiled model the last sweep's runs of its graph left (sweep/train/session.py).
+    """
+    from sweep.train.session import Session
+
+    return Session()
+
+
 def sweep_here(grid: Path, report: bool = False, **options):
-    """`sweep run GRID` in this process (no worker processes, no second TensorFlow): (Ended, Lines).
-    Results go to <grid's folder>/results/<name> unless `results=` says otherwise.
+    """`sweep run GRID` in this process (no worker processes, no second TensorFlow), in the test process's
+    worker session: (Ended, Lines). Results go to <grid's folder>/results/<name> unless `results=` says otherwise.
     """
     from sweep.cli.arguments import report_writer
     from sweep.config import load_grid
@@ -250,7 +262,8 @@ def sweep_here(grid: Path, report: bool = False, **options):
     lines = Lines()
     console = orchestrate.Console(say=lines.out.append, warn=lines.err.append)
     writer = report_writer if report else None
-    outcome = orchestrate.run_sweep(parsed, orchestrate.Options(in_process=True, report=writer, **options), console)
+    in_process = orchestrate.Options(in_process=True, report=writer, **options)
+    outcome = orchestrate.run_sweep(parsed, in_process, console, this_process_session())
     return outcome, lines
 
 

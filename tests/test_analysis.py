@@ -16,6 +16,7 @@ from sweep import analysis as an
 from sweep import vocab
 from sweep.analysis import estimates, outcome, selection
 from sweep.analysis.outcome import Outcome
+from sweep.vocab import RunStatus
 
 FIXTURES = REPO / "tests" / "fixtures"
 BS, CAUSES, GPUS = FIXTURES / "fx_bs", FIXTURES / "fx_causes", FIXTURES / "fx_gpus"
@@ -71,14 +72,14 @@ def test_a_run_takes_every_row_from_one_folder(tmp_path: Path) -> None:
     run_id, partial = "bs8-s0-f0b216a6", tmp_path / "partial"
     partial.mkdir()
     runs, epochs = pd.read_csv(BS / vocab.RUNS_CSV), pd.read_csv(BS / vocab.EPOCHS_CSV)
-    runs[runs[vocab.RUN_ID] == run_id].assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(
+    runs[runs[vocab.RUN_ID] == run_id].assign(**{vocab.STATUS: RunStatus.RUNNING}).to_csv(
         partial / vocab.RUNS_CSV, index=False
     )
     cut = epochs[(epochs[vocab.RUN_ID] == run_id) & (epochs[vocab.EPOCH] <= 1)]  # 6 records, every 36 steps
     assert len(cut) == 6
-    cut.assign(**{vocab.STATUS: vocab.RUNNING}).to_csv(partial / vocab.EPOCHS_CSV, index=False)
+    cut.assign(**{vocab.STATUS: RunStatus.RUNNING}).to_csv(partial / vocab.EPOCHS_CSV, index=False)
     results = an.load([partial, BS])
-    assert results.runs.set_index(vocab.RUN_ID).loc[run_id, vocab.STATUS] == vocab.RUNNING
+    assert results.runs.set_index(vocab.RUN_ID).loc[run_id, vocab.STATUS] == RunStatus.RUNNING
     # only done runs' rows are analysed: the 8 other runs' 96 - 18
     assert run_id not in set(results.epochs[vocab.RUN_ID]) and len(results.epochs) == 78
 
@@ -91,7 +92,7 @@ def test_search_slots_of_different_searches_stay_apart(tmp_path: Path) -> None:
             vocab.RUN_ID: ["bs8-1a2b3c4d-t1", "bs64-5e6f7a8b-t1", "bs8-s0-0fb1ea29"],
             vocab.ROLE: [vocab.SEARCH, vocab.SEARCH, vocab.GRID],
             vocab.SEARCH_GROUP: ["bs8-1a2b3c4d", "bs64-5e6f7a8b", None],
-            vocab.STATUS: [vocab.PENDING, vocab.PENDING, vocab.PENDING],
+            vocab.STATUS: [RunStatus.PENDING, RunStatus.PENDING, RunStatus.PENDING],
         }
     )
     runs.to_csv(tmp_path / vocab.RUNS_CSV, index=False)

@@ -18,6 +18,7 @@ from sweep.analysis import health as health_of
 from sweep.claims import basis
 from sweep.claims.findings import READ_QUIET, READ_RAW, READ_RECAL, READ_SYMPTOM, READ_TIME, claims_table
 from sweep.config import timing_schema
+from sweep.vocab import RunStatus
 
 pytestmark = pytest.mark.unit
 
@@ -106,7 +107,7 @@ def epochs_of(run_id: str, train: float, val: float, train_eval: float | None = 
 def health(*runs: pd.DataFrame) -> pd.DataFrame:
     epochs = pd.concat(runs, ignore_index=True)
     ids = epochs[vocab.RUN_ID].unique()
-    table = pd.DataFrame({vocab.RUN_ID: ids, vocab.STATUS: vocab.DONE, "num_classes": 120})
+    table = pd.DataFrame({vocab.RUN_ID: ids, vocab.STATUS: RunStatus.DONE, "num_classes": 120})
     return health_of.run_health(an.Results(folders=(), runs=table, epochs=epochs))
 
 
@@ -210,7 +211,7 @@ def test_the_curves_and_gaps_leave_out_the_runs_that_did_not_train(tmp_path: Pat
     epochs = pd.concat([*learning, flat], ignore_index=True).assign(step=lambda t: t[vocab.EPOCH] * 10)
     epochs[[vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND]] = 1.0
     epochs["seed"], epochs["source"] = [0, 0, 1, 1, 2, 2, 9, 9], "results/x"
-    runs = pd.DataFrame({vocab.RUN_ID: ["s0", "s1", "s2", "s9"], vocab.STATUS: vocab.DONE, "num_classes": 120})
+    runs = pd.DataFrame({vocab.RUN_ID: ["s0", "s1", "s2", "s9"], vocab.STATUS: RunStatus.DONE, "num_classes": 120})
     results = an.Results(folders=(), runs=runs, epochs=epochs)
     an.write_tables(results, tmp_path, health_of.trained(epochs, health_of.run_health(results)))
     curves = pd.read_csv(tmp_path / "tables" / "curves.csv")

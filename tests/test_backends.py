@@ -24,6 +24,7 @@ from sweep.config import load_grid
 from sweep.config.plan import plan
 from sweep.store import Store
 from sweep.train import backends
+from sweep.vocab import RunStatus
 
 ARTICLE = REPO / "results" / "article"  # 6 TensorFlow runs (batch 8 and 64, seeds 0-2), no backend column
 
@@ -120,9 +121,9 @@ def test_a_store_of_runs_trained_on_another_backend_is_refused_before_anything_i
     results = tmp_path / "results"
     store = Store.open(results / vocab.JOURNAL_FILE, "replicas")
     store.enqueue(plan(load_grid(grid)))
-    claim = store.start(store.claim_next())
-    store.record_info(claim, {"parameters": 1})  # written before runs.csv had a backend column: tensorflow
-    store.finish(claim, vocab.DONE, 0.5)
+    lease = store.start(store.claim_next())
+    store.record_info(lease, {"parameters": 1})  # written before runs.csv had a backend column: tensorflow
+    store.finish(lease, RunStatus.DONE, 0.5)
     before = (results / vocab.JOURNAL_FILE).read_bytes()
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     assert main(["run", str(grid), "--results", str(results)]) == 2

@@ -23,7 +23,7 @@ from benchmarks.speed import bench_outputs, bench_tables, commands, keras_baseli
 from sweep.config import load_grid
 from sweep.config.plan import RunSpec, plan
 from sweep.train import devices
-from sweep.train.compiled import forget_compiled
+from sweep.train.session import Session
 from sweep.train.trainer import Trainer
 
 METRICS = ("train_acc", "train_loss", "val_acc", "val_loss", "train_eval_acc", "train_eval_loss")
@@ -48,10 +48,8 @@ def specs(tmp_path_factory: pytest.TempPathFactory) -> list[RunSpec]:
 @pytest.fixture(scope="module")
 def harness_records(specs: list[RunSpec]) -> dict[str, list[dict[str, Any]]]:
     """Each run as the harness's worker trains it (sweep.train.trainer.Trainer), by run id."""
-    forget_compiled()
-    records = {spec.run_id: [record.to_dict() for record in Trainer.alone(spec).epochs()] for spec in specs}
-    forget_compiled()
-    return records
+    session = Session()  # one worker's
+    return {spec.run_id: [record.to_dict() for record in Trainer.alone(spec, session).epochs()] for spec in specs}
 
 
 @pytest.fixture(scope="module")

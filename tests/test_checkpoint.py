@@ -20,7 +20,7 @@ from sweep import vocab
 from sweep.config.plan import RunSpec
 from sweep.run import resume
 from sweep.train import checkpoint
-from sweep.train.compiled import forget_compiled
+from sweep.train.session import Session
 from sweep.train.single import Single
 from sweep.train.trainer import Trainer
 
@@ -32,9 +32,10 @@ def _rows(records: list[dict]) -> list[str]:
 
 def _interrupted(spec: RunSpec, after: int, path: Path, fresh: bool) -> tuple[list[dict], Trainer]:
     """Train `spec` for `after` records, checkpointing at each; then restore a new Trainer from the
-    checkpoint (in a fresh Keras session if `fresh`, else in the cached compiled model) and finish it.
+    checkpoint (in a fresh worker session if `fresh`, else in the session's compiled model) and finish it.
     """
-    run = Trainer.alone(spec)
+    session = Session()
+    run = Trainer.alone(spec, session)
     records = []
     for record in run.epochs():
         records.append(record.to_dict())
@@ -42,10 +43,12 @@ def _interrupted(spec: RunSpec, after: int, path: Path, fresh: bool) -> tuple[li
         if len(records) == after:
             break
     if fresh:
-        forget_compiled()  # as a new worker process would start
+        session = Session()  # as a new worker process would start
+    else:  # a worker's session holding a compiled model of this graph, as an earlier run of it leaves one
+        session.keep(run.engine.compiled)
     saved = checkpoint.load(path)
     assert saved is not None and json.dumps(saved.record) == json.dumps(records[-1])  # as text: NaN equals NaN
-    again = Trainer.alone(spec)
+    again = Trainer.alone(spec, session)
     assert again.info.reused_model is not fresh
     checkpoint.restore(again.model, again.strategy, saved)
     return records + [r.to_dict() for r in again.epochs(saved.position)], again
@@ -220,11 +223,11 @@ def test_worker_resumes_a_requeued_run_from_its_checkpoint(tmp_path: Path) -> No
         if sum(isinstance(e, events.EpochDone) for e in seen) == 3:
             raise KeyboardInterrupt
 
-    claim = store.claim_next()
-    assert claim is not None
+    lease = store.claim_next()
+    assert lease is not None
     with pytest.raises(KeyboardInterrupt):
-        driver.train(store, [claim], interrupt_after_three, places)
-    store.requeue(claim, "interrupted")
+        driver.train(store, [lease], interrupt_after_three, places, Session())
+    store.requeue(lease, "interrupted")
     assert places.checkpoint(spec.run_id).exists()
     outcome = run_sweep(grid, Options(in_process=True, results=tmp_path / "cut"))
     assert outcome.exit_code == 0

@@ -13,6 +13,7 @@ from conftest import REPO, TINY_GRID, sweep_here, write_grid
 
 from sweep import cli, vocab
 from sweep.store import Store
+from sweep.vocab import RunStatus
 
 
 @pytest.mark.integration
@@ -26,7 +27,7 @@ def test_run_status_and_rerun(tmp_path: Path, capsys: pytest.CaptureFixture, mon
     assert "ETA" in epoch_lines[0] and "runs 0/4" in epoch_lines[0]
     assert lines.text.count("DIVERGED") == 2
     assert "status: 2 done, 0 running, 0 failed, 2 diverged, 0 pending" in lines.out
-    assert first.counts[vocab.DONE] == 2 and first.trained == 4
+    assert first.counts[RunStatus.DONE] == 2 and first.trained == 4
 
     runs = pd.read_csv(first.runs_csv)
     epochs = pd.read_csv(first.epochs_csv)
@@ -151,7 +152,7 @@ def test_a_worker_joins_a_queued_sweep_and_trains_it(tmp_path: Path, capsys: pyt
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID)))[:1])
     assert cli.main(["worker", "--storage", str(journal), "--study", "tiny"]) == 0
     assert capsys.readouterr().out.count('"event": "end"') == 1  # event lines, for a coordinator
-    assert store.counts()[vocab.DONE] == 1
+    assert store.counts()[RunStatus.DONE] == 1
 
 
 @pytest.mark.integration
@@ -211,7 +212,7 @@ def test_worker_coordinating_a_sweep_writes_its_logs_under_results(
     ), capsys.readouterr()
     assert (out / vocab.LOG_DIR / "worker-0.log").is_file()
     assert not (tmp_path / "results").exists()
-    assert store.counts()[vocab.DONE] == 1
+    assert store.counts()[RunStatus.DONE] == 1
 
 
 @pytest.mark.system  # a signal to this process, two fresh models (about 10 s)
@@ -230,9 +231,9 @@ def test_ctrl_c_in_process_queues_the_run_again_and_the_next_run_finishes(tmp_pa
         orchestrate.run_sweep(load_grid(grid), options, orchestrate.Console(say=ctrl_c_at_the_first_epoch))
     store = Store.open(tmp_path / "out" / vocab.JOURNAL_FILE, "tiny")
     interrupted = store.sweep.get_trials()[0]
-    assert interrupted.user_attrs[vocab.STATUS] == vocab.INTERRUPTED and len(store.queued()) == 1
+    assert interrupted.user_attrs[vocab.STATUS] == RunStatus.INTERRUPTED and len(store.queued()) == 1
     outcome, _ = sweep_here(grid, results=tmp_path / "out")
-    assert outcome.exit_code == 0 and outcome.counts[vocab.DONE] == 1
+    assert outcome.exit_code == 0 and outcome.counts[RunStatus.DONE] == 1
 
 
 @pytest.mark.unit
@@ -264,7 +265,7 @@ def test_status_and_export_read_a_results_folder_named_unlike_its_sweep(
     assert cli.main(["status", "out/q"]) == 0
     assert capsys.readouterr().out == "tiny: 2 runs in its store: 0 done, 0 running, 0 failed, 0 diverged, 2 pending\n"
     assert cli.main(["export", "out/q"]) == 0
-    assert pd.read_csv(tmp_path / "out" / "q" / vocab.RUNS_CSV)[vocab.STATUS].tolist() == [vocab.PENDING] * 2
+    assert pd.read_csv(tmp_path / "out" / "q" / vocab.RUNS_CSV)[vocab.STATUS].tolist() == [RunStatus.PENDING] * 2
 
 
 @pytest.mark.unit

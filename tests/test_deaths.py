@@ -1,6 +1,6 @@
 """Runs whose worker died: queued again up to the retry policy's cap, then left failed with how often and
 how the worker last died; never judged dead from another pid namespace. A worker is "dead" here by its
-identity: the claim records this process's pid with a start time an hour off, as a reused pid would
+identity: its lease records this process's pid with a start time an hour off, as a reused pid would
 have (tests/test_store.py shows that is how a dead worker is told from a live one).
 """
 
@@ -20,6 +20,7 @@ from sweep.config import load_grid
 from sweep.config.plan import plan
 from sweep.run import events, watchdog
 from sweep.store import Dead, RetryPolicy, Store, crash
+from sweep.vocab import RunStatus
 
 pytestmark = pytest.mark.unit
 
@@ -33,16 +34,16 @@ def _store(tmp_path: Path) -> tuple[Store, list[str]]:
 
 @pytest.fixture
 def dead_claims(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every claim from here on names a worker that is gone (this pid, another start time)."""
+    """Every lease from here on names a worker that is gone (this pid, another start time)."""
     real = crash.worker_identity()
     gone = {**real, crash.WORKER_STARTED: psutil.Process().create_time() - 3600.0}
     monkeypatch.setattr(crash, "worker_identity", lambda: gone)
 
 
 def _claim(store: Store, run_id: str):
-    claim = store.claim_next(lambda spec: spec.run_id == run_id)
-    assert claim is not None
-    return claim
+    lease = store.claim_next(lambda spec: spec.run_id == run_id)
+    assert lease is not None
+    return lease
 
 
 def _status(store: Store, run_id: str) -> tuple[str, str]:
@@ -57,14 +58,14 @@ def test_a_run_whose_worker_dies_every_time_is_failed_after_the_cap(tmp_path: Pa
     for death in (1, 2):
         _claim(store, victim)
         assert store.requeue_dead(policy) == [Dead(victim, death)]
-        assert _status(store, victim)[0] == vocab.PENDING
+        assert _status(store, victim)[0] == RunStatus.PENDING
     _claim(store, victim)
     [dead] = store.requeue_dead(policy, causes={pid: "killed by SIGKILL"})
     host = crash.socket.gethostname()
     assert dead.failed == f"worker died 3 times (last: worker pid {pid} on {host} died mid-run: killed by SIGKILL)"
-    assert _status(store, victim) == (vocab.FAILED, dead.failed)
+    assert _status(store, victim) == (RunStatus.FAILED, dead.failed)
     assert store.claim_next(lambda spec: spec.run_id == victim) is None  # nothing of it is queued any more
-    assert _status(store, other)[0] == vocab.PENDING  # the rest of the sweep is untouched
+    assert _status(store, other)[0] == RunStatus.PENDING  # the rest of the sweep is untouched
     attempts = [t.user_attrs[vocab.ATTEMPT] for t in store.trials() if t.user_attrs[vocab.RUN_ID] == victim]
     assert attempts == [1, 2, 3]
 
@@ -99,8 +100,8 @@ def test_a_new_run_command_gives_a_failed_run_a_fresh_count(tmp_path: Path, dead
 
 def test_the_watchdogs_reason_is_the_one_recorded(tmp_path: Path, dead_claims: None) -> None:
     store, (victim, _) = _store(tmp_path)
-    claim = _claim(store, victim)
-    claim.trial.set_user_attr(vocab.STALLED, "no record for 700 s")
+    lease = _claim(store, victim)
+    lease.trial.set_user_attr(vocab.STALLED, "no record for 700 s")
     [dead] = store.requeue_dead(RetryPolicy(max_requeues=0))
     assert dead.failed == "worker died 1 time (last: no record for 700 s)"
 
@@ -108,10 +109,10 @@ def test_the_watchdogs_reason_is_the_one_recorded(tmp_path: Path, dead_claims: N
 def test_a_worker_in_another_pid_namespace_is_not_judged(tmp_path: Path, dead_claims: None) -> None:
     """Containers may share a hostname but not their pids: a pid missing here may be alive in another one."""
     store, (victim, _) = _store(tmp_path)
-    claim = _claim(store, victim)
-    claim.trial.set_user_attr(crash.WORKER_PIDS, "pid:[1]")
+    lease = _claim(store, victim)
+    lease.trial.set_user_attr(crash.WORKER_PIDS, "pid:[1]")
     assert store.requeue_dead() == [] and store.may_come_back() is True
-    claim.trial.set_user_attr(crash.WORKER_PIDS, crash._pid_namespace())  # this namespace: judged, and dead
+    lease.trial.set_user_attr(crash.WORKER_PIDS, crash._pid_namespace())  # this namespace: judged, and dead
     assert store.requeue_dead() == [Dead(victim, 1)]
 
 
@@ -120,18 +121,18 @@ def test_the_watchdog_stops_a_worker_whose_run_makes_no_record(tmp_path: Path) -
     attempt and stops the worker (here a flag; in a worker process, kill -9 of itself).
     """
     store, (victim, _) = _store(tmp_path)
-    claim = _claim(store, victim)
+    lease = _claim(store, victim)
     stopped = threading.Event()
     dog = watchdog.Watchdog(floor=0.3, stop=stopped.set)
     emit = dog.emit(lambda event: None)
     record = {k: 0.5 for k in vocab.EPOCH_METRICS}
-    with dog.watching([claim]):
+    with dog.watching([lease]):
         for _ in range(20):  # 2 s of records every 0.1 s: far under the bound (10 x 0.1 s, at least 0.3 s)
             time.sleep(0.1)
             emit(events.EpochDone(victim, 3, record))
         assert not stopped.is_set()
         assert stopped.wait(timeout=10)  # no record any more: stopped after about 1 s
-    why = store.sweep.get_trials()[claim.trial.number].user_attrs[vocab.STALLED]
+    why = store.sweep.get_trials()[lease.trial.number].user_attrs[vocab.STALLED]
     pace = r"no record for \d+ s \(bound \d+ s: 10x this worker's slowest interval between records, 0\.\d s\)"
     assert re.fullmatch(pace + "; the watchdog stopped its worker", why), why
 

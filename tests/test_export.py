@@ -15,6 +15,7 @@ import pytest
 
 from sweep import cli, vocab
 from sweep.export import targets
+from sweep.vocab import RunStatus
 from tests.conftest import REPO
 
 ARTICLE = REPO / "results" / "article"
@@ -77,7 +78,7 @@ def test_tensorboard_has_the_hparams_session_of_each_run(tensorboard_out: Path) 
         session = metadata.parse_session_start_info_plugin_data(content)
         assert session.hparams["train.batch_size"].number_value == run["train.batch_size"]
         assert session.hparams["seed"].number_value == run["seed"]
-        assert session.hparams[vocab.STATUS].string_value == vocab.DONE
+        assert session.hparams[vocab.STATUS].string_value == RunStatus.DONE
 
 
 @pytest.mark.unit

@@ -20,6 +20,7 @@ from sweep.config import load_grid
 from sweep.config.plan import plan
 from sweep.run import events, resume
 from sweep.store import FORMAT_ATTR, STORE_FORMAT, VERSION_ATTR, Store, internals
+from sweep.vocab import RunStatus
 
 
 def _completions(journal: Path, name: str) -> pd.Series:
@@ -43,8 +44,8 @@ def test_a_duplicated_attempt_is_never_trained(tmp_path: Path) -> None:
     assert first.trial.number == 0
     assert store.claim_next() is None  # the copy is set aside, not handed out
     copy = store.sweep.get_trials()[1]
-    assert (copy.state, copy.user_attrs[vocab.STATUS]) == (optuna.trial.TrialState.FAIL, vocab.DUPLICATE)
-    assert store.counts()[vocab.RUNNING] == 1
+    assert (copy.state, copy.user_attrs[vocab.STATUS]) == (optuna.trial.TrialState.FAIL, RunStatus.DUPLICATE)
+    assert store.counts()[RunStatus.RUNNING] == 1
 
 
 @pytest.mark.system
@@ -62,7 +63,7 @@ def test_two_runs_of_one_sweep_at_once_cooperate_and_train_each_run_once(tmp_pat
     completions = _completions(tmp_path / "results" / "tiny" / vocab.JOURNAL_FILE, "tiny")
     assert len(completions) == 4 and completions.eq(1).all()  # every run, exactly once
     runs = pd.read_csv(tmp_path / "results" / "tiny" / vocab.RUNS_CSV)
-    assert sorted(runs.status) == [vocab.DONE] * 4
+    assert sorted(runs.status) == [RunStatus.DONE] * 4
 
 
 @pytest.fixture
@@ -131,21 +132,21 @@ def test_a_failed_or_diverged_run_leaves_no_checkpoint_like_a_done_one(tmp_path:
     places = resume.Places(tmp_path / "checkpoints")
     places.checkpoints.mkdir()
     ended = {}
-    for status in (vocab.FAILED, vocab.DIVERGED, vocab.DONE):
-        claim = store.claim_next()
-        path = places.checkpoint(claim.spec.run_id)
+    for status in (RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.DONE):
+        lease = store.claim_next()
+        path = places.checkpoint(lease.spec.run_id)
         path.write_bytes(b"a checkpoint")
-        last = {vocab.EPOCH: 1.0, claim.metric: 0.5}
-        endings.end_run(store, claim, lambda event: None, places, endings.Ending(status, "boom", 2, last), None)
+        last = {vocab.EPOCH: 1.0, lease.metric: 0.5}
+        endings.end_run(store, lease, lambda event: None, places, endings.Ending(status, "boom", 2, last), None)
         ended[status] = path.exists()
-    assert ended == {vocab.FAILED: False, vocab.DIVERGED: False, vocab.DONE: False}
+    assert ended == {RunStatus.FAILED: False, RunStatus.DIVERGED: False, RunStatus.DONE: False}
     assert list(places.checkpoints.iterdir()) == []
     kept = places.checkpoint("interrupted")
     kept.write_bytes(b"a checkpoint")
-    resume.drop_checkpoint(places, "interrupted", vocab.INTERRUPTED)
+    resume.drop_checkpoint(places, "interrupted", RunStatus.INTERRUPTED)
     assert kept.exists()
     with_models = resume.Places(places.checkpoints, tmp_path / "models")
-    for status in (vocab.FAILED, vocab.DIVERGED, vocab.DONE):
+    for status in (RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.DONE):
         resume.drop_checkpoint(with_models, "interrupted", status)
     assert kept.exists()
 
@@ -180,10 +181,12 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An error inside epoch 2 (here injected into the evaluation) fails the run; epoch 1 stays recorded,
-    and the next run of the same worker builds a fresh model instead of reusing the broken one's.
+    and its compiled model never goes back to the worker's session, so no later run reuses the broken one;
+    the next run's does.
     """
     from sweep.run import driver, resume
-    from sweep.train import compiled, single
+    from sweep.train import single
+    from sweep.train.session import Session
 
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
@@ -198,18 +201,20 @@ def test_a_run_that_raises_mid_training_is_recorded_failed_with_its_epochs(
 
     said: list[events.Event] = []
     monkeypatch.setattr(single.Single, "evaluate", broken_in_epoch_two)
-    [(status, retryable)] = driver.train(store, [store.claim_next()], said.append, places)
-    assert (status, retryable) == (vocab.FAILED, True)
+    session = Session()
+    [(status, retryable)] = driver.train(store, [store.claim_next()], said.append, places, session)
+    assert (status, retryable) == (RunStatus.FAILED, True)
     failed = store.sweep.get_trials()[0]
-    assert failed.state == optuna.trial.TrialState.FAIL and failed.user_attrs[vocab.STATUS] == vocab.FAILED
+    assert failed.state == optuna.trial.TrialState.FAIL and failed.user_attrs[vocab.STATUS] == RunStatus.FAILED
     assert "injected: evaluation broke in epoch 2" in failed.user_attrs[vocab.ERROR]
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1]
-    assert isinstance(said[-1], events.RunEnded) and said[-1].status == vocab.FAILED
-    assert compiled.COMPILED.key is None  # its compiled model is dropped, not handed to the next run
+    assert isinstance(said[-1], events.RunEnded) and said[-1].status == RunStatus.FAILED
+    assert session.compiled is None  # its compiled model is dropped, not handed to the next run
     monkeypatch.setattr(single.Single, "evaluate", evaluate)
     said.clear()
-    assert driver.train(store, [store.claim_next()], said.append, places) == [(vocab.DONE, True)]
+    assert driver.train(store, [store.claim_next()], said.append, places, session) == [(RunStatus.DONE, True)]
     assert [e.record[vocab.EPOCH] for e in said if isinstance(e, events.EpochDone)] == [1, 2]
+    assert session.compiled is not None  # a done run's model is kept for the next run of its graph
 
 
 @pytest.mark.system  # fault injection: two fresh models (about 11 s)
@@ -218,28 +223,31 @@ def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Pat
     worker drops that attempt without a traceback and goes on; the next attempt is queued.
     """
     from sweep.run import driver, resume
+    from sweep.train.session import Session
 
     store = Store.open(tmp_path / "j.log", "tiny")
     store.enqueue(plan(load_grid(write_grid(tmp_path, TINY_GRID))))
     places = resume.places(store.target, store.name)
-    claim = store.claim_next()
+    session = Session()
+    lease = store.claim_next()
     other = Store.open(tmp_path / "j.log", "tiny")  # the process that presumes this worker dead
     said: list[events.Event] = []
 
     def presumed_dead_after_epoch_one(event: events.Event) -> None:
         said.append(event)
         if isinstance(event, events.EpochDone):
-            trial = other.sweep.get_trials()[claim.trial.number]
+            trial = other.sweep.get_trials()[lease.trial.number]
             assert other.requeue(
-                replace(claim, trial=internals.handle(other.sweep, trial), study=other.sweep), "presumed dead (test)"
+                replace(lease, trial=internals.handle(other.sweep, trial), study=other.sweep), "presumed dead (test)"
             )
 
-    assert driver.train(store, [claim], presumed_dead_after_epoch_one, places) == [(vocab.INTERRUPTED, False)]
+    taken_back = driver.train(store, [lease], presumed_dead_after_epoch_one, places, session)
+    assert taken_back == [(RunStatus.INTERRUPTED, False)] and session.compiled is None
     assert isinstance(said[-1], events.RunInterrupted) and "queued the run again" in said[-1].reason
     attempts = {
         t.user_attrs[vocab.ATTEMPT]: t.state
         for t in store.sweep.get_trials()
-        if t.user_attrs[vocab.RUN_ID] == claim.spec.run_id
+        if t.user_attrs[vocab.RUN_ID] == lease.spec.run_id
     }
     assert attempts == {1: optuna.trial.TrialState.FAIL, 2: optuna.trial.TrialState.WAITING}
-    assert driver.train(store, [store.claim_next()], said.append, places)[0][0] == vocab.DONE  # the worker goes on
+    assert driver.train(store, [store.claim_next()], said.append, places, session)[0][0] == RunStatus.DONE  # goes on

@@ -18,6 +18,7 @@ from conftest import start_cli, write_grid
 
 from sweep import vocab
 from sweep.train import devices
+from sweep.vocab import RunStatus
 
 pytestmark = pytest.mark.system  # every test here starts sweep processes
 
@@ -73,7 +74,7 @@ def test_retries_give_that_many_more_attempts_at_a_failing_run(
     assert code == 1, out
     trials = _trials(tmp_path / "results" / "flags" / vocab.JOURNAL_FILE)
     assert [(t.user_attrs[vocab.ATTEMPT], t.user_attrs[vocab.STATUS]) for t in trials] == [
-        (k, vocab.FAILED) for k in range(1, attempts + 1)
+        (k, RunStatus.FAILED) for k in range(1, attempts + 1)
     ]
     assert out.count("failed; retrying it") == retries
     assert _runs(tmp_path)["attempt"].tolist() == [attempts]
@@ -110,7 +111,7 @@ def test_trials_per_gpu_starts_that_many_workers_on_the_device(tmp_path: Path, s
     assert code == 0, out
     assert "starting 3 worker(s) on devices 0 | 0 | 0" in out
     runs = _runs(tmp_path)
-    assert runs.status.tolist() == [vocab.DONE] * 3 and set(runs.visible_devices) == {"0"}
+    assert runs.status.tolist() == [RunStatus.DONE] * 3 and set(runs.visible_devices) == {"0"}
     assert set(runs.worker_pid) <= {w.pid for w in workers}
 
 
@@ -121,7 +122,7 @@ def test_each_worker_gets_its_share_of_the_cores(tmp_path: Path, started: list[s
     assert code == 0, out
     assert f"starting {workers} worker(s)" in out
     runs = _runs(tmp_path)
-    assert runs.status.tolist() == [vocab.DONE] * 3
+    assert runs.status.tolist() == [RunStatus.DONE] * 3
     assert runs.threads.tolist() == [max(1, devices.cpu_count() // workers)] * 3
     assert runs.worker_pid.nunique() <= workers
 
@@ -137,7 +138,7 @@ def test_a_worker_over_its_memory_bound_is_replaced_between_runs(
     )
     assert code == 0, out
     runs = _runs(tmp_path)
-    assert runs.status.tolist() == [vocab.DONE] * 3 and runs.attempt.tolist() == [1] * 3  # none cut short
+    assert runs.status.tolist() == [RunStatus.DONE] * 3 and runs.attempt.tolist() == [1] * 3  # none cut short
     assert runs.worker_pid.nunique() == 3  # a fresh worker for every run
 
 

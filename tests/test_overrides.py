@@ -13,6 +13,7 @@ from conftest import REPO
 from sweep import cli, vocab
 from sweep.config import ConfigError, load_grid
 from sweep.config.plan import plan
+from sweep.vocab import RunStatus
 
 ARTICLE = REPO / "experiments" / "article.yaml"
 
@@ -75,5 +76,5 @@ def test_run_with_overrides_trains_their_runs(tmp_path: Path, monkeypatch: pytes
     overrides = ["train.epochs=1", "seeds=[0]", "data.samples_per_class=10", "data.classes=4"]
     assert cli.main(["run", str(ARTICLE), *overrides, "--results", "R", "--in-process"]) == 0
     runs = pd.read_csv(tmp_path / "R" / vocab.RUNS_CSV)
-    assert len(runs) == 2 and (runs[vocab.STATUS] == vocab.DONE).all() and (runs["epochs_done"] == 1).all()
+    assert len(runs) == 2 and (runs[vocab.STATUS] == RunStatus.DONE).all() and (runs["epochs_done"] == 1).all()
     assert "data.samples_per_class=10" in (tmp_path / "R" / "grid.yaml").read_text().splitlines()[0]

@@ -18,10 +18,11 @@ from sweep.config import DataConfig, ModelConfig, PointConfig, TrainConfig
 from sweep.config.plan import RunSpec
 from sweep.run import resume
 from sweep.train import checkpoint
-from sweep.train.compiled import forget_compiled
 from sweep.train.pack import default_size, pack_key
 from sweep.train.records import Diverged
+from sweep.train.session import Session
 from sweep.train.trainer import Trainer
+from sweep.vocab import RunStatus
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
 NEVER_BETTER = '{"metric": "val_loss", "min_delta": 10.0, "patience": 1}'  # stops after its second epoch
@@ -42,10 +43,11 @@ def without_timings(records: list) -> list[dict]:
 
 
 def alone(specs: list[RunSpec]) -> list[list[dict]]:
-    """Each run trained alone in a fresh model; a diverged run's records up to its divergence."""
+    """Each run trained alone in a fresh model (a trainer's own session); a diverged run's records up to its
+    divergence.
+    """
     out = []
     for s in specs:
-        forget_compiled()
         records: list = []
         try:
             for record in Trainer.alone(s).epochs():
@@ -53,12 +55,13 @@ def alone(specs: list[RunSpec]) -> list[list[dict]]:
         except Diverged:
             pass
         out.append(without_timings(records))
-    forget_compiled()
     return out
 
 
-def packed(specs: list[RunSpec]) -> tuple[Trainer, list[list[dict]], dict[int, Diverged]]:
-    run = Trainer(specs)
+def packed(
+    specs: list[RunSpec], session: Session | None = None
+) -> tuple[Trainer, list[list[dict]], dict[int, Diverged]]:
+    run = Trainer(specs, session)
     records: list[list] = [[] for _ in specs]
     diverged: dict[int, Diverged] = {}
     for found in run.records():
@@ -110,9 +113,9 @@ def test_warm_up_schedules_and_a_reused_pack_model() -> None:
     ramp = {"warmup_epochs": 1.0, "eval_every_steps": 2}  # 6 steps per epoch: records at steps 2, 4, 6, ...
     first = [spec(0, lr=0.002, **ramp), spec(1, lr=0.0005, **ramp)]
     second = [spec(4, lr=0.002, **ramp), spec(5, lr=0.0005, **ramp)]
-    forget_compiled()
-    packed(first)
-    run, records, _ = packed(second)
+    session = Session()
+    packed(first, session)
+    run, records, _ = packed(second, session)
     assert run.info.reused_model
     assert [repr(r) for r in records] == [repr(r) for r in alone(second)]
     assert records[0][0][vocab.LR] == pytest.approx(0.002 * 3 / 6)  # step 2 of a 6-step ramp: lr x (2 + 1) / 6
@@ -125,10 +128,10 @@ def test_a_reused_pack_model_trains_each_run_at_its_own_constant_rate() -> None:
     """The second pack of a graph reuses the compiled model with other constant learning rates: each
     tower trains at its run's, not at the first pack's (on JAX those would be traced into the step).
     """
-    forget_compiled()
-    packed([spec(0, lr=0.002, epochs=1), spec(1, lr=0.0005, epochs=1)])
+    session = Session()
+    packed([spec(0, lr=0.002, epochs=1), spec(1, lr=0.0005, epochs=1)], session)
     second = [spec(4, lr=0.0005, epochs=1), spec(5, lr=0.01, epochs=1)]
-    run, records, _ = packed(second)
+    run, records, _ = packed(second, session)
     assert run.info.reused_model
     assert [repr(r) for r in records] == [repr(r) for r in alone(second)]
 
@@ -171,7 +174,6 @@ def test_a_run_resumes_alone_from_its_packed_checkpoint(tmp_path) -> None:
         record = found[1].to_dict()
         checkpoint.save(path, "r", specs[1].to_json(), run.runs[1].position, record, run.view(1))
         break
-    forget_compiled()
     saved = checkpoint.load(path)
     assert saved is not None and saved.epoch == 1
     resumed = Trainer.alone(specs[1])
@@ -201,7 +203,7 @@ def test_a_packed_sweep_writes_the_csvs_of_an_unpacked_one(tmp_path) -> None:
     runs = pd.read_csv(tmp_path / "packed" / vocab.RUNS_CSV).set_index(vocab.RUN_ID)
     assert sorted(runs["pack_size"].value_counts().items()) == [(2, 2), (4, 4)]  # 6 runs: a pack of 4, one of 2
     assert (pd.read_csv(tmp_path / "alone" / vocab.RUNS_CSV)["pack_size"] == 1).all()
-    assert (runs[vocab.STATUS] == vocab.DONE).all()
+    assert (runs[vocab.STATUS] == RunStatus.DONE).all()
     order = [vocab.RUN_ID, vocab.EPOCH]
     got, want = (
         pd.read_csv(tmp_path / folder / vocab.EPOCHS_CSV).drop(columns=list(TIMINGS)).sort_values(order)
@@ -253,9 +255,9 @@ def test_a_pack_with_a_failing_run_trains_its_mates_alone(tmp_path) -> None:
     assert worker.work(store, events.append, own_process=False, places=places, pack=3) == 0
     store.export_csv(tmp_path)
     runs = pd.read_csv(tmp_path / vocab.RUNS_CSV).set_index(vocab.RUN_ID)
-    assert runs.loc[unlucky, vocab.STATUS] == vocab.FAILED and "unlucky draw" in runs.loc[unlucky, "error"]
+    assert runs.loc[unlucky, vocab.STATUS] == RunStatus.FAILED and "unlucky draw" in runs.loc[unlucky, "error"]
     lucky = [s for s in specs if s.run_id != unlucky]
-    assert (runs.loc[[s.run_id for s in lucky], vocab.STATUS] == vocab.DONE).all()
+    assert (runs.loc[[s.run_id for s in lucky], vocab.STATUS] == RunStatus.DONE).all()
     assert (runs.loc[[s.run_id for s in lucky], "pack_size"] == 1).all()  # trained alone after the pack failed
     epochs = pd.read_csv(tmp_path / vocab.EPOCHS_CSV)
     for s, want in zip(lucky, alone(lucky), strict=True):
@@ -292,7 +294,7 @@ def test_a_model_with_losses_of_its_own_trains_alone(tmp_path) -> None:
     assert worker.work(store, [].append, own_process=False, places=places, pack=2) == 0
     store.export_csv(tmp_path)
     runs = pd.read_csv(tmp_path / vocab.RUNS_CSV)
-    assert (runs[vocab.STATUS] == vocab.DONE).all() and (runs["pack_size"] == 1).all() and len(runs) == 2
+    assert (runs[vocab.STATUS] == RunStatus.DONE).all() and (runs["pack_size"] == 1).all() and len(runs) == 2
 
 
 @pytest.mark.integration
@@ -308,23 +310,23 @@ def test_a_pack_whose_attempt_the_store_took_back_queues_its_mate_again(tmp_path
     specs = [spec(seed, epochs=3) for seed in range(2)]
     store = Store.open(tmp_path / "journal.log", "t")
     store.enqueue(specs)
-    claims = [store.claim_next(), store.claim_next()]
+    leases = [store.claim_next(), store.claim_next()]
     other = Store.open(tmp_path / "journal.log", "t")  # the process that presumes the worker dead
     said: list = []
 
     def presumed_dead_after_epoch_one(event: events.Event) -> None:
         said.append(event)
-        if isinstance(event, events.EpochDone) and event.run_id == claims[0].spec.run_id:
-            trial = other.sweep.get_trials()[claims[0].trial.number]
-            lease = dataclasses.replace(claims[0], trial=internals.handle(other.sweep, trial), study=other.sweep)
+        if isinstance(event, events.EpochDone) and event.run_id == leases[0].spec.run_id:
+            trial = other.sweep.get_trials()[leases[0].trial.number]
+            lease = dataclasses.replace(leases[0], trial=internals.handle(other.sweep, trial), study=other.sweep)
             assert other.requeue(lease, "presumed dead (test)")
 
     places = resume.places(str(tmp_path / "journal.log"), "t")
-    ended = driver.train(store, claims, presumed_dead_after_epoch_one, places)
-    assert ended == [(vocab.INTERRUPTED, False), (vocab.INTERRUPTED, True)]
+    ended = driver.train(store, leases, presumed_dead_after_epoch_one, places, Session())
+    assert ended == [(RunStatus.INTERRUPTED, False), (RunStatus.INTERRUPTED, True)]
     states = {(t.user_attrs[vocab.RUN_ID], t.user_attrs[vocab.ATTEMPT]): t.state for t in store.sweep.get_trials()}
     waiting = optuna.trial.TrialState.WAITING
-    assert [states[(c.spec.run_id, 2)] for c in claims] == [waiting, waiting]  # both queued for a new attempt
+    assert [states[(c.spec.run_id, 2)] for c in leases] == [waiting, waiting]  # both queued for a new attempt
     interrupted = [e for e in said if isinstance(e, events.RunInterrupted)]
-    assert [e.run_id for e in interrupted] == [c.spec.run_id for c in claims]
+    assert [e.run_id for e in interrupted] == [c.spec.run_id for c in leases]
     assert "presumed this worker dead" in interrupted[0].reason and "trains alone next" in interrupted[1].reason

@@ -19,6 +19,7 @@ from sweep.config import load_grid
 from sweep.config.plan import RunSpec, plan
 from sweep.store import Store
 from sweep.store.params import distribution
+from sweep.vocab import RunStatus
 from tests.conftest import REPO, sweep_here, write_grid
 
 ARTICLE = REPO / "results" / "article"
@@ -49,7 +50,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     grid = folder / "smoke.yaml"
     shutil.copy(REPO / "experiments" / "smoke.yaml", grid)
     outcome, lines = sweep_here(grid)
-    assert outcome.counts[vocab.DONE] == 2, lines.text  # 2 batch sizes x 1 seed -> 2 runs
+    assert outcome.counts[RunStatus.DONE] == 2, lines.text  # 2 batch sizes x 1 seed -> 2 runs
     return folder / "results" / "smoke"
 
 
@@ -88,10 +89,10 @@ def _crafted_store(tmp_path: Path) -> Store:
     )
     store = Store.open(tmp_path / "journal.log", "crafted")
     store.enqueue(plan(load_grid(grid)))
-    while (claim := store.claim_next()) is not None:
-        claim = store.start(claim)
-        bs, seed = claim.spec.point.train.batch_size, claim.spec.seed
-        store.finish(claim, vocab.DONE, value=0.9 - 0.1 * bs.bit_length() + 0.001 * seed)
+    while (lease := store.claim_next()) is not None:
+        lease = store.start(lease)
+        bs, seed = lease.spec.point.train.batch_size, lease.spec.seed
+        store.finish(lease, RunStatus.DONE, value=0.9 - 0.1 * bs.bit_length() + 0.001 * seed)
     return store
 
 
@@ -125,8 +126,8 @@ def test_adding_values_and_keys_to_a_grid_never_meets_a_distribution_error(tmp_p
     store = Store.open(tmp_path / "journal.log", "g")
     for grid in (first, later):
         store.enqueue(plan(load_grid(grid)))
-        while (claim := store.claim_next()) is not None:
-            store.finish(store.start(claim), vocab.DONE, value=0.5)
+        while (lease := store.claim_next()) is not None:
+            store.finish(store.start(lease), RunStatus.DONE, value=0.5)
     trials = store.sweep.get_trials(deepcopy=False)
     assert len(trials) == 2 + 3 * 2 * 2 * 2 * 2  # new axes: new run ids (the slug names them)
     expected = {"train.batch_size": 4096, "train.optimizer": "sgd", "train.lr": 0.5, "data.shuffle": False, "seed": 7}
@@ -149,9 +150,9 @@ def test_a_store_written_before_params_loads_resumes_and_reports(tmp_path: Path)
     assert store.enqueue(runs) == 0  # all done: resuming trains nothing again
     extra = _another_seed(runs[0])
     assert store.enqueue([extra]) == 1
-    claim = store.start(store.claim_next())  # type: ignore[arg-type]
-    store.finish(claim, vocab.DONE, value=0.25)
-    assert claim.trial.params["seed"] == 99 and "train.batch_size" in claim.trial.params
+    lease = store.start(store.claim_next())  # type: ignore[arg-type]
+    store.finish(lease, RunStatus.DONE, value=0.25)
+    assert lease.trial.params["seed"] == 99 and "train.batch_size" in lease.trial.params
     store.export_csv(tmp_path)
     assert len(pd.read_csv(tmp_path / vocab.RUNS_CSV)) == len(published) + 1
 

@@ -20,6 +20,7 @@ from sweep import vocab
 from sweep.run import resume
 from sweep.store import Store, epochs_of
 from sweep.train import checkpoint
+from sweep.vocab import RunStatus
 
 pytestmark = pytest.mark.system
 
@@ -114,7 +115,7 @@ def test_sigterm_to_run_stops_its_workers_says_how_to_resume_and_exits_143(
     assert coordinator.returncode == 143, output
     assert output.rstrip().endswith("stopped; run the same command again to resume where it stopped"), output
     trial = Store.open(journal, "preempt", create=False).sweep.get_trials(deepcopy=False)[victim.number]
-    assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs[vocab.STATUS] == vocab.INTERRUPTED
+    assert trial.state == optuna.trial.TrialState.FAIL and trial.user_attrs[vocab.STATUS] == RunStatus.INTERRUPTED
 
 
 # The pause, where a library catches the stop's KeyboardInterrupt: one drops it (as Python does for one
@@ -146,7 +147,7 @@ def test_a_sigterm_a_library_catches_still_requeues_the_run_after_at_most_one_mo
     assert coordinator.returncode != 0 and "interrupted; it is queued again" in output, output
     trials = Store.open(journal, "preempt", create=False).sweep.get_trials(deepcopy=False)
     cut = trials[victim.number]
-    assert cut.user_attrs[vocab.STATUS] == vocab.INTERRUPTED, output
+    assert cut.user_attrs[vocab.STATUS] == RunStatus.INTERRUPTED, output
     assert cut.user_attrs[vocab.ERROR] == "interrupted before the run finished"
     recorded = 4 if caught == "dropped" else 3  # dropped: the stop is taken at epoch 4's record
     assert [r[vocab.EPOCH] for r in epochs_of(cut)] == list(range(1, recorded + 1))
@@ -225,7 +226,7 @@ def test_kill_9_of_a_packed_worker_finishes_every_run_of_its_pack_exactly_once(
     assert again.returncode == 0, again.stdout + again.stderr
     folder = journal.parent
     runs = pd.read_csv(folder / vocab.RUNS_CSV)
-    assert len(runs) == 3 and (runs[vocab.STATUS] == vocab.DONE).all() and (runs["epochs_done"] == 6).all()
+    assert len(runs) == 3 and (runs[vocab.STATUS] == RunStatus.DONE).all() and (runs["epochs_done"] == 6).all()
     assert (runs[vocab.RESUMED_FROM_EPOCH] >= 2).all()  # each went on from its own checkpoint
     for trial in Store.open(journal, "packkill", create=False).current().values():
         assert [r[vocab.EPOCH] for r in epochs_of(trial)] == [1, 2, 3, 4, 5, 6]

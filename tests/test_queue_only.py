@@ -14,6 +14,7 @@ from conftest import cli_env, write_grid
 
 from sweep import cli, vocab
 from sweep.store import Store
+from sweep.vocab import RunStatus
 
 GRID = """\
     name: queued
@@ -40,7 +41,7 @@ def test_no_train_queues_every_run_without_tensorflow_and_the_printed_worker_tra
     assert lines[0].startswith("queued: queued 4 run(s) to train of 4 (4 newly queued)")
     worker = f"sweep worker --study queued --storage {journal}"
     assert lines[1].endswith(worker), lines
-    assert Store.open(journal, "queued", create=False).counts()[vocab.PENDING] == 4
+    assert Store.open(journal, "queued", create=False).counts()[RunStatus.PENDING] == 4
     assert not (tmp_path / "results" / "queued" / vocab.RUNS_CSV).exists()  # nothing trained, nothing exported
 
     # the command it printed trains them, from anywhere
@@ -53,7 +54,7 @@ def test_no_train_queues_every_run_without_tensorflow_and_the_printed_worker_tra
         timeout=600,
     )
     assert trained.returncode == 0, trained.stderr[-2000:]
-    assert Store.open(journal, "queued", create=False).counts()[vocab.DONE] == 4
+    assert Store.open(journal, "queued", create=False).counts()[RunStatus.DONE] == 4
 
 
 @pytest.mark.unit
@@ -169,4 +170,4 @@ def test_slurm_queues_the_runs_then_submits_the_script_and_warns_about_a_journal
     assert f"logs: {folder}/slurm/worker-42_<task>.out" in out
     assert (tmp_path / "sbatch.args").read_text().split() == ["--parsable", str(folder / "slurm" / "worker.sbatch")]
     assert f"--storage {folder / vocab.JOURNAL_FILE}\n" in (folder / "slurm" / "worker.sbatch").read_text()
-    assert Store.open(folder / vocab.JOURNAL_FILE, "queued", create=False).counts()[vocab.PENDING] == 4
+    assert Store.open(folder / vocab.JOURNAL_FILE, "queued", create=False).counts()[RunStatus.PENDING] == 4

@@ -10,6 +10,7 @@ import pytest
 
 from sweep import analysis, vocab
 from sweep.analysis import column, readings
+from sweep.vocab import RunStatus
 
 pytestmark = pytest.mark.unit
 
@@ -31,7 +32,7 @@ def curves() -> pd.DataFrame:
                 rows.append(
                     {
                         vocab.RUN_ID: f"bs{batch}-s{seed}-h{batch}{seed}",
-                        vocab.STATUS: vocab.DONE,
+                        vocab.STATUS: RunStatus.DONE,
                         analysis.SOURCE: "f",
                         vocab.SEED: seed,
                         BS: batch,

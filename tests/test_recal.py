@@ -12,7 +12,7 @@ from test_controls import tiny_spec  # 4 classes x 8 training images at 12 px; t
 
 from sweep import vocab
 from sweep.config.plan import RunSpec
-from sweep.train.compiled import forget_compiled
+from sweep.train.session import Session
 from sweep.train.trainer import Trainer
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
@@ -20,8 +20,8 @@ TIMINGS = ("epoch_seconds", "samples_per_second")
 
 def records(specs: list[RunSpec]) -> list[dict]:
     """Every record of these runs, trained one after the other in one worker (the second reuses the model)."""
-    forget_compiled()
-    return [r.to_dict() for spec in specs for r in Trainer.alone(spec).epochs()]
+    session = Session()
+    return [r.to_dict() for spec in specs for r in Trainer.alone(spec, session).epochs()]
 
 
 def without(rows: list[dict], names: tuple[str, ...]) -> list[dict]:
@@ -52,7 +52,6 @@ def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistic
     from sweep.train import model as model_module
 
     spec = tiny_spec(recalibrate_bn=True)
-    forget_compiled()
     run = Trainer.alone(spec)
     last = [r.to_dict() for r in run.epochs()][-1]
     split = run.runs[0].split
@@ -96,7 +95,7 @@ def test_statistics_are_pooled_over_passes_and_positions(ghost: int | None) -> N
     twin = recal.Twin(build, eval_batch=512)
     recal_batch, recal.RECAL_BATCH = recal.RECAL_BATCH, 5
     try:
-        twin.evaluate(weights, many)
+        twin.evaluate(weights, many, Session().eval_batches)
     finally:
         recal.RECAL_BATCH = recal_batch
     conv = keras.Model(twin.model.inputs, twin.model.get_layer("conv0").output)
@@ -137,20 +136,25 @@ def test_pooled_chunks_give_the_mean_and_variance_of_all_values_together() -> No
 
 @pytest.mark.integration
 def test_kept_evaluation_pipelines_give_what_fresh_ones_give_for_every_set_and_trainer() -> None:
-    """A record's evaluations read pipelines kept from the run's first record (data.eval_batches):
-    train_eval and validation each get their own, every call gives what a fresh pipeline gives, and a
-    new trainer (another data seed: other arrays) reads its own sets, not the last one's.
+    """A record's evaluations read pipelines its worker session keeps from the run's first record
+    (`Session.eval_batches`): train_eval and validation each get their own, every call gives what a fresh
+    pipeline gives, and the session's next trainer (another data seed: other arrays) reads its own sets,
+    the last trainer's pipelines dropped.
     """
     from sweep.train import data as data_module
 
+    session, last = Session(), None
     for data_seed in (0, 1):
         spec = tiny_spec()
         spec = dataclasses.replace(spec, point=spec.point.with_value("data.seed", data_seed))
-        trainer = Trainer.alone(spec)
+        trainer = Trainer.alone(spec, session)
         engine, split = trainer.engine, trainer.runs[0].split
         sets = [(split.x_train_eval, split.y_train_eval), (split.x_val, split.y_val)]
-        assert data_module.eval_batches(*sets[0], 512) is data_module.eval_batches(*sets[0], 512)  # kept
-        assert data_module.eval_batches(*sets[0], 512) is not data_module.eval_batches(*sets[1], 512)
+        if last is not None:
+            assert session.eval_batches(*last[0], 512) is not last[1]  # the last trainer's: dropped
+        assert session.eval_batches(*sets[0], 512) is session.eval_batches(*sets[0], 512)  # kept
+        assert session.eval_batches(*sets[0], 512) is not session.eval_batches(*sets[1], 512)
+        last = sets[0], session.eval_batches(*sets[0], 512)
         for x, y in sets * 2:
             fresh = engine.model.evaluate(data_module.batches(x, y, 512), verbose=0, return_dict=True)
             kept = engine.evaluate([(x, y)])[0]

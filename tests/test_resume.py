@@ -30,6 +30,7 @@ from conftest import TINY_GRID, cli_env, run_cli, start_cli, write_grid
 from sweep import vocab
 from sweep.exits import EXIT_ORPHANED
 from sweep.store import Store, epochs_of, status_of
+from sweep.vocab import RunStatus
 
 pytestmark = pytest.mark.system
 
@@ -247,7 +248,7 @@ def test_postgres_two_workers_one_killed_every_run_done_once(
     trials = trials_of()
     _assert_each_run_done_once(trials, runs=4, epochs=3)
     killed = trials[victim.number]
-    assert killed.state == optuna.trial.TrialState.FAIL and status_of(killed) == vocab.INTERRUPTED
+    assert killed.state == optuna.trial.TrialState.FAIL and status_of(killed) == RunStatus.INTERRUPTED
     redone = [
         t
         for t in trials
@@ -301,12 +302,12 @@ def test_a_run_that_kills_its_worker_every_time_fails_after_the_cap_and_the_swee
     assert output.count("killed by SIGKILL; starting a new worker in its place") >= 1, output
     runs = pd.read_csv(tmp_path / "results" / "deaths" / vocab.RUNS_CSV).set_index(vocab.RUN_ID)
     killer = next(r for r in runs.index if "killer" in r)
-    assert runs.loc[killer, vocab.STATUS] == vocab.FAILED and runs.loc[killer, vocab.ATTEMPT] == 2
+    assert runs.loc[killer, vocab.STATUS] == RunStatus.FAILED and runs.loc[killer, vocab.ATTEMPT] == 2
     error = runs.loc[killer, vocab.ERROR]
     assert re.fullmatch(r"worker died 2 times \(last: worker pid \d+ on .+ died mid-run: killed by SIGKILL\)", error)
     assert f"FAILED {killer}: {error}" in output
     other = runs.drop(index=killer)
-    assert other[vocab.STATUS].tolist() == [vocab.DONE] and other["epochs_done"].tolist() == [2]
+    assert other[vocab.STATUS].tolist() == [RunStatus.DONE] and other["epochs_done"].tolist() == [2]
 
 
 HANG = """\
@@ -337,7 +338,7 @@ def test_a_run_that_hangs_is_stopped_by_the_watchdog_and_counts_as_a_death(tmp_p
     assert time.monotonic() - started < 120
     assert done.returncode == 1, done.stdout + done.stderr
     runs = pd.read_csv(tmp_path / "results" / "deaths" / vocab.RUNS_CSV)
-    assert runs[vocab.STATUS].tolist() == [vocab.FAILED]
+    assert runs[vocab.STATUS].tolist() == [RunStatus.FAILED]
     assert re.fullmatch(
         r"worker died 1 time \(last: no record for \d+ s \(bound 5 s: 10x the floor of 0.5 s, before this "
         r"worker's first record\); the watchdog stopped its worker\)",
@@ -382,7 +383,7 @@ def test_a_closed_database_store_hands_its_connections_back(postgres_url: str) -
         before = db.execute(count).fetchone()[0]
         for _ in range(30):
             with Store.open(postgres_url, "conn", create=False) as store:
-                assert store.counts()[vocab.PENDING] == 0
+                assert store.counts()[RunStatus.PENDING] == 0
         # a closed connection's server process leaves pg_stat_activity a moment later: wait for it, a little
         deadline, left = time.monotonic() + 10, db.execute(count).fetchone()[0]
         while left > before and time.monotonic() < deadline:
@@ -439,8 +440,8 @@ import time
 
 from sweep.store import Store
 
-claim = Store.open(sys.argv[1], "tiny", create=False).claim_next()
-print(claim.spec.run_id, flush=True)
+lease = Store.open(sys.argv[1], "tiny", create=False).claim_next()
+print(lease.spec.run_id, flush=True)
 time.sleep(600)  # killed here: claimed, never trained
 """
 
@@ -477,7 +478,7 @@ def test_a_run_claimed_on_a_database_by_a_worker_killed_before_training_is_queue
         victim,
         *(t.user_attrs["run_id"] for t in trials),
     }
-    assert [status_of(t) for t in trials if t.user_attrs["run_id"] == victim][0] == vocab.INTERRUPTED
+    assert [status_of(t) for t in trials if t.user_attrs["run_id"] == victim][0] == RunStatus.INTERRUPTED
 
 
 LEAK = """\

@@ -17,6 +17,7 @@ from sweep.config import ConfigError, load_grid
 from sweep.config.plan import search_groups
 from sweep.run import resume
 from sweep.store import Search, Store, status_of
+from sweep.vocab import RunStatus
 
 SEARCH_GRID = """\
     name: s
@@ -156,12 +157,12 @@ def _store(tmp_path: Path, name: str = "j") -> Store:
 
 def _finish_slot(store: Store, search: Search, value: float) -> float:
     """Claim the search's next slot through the store (the sweep's own queue is empty), finish it."""
-    claim = store.start(store.claim_next())
-    assert claim.search is search
+    lease = store.start(store.claim_next())
+    assert lease.search is search
     for epoch in (1, 2):
-        store.record_epoch(claim, {vocab.EPOCH: epoch, vocab.STEP: epoch, claim.metric: value})
-    store.finish(claim, vocab.DONE, value=value)
-    return claim.spec.point.train.lr
+        store.record_epoch(lease, {vocab.EPOCH: epoch, vocab.STEP: epoch, lease.metric: value})
+    store.finish(lease, RunStatus.DONE, value=value)
+    return lease.spec.point.train.lr
 
 
 @pytest.mark.unit
@@ -200,9 +201,9 @@ NARROW_GRID = SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size:
 
 def _finish_next(store: Store, value_of) -> float:
     """Claim the next search slot, finish it with `value_of(its lr)`; return the lr."""
-    claim = store.start(store.claim_next())
-    lr = claim.spec.point.train.lr
-    store.finish(claim, vocab.DONE, value=value_of(lr))
+    lease = store.start(store.claim_next())
+    lr = lease.spec.point.train.lr
+    store.finish(lease, RunStatus.DONE, value=value_of(lr))
     return lr
 
 
@@ -302,13 +303,13 @@ def test_a_curve_below_the_median_is_pruned(tmp_path: Path) -> None:
     search = store.register_searches(search_groups(_grid(tmp_path)))[0]
     for value in (0.5, 0.6):
         _finish_slot(store, search, value)
-    claim = store.start(store.claim_next())
-    store.record_epoch(claim, {vocab.EPOCH: 1, vocab.STEP: 1, vocab.VAL_ACC: 0.0})
-    assert not claim.trial.should_prune()  # epoch 1 is warm-up
-    store.record_epoch(claim, {vocab.EPOCH: 2, vocab.STEP: 2, vocab.VAL_ACC: 0.0})
-    assert claim.trial.should_prune()
-    store.finish(claim, vocab.PRUNED)
-    assert status_of(search.study.get_trials()[2]) == vocab.PRUNED
+    lease = store.start(store.claim_next())
+    store.record_epoch(lease, {vocab.EPOCH: 1, vocab.STEP: 1, vocab.VAL_ACC: 0.0})
+    assert not lease.trial.should_prune()  # epoch 1 is warm-up
+    store.record_epoch(lease, {vocab.EPOCH: 2, vocab.STEP: 2, vocab.VAL_ACC: 0.0})
+    assert lease.trial.should_prune()
+    store.finish(lease, RunStatus.PRUNED)
+    assert status_of(search.study.get_trials()[2]) == RunStatus.PRUNED
 
 
 RECAL_GRID = SEARCH_GRID.replace("lr: 0.001}", "lr: 0.001, recalibrate_bn: true}").replace(
@@ -332,13 +333,13 @@ def test_a_search_on_val_acc_recal_chooses_on_it_not_on_raw_val_acc(tmp_path: Pa
     raw, recal = (0.10, 0.30, 0.05, 0.20), (0.60, 0.40, 0.70, 0.50)  # raw picks trial 2, recal trial 3
     lrs = []
     for v, r in zip(raw, recal, strict=True):
-        claim = store.start(store.claim_next())
-        assert claim.search is search
+        lease = store.start(store.claim_next())
+        assert lease.search is search
         for epoch in (1, 2):
             last = {vocab.EPOCH: float(epoch), vocab.STEP: epoch, vocab.VAL_ACC: v, vocab.VAL_ACC_RECAL: r}
-            store.record_epoch(claim, last)
-        endings.end_run(store, claim, lambda event: None, places, endings.Ending(vocab.DONE, None, 2, last), None)
-        lrs.append(claim.spec.point.train.lr)
+            store.record_epoch(lease, last)
+        endings.end_run(store, lease, lambda event: None, places, endings.Ending(RunStatus.DONE, None, 2, last), None)
+        lrs.append(lease.spec.point.train.lr)
     trials = search.study.get_trials()
     assert [t.value for t in trials] == list(recal)
     assert [t.intermediate_values for t in trials] == [{1: r, 2: r} for r in recal]  # what the pruner reads
@@ -373,7 +374,7 @@ def test_the_tuning_section_reads_val_acc_recal_where_recorded() -> None:
     found = tuning.tuning(analysis.load([folder]))
     assert found is not None
     epochs = pd.read_csv(folder / vocab.EPOCHS_CSV)
-    tuned = epochs[(epochs.role == vocab.TUNED) & (epochs.status == vocab.DONE)]
+    tuned = epochs[(epochs.role == vocab.TUNED) & (epochs.status == RunStatus.DONE)]
     last = tuned.loc[tuned.groupby(vocab.RUN_ID)[vocab.EPOCH].idxmax()]
     for point in found.points:
         mine = last[last["train.batch_size"] == point.batch_size]
@@ -391,7 +392,7 @@ def test_the_tuning_section_reads_val_acc_recal_where_recorded() -> None:
 
 def _point(best: float, lrs: tuple[float, ...], lr_range: tuple[float, float] | None) -> tuning.TunedPoint:
     none = tuning.estimate([])
-    trials = tuple((lr, 0.5, vocab.DONE) for lr in lrs)
+    trials = tuple((lr, 0.5, RunStatus.DONE) for lr in lrs)
     return tuning.TunedPoint(8, "", best, 0.001, trials, none, none, none, none, none, lr_range=lr_range)
 
 
@@ -441,11 +442,11 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(
     assert runs["role"].value_counts().to_dict() == {vocab.SEARCH: 3, vocab.GRID: 2, vocab.TUNED: 2}
     search = runs[runs.role == vocab.SEARCH]
     assert set(search.seed) == {7} and search["train.lr"].between(1e-4, 1e-1).all()
-    done = search[search.status == vocab.DONE]
+    done = search[search.status == RunStatus.DONE]
     best = done.sort_values("final_val_acc", ascending=False, kind="stable")["train.lr"].iloc[0]
     tuned = runs[runs.role == vocab.TUNED]
     assert sorted(tuned.seed) == [0, 1] and (tuned["train.lr"] == best).all()
-    assert (tuned.status == vocab.DONE).all() and tuned.epochs_done.eq(2).all()
+    assert (tuned.status == RunStatus.DONE).all() and tuned.epochs_done.eq(2).all()
     # Optuna's own tools see each search as a study of lr against val_acc
     storage = optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(tmp_path / "results" / "s" / vocab.JOURNAL_FILE))
@@ -471,9 +472,9 @@ def test_run_searches_then_trains_the_best_lr_at_every_seed(
     capsys.readouterr()
     assert cli.main(["status", "grid.yaml"]) == 0
     status = capsys.readouterr().out
-    finished = (runs.status == vocab.DONE).sum() + (runs.status == vocab.PRUNED).sum()
+    finished = (runs.status == RunStatus.DONE).sum() + (runs.status == RunStatus.PRUNED).sum()
     assert finished == 7 and status.startswith(
-        f"s: 4 runs + 3 learning-rate search trials: {(runs.status == vocab.DONE).sum()} done, 0 running"
+        f"s: 4 runs + 3 learning-rate search trials: {(runs.status == RunStatus.DONE).sum()} done, 0 running"
     )
     again, lines = sweep_here(grid)
     assert again.exit_code == 0 and "all 4 runs of s are already finished; nothing to train." in lines.out
@@ -501,7 +502,7 @@ def test_a_real_search_at_the_edge_of_its_range_widens_before_its_best_lr_is_rer
     assert search[vocab.SEARCH_LR_HIGH].tolist() == pytest.approx([1.2e-4] * 5)
     best = search.sort_values("final_val_loss", kind="stable")["train.lr"].iloc[0]
     tuned = runs[runs.role == vocab.TUNED]
-    assert sorted(tuned.seed) == [0, 1] and (tuned["train.lr"] == best).all() and (tuned.status == vocab.DONE).all()
+    assert sorted(tuned.seed) == [0, 1] and (tuned["train.lr"] == best).all() and (tuned.status == RunStatus.DONE).all()
 
 
 @pytest.mark.integration
@@ -520,7 +521,7 @@ def test_a_real_search_on_val_acc_recal_reruns_the_lr_it_ranks_best(tmp_path: Pa
     done, lines = sweep_here(grid)
     assert done.exit_code == 0, lines.text
     runs = pd.read_csv(tmp_path / "results" / "s" / vocab.RUNS_CSV)
-    trials = runs[(runs.role == vocab.SEARCH) & (runs.status == vocab.DONE)]
+    trials = runs[(runs.role == vocab.SEARCH) & (runs.status == RunStatus.DONE)]
     assert len(trials) == 3  # prune: false
     assert (trials["final_val_acc_recal"] != trials["final_val_acc"]).any()  # the data tell the two apart
     storage = optuna.storages.JournalStorage(

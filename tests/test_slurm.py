@@ -22,6 +22,7 @@ from test_resume import postgres_url  # noqa: F401 - the fixture: a real Postgre
 from sweep import vocab
 from sweep.run import events as run_events
 from sweep.store import Store, epochs_of, status_of
+from sweep.vocab import RunStatus
 
 pytestmark = pytest.mark.system  # Slurm daemons, a database server, worker processes
 
@@ -96,12 +97,12 @@ def test_a_job_array_trains_every_run_exactly_once(
     logs = _logs(tmp_path, "array", job_id)
     assert logs.count("--- worker-") == 2, logs  # one Slurm output file per task
     store = Store.open(postgres_url, "array", create=False)
-    assert store.counts()[vocab.DONE] == 4, logs
+    assert store.counts()[RunStatus.DONE] == 4, logs
     trials = store.sweep.get_trials(deepcopy=False)
     assert len(trials) == 4 and {t.user_attrs[vocab.ATTEMPT] for t in trials} == {1}, logs  # each trained once
     runs_csv, _ = store.export_csv(tmp_path / "out")
     runs = pd.read_csv(runs_csv, dtype={"visible_devices": str})
-    assert len(runs) == 4 and set(runs[vocab.STATUS]) == {vocab.DONE} and runs.run_id.is_unique
+    assert len(runs) == 4 and set(runs[vocab.STATUS]) == {RunStatus.DONE} and runs.run_id.is_unique
     assert set(runs.visible_devices) == {"0"}, logs
     script = (tmp_path / "results" / "array" / "slurm" / "worker.sbatch").read_text()
     assert "#SBATCH --array=0-1" in script and f"--storage {shlex.quote(postgres_url)}" in script
@@ -127,7 +128,7 @@ def test_a_requeued_task_puts_its_run_back_and_the_run_finishes_once_with_every_
 
     logs = _logs(tmp_path, "requeued", job_id)
     trials = study.get_trials(deepcopy=False)
-    assert [status_of(t) for t in trials] == [vocab.INTERRUPTED, vocab.DONE], logs
+    assert [status_of(t) for t in trials] == [RunStatus.INTERRUPTED, RunStatus.DONE], logs
     cut = trials[0]
     # Slurm's SIGTERM reached the worker, which queued its run again at once (not a heartbeat gone stale)
     assert cut.user_attrs[vocab.ERROR] == "interrupted before the run finished", logs
@@ -140,7 +141,7 @@ def test_a_requeued_task_puts_its_run_back_and_the_run_finishes_once_with_every_
     assert Counter(t.user_attrs[vocab.RUN_ID] for t in _complete(study)) == {cut.user_attrs[vocab.RUN_ID]: 1}
     runs_csv, epochs_csv = Store.open(postgres_url, "requeued", create=False).export_csv(tmp_path / "out")
     runs = pd.read_csv(runs_csv)
-    assert runs[vocab.STATUS].tolist() == [vocab.DONE]
+    assert runs[vocab.STATUS].tolist() == [RunStatus.DONE]
     assert pd.read_csv(epochs_csv)[vocab.EPOCH].tolist() == [1, 2, 3, 4, 5, 6]  # every epoch, none twice
     # the requeued task's run went on from its last checkpoint, not from epoch 0
     assert runs[vocab.RESUMED_FROM_EPOCH].tolist() == [len(epochs_of(cut))], logs

@@ -17,6 +17,7 @@ from sweep.config import load_grid
 from sweep.config.plan import plan
 from sweep.run import orchestrate
 from sweep.store import Store
+from sweep.vocab import RunStatus
 
 GRID = """\
     name: partly
@@ -40,9 +41,9 @@ def partly(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     grid = write_grid(folder, GRID.format(seeds="0, 1, 2"))
     store = Store.open(str(results / vocab.JOURNAL_FILE), "partly", create=False)
     store.enqueue(plan(load_grid(str(grid))))
-    claim = store.claim_next()
-    assert claim is not None and claim.spec.seed == 1
-    store.start(claim)
+    lease = store.claim_next()
+    assert lease is not None and lease.spec.seed == 1
+    store.start(lease)
     return grid, results
 
 
@@ -56,11 +57,11 @@ def test_export_of_a_grid_writes_every_run_and_the_report_of_the_finished_ones(
     partly: tuple[Path, Path], capsys: pytest.CaptureFixture
 ) -> None:
     grid, results = partly
-    assert _statuses(results) == {0: vocab.DONE}  # what `run` exported before the other seeds were queued
+    assert _statuses(results) == {0: RunStatus.DONE}  # what `run` exported before the other seeds were queued
     (results / "report.md").unlink(missing_ok=True)
     assert cli.main(["export", str(grid), "--results", str(results)]) == 0
     out = capsys.readouterr().out
-    assert _statuses(results) == {0: vocab.DONE, 1: vocab.RUNNING, 2: vocab.PENDING}
+    assert _statuses(results) == {0: RunStatus.DONE, 1: RunStatus.RUNNING, 2: RunStatus.PENDING}
     assert "partly: 3 runs: 1 done, 1 running, 0 failed, 0 diverged, 1 pending" in out
     assert "missing: 2 of 3 runs have no final records (1 pending, 1 running)" in out
     report = (results / "report.md").read_text()
@@ -69,7 +70,12 @@ def test_export_of_a_grid_writes_every_run_and_the_report_of_the_finished_ones(
     assert list(epochs[vocab.SEED]) == [0]  # the running run has no record yet; nothing invented
     # the store was only read: the run stays claimed, the queue unchanged
     store = Store.open(str(results / vocab.JOURNAL_FILE), "partly", create=False)
-    assert store.counts() == {**{s: 0 for s in vocab.STATUSES}, vocab.DONE: 1, vocab.RUNNING: 1, vocab.PENDING: 1}
+    assert store.counts() == {
+        **{s: 0 for s in vocab.STATUSES},
+        RunStatus.DONE: 1,
+        RunStatus.RUNNING: 1,
+        RunStatus.PENDING: 1,
+    }
 
 
 @pytest.mark.integration
@@ -77,7 +83,7 @@ def test_export_of_a_results_folder_reads_its_journal(partly: tuple[Path, Path],
     _, results = partly
     (results / vocab.RUNS_CSV).unlink()
     assert cli.main(["export", str(results), "--study", "partly"]) == 0
-    assert _statuses(results) == {0: vocab.DONE, 1: vocab.RUNNING, 2: vocab.PENDING}
+    assert _statuses(results) == {0: RunStatus.DONE, 1: RunStatus.RUNNING, 2: RunStatus.PENDING}
     assert "missing: 2 of 3 runs" in capsys.readouterr().out
 
 

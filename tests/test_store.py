@@ -1,4 +1,4 @@
-"""The Optuna-backed store: idempotent queue, atomic claims, per-epoch records, tables, plain Optuna."""
+"""The Optuna-backed store: idempotent queue, atomic leases, per-epoch records, tables, plain Optuna."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from sweep import vocab
 from sweep.config import load_grid
 from sweep.config.plan import plan
 from sweep.store import Dead, RetryPolicy, Store, crash, epochs_of, internals, storage
+from sweep.vocab import RunStatus
 
 
 def _store(tmp_path: Path) -> Store:
@@ -62,44 +63,94 @@ def test_enqueue_is_idempotent(tmp_path: Path) -> None:
     assert store.enqueue(runs) == 4
     assert store.enqueue(runs) == 0
     assert len(store.sweep.trials) == 4
-    assert store.counts([r.run_id for r in runs])[vocab.PENDING] == 4
+    assert store.counts([r.run_id for r in runs])[RunStatus.PENDING] == 4
 
 
 @pytest.mark.unit
-def test_claims_are_exclusive_and_records_arrive_per_epoch(tmp_path: Path) -> None:
+def test_a_run_status_is_its_word_with_final_and_rank() -> None:
+    """`RunStatus` (sweep/vocab.py): done, diverged and pruned are final (never trained again), a pending or
+    running attempt has not ended, the rank says which attempt speaks for a run, and the retry policy gives
+    another attempt to the others; a member is its word wherever it goes (str, f-string, JSON, dict key, CSV).
+    """
+    assert [s for s in RunStatus if s.final] == [RunStatus.DONE, RunStatus.DIVERGED, RunStatus.PRUNED]
+    assert [s for s in RunStatus if not s.ended] == [RunStatus.RUNNING, RunStatus.PENDING]
+    by_rank = ["done", "pruned", "running", "pending", "diverged", "failed", "interrupted", "duplicate"]
+    assert [s.value for s in sorted(RunStatus, key=lambda s: s.rank)] == by_rank
+    again = [RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.DUPLICATE]
+    assert [s for s in RunStatus if RetryPolicy.again_later(s)] == again
+    for status in RunStatus:
+        word = status.value
+        assert str(status) == f"{status}" == word and status == word and {word: 1}[status] == 1
+        assert json.dumps({vocab.STATUS: status}) == json.dumps({vocab.STATUS: word})
+        assert RunStatus(word) is status
+    written = pd.DataFrame({vocab.STATUS: list(RunStatus)}).to_csv(index=False)
+    assert written == "status\n" + "".join(f"{s.value}\n" for s in RunStatus)
+
+
+@pytest.mark.unit
+def test_the_journal_runs_csv_and_a_workers_events_hold_the_status_words(tmp_path: Path) -> None:
+    """Each way an attempt ends writes the word it always wrote, in the journal, in runs.csv and in a
+    worker's event line; an event line read back holds the member.
+    """
+    from sweep.run import events
+
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    store.enqueue(runs)
+    done, failed, diverged, interrupted = (store.claim_next() for _ in runs)
+    store.finish(done, RunStatus.DONE, value=0.5)
+    store.finish(failed, RunStatus.FAILED, error="boom")
+    store.finish(diverged, RunStatus.DIVERGED, error="loss became nan")
+    assert store.requeue(interrupted, "stopped")
+    journal = (tmp_path / "journal.log").read_text(encoding="utf-8")
+    written = re.findall(r'"user_attr":\{"status":"(\w+)"\}', journal)
+    assert written == ["done", "failed", "diverged", "interrupted"]
+    store.export_csv(tmp_path)
+    lines = (tmp_path / vocab.RUNS_CSV).read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("run_id,sweep,status,")
+    statuses = {line.split(",")[0]: line.split(",")[2] for line in lines[1:]}
+    ids = [lease.spec.run_id for lease in (done, failed, diverged, interrupted)]
+    assert [statuses[i] for i in ids] == ["done", "failed", "diverged", "pending"]  # queued again
+    line = events.to_line(events.RunEnded("r", RunStatus.DIVERGED, 1, "nan"))
+    assert line == '@@sweep {"event": "end", "run_id": "r", "status": "diverged", "epochs_left": 1, "error": "nan"}\n'
+    read = events.from_line(line)
+    assert isinstance(read, events.RunEnded) and read.status is RunStatus.DIVERGED
+
+
+@pytest.mark.unit
+def test_leases_are_exclusive_and_records_arrive_per_epoch(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
     other = _store(tmp_path)  # a second client on the same journal, like a second worker
     a, b = store.claim_next(), other.claim_next()
     assert a is not None and b is not None and a.spec.run_id != b.spec.run_id
     store.record_epoch(a, _record(1, 0.25))
-    assert other.counts()[vocab.RUNNING] == 2
+    assert other.counts()[RunStatus.RUNNING] == 2
     assert other.epochs_table()[vocab.VAL_ACC].tolist() == [0.25]  # visible before the run ends
     store.record_epoch(a, _record(2, 0.5))
-    store.finish(a, vocab.DONE, value=0.5)
-    other.finish(b, vocab.DIVERGED, error="loss became nan")
+    store.finish(a, RunStatus.DONE, value=0.5)
+    other.finish(b, RunStatus.DIVERGED, error="loss became nan")
     counts = _store(tmp_path).counts([r.run_id for r in runs])
     assert counts == {
-        vocab.DONE: 1,
-        vocab.RUNNING: 0,
-        vocab.FAILED: 0,
-        vocab.DIVERGED: 1,
-        vocab.PRUNED: 0,
-        vocab.PENDING: 2,
+        RunStatus.DONE: 1,
+        RunStatus.RUNNING: 0,
+        RunStatus.FAILED: 0,
+        RunStatus.DIVERGED: 1,
+        RunStatus.PRUNED: 0,
+        RunStatus.PENDING: 2,
     }
     assert store.enqueue(runs) == 0  # diverged is final: enqueueing again adds nothing for it
 
 
 @pytest.mark.unit
-def test_a_claim_races_another_for_the_same_trial_and_one_wins(tmp_path: Path) -> None:
+def test_two_workers_claiming_the_same_trial_at_once_one_wins(tmp_path: Path) -> None:
     """Threads of two clients claim from a 4-run queue at once: every run is claimed exactly once."""
     _store(tmp_path).enqueue(_runs(tmp_path))
     clients = [_store(tmp_path) for _ in range(4)]
     claimed: list[str] = []
 
     def claim_all(client: Store) -> None:
-        while (claim := client.claim_next()) is not None:
-            claimed.append(claim.spec.run_id)
+        while (lease := client.claim_next()) is not None:
+            claimed.append(lease.spec.run_id)
 
     threads = [threading.Thread(target=claim_all, args=(c,)) for c in clients]
     for thread in threads:
@@ -113,11 +164,11 @@ def test_a_claim_races_another_for_the_same_trial_and_one_wins(tmp_path: Path) -
 def test_failed_runs_get_a_new_attempt_from_the_next_enqueue(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
-    claim = store.claim_next()
-    store.finish(claim, vocab.FAILED, error="Traceback...\nValueError: boom")
+    lease = store.claim_next()
+    store.finish(lease, RunStatus.FAILED, error="Traceback...\nValueError: boom")
     assert store.enqueue(runs) == 1
-    row = store.runs_table().set_index(vocab.RUN_ID).loc[claim.spec.run_id]
-    assert (row.status, row.attempt) == (vocab.PENDING, 2)
+    row = store.runs_table().set_index(vocab.RUN_ID).loc[lease.spec.run_id]
+    assert (row.status, row.attempt) == (RunStatus.PENDING, 2)
 
 
 @pytest.mark.unit
@@ -127,14 +178,14 @@ def test_the_retry_policy_decides_an_immediate_retry(
 ) -> None:
     store = _store(tmp_path)
     store.enqueue(_runs(tmp_path)[:1])
-    claim = store.claim_next()
-    store.finish(claim, vocab.FAILED, error="boom")
-    assert store.retry(claim, RetryPolicy(retries), retryable) is expected
-    assert store.counts()[vocab.PENDING] == int(expected)
+    lease = store.claim_next()
+    store.finish(lease, RunStatus.FAILED, error="boom")
+    assert store.retry(lease, RetryPolicy(retries), retryable) is expected
+    assert store.counts()[RunStatus.PENDING] == int(expected)
     if expected:  # the second attempt, failed again, has used its retry
         again = store.claim_next()
         assert again.attempt == 2
-        store.finish(again, vocab.FAILED, error="boom")
+        store.finish(again, RunStatus.FAILED, error="boom")
         assert not store.retry(again, RetryPolicy(retries), retryable)
 
 
@@ -175,10 +226,10 @@ print(c.spec.run_id)
         cwd=REPO,
     )
     run_id = child.stdout.strip()
-    assert store.counts()[vocab.RUNNING] == 1
+    assert store.counts()[RunStatus.RUNNING] == 1
     assert store.requeue_dead() == [Dead(run_id, 1)]  # the child process is gone
     assert store.may_come_back() is False  # nothing is running any more
-    assert store.runs_table().set_index(vocab.RUN_ID).loc[run_id, vocab.STATUS] == vocab.PENDING
+    assert store.runs_table().set_index(vocab.RUN_ID).loc[run_id, vocab.STATUS] == RunStatus.PENDING
     assert store.requeue_dead() == []
 
 
@@ -205,25 +256,25 @@ def test_a_reused_pid_with_another_start_time_is_a_dead_worker(tmp_path: Path, m
     store = _store(tmp_path)
     store.enqueue(_runs(tmp_path)[:1])
     monkeypatch.setattr(crash, "worker_identity", lambda: {**real, crash.WORKER_STARTED: started - 3600.0})
-    claim = store.claim_next()
-    assert store.requeue_dead() == [Dead(claim.spec.run_id, 1)]
-    assert store.runs_table().set_index(vocab.RUN_ID).loc[claim.spec.run_id, vocab.STATUS] == vocab.PENDING
+    lease = store.claim_next()
+    assert store.requeue_dead() == [Dead(lease.spec.run_id, 1)]
+    assert store.runs_table().set_index(vocab.RUN_ID).loc[lease.spec.run_id, vocab.STATUS] == RunStatus.PENDING
 
 
 @pytest.mark.unit
 def test_plain_optuna_reads_the_sweep(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
-    claim = store.claim_next()
-    store.record_epoch(claim, _record(1, 0.25))
-    store.finish(claim, vocab.DONE, value=0.25)
+    lease = store.claim_next()
+    store.record_epoch(lease, _record(1, 0.25))
+    store.finish(lease, RunStatus.DONE, value=0.25)
     backend = optuna.storages.journal.JournalFileBackend(str(tmp_path / "journal.log"))
     loaded = optuna.load_study(study_name="s", storage=optuna.storages.JournalStorage(backend))
     frame = loaded.trials_dataframe()
     assert len(frame) == 4
     done = frame[frame.state == "COMPLETE"]
     assert done.value.tolist() == [0.25]
-    assert done.user_attrs_run_id.tolist() == [claim.spec.run_id]
+    assert done.user_attrs_run_id.tolist() == [lease.spec.run_id]
     assert loaded.trials[done.index[0]].intermediate_values == {1: 0.25}
 
 
@@ -231,19 +282,19 @@ def test_plain_optuna_reads_the_sweep(tmp_path: Path) -> None:
 def test_export_writes_tidy_tables(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
-    claim = store.claim_next()
+    lease = store.claim_next()
     for epoch in (1, 2):
-        store.record_epoch(claim, _record(epoch, 0.1 * epoch))
-    store.finish(claim, vocab.DONE, value=0.2)
+        store.record_epoch(lease, _record(epoch, 0.1 * epoch))
+    store.finish(lease, RunStatus.DONE, value=0.2)
     runs_csv, epochs_csv = store.export_csv(tmp_path / "out")
     run_rows, epoch_rows = pd.read_csv(runs_csv), pd.read_csv(epochs_csv)
-    assert len(run_rows) == 4 and sorted(run_rows.status) == [vocab.DONE] + [vocab.PENDING] * 3
+    assert len(run_rows) == 4 and sorted(run_rows.status) == [RunStatus.DONE] + [RunStatus.PENDING] * 3
     assert epoch_rows[[vocab.RUN_ID, vocab.EPOCH, vocab.VAL_ACC]].values.tolist() == [
-        [claim.spec.run_id, 1, 0.1],
-        [claim.spec.run_id, 2, 0.2],
+        [lease.spec.run_id, 1, 0.1],
+        [lease.spec.run_id, 2, 0.2],
     ]
     assert {"train.batch_size", "seed", *vocab.EPOCH_METRICS} <= set(epoch_rows.columns)
-    assert run_rows.set_index(vocab.RUN_ID).loc[claim.spec.run_id, "final_val_acc"] == 0.2
+    assert run_rows.set_index(vocab.RUN_ID).loc[lease.spec.run_id, "final_val_acc"] == 0.2
 
 
 def _cut_inside_epoch_two(journal: Path) -> None:
@@ -257,14 +308,14 @@ def _cut_inside_epoch_two(journal: Path) -> None:
 def test_a_journal_cut_mid_line_by_a_crash_loses_only_that_line(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
-    claim = store.claim_next()
-    store.record_epoch(claim, _record(1, 0.25))
-    store.record_epoch(claim, _record(2, 0.5))
+    lease = store.claim_next()
+    store.record_epoch(lease, _record(1, 0.25))
+    store.record_epoch(lease, _record(2, 0.5))
     journal = tmp_path / "journal.log"
     _cut_inside_epoch_two(journal)
     reopened = _store(tmp_path)  # repairs the cut line before anything is appended
     assert journal.read_bytes().endswith(b"\n")
-    trial = reopened.sweep.get_trials(deepcopy=False)[claim.trial.number]
+    trial = reopened.sweep.get_trials(deepcopy=False)[lease.trial.number]
     assert [r["epoch"] for r in epochs_of(trial)] == [1]  # epoch 1 kept, the cut epoch 2 dropped
     reopened.enqueue(runs)  # appending works and the journal stays readable
     assert len(_store(tmp_path).sweep.trials) == 4
@@ -277,8 +328,8 @@ def test_a_line_cut_while_the_store_is_open_is_dropped_before_the_next_append(tm
     """
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
-    claim = store.claim_next()
-    store.record_epoch(claim, _record(1, 0.25))
+    lease = store.claim_next()
+    store.record_epoch(lease, _record(1, 0.25))
     with open(tmp_path / "journal.log", "ab") as handle:  # another process dies writing a record
         handle.write(b'{"op_code": 8, "worker_id": "dead", "trial_id": 0, "user_attr": {"epoch_0002"')
     other = store.claim_next()  # an append by the process that kept the store open
@@ -376,27 +427,27 @@ def test_a_run_queued_by_a_newer_version_is_refused_not_claimed(tmp_path: Path) 
     )
     with pytest.raises(UnknownSettings, match=r"train.from_the_future .*upgrade this machine"):
         store.claim_next()
-    assert store.counts()[vocab.PENDING] == 1  # still queued, for a newer worker
+    assert store.counts()[RunStatus.PENDING] == 1  # still queued, for a newer worker
 
 
 @pytest.mark.unit
 def test_records_inside_an_epoch_are_all_kept_in_step_order(tmp_path: Path) -> None:
     store, runs = _store(tmp_path), _runs(tmp_path)
     store.enqueue(runs)
-    claim = store.claim_next()
+    lease = store.claim_next()
     for epoch, step in ((0.5, 5), (1, 10), (1.5, 15), (2, 20)):  # eval_every_steps: 5 at 10 steps per epoch
         record = _record(epoch, 0.1)
         record.update(epoch=epoch, step=step)
-        store.record_epoch(claim, record)
-    trial = _store(tmp_path).sweep.get_trials(deepcopy=False)[claim.trial.number]
+        store.record_epoch(lease, record)
+    trial = _store(tmp_path).sweep.get_trials(deepcopy=False)[lease.trial.number]
     assert [(r["epoch"], r["step"]) for r in epochs_of(trial)] == [(0.5, 5), (1, 10), (1.5, 15), (2, 20)]
     assert trial.intermediate_values == {1: 0.1, 2: 0.1}  # Optuna sees end-of-epoch values only
 
 
 @pytest.mark.unit
 def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, monkeypatch) -> None:
-    """Under load a worker read a claim whose identity was half written (pid not yet there) and
-    re-queued it as dead, 50 ms after the claim (benchmarks/speed/load.py, 4 workers). The identity is
+    """Under load a worker read a lease whose identity was half written (pid not yet there) and
+    re-queued it as dead, 50 ms after it was claimed (benchmarks/speed/load.py, 4 workers). The identity is
     now written host last, and a trial without a host is judged only after CLAIM_SECONDS.
     """
     assert list(crash.worker_identity())[-1] == crash.WORKER_HOST
@@ -404,9 +455,9 @@ def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, mon
     store.enqueue(_runs(tmp_path))
     waiting = store.sweep.get_trials(states=(optuna.trial.TrialState.WAITING,))[0]
     assert internals.take(store.sweep, waiting)
-    internals.handle(store.sweep, waiting).set_user_attr(crash.WORKER_PID, 12345)  # mid-claim: no host yet
+    internals.handle(store.sweep, waiting).set_user_attr(crash.WORKER_PID, 12345)  # being claimed: no host yet
     assert store.requeue_dead() == []
-    monkeypatch.setattr(crash, "CLAIM_SECONDS", 0.0)  # as if its claimer died mid-claim long ago
+    monkeypatch.setattr(crash, "CLAIM_SECONDS", 0.0)  # as if the worker claiming it died long ago
     assert store.requeue_dead() == [Dead(waiting.user_attrs[vocab.RUN_ID], 1)]
     ended = store.sweep.get_trials()[waiting.number]
     assert (ended.state, ended.user_attrs[vocab.ERROR]) == (
@@ -425,9 +476,9 @@ def test_a_run_being_claimed_is_not_taken_for_a_dead_workers(tmp_path: Path, mon
 def test_a_requeue_of_an_attempt_another_process_ended_adds_nothing(tmp_path: Path) -> None:
     store = _store(tmp_path)
     store.enqueue(_runs(tmp_path)[:1])
-    claim = store.claim_next()
-    assert store.requeue(claim, "first")
-    assert not store.requeue(claim, "second")  # already ended: no third attempt
+    lease = store.claim_next()
+    assert store.requeue(lease, "first")
+    assert not store.requeue(lease, "second")  # already ended: no third attempt
     assert [t.user_attrs[vocab.ATTEMPT] for t in store.sweep.get_trials()] == [1, 2]
 
 
@@ -446,12 +497,12 @@ def test_workers_claim_runs_of_the_graph_they_hold_then_one_nobody_trains(tmp_pa
     second = claim_for(other, None)
     assert first is not None and second is not None
     assert (first.spec.point.train.batch_size, second.spec.point.train.batch_size) == (8, 64)
-    store.finish(first, vocab.DONE, value=0.5)
-    other.finish(second, vocab.DONE, value=0.5)
+    store.finish(first, RunStatus.DONE, value=0.5)
+    other.finish(second, RunStatus.DONE, value=0.5)
     mine = claim_for(other, second.spec)  # the queue's next is bs8-s1; this worker holds batch 64's graph
     assert mine is not None and (mine.spec.point.train.batch_size, mine.spec.seed) == (64, 1)
     again = claim_for(store, first.spec)
     assert again is not None and (again.spec.point.train.batch_size, again.spec.seed) == (8, 1)
     for done, client in ((mine, other), (again, store)):
-        client.finish(done, vocab.DONE, value=0.5)
+        client.finish(done, RunStatus.DONE, value=0.5)
     assert claim_for(store, again.spec) is None

@@ -18,6 +18,7 @@ from sweep.cli import main
 from sweep.config import study_plan
 from sweep.exits import EXIT_USAGE, UsageError
 from sweep.report import study_report, study_words
+from sweep.vocab import RunStatus
 
 pytestmark = pytest.mark.unit
 
@@ -98,7 +99,7 @@ def write_study(
 
 def _run(role: str, group: str, seed: int, batch: int, lr: float, settings: dict) -> dict:
     return {
-        vocab.STATUS: vocab.DONE,
+        vocab.STATUS: RunStatus.DONE,
         vocab.ROLE: role,
         vocab.SEARCH_GROUP: group,
         vocab.SEED: seed,

@@ -13,8 +13,8 @@ from sweep.config import DataConfig, PointConfig, TrainConfig, declared
 from sweep.config.declare import GRAPH
 from sweep.config.plan import RunSpec
 from sweep.train import devices
-from sweep.train.compiled import forget_compiled
 from sweep.train.records import Diverged
+from sweep.train.session import Session
 from sweep.train.trainer import Trainer
 
 TIMINGS = ("epoch_seconds", "samples_per_second")
@@ -93,19 +93,18 @@ def test_absurd_learning_rate_diverges() -> None:
 
 
 def assert_reuse_trains_like_fresh(specs: list[RunSpec]) -> None:
-    """Train `specs` in order, in pairs whose second run reuses the first's compiled model; then
-    each second run again in a fresh model: every number of every epoch must be the same.
+    """Train `specs` in order in one worker session, in pairs whose second run reuses the first's compiled
+    model; then each second run again in a fresh model: every number of every epoch must be the same.
     """
-    forget_compiled()
+    session = Session()
     in_sequence, reused = [], []
     for spec in specs:
-        run = Trainer.alone(spec)
+        run = Trainer.alone(spec, session)
         in_sequence.append(without_timings(list(run.epochs())))
         reused.append(run.info.reused_model)
     assert reused == [False, True] * (len(specs) // 2)  # each pair's first run compiled a fresh model
     for spec, records in zip(specs[1::2], in_sequence[1::2], strict=True):
-        forget_compiled()
-        fresh = without_timings(list(Trainer.alone(spec).epochs()))
+        fresh = without_timings(list(Trainer.alone(spec).epochs()))  # a session of its own: a fresh model
         assert repr(records) == repr(fresh), spec  # exact, every metric of every epoch (repr: a NaN equals a NaN)
     assert in_sequence[0] != in_sequence[1]
 
@@ -206,16 +205,50 @@ def test_a_key_declared_to_shape_the_graph_makes_a_worker_build_a_fresh_model(mo
     does, and a worker builds a fresh model whenever its value changes (graph_key is derived from the
     declarations: no list to forget).
     """
-    forget_compiled()
-    Trainer.alone(tiny_spec(epochs=2))
-    assert Trainer.alone(tiny_spec(epochs=3)).info.reused_model
+    session = Session()
+    trained(tiny_spec(epochs=2), session)
+    assert trained(tiny_spec(epochs=3), session).info.reused_model
     every = declared.declarations()
     monkeypatch.setitem(every, "train.epochs", dataclasses.replace(every["train.epochs"], reach=GRAPH))
     declared.graph_keys.cache_clear()
     try:
-        assert not Trainer.alone(tiny_spec(epochs=2)).info.reused_model
-        assert Trainer.alone(tiny_spec(epochs=2)).info.reused_model  # the same value again: the same graph
+        assert not trained(tiny_spec(epochs=2), session).info.reused_model
+        assert Trainer.alone(tiny_spec(epochs=2), session).info.reused_model  # the same value again: the same graph
     finally:
         monkeypatch.undo()
         declared.graph_keys.cache_clear()
-        forget_compiled()
+
+
+def trained(spec: RunSpec, session: Session) -> Trainer:
+    """A trainer of `spec` in `session`, trained to its end: the session then keeps its compiled model."""
+    trainer = Trainer.alone(spec, session)
+    for _ in trainer.records():
+        pass
+    return trainer
+
+
+@pytest.mark.integration
+def test_a_session_keeps_a_sound_model_for_its_next_run_and_shares_nothing_with_another() -> None:
+    """A worker session (sweep/train/session.py) lends its compiled model to the next trainer of the same
+    graph once the model's runs trained to their ends; a trainer whose run diverged gives nothing back (its
+    model may be broken). Two sessions share nothing: not a compiled model, not an evaluation pipeline.
+    """
+    mine, other = Session(), Session()
+    first = Trainer.alone(tiny_spec(seed=0, epochs=1), mine)
+    assert mine.compiled is None and not first.info.reused_model  # its trainer holds it while it trains
+    list(first.epochs())
+    assert mine.compiled is not None and mine.compiled.model is first.model
+    again = Trainer.alone(tiny_spec(seed=1, epochs=1), mine)
+    assert again.info.reused_model and again.model is first.model and mine.compiled is None
+    elsewhere = Trainer.alone(tiny_spec(seed=1, epochs=1), other)
+    assert not elsewhere.info.reused_model and elsewhere.model is not first.model
+    val = again.runs[0].split.x_val, again.runs[0].split.y_val
+    for session in (mine, other):
+        assert session.eval_batches(*val, 512) is session.eval_batches(*val, 512)  # made once per trainer
+    assert mine.eval_batches(*val, 512) is not other.eval_batches(*val, 512)
+    list(again.epochs())
+    assert mine.compiled is not None
+    broken = Trainer.alone(tiny_spec(epochs=1, lr=1e12, optimizer="sgd"), mine)
+    found = list(broken.records())
+    assert len(found) == 1 and isinstance(found[0][0], Diverged)
+    assert mine.compiled is None  # not given back

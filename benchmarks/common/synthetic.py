@@ -17,6 +17,7 @@ import numpy as np
 from sweep import vocab
 from sweep.config import load_grid
 from sweep.config.plan import RunSpec, plan
+from sweep.vocab import RunStatus
 
 SYNTHETIC_GRID = Path(__file__).resolve().parents[1] / "synthetic.yaml"
 TRAIN_SAMPLES, VAL_SAMPLES = 2880, 720
@@ -51,12 +52,12 @@ def fill_store(results: Path, name: str, runs: list[RunSpec], record: Callable[[
 
     store = Store.open(results / vocab.JOURNAL_FILE, name)
     store.enqueue(runs)
-    while (claim := store.claim_next()) is not None:
-        run = record(claim.spec)
-        store.record_info(claim, run.info)
+    while (lease := store.claim_next()) is not None:
+        run = record(lease.spec)
+        store.record_info(lease, run.info)
         for epoch in run.epochs:
-            store.record_epoch(claim, epoch)
-        store.finish(claim, vocab.DONE, value=run.value)
+            store.record_epoch(lease, epoch)
+        store.finish(lease, RunStatus.DONE, value=run.value)
     store.export_csv(results)
 
 

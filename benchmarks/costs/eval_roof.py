@@ -7,7 +7,7 @@ with a worker's threads (default one, as each worker of the default sweep has on
 op determinism on, as in a run, this times, as the median of CALLS calls:
 
 - Keras's `evaluate` of the built-in model at `article.yaml`'s size on its 2,400 validation images,
-  in the harness's evaluation batches (`compiled.EVAL_BATCH`, `data.eval_batches`), as a record calls it;
+  in the harness's evaluation batches (`compiled.EVAL_BATCH`, `Session.eval_batches`), as a record calls it;
 - the model's bare traced inference call over the same batches: what one fused compiled call per
   set could cost at best;
 - the same model without BatchNormalization (biased convolutions): what BatchNorm adds at inference.
@@ -90,11 +90,12 @@ def measure() -> dict[str, float]:
     from sweep.train import data
     from sweep.train.compiled import EVAL_BATCH, seed_everything
     from sweep.train.model import build_model
+    from sweep.train.session import Session
 
     seed_everything(0)
     point = plan(load_grid(ARTICLE))[0].point
     split = data.load_split(point.data)
-    batches = data.eval_batches(split.x_val, split.y_val, EVAL_BATCH)
+    batches = Session().eval_batches(split.x_val, split.y_val, EVAL_BATCH)
     found: dict[str, float] = {}
     for batchnorm in (True, False):
         model_cfg = dataclasses.replace(point.model, batchnorm=batchnorm)

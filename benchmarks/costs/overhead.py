@@ -18,6 +18,7 @@ if not __package__:  # run by its path: the checkout's root first on sys.path, n
 
 import argparse
 import time
+from typing import Any
 
 from sweep.config import DataConfig, PointConfig, TrainConfig
 from sweep.config.plan import RunSpec
@@ -25,7 +26,8 @@ from sweep.config.plan import RunSpec
 MEASURING = ("noise_scale", "recalibrate_bn")  # train.* settings that only add records
 
 
-def seconds(batch_size: int, epochs: int, setting: str, on: bool) -> float:
+def seconds(batch_size: int, epochs: int, setting: str, on: bool, session: Any) -> float:
+    """One run's seconds, trained in `session` (one for the process, as a worker has)."""
     from sweep.train.trainer import Trainer
 
     point = PointConfig(
@@ -33,7 +35,7 @@ def seconds(batch_size: int, epochs: int, setting: str, on: bool) -> float:
         train=TrainConfig(epochs=epochs, batch_size=batch_size, **{setting: on}),
     )
     started = time.perf_counter()
-    for _ in Trainer.alone(RunSpec(sweep="bench", seed=0, point=point, varying=(("seed", 0),))).epochs():
+    for _ in Trainer.alone(RunSpec(sweep="bench", seed=0, point=point, varying=(("seed", 0),)), session).epochs():
         pass
     return time.perf_counter() - started
 
@@ -44,10 +46,15 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 128])
     args = parser.parse_args()
-    seconds(32, 1, args.setting, True)  # warm up: dataset cache, TensorFlow start, first traces
+    from sweep.train.session import Session
+
+    session = Session()
+    seconds(32, 1, args.setting, True, session)  # warm up: dataset cache, TensorFlow start, first traces
     print(f"| batch size | without (s) | with {args.setting} (s) | ratio |\n|---|---|---|---|")
     for batch in args.batch_sizes:
-        runs = [(flag, seconds(batch, args.epochs, args.setting, flag)) for _ in range(2) for flag in (False, True)]
+        runs = [
+            (flag, seconds(batch, args.epochs, args.setting, flag, session)) for _ in range(2) for flag in (False, True)
+        ]
         times = {flag: min(t for f, t in runs if f == flag) for flag in (False, True)}
         print(f"| {batch} | {times[False]:.1f} | {times[True]:.1f} | {times[True] / times[False]:.2f}x |")
 

@@ -60,14 +60,16 @@ def main(argv: list[str] | None = None) -> int:
         grid = Path(args.grid).resolve()
         row = sweep_against.compare(grid, args.overrides, args.flags.split(), checkouts, args.repeats)
         sweep_against.write(row, args.out.with_name("records_against.md"))
+    from sweep.train.session import Session
     from sweep.train.trainer import Trainer
 
     specs = plan(load_grid(args.grid, args.overrides))
+    session = Session()  # one worker's: each run reuses the last one's compiled model where it can
     totals: dict[str, float] = defaultdict(float)
     for spec in specs:
         seconds: dict[str, float] = defaultdict(float)
         started = time.perf_counter()
-        trainer = Trainer.alone(spec)
+        trainer = Trainer.alone(spec, session)
         seconds["set-up"] = time.perf_counter() - started
         for name, part in TIMED.items():
             setattr(trainer.engine, name, _timed(getattr(trainer.engine, name), part, seconds))

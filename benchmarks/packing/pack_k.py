@@ -90,14 +90,13 @@ def time_pack(specs: list[Any]) -> dict[str, Any]:
 
 
 def measure(batch_sizes: list[int], ks: list[int], reverse: bool, data: dict[str, int], folder: Path) -> list[dict]:
-    """Every (batch size, K), Ks in the given order or reversed; printed as measured."""
-    from sweep.train.compiled import forget_compiled
-
+    """Every (batch size, K), Ks in the given order or reversed, each pack in a fresh model (its trainer's
+    own session); printed as measured.
+    """
     found = []
     for batch_size in batch_sizes:
         for k in reversed(ks) if reverse else ks:
             result = time_pack(specs_for(batch_size, k, data, folder))
-            forget_compiled()
             print(json.dumps(result), flush=True)
             found.append(result)
     return found

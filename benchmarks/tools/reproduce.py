@@ -33,6 +33,7 @@ from sweep import vocab
 from sweep.config import load_grid
 from sweep.config.plan import RunSpec, plan
 from sweep.train import devices
+from sweep.vocab import RunStatus
 
 TIMINGS = {vocab.EPOCH_SECONDS, vocab.SAMPLES_PER_SECOND}
 
@@ -45,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     grid = _grid_file(folder, args.grid)
     seeds = sorted(int(seed) for seed in runs[vocab.SEED].dropna().unique())  # `--until-decided` adds seeds
     planned = {spec.run_id: spec for spec in plan(load_grid(grid, [f"seeds={seeds}"]))}
-    done = runs[(runs[vocab.STATUS] == vocab.DONE) & (runs.get("role", pd.Series("grid", index=runs.index)) == "grid")]
+    done = runs[
+        (runs[vocab.STATUS] == RunStatus.DONE) & (runs.get("role", pd.Series("grid", index=runs.index)) == "grid")
+    ]
     missing = sorted(set(done[vocab.RUN_ID]) - set(planned))
     here = done[done["cpu"] == devices.cpu_model()]
     chosen = _spread(here, args.runs)
@@ -54,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         chosen = chosen[chosen["threads"] == threads]
         restart_as_worker("benchmarks.tools.reproduce", threads)  # as the worker that wrote the runs
     print(f"{folder}: {len(done)} done grid runs, {len(missing)} no longer planned, {len(here)} from this CPU model")
-    outcomes = [_compare(planned[run_id], epochs[epochs[vocab.RUN_ID] == run_id]) for run_id in chosen[vocab.RUN_ID]]
+    from sweep.train.session import Session
+
+    session = Session()  # one worker's, as the runs were trained
+    outcomes = [
+        _compare(planned[run_id], epochs[epochs[vocab.RUN_ID] == run_id], session) for run_id in chosen[vocab.RUN_ID]
+    ]
     for run_id, (records, unequal) in zip(chosen[vocab.RUN_ID], outcomes, strict=True):
         print(f"  {run_id}: {records} records, {'every field equal' if not unequal else 'DIFFERS: ' + unequal}")
     _write(args.out, folder, grid, done, missing, here, outcomes)
@@ -77,11 +85,11 @@ def _spread(rows: pd.DataFrame, count: int) -> pd.DataFrame:
     return rows if len(rows) <= count else rows.sample(count, random_state=0).sort_index()
 
 
-def _compare(spec: RunSpec, committed: pd.DataFrame) -> tuple[int, str]:
-    """Train the run again alone; (records compared, the first difference in words or '')."""
+def _compare(spec: RunSpec, committed: pd.DataFrame, session: Any) -> tuple[int, str]:
+    """Train the run again alone in `session`; (records compared, the first difference in words or '')."""
     from sweep.train.trainer import Trainer
 
-    again = [record.to_dict() for record in Trainer.alone(spec).epochs()]
+    again = [record.to_dict() for record in Trainer.alone(spec, session).epochs()]
     rows = sorted(committed.to_dict("records"), key=lambda row: float(row[vocab.EPOCH]))
     if len(rows) != len(again):
         return len(again), f"{len(again)} records against {len(rows)} committed"

@@ -18,6 +18,7 @@ from sweep.analysis import (
     with_run_column,
     with_timing_copies,
 )
+from sweep.vocab import RunStatus
 
 STUCK_MIN_RECORDS = 3  # fewer records cannot tell a stuck model from a slow one
 
@@ -45,15 +46,15 @@ def run_health(results: Results) -> pd.DataFrame:
     problems = []
     runs = results.runs
     if vocab.STATUS in runs:
-        for _, run in runs[runs[vocab.STATUS] == vocab.DIVERGED].iterrows():
+        for _, run in runs[runs[vocab.STATUS] == RunStatus.DIVERGED].iterrows():
             reason = run.get(vocab.ERROR) or "loss became NaN or infinite"
-            problems.append((run[vocab.RUN_ID], vocab.DIVERGED, f"diverged: {reason}", False))
+            problems.append((run[vocab.RUN_ID], RunStatus.DIVERGED.value, f"diverged: {reason}", False))
     if "num_classes" in runs:
-        for _, run in runs[(runs[vocab.STATUS] == vocab.DONE) & (runs["num_classes"] < 2)].iterrows():
+        for _, run in runs[(runs[vocab.STATUS] == RunStatus.DONE) & (runs["num_classes"] < 2)].iterrows():
             problems.append(
                 (
                     run[vocab.RUN_ID],
-                    vocab.DONE,
+                    RunStatus.DONE.value,
                     "validation holds a single class: accuracy cannot compare settings",
                     False,
                 )
@@ -63,12 +64,12 @@ def run_health(results: Results) -> pd.DataFrame:
         for run_id, rows in epochs.groupby(vocab.RUN_ID, sort=True):
             untrained = _did_not_train(rows, runs)
             if untrained:
-                problems.append((run_id, vocab.DONE, untrained, False))
+                problems.append((run_id, RunStatus.DONE.value, untrained, False))
             elif _stuck(rows, runs):
                 problems.append(
                     (
                         run_id,
-                        vocab.DONE,
+                        RunStatus.DONE.value,
                         f"stuck: val_acc {rows[vocab.VAL_ACC].iloc[0]:.3f} and "
                         f"train_eval_acc unchanged over {len(rows)} records (the model predicts one class)",
                         True,

@@ -12,6 +12,7 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import timing
+from sweep.vocab import RunStatus
 
 SOURCE = "source"  # column added by `load`: the results folder a row came from
 SOURCE_RANK = "source_rank"  # its position on the command line (0 = first), for tie-breaks
@@ -63,7 +64,7 @@ def load(folders: Sequence[str | Path]) -> Results:
 def _done_by_role(epochs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The done runs' rows of the grid and of the tuned re-runs, without the role column."""
     if vocab.RUN_ID in epochs and len(epochs):
-        epochs = epochs[epochs[vocab.STATUS] == vocab.DONE].reset_index(drop=True)
+        epochs = epochs[epochs[vocab.STATUS] == RunStatus.DONE].reset_index(drop=True)
     by_role = (
         {role: rows.drop(columns=vocab.ROLE).reset_index(drop=True) for role, rows in epochs.groupby(vocab.ROLE)}
         if vocab.ROLE in epochs

@@ -29,6 +29,7 @@ from sweep.analysis import critical, health, scaling, scaling_fit, tuning
 from sweep.analysis import timing as quiet
 from sweep.analysis.estimates import Estimate, estimate
 from sweep.config.timing_schema import QUIET_STEP_SECONDS
+from sweep.vocab import RunStatus
 
 DEFAULT_TOLERANCE = 0.02  # of the metric (accuracy): a smaller difference does not matter for the advice
 DEFAULT_DEVICES = 8  # the device count the advice predicts for
@@ -132,7 +133,7 @@ def _left_out(results: an.Results) -> dict[str, str]:
     tuned = runs[runs[vocab.ROLE] == vocab.TUNED]
     why = {
         str(r[vocab.RUN_ID]): f"{r[vocab.STATUS]}" + (f" ({r[vocab.ERROR]})" if pd.notna(r.get(vocab.ERROR)) else "")
-        for _, r in tuned[tuned[vocab.STATUS].isin((vocab.DIVERGED, vocab.FAILED))].iterrows()
+        for _, r in tuned[tuned[vocab.STATUS].isin((RunStatus.DIVERGED, RunStatus.FAILED))].iterrows()
     }
     problems = health.run_health(replace(results, epochs=results.tuned))
     for _, row in problems.iterrows():

@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 
 from sweep import vocab
 from sweep.export import ExportedRuns, ExportError, plain
+from sweep.vocab import RunStatus
 
 RUN_TAG = "batchsweep.run_id"
 ARTIFACTS = ("report.md", "report.html")
@@ -90,7 +91,7 @@ def _log_run(client: MlflowClient, experiment: str, results: ExportedRuns, run: 
     for name in ARTIFACTS:
         if (results.folder / name).is_file():
             client.log_artifact(mlflow_id, str(results.folder / name))
-    client.set_terminated(mlflow_id, status="FINISHED" if run.get(vocab.STATUS) == vocab.DONE else "FAILED")
+    client.set_terminated(mlflow_id, status="FINISHED" if run.get(vocab.STATUS) == RunStatus.DONE else "FAILED")
     return run_id
 
 

@@ -39,6 +39,7 @@ from sweep.exits import (
 from sweep.run import events
 from sweep.store.queue import DEFAULT_POLICY, RetryPolicy
 from sweep.train import devices
+from sweep.vocab import RunStatus
 
 Say = Callable[[str], None]  # where progress lines go
 MAX_WORKER_RESTARTS = 3  # a worker that exits for more devices is replaced this many times
@@ -68,7 +69,7 @@ class Progress:
     runs_done: int = 0
     epochs_done: int = 0
     started: float = field(default_factory=time.monotonic)
-    statuses: dict[str, int] = field(default_factory=dict)
+    statuses: dict[RunStatus, int] = field(default_factory=dict)
 
     def prefix(self) -> str:
         share = self.epochs_done / self.epochs_total if self.epochs_total else 1.0
@@ -102,9 +103,9 @@ def format_event(event: events.Event, progress: Progress) -> str | None:
     if isinstance(event, events.RunEnded):
         progress.runs_done += 1
         progress.statuses[event.status] = progress.statuses.get(event.status, 0) + 1
-        if event.status in (vocab.PRUNED, vocab.DIVERGED):  # final: its remaining epochs never come
+        if event.status in (RunStatus.PRUNED, RunStatus.DIVERGED):  # final: its remaining epochs never come
             progress.epochs_total -= event.epochs_left
-        if event.status == vocab.DONE:
+        if event.status is RunStatus.DONE:
             return None
         return f"{progress.prefix()} | {event.run_id} {event.status.upper()}: {event.error}"
     if isinstance(event, events.RunInterrupted):

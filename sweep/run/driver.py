@@ -1,6 +1,6 @@
 """The one driver: train claimed runs (one alone, or several as a pack) to their ends, and record each.
 
-Each run keeps its own claim, records, checkpoint and status, so the store sees ordinary runs
+Each run keeps its own lease, records, checkpoint and status, so the store sees ordinary runs
 whether they trained alone or packed. After every record the store takes it and the run's
 checkpoint is written at it, both or neither; a search trial reports to its pruner there. A run
 alone with a checkpoint the store agrees with goes on from it (sweep/run/resume.py); a checkpoint
@@ -11,7 +11,9 @@ An error is handled in one place, by who is at fault: a run alone fails (retried
 policy, except for its data or user code, which fail the same way again); in a pack the runs still
 training are queued again to train alone next, where the run at fault fails on its own and the
 others go on from their checkpoints. Ctrl-C, SIGTERM and a full disk propagate: they stop the worker
-(an error raised after a stop was asked for is taken for the stop, sweep/run/interrupts.py).
+(an error raised after a stop was asked for is taken for the stop, sweep/run/interrupts.py). The
+worker's session gets the compiled model back only from a trainer whose runs trained to their ends with
+none diverged (sweep/train/session.py): after an error, a stop or a divergence the next run builds its own.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 import traceback
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
@@ -28,6 +30,10 @@ from sweep.run import events, interrupts, resume
 from sweep.run.endings import Ending, end_run, pruned_error, should_prune, taken_back
 from sweep.store import Lease, Store, is_disk_full
 from sweep.train import checkpoint
+from sweep.vocab import RunStatus
+
+if TYPE_CHECKING:
+    from sweep.train.session import Session
 
 
 @dataclass
@@ -38,113 +44,104 @@ class _Outcomes:
     endings: dict[int, Ending] = field(default_factory=dict)
     last: dict[int, dict[str, Any]] = field(default_factory=dict)
 
-    def end(self, k: int, status: str, error: str | None) -> None:
+    def end(self, k: int, status: RunStatus, error: str | None) -> None:
         self.endings[k] = Ending(status, error, self.epochs, self.last.get(k))
 
 
-def train(store: Store, claims: list[Lease], emit: events.Emit, places: resume.Places) -> list[tuple[str, bool]]:
-    """Train the claimed (and started) runs together; each one's status, and whether another attempt
-    could end differently, in order.
+def train(
+    store: Store, leases: list[Lease], emit: events.Emit, places: resume.Places, session: Session
+) -> list[tuple[RunStatus, bool]]:
+    """Train the claimed (and started) runs together in the worker's `session`; each one's status, and
+    whether another attempt could end differently, in order.
     """
-    from sweep.train.compiled import forget_compiled
     from sweep.train.data import DataError
     from sweep.train.records import Diverged, total_steps
     from sweep.train.trainer import Trainer
     from sweep.train.usercode import UserCodeError
 
-    for claim in claims:
-        emit(events.RunStarted(claim.spec.run_id, claim.spec.point.train.epochs))
-    outcomes = _Outcomes(claims[0].spec.point.train.epochs)
+    for lease in leases:
+        emit(events.RunStarted(lease.spec.run_id, lease.spec.point.train.epochs))
+    outcomes = _Outcomes(leases[0].spec.point.train.epochs)
     try:
-        trainer = Trainer([claim.spec for claim in claims])
+        trainer = Trainer([lease.spec for lease in leases], session)
         steps = trainer.steps_per_epoch
-        outcomes.epochs = math.ceil(total_steps(claims[0].spec.point.train, steps) / steps)
-        for claim in claims:
-            store.record_info(claim, asdict(trainer.info))
-            if outcomes.epochs != claim.spec.point.train.epochs:  # a steps budget: known once the data is loaded
-                emit(events.EpochsKnown(claim.spec.run_id, claim.spec.point.train.epochs, outcomes.epochs))
-        resumed = resume.resume(store, claims[0], trainer.model, trainer.strategy, places) if len(claims) == 1 else None
+        outcomes.epochs = math.ceil(total_steps(leases[0].spec.point.train, steps) / steps)
+        for lease in leases:
+            store.record_info(lease, asdict(trainer.info))
+            if outcomes.epochs != lease.spec.point.train.epochs:  # a steps budget: known once the data is loaded
+                emit(events.EpochsKnown(lease.spec.run_id, lease.spec.point.train.epochs, outcomes.epochs))
+        resumed = resume.resume(store, leases[0], trainer.model, trainer.strategy, places) if len(leases) == 1 else None
         if resumed:
             outcomes.last[0] = resumed[1]
         for found in trainer.records(resumed[0] if resumed else None):
             for k, record in found.items():
                 if isinstance(record, Diverged):
-                    outcomes.end(k, vocab.DIVERGED, str(record))
+                    outcomes.end(k, RunStatus.DIVERGED, str(record))
                     continue
                 outcomes.last[k] = record.to_dict()
-                _store_record(store, claims[k], trainer, k, outcomes, places, emit)
-                if should_prune(claims[k], record.epoch, outcomes.epochs):
-                    outcomes.end(k, vocab.PRUNED, pruned_error(claims[k], record.epoch))
+                _store_record(store, leases[k], trainer, k, outcomes, places, emit)
+                if should_prune(leases[k], record.epoch, outcomes.epochs):
+                    outcomes.end(k, RunStatus.PRUNED, pruned_error(leases[k], record.epoch))
                     trainer.end(k)
         for k, run in enumerate(trainer.runs):
             if k not in outcomes.endings:  # every epoch trained, or stopped early by its rule
-                outcomes.end(k, vocab.DONE, None)
+                outcomes.end(k, RunStatus.DONE, None)
                 if run.stopped_early is not None:
-                    store.record_fact(claims[k], vocab.STOPPED_EARLY, run.stopped_early)
-    except KeyboardInterrupt:
-        forget_compiled()  # the caller re-queues every claim
-        raise
+                    store.record_fact(leases[k], vocab.STOPPED_EARLY, run.stopped_early)
     except Exception as err:  # noqa: BLE001 - any error of a run is recorded, and the sweep goes on
         if interrupts.asked():  # the stop landed inside a library, which raised an error of its own
-            forget_compiled()
             raise KeyboardInterrupt from err
         if isinstance(err, OSError) and is_disk_full(err):
             raise  # not these runs' fault, and nothing more can be recorded: the worker stops
-        if isinstance(err, optuna.exceptions.UpdateFinishedTrialError) and len(claims) == 1:
-            forget_compiled()  # the store ended the attempt: its worker was presumed dead
-            return [taken_back(claims[0].spec.run_id, emit)]
+        if isinstance(err, optuna.exceptions.UpdateFinishedTrialError) and len(leases) == 1:
+            return [taken_back(leases[0].spec.run_id, emit)]  # the store ended the attempt: worker presumed dead
         # A pack's mates whose attempts stand after the store ended one are queued again; a run's
         # data or user code fails the same way again.
         retryable = not isinstance(err, (DataError, UserCodeError))
-        return _failed(store, claims, emit, places, outcomes, retryable=retryable)
-    if any(e.status not in (vocab.DONE, vocab.PRUNED) for e in outcomes.endings.values()):
-        forget_compiled()  # a diverged run's model may be broken: the next run builds its own
-    kept = trainer.model if len(claims) == 1 else None  # --keep-models trains every run alone
-    return [(end_run(store, claim, emit, places, outcomes.endings[k], kept), True) for k, claim in enumerate(claims)]
+        return _failed(store, leases, emit, places, outcomes, retryable=retryable)
+    kept = trainer.model if len(leases) == 1 else None  # --keep-models trains every run alone
+    return [(end_run(store, lease, emit, places, outcomes.endings[k], kept), True) for k, lease in enumerate(leases)]
 
 
 def _failed(
     store: Store,
-    claims: list[Lease],
+    leases: list[Lease],
     emit: events.Emit,
     places: resume.Places,
     outcomes: _Outcomes,
     retryable: bool,
-) -> list[tuple[str, bool]]:
+) -> list[tuple[RunStatus, bool]]:
     """The error being handled ends these runs: a run alone fails with it; in a pack, the runs that had
-    not ended are queued again to train alone.
+    not ended are queued again to train alone. Their model never went back to the session.
     """
-    from sweep.train.compiled import forget_compiled
-
-    forget_compiled()  # its model may be broken: the next run builds its own
     error = traceback.format_exc()
-    if len(claims) == 1:
-        outcomes.end(0, vocab.FAILED, error)
-        return [(end_run(store, claims[0], emit, places, outcomes.endings[0], None), retryable)]
+    if len(leases) == 1:
+        outcomes.end(0, RunStatus.FAILED, error)
+        return [(end_run(store, leases[0], emit, places, outcomes.endings[0], None), retryable)]
     reason = f"its pack failed ({error.strip().splitlines()[-1]}); it trains alone next"
-    ended = [outcomes.endings.get(k) for k in range(len(claims))]
+    ended = [outcomes.endings.get(k) for k in range(len(leases))]
     return [
-        (end_run(store, claim, emit, places, e, None), True) if e else _requeue(store, claim, reason, emit)
-        for claim, e in zip(claims, ended, strict=True)
+        (end_run(store, lease, emit, places, e, None), True) if e else _requeue(store, lease, reason, emit)
+        for lease, e in zip(leases, ended, strict=True)
     ]
 
 
-def _requeue(store: Store, claim: Lease, reason: str, emit: events.Emit) -> tuple[str, bool]:
+def _requeue(store: Store, lease: Lease, reason: str, emit: events.Emit) -> tuple[RunStatus, bool]:
     """End the attempt unfinished and queue the run again (its checkpoint, if any, is kept)."""
-    if not store.requeue(claim, reason):  # the store had ended this attempt and queued the next
-        return taken_back(claim.spec.run_id, emit)
-    emit(events.RunInterrupted(claim.spec.run_id, reason))
-    return vocab.INTERRUPTED, True
+    if not store.requeue(lease, reason):  # the store had ended this attempt and queued the next
+        return taken_back(lease.spec.run_id, emit)
+    emit(events.RunInterrupted(lease.spec.run_id, reason))
+    return RunStatus.INTERRUPTED, True
 
 
 def _store_record(
-    store: Store, claim: Lease, trainer: Any, k: int, outcomes: _Outcomes, places: resume.Places, emit: events.Emit
+    store: Store, lease: Lease, trainer: Any, k: int, outcomes: _Outcomes, places: resume.Places, emit: events.Emit
 ) -> None:
     """The store takes run k's record, then its checkpoint is written at it: both or neither."""
-    spec = claim.spec
+    spec = lease.spec
     record = outcomes.last[k]
     with interrupts.uninterrupted():
-        store.record_epoch(claim, record)
+        store.record_epoch(lease, record)
         position = trainer.runs[k].position
         checkpoint.save(places.checkpoint(spec.run_id), spec.run_id, spec.to_json(), position, record, trainer.view(k))
     emit(events.EpochDone(spec.run_id, outcomes.epochs, record))

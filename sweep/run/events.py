@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from sweep.vocab import RunStatus
+
 PREFIX = "@@sweep "
 KIND = "event"
 
@@ -44,9 +46,12 @@ class EpochDone:
 class RunEnded:
     kind: ClassVar[str] = "end"
     run_id: str
-    status: str
+    status: RunStatus  # its word in a line; read back as the member (an unknown word: not an event)
     epochs_left: int = 0  # epochs it will never train (pruned, diverged, failed early)
     error: str | None = None  # the error's last line
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", RunStatus(self.status))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 
 A run trains alone where it must: it cannot pack (replicas, the noise scale, user callbacks),
 `--keep-models` saves its own compiled model, it resumes from a checkpoint, or its pack failed in
-this worker. Each mate is claimed like any run and keeps its own claim (trial) and heartbeat.
+this worker. Each mate is claimed like any run and keeps its own lease (trial) and heartbeat.
 """
 
 from __future__ import annotations
@@ -22,18 +22,18 @@ def claim_for(store: Store, last: RunSpec | None) -> Lease | None:
     """
     if last is not None:
         mine = pack.shared_graph(last)
-        claim = store.claim_next(accept=lambda spec: pack.shared_graph(spec) == mine)
-        if claim is not None:
-            return claim
+        lease = store.claim_next(accept=lambda spec: pack.shared_graph(spec) == mine)
+        if lease is not None:
+            return lease
     busy = {pack.shared_graph(spec) for spec in store.running()}
     return store.claim_next(accept=lambda spec: pack.shared_graph(spec) not in busy) or store.claim_next()
 
 
-def size_for(claim: Lease, limit: int | None, places: resume.Places, alone: set[str]) -> int:
+def size_for(lease: Lease, limit: int | None, places: resume.Places, alone: set[str]) -> int:
     """How many runs the claimed run may pack with itself: 1 when it must train alone (`alone`: runs
     whose pack failed in this worker).
     """
-    spec = claim.spec
+    spec = lease.spec
     if pack.pack_key(spec) is None or places.models is not None or spec.run_id in alone:
         return 1  # --keep-models saves each run's compiled model
     if places.checkpoint(spec.run_id).exists():
@@ -41,17 +41,17 @@ def size_for(claim: Lease, limit: int | None, places: resume.Places, alone: set[
     return limit if limit is not None else pack.default_size(spec.point.train.batch_size)
 
 
-def claim_mates(store: Store, claim: Lease, size: int, places: resume.Places, alone: set[str]) -> list[Lease]:
+def claim_mates(store: Store, lease: Lease, size: int, places: resume.Places, alone: set[str]) -> list[Lease]:
     """The claimed run and up to size - 1 more queued runs that pack with it, each claimed."""
-    key = pack.pack_key(claim.spec)
+    key = pack.pack_key(lease.spec)
 
     def mate_of(spec: RunSpec) -> bool:
         return pack.pack_key(spec) == key and spec.run_id not in alone and not places.checkpoint(spec.run_id).exists()
 
-    claims = [claim]
-    while len(claims) < size:
+    leases = [lease]
+    while len(leases) < size:
         mate = store.claim_next(accept=mate_of)
         if mate is None:
             break
-        claims.append(mate)
-    return claims
+        leases.append(mate)
+    return leases

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sweep import vocab
 from sweep.config import GridFile
@@ -25,6 +25,10 @@ from sweep.store import RetryPolicy, Store, status_of, storage
 from sweep.store.queue import INFO
 from sweep.store.secrets import redact, secrets_of
 from sweep.train import backends
+from sweep.vocab import RunStatus
+
+if TYPE_CHECKING:
+    from sweep.train.session import Session
 
 PHASES = 3  # grid and searches; then the tuned runs; a third pass only if a search finished late
 # (and one pass more for each widening a search may take: search.widen)
@@ -90,7 +94,7 @@ class Ended:
     """What a sweep ended with."""
 
     exit_code: int
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[RunStatus, int] = field(default_factory=dict)
     runs_csv: Path | None = None
     epochs_csv: Path | None = None
     report_md: Path | None = None
@@ -146,8 +150,25 @@ def open_store(target: str, name: str, create: bool) -> Store:
 # --- run
 
 
-def run_sweep(grid: GridFile, options: Options = Options(), console: Console = Console()) -> Ended:
-    """Train the grid's runs and the searches' trials; then each finished search's best lr at every seed."""
+def worker_session(options: Options, session: Session | None = None) -> Session | None:
+    """The worker session a sweep trains in when it trains in this process: the caller's, else a fresh one.
+    None for worker processes, which make their own.
+    """
+    if session is not None or not options.in_process:
+        return session
+    from sweep.train.session import Session
+
+    return Session()
+
+
+def run_sweep(
+    grid: GridFile, options: Options = Options(), console: Console = Console(), session: Session | None = None
+) -> Ended:
+    """Train the grid's runs and the searches' trials; then each finished search's best lr at every seed.
+    In this process (`options.in_process`), one worker session trains every phase: `session`, kept by the
+    caller across sweeps, or a fresh one (sweep/train/session.py).
+    """
+    session = worker_session(options, session)
     runs, groups = plan(grid), search_groups(grid)
     results, target = locations(grid, options)
     points = [point for point, _ in grid.points()]
@@ -171,7 +192,7 @@ def run_sweep(grid: GridFile, options: Options = Options(), console: Console = C
         if not todo or code:
             break
         _announce(store, phase, len(planned), todo, added, console, searched=bool(groups), widened=bool(widened))
-        code, done = _train(store, options, todo, results, console)
+        code, done = _train(store, options, todo, results, console, session)
         trained, rounds = trained + done, rounds + 1
     if not rounds:
         console.say(f"all {len(planned)} runs of {grid.name} are already finished; nothing to train.")
@@ -233,14 +254,21 @@ def _queue(
     return store, added
 
 
-def train_runs(store: Store, runs: list[RunSpec], options: Options, results: Path, console: Console) -> tuple[int, int]:
+def train_runs(
+    store: Store,
+    runs: list[RunSpec],
+    options: Options,
+    results: Path,
+    console: Console,
+    session: Session | None = None,
+) -> tuple[int, int]:
     """Queue `runs` (a finished run is never queued again) and train the pending ones the way `run_sweep`
-    does (workers or this process, retries, progress), then export the tables; return the workers' exit
+    does (workers or this process, in `session` as there), then export the tables; return the workers' exit
     code and how many runs they trained. Used to add runs to a sweep after its grid (`sweep.run.until`).
     """
     store.enqueue(runs)
     todo = store.pending(runs)
-    code, done = _train(store, options, todo, results, console) if todo else (EXIT_OK, 0)
+    code, done = _train(store, options, todo, results, console, session) if todo else (EXIT_OK, 0)
     store.export_csv(results)
     return code, done
 
@@ -276,16 +304,18 @@ def _epochs(specs: list[RunSpec]) -> int:
     return sum(s.point.train.epochs for s in specs)
 
 
-def _train(store: Store, options: Options, todo: list[RunSpec], results: Path, console: Console) -> tuple[int, int]:
-    """Train the queued runs with workers and show their progress; return the workers' exit code
-    and how many runs they trained.
+def _train(
+    store: Store, options: Options, todo: list[RunSpec], results: Path, console: Console, session: Session | None
+) -> tuple[int, int]:
+    """Train the queued runs with workers (or in this process, in `session`) and show their progress;
+    return the workers' exit code and how many runs they trained.
     """
     progress = coordinator.Progress(runs_total=len(todo), epochs_total=_epochs(todo))
     started = time.monotonic()
     log_dir = results / vocab.LOG_DIR
     if options.in_process:
         places = resume.places(store.target, store.name, results, options.keep_models)
-        code = train_here(store, progress, options.policy, console, places, options.pack)
+        code = train_here(store, progress, options.policy, console, places, options.pack, session)
     else:
         slots = workforce.worker_slots(options.devices, options.workers, options.trials_per_gpu, todo)
         console.say(
@@ -320,11 +350,16 @@ def train_here(
     console: Console,
     places: resume.Places | None = None,
     pack: int | None = None,
+    session: Session | None = None,
 ) -> int:
     """The worker loop in this process, its events shown as progress lines. A worker that would
-    be replaced (memory, another replica count) runs again here, up to MAX_WORKER_RESTARTS times.
+    be replaced (memory, another replica count) runs again here, up to MAX_WORKER_RESTARTS times, in
+    one worker session (`session`, or a fresh one), as this process keeps its compiled model.
     """
     from sweep.run import worker
+    from sweep.train.session import Session
+
+    session = session if session is not None else Session()
 
     def show(event: events.Event) -> None:
         line = coordinator.format_event(event, progress)
@@ -332,7 +367,7 @@ def train_here(
             console.say(line)
 
     for _ in range(coordinator.MAX_WORKER_RESTARTS + 1):
-        code = worker.work(store, show, policy, own_process=False, places=places, pack=pack)
+        code = worker.work(store, show, policy, own_process=False, places=places, pack=pack, session=session)
         if code == worker.EXIT_INTERRUPTED:  # Ctrl-C: the run is queued again; the caller stops as on any
             raise KeyboardInterrupt
         if code not in coordinator.RESTART_CODES:
@@ -357,7 +392,7 @@ def _finish(
     planned = {s.run_id for s in runs} | set(store.search_slots())
     counts = store.counts(planned)
     console.say(f"status: {counts_text(counts)}")
-    failed = [(rid, t) for rid, t in store.current().items() if rid in planned and status_of(t) == vocab.FAILED]
+    failed = [(rid, t) for rid, t in store.current().items() if rid in planned and status_of(t) is RunStatus.FAILED]
     for run_id, trial in failed:
         error = (trial.user_attrs.get(vocab.ERROR) or "").strip().splitlines()
         console.warn(f"FAILED {run_id}: {error[-1] if error else 'no error text'}")
@@ -387,9 +422,9 @@ def write_report(results: Path, report: Reporter, console: Console) -> tuple[Pat
     return written.markdown, written.html
 
 
-def counts_text(counts: dict[str, int]) -> str:
+def counts_text(counts: dict[RunStatus, int]) -> str:
     """ "2 done, 0 running, ..."; pruned (learning-rate search trials only) when there are any."""
-    return ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES if s != vocab.PRUNED or counts[s])
+    return ", ".join(f"{counts[s]} {s}" for s in vocab.STATUSES if s is not RunStatus.PRUNED or counts[s])
 
 
 # --- joining a sweep started elsewhere

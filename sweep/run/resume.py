@@ -24,6 +24,7 @@ from typing import Any
 from sweep import vocab
 from sweep.store import Lease, Store, storage
 from sweep.train import checkpoint
+from sweep.vocab import RunStatus
 
 Say = Callable[[str], None]
 CHECKPOINTS_ENV = "BATCHSWEEP_CHECKPOINTS"
@@ -59,18 +60,18 @@ def _log(text: str) -> None:
 
 
 def resume(
-    store: Store, claim: Lease, model: Any, strategy: Any, places: Places, say: Say = _log
+    store: Store, lease: Lease, model: Any, strategy: Any, places: Places, say: Say = _log
 ) -> tuple[checkpoint.Position, dict[str, Any]] | None:
     """Restore a run alone's compiled `model` (under its `strategy`) from its checkpoint if the store
     agrees with it; return the position to go on from and the record it stands at, or None to start
     at epoch 0.
     """
-    spec = claim.spec
+    spec = lease.spec
     path = places.checkpoint(spec.run_id)
     if not path.exists():
         return None
     saved = checkpoint.load(path)
-    records = _agreed(saved, store.earlier_records(claim)) if saved and saved.spec == spec.to_json() else None
+    records = _agreed(saved, store.earlier_records(lease)) if saved and saved.spec == spec.to_json() else None
     if saved is None or records is None:
         say(f"checkpoint of {spec.run_id} does not match the store's records; starting from epoch 0")
         checkpoint.remove(path)
@@ -82,8 +83,8 @@ def resume(
         checkpoint.remove(path)
         return None
     for record in records:  # the records before the checkpoint, once, on this attempt
-        store.record_epoch(claim, record)
-    store.record_fact(claim, vocab.RESUMED_FROM_EPOCH, saved.epoch)
+        store.record_epoch(lease, record)
+    store.record_fact(lease, vocab.RESUMED_FROM_EPOCH, saved.epoch)
     say(f"resuming {spec.run_id} from its checkpoint after epoch {saved.epoch:g}")
     return saved.position, records[-1]
 
@@ -103,15 +104,15 @@ def _text(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True)
 
 
-def keep_model(places: Places, run_id: str, status: str, model: Any) -> None:
+def keep_model(places: Places, run_id: str, status: RunStatus, model: Any) -> None:
     """--keep-models: a done run's final model as <results>/models/<run_id>.keras."""
-    if places.models is not None and status == vocab.DONE and model is not None:
+    if places.models is not None and status is RunStatus.DONE and model is not None:
         checkpoint.save_model(places.models, run_id, model)
 
 
-def drop_checkpoint(places: Places, run_id: str, status: str) -> None:
+def drop_checkpoint(places: Places, run_id: str, status: RunStatus) -> None:
     """A run that ended (done, pruned, diverged, failed) needs no checkpoint; --keep-models keeps it.
     A failed run is retried from epoch 0, as its last checkpoint may hold what made it fail.
     """
-    if places.models is None and status in (*vocab.FINAL_STATUSES, vocab.FAILED):
+    if places.models is None and (status.final or status is RunStatus.FAILED):
         checkpoint.remove(places.checkpoint(run_id))

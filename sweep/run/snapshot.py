@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweep import vocab
 from sweep.config import GridFile
 from sweep.config.plan import plan, search_groups
 from sweep.run import folders
 from sweep.run.orchestrate import Console, Options, counts_text, locations, open_store, write_report
 from sweep.store import Store
+from sweep.vocab import RunStatus
 
 CONSOLE = Console()
 
@@ -47,7 +47,7 @@ def _write(store: Store, planned: list[str], results: Path, options: Options, co
     """The CSVs of every run in the store, the report of the finished ones, and a line on what is missing."""
     runs_csv, epochs_csv = store.export_csv(results)
     counts = store.counts(planned)
-    finished = sum(counts.get(s, 0) for s in vocab.FINAL_STATUSES)  # runs whose records are complete
+    finished = sum(n for s, n in counts.items() if s.final)  # runs whose records are complete
     console.say(f"{store.name}: {len(planned)} runs: {counts_text(counts)}")
     console.say(f"results: {runs_csv} and {epochs_csv} (every run, with its status and its records so far)")
     missing = len(planned) - finished
@@ -60,9 +60,9 @@ def _write(store: Store, planned: list[str], results: Path, options: Options, co
     return results
 
 
-def missing_line(counts: dict[str, int], missing: int, planned: int) -> str:
+def missing_line(counts: dict[RunStatus, int], missing: int, planned: int) -> str:
     """What the report cannot read yet, by status."""
-    parts = [f"{counts[s]} {s}" for s in (vocab.PENDING, vocab.RUNNING, vocab.FAILED) if counts.get(s)]
+    parts = [f"{counts[s]} {s}" for s in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.FAILED) if counts.get(s)]
     return (
         f"missing: {missing} of {planned} runs have no final records ({', '.join(parts)}); the report reads "
         "the finished runs only; run `sweep export` again when the workers are done"

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -42,9 +43,13 @@ from sweep.run.orchestrate import (
     open_store,
     run_sweep,
     train_runs,
+    worker_session,
     write_report,
 )
 from sweep.store import status_of
+
+if TYPE_CHECKING:
+    from sweep.train.session import Session
 
 DEFAULT_MAX_SEEDS = 30
 PLAN_ATTR = "until_decided_plan"  # the sweep study's record of the plan, so a resumed sweep keeps it
@@ -163,12 +168,18 @@ def _read_by(per_look: list[dict[str, tuple[tuple[Check, ...], tuple[str, ...]]]
 
 
 def run_until_decided(
-    grid: GridFile, options: Options | None = None, max_seeds: int = DEFAULT_MAX_SEEDS, console: Console | None = None
+    grid: GridFile,
+    options: Options | None = None,
+    max_seeds: int = DEFAULT_MAX_SEEDS,
+    console: Console | None = None,
+    session: Session | None = None,
 ) -> Ended:
     """Train the grid, then each planned look's seeds at the points whose claims are undecided; write
-    decisions.csv and looks.csv, then the report.
+    decisions.csv and looks.csv, then the report. In this process, every look trains in one worker
+    session (`orchestrate.run_sweep`'s `session`).
     """
     options, console = options or Options(), console or Console()
+    session = worker_session(options, session)
     if len(grid.seeds) == 1:  # a t-test needs two: the next seed joins the first look
         grid = replace(grid, seeds=seed_order(grid.seeds, 2))
         console.say(f"{grid.name}: one seed in the grid file; until decided starts from two, {list(grid.seeds)}")
@@ -178,7 +189,7 @@ def run_until_decided(
     _check_plan(grid, target, layout.plan)
     looks = " -> ".join(str(n) for n in layout.plan.looks)
     console.say(f"{grid.name}: until decided, seeds per setting {looks} (the cap), new seeds {_seeds_text(layout)}")
-    outcome = run_sweep(grid, replace(options, report=None), console)
+    outcome = run_sweep(grid, replace(options, report=None), console, session)
     if outcome.exit_code:
         console.warn("the grid's runs are not all finished; run the same command again before any seeds are added")
         return outcome
@@ -196,10 +207,10 @@ def run_until_decided(
         console.say(_progress(layout, now, len(added)))
         if not added:
             break
-        code, done = train_runs(store, added, options, results, console)
+        code, done = train_runs(store, added, options, results, console, session)
         trained += done
         current = store.current()
-        unfinished = [s.run_id for s in added if s.run_id not in current or status_of(current[s.run_id]) not in FINAL]
+        unfinished = [s.run_id for s in added if s.run_id not in current or not status_of(current[s.run_id]).final]
         if code or unfinished:
             console.warn(
                 f"{len(unfinished)} run(s) of look {k + 2} not finished; the next look needs all of them: "
@@ -223,9 +234,6 @@ def run_until_decided(
         report_html=written[1] if written else None,
         trained=trained,
     )
-
-
-FINAL = (vocab.DONE, vocab.DIVERGED)  # a run that will not change: a look may read it
 
 
 def _check_plan(grid: GridFile, target: str, plan_: Plan) -> None:

@@ -46,7 +46,7 @@ class Watchdog:
     def __init__(self, floor: float, stop: Callable[[], None] = _kill_this_process) -> None:
         self._floor, self._stop = floor, stop
         self._lock = threading.Lock()
-        self._claims: list[Lease] = []
+        self._leases: list[Lease] = []
         self._last = time.monotonic()
         self._slowest: float | None = None  # the slowest interval between records so far
         threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
@@ -60,15 +60,15 @@ class Watchdog:
         return FACTOR * self._slowest, f"10x this worker's slowest interval between records, {self._slowest:.1f} s"
 
     @contextlib.contextmanager
-    def watching(self, claims: list[Lease]) -> Iterator[None]:
+    def watching(self, leases: list[Lease]) -> Iterator[None]:
         """Watch these runs (one, or a pack) while the block trains them."""
         with self._lock:
-            self._claims, self._last = list(claims), time.monotonic()
+            self._leases, self._last = list(leases), time.monotonic()
         try:
             yield
         finally:
             with self._lock:
-                self._claims = []
+                self._leases = []
 
     def emit(self, emit: events.Emit) -> events.Emit:
         """`emit`, and every record it passes on counts as progress."""
@@ -90,21 +90,21 @@ class Watchdog:
         while True:
             time.sleep(min(5.0, self._floor / 4))
             with self._lock:
-                idle, (bound, basis), claims = time.monotonic() - self._last, self.bound(), list(self._claims)
-            if claims and idle > bound:
+                idle, (bound, basis), leases = time.monotonic() - self._last, self.bound(), list(self._leases)
+            if leases and idle > bound:
                 why = f"no record for {idle:.0f} s (bound {bound:.0f} s: {basis}); the watchdog stopped its worker"
-                self._stall(claims, why)
+                self._stall(leases, why)
                 return
 
-    def _stall(self, claims: list[Lease], why: str) -> None:
+    def _stall(self, leases: list[Lease], why: str) -> None:
         """Say why on each run's attempt (given a few seconds: the store itself may be what hangs), then stop."""
-        writer = threading.Thread(target=_say_why, args=(claims, why), daemon=True)
+        writer = threading.Thread(target=_say_why, args=(leases, why), daemon=True)
         writer.start()
         writer.join(timeout=WRITE_SECONDS)
         self._stop()
 
 
-def _say_why(claims: list[Lease], why: str) -> None:
-    for claim in claims:
+def _say_why(leases: list[Lease], why: str) -> None:
+    for lease in leases:
         with contextlib.suppress(Exception):  # any store error: the worker is stopped all the same
-            claim.trial.set_user_attr(vocab.STALLED, why)
+            lease.trial.set_user_attr(vocab.STALLED, why)

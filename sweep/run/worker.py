@@ -15,14 +15,18 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import fields, replace
+from typing import TYPE_CHECKING
 
-from sweep import vocab
 from sweep.config import UnknownSettings
 from sweep.config.plan import RunSpec
 from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
 from sweep.run import driver, events, interrupts, mates, resume, watchdog
 from sweep.run.endings import rss_mb
 from sweep.store import DEFAULT_POLICY, Lease, RetryPolicy, Store, is_disk_full, redact
+from sweep.vocab import RunStatus
+
+if TYPE_CHECKING:
+    from sweep.train.session import Session
 
 # A worker with nothing to claim waits while another worker's run may still die and come back, polling
 # the store this often: the sweep ends when its last worker exits, so a long poll was up to 2 s of every
@@ -45,11 +49,14 @@ def work(
     own_process: bool = True,
     places: resume.Places | None = None,
     pack: int | None = None,
+    session: Session | None = None,
 ) -> int:
     """Train queued runs until the queue is empty. Returns the worker's exit code.
 
     Runs that share a compiled graph train together, up to `pack` at a time (default: the measured
-    size for their batch size, sweep/train/pack.py; 1 trains every run alone).
+    size for their batch size, sweep/train/pack.py; 1 trains every run alone). The worker's `session`
+    keeps its compiled model from one run to the next (sweep/train/session.py): a fresh one, unless
+    the caller keeps one across calls (an in-process sweep, sweep/run/orchestrate.py).
 
     In its own process, a run that stops making records is stopped by the progress watchdog
     (sweep/run/watchdog.py), which kills the process; its run is queued again, counted as a death.
@@ -71,6 +78,7 @@ def work(
             places or resume.places(store.target, store.name),
             pack,
             dog,
+            session,
         )
     except UnknownSettings as err:  # a queued run this version cannot read: say so, touch nothing
         emit(events.WorkerStopped(str(err)))
@@ -104,62 +112,68 @@ def _work(
     places: resume.Places,
     pack: int | None,
     dog: watchdog.Watchdog | None,
+    session: Session | None,
 ) -> int:
     from sweep.train import devices
+    from sweep.train.session import Session
+
+    session = session if session is not None else Session()  # what this worker keeps between its runs
 
     replicas = max((s.point.train.gpus for s in store.queued()), default=1)
     devices.configure_replicas(replicas)  # logical devices are fixed once TensorFlow starts
     mirrored: int | None = None  # replica count of the MirroredStrategy this process has used
     alone: set[str] = set()  # runs whose pack failed here: each trains alone
-    last: RunSpec | None = None  # the run whose compiled model this process holds
+    last: RunSpec | None = None  # the run whose compiled model this worker's session holds
     while True:
         store.requeue_dead(policy)  # a dead worker's run goes back in the queue for us
-        claim = mates.claim_for(store, last)
-        if claim is None:
+        lease = mates.claim_for(store, last)
+        if lease is None:
             if not store.may_come_back():
                 return 0
             time.sleep(IDLE_POLL_SECONDS)  # another worker's run may still die and be re-queued
             continue
-        needed = claim.spec.point.train.gpus
+        needed = lease.spec.point.train.gpus
         if needed > replicas:
-            store.requeue(claim, "needs more replicas than this worker set up")
+            store.requeue(lease, "needs more replicas than this worker set up")
             return EXIT_NEEDS_MORE_DEVICES
         if mirrored not in (None, needed) and needed > 1:
             # TensorFlow's collectives keep their first group size per process: a second
             # MirroredStrategy over another number of devices aborts ("joining a group with
             # size 4, but that group has size 2"). A fresh worker takes this run.
-            store.requeue(claim, "needs a fresh worker for another replica count")
+            store.requeue(lease, "needs a fresh worker for another replica count")
             return EXIT_RECYCLE
         mirrored = needed if needed > 1 else mirrored
-        claims = [store.start(claim)]  # a search slot: its lr is drawn now
-        size = mates.size_for(claim, pack, places, alone)
+        leases = [store.start(lease)]  # a search slot: its lr is drawn now
+        size = mates.size_for(lease, pack, places, alone)
         if size > 1:
-            claims += [store.start(m) for m in mates.claim_mates(store, claim, size, places, alone)[1:]]
+            leases += [store.start(m) for m in mates.claim_mates(store, lease, size, places, alone)[1:]]
         try:
-            with heartbeats(store, claims), dog.watching(claims) if dog else contextlib.nullcontext():
-                ended = driver.train(store, claims, emit, places)
+            with heartbeats(store, leases), dog.watching(leases) if dog else contextlib.nullcontext():
+                ended = driver.train(store, leases, emit, places, session)
         except KeyboardInterrupt:
-            for taken in claims:
+            for taken in leases:
                 store.requeue(taken, "interrupted before the run finished")
                 emit(events.RunInterrupted(taken.spec.run_id))
             return EXIT_INTERRUPTED
-        last = claims[0].spec
-        alone |= {c.spec.run_id for c, (status, _) in zip(claims, ended, strict=True) if status == vocab.INTERRUPTED}
-        for taken, (status, retryable) in zip(claims, ended, strict=True):
-            if status == vocab.FAILED and store.retry(taken, policy, retryable):
+        last = leases[0].spec
+        alone |= {
+            c.spec.run_id for c, (status, _) in zip(leases, ended, strict=True) if status is RunStatus.INTERRUPTED
+        }
+        for taken, (status, retryable) in zip(leases, ended, strict=True):
+            if status is RunStatus.FAILED and store.retry(taken, policy, retryable):
                 emit(events.RunRetried(taken.spec.run_id, taken.spec.point.train.epochs))
         if rss_mb() > max_rss_mb():
             return EXIT_RECYCLE
 
 
 @contextlib.contextmanager
-def heartbeats(store: Store, claims: list[Lease]) -> Iterator[None]:
-    """Each claimed run's heartbeat (database stores) from its claim to its end, alone or in a pack: a run
+def heartbeats(store: Store, leases: list[Lease]) -> Iterator[None]:
+    """Each claimed run's heartbeat (database stores) from its lease to its end, alone or in a pack: a run
     whose worker dies goes stale and is re-queued by any other worker.
     """
     with contextlib.ExitStack() as beating:
-        for claim in claims:
-            beating.enter_context(store.heartbeat(claim))
+        for lease in leases:
+            beating.enter_context(store.heartbeat(lease))
         yield
 
 

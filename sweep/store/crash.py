@@ -1,7 +1,7 @@
 """Crash detection: finding attempts whose worker is gone and queueing them again. No TensorFlow.
 
 Database store: Optuna's heartbeats (any machine): a RUNNING trial whose heartbeat is stale.
-Journal: a claim records the worker's host, pid namespace, pid and process start time; a RUNNING trial
+Journal: a lease records the worker's host, pid namespace, pid and process start time; a RUNNING trial
 whose process on this host is gone (a reused pid has another start time) is dead.
 Either way the run is queued again, up to the retry policy's cap on deaths (then it is left failed).
 """
@@ -21,9 +21,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweep import vocab
 from sweep.store import internals, queue
+from sweep.vocab import RunStatus
 
-# A claim writes the worker's identity within milliseconds; a RUNNING trial still without
-# one after this long lost its worker mid-claim (journal stores; databases use heartbeats).
+# A worker writes its identity on a lease within milliseconds of claiming it; a RUNNING trial still
+# without one after this long lost its worker while being claimed (journal stores; databases use heartbeats).
 CLAIM_SECONDS = 60.0
 WORKER_HOST, WORKER_PID, WORKER_STARTED = "worker_host", "worker_pid", "worker_started"
 WORKER_PIDS = "worker_pid_namespace"  # containers may share a hostname but not their pids
@@ -92,7 +93,7 @@ def _end_dead(
         queued = queue.requeue(study, live, reason, **{vocab.WORKER_DEATHS: deaths})
         return Dead(run_id, deaths) if queued else None
     error = f"worker died {deaths} time{'s' if deaths > 1 else ''} (last: {reason})"
-    return Dead(run_id, deaths, error) if queue.end_attempt(study, live, vocab.FAILED, error) else None
+    return Dead(run_id, deaths, error) if queue.end_attempt(study, live, RunStatus.FAILED, error) else None
 
 
 def ended_by_death(study: optuna.Study, pid: int) -> bool:
@@ -103,7 +104,7 @@ def ended_by_death(study: optuna.Study, pid: int) -> bool:
         attrs = trial.user_attrs
         if attrs.get(WORKER_PID) != pid or not _ours(attrs):
             continue
-        if queue.status_of(trial) == vocab.INTERRUPTED or str(attrs.get(vocab.ERROR, "")).startswith("worker died"):
+        if queue.status_of(trial) is RunStatus.INTERRUPTED or str(attrs.get(vocab.ERROR, "")).startswith("worker died"):
             return True
     return False
 

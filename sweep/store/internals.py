@@ -14,7 +14,7 @@ Checked against Optuna 5.1.0 (`CHECKED_VERSIONS`). What is private, and why it i
 - ``optuna.storages._heartbeat.get_heartbeat_thread``: the thread that
   ``Study.optimize`` runs beside a trial to record its heartbeat (database stores);
   ``BaseHeartbeat`` and ``is_heartbeat_enabled``: whether a storage keeps heartbeats, so a
-  claim records its first one at once;
+  lease records its first one at once;
 - ``storage._get_stale_trial_ids``: the RUNNING trials whose heartbeat is stale, which
   ``fail_stale_trials`` fails without a word; a dead worker's run must first have its death
   counted and said (`crash.requeue_dead`).
@@ -54,9 +54,9 @@ def take(study: optuna.Study, frozen: FrozenTrial) -> bool:
     """Atomically move a WAITING trial to RUNNING, with a first heartbeat where the storage keeps them;
     False if another process took it first.
 
-    The first heartbeat is what lets a claim survive its worker: Optuna fails only a stale heartbeat
+    The first heartbeat is what lets a lease survive its worker: Optuna fails only a stale heartbeat
     (`fail_stale_trials`) and ignores a RUNNING trial that never had one, so a worker killed between
-    its claim and its heartbeat thread's start would leave the run RUNNING for ever.
+    claiming it and its heartbeat thread's start would leave the run RUNNING for ever.
     """
     from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
 

@@ -1,4 +1,4 @@
-"""The queue: statuses, enqueueing attempts, atomic claims, per-epoch records, ending an attempt,
+"""The queue: statuses, enqueueing attempts, atomic leases, per-epoch records, ending an attempt,
 and the retry policy. No TensorFlow.
 
 One trial per attempt at a run:
@@ -7,12 +7,15 @@ One trial per attempt at a run:
   ``enqueue_trial(skip_if_exists=True)`` compares) and its spec in the user attributes. They
   are not suggested as Optuna params: Optuna forbids a categorical parameter whose choices
   differ between trials; ``trials_dataframe()`` shows them as ``user_attrs_run_id``. The
-  run's varying settings are (`params`, when the run is claimed);
-- a worker claims the next WAITING trial with the atomic WAITING -> RUNNING step that
-  ``study.ask()`` uses (`internals.take`; ``ask()`` itself would create an unplanned trial);
+  run's varying settings are (`params`, when the run is leased);
+- a worker takes the next WAITING trial as its `Lease` (`claim_next`) with the atomic WAITING -> RUNNING
+  step that ``study.ask()`` uses (`internals.take`; ``ask()`` itself would create an unplanned trial);
 - every evaluation record becomes a user attribute ``epoch_000E`` and ``trial.report``;
 - the trial ends COMPLETE (value: the final metric), PRUNED, or FAIL with user attribute
-  ``status`` = failed (with ``error``), diverged, interrupted or duplicate.
+  ``status`` = failed (with ``error``), diverged, interrupted or duplicate (`vocab.RunStatus`).
+
+A run a worker holds is a lease (`Lease`), wherever a name or a text says so; a worker claims one, as
+the verb goes (`claim_next`). A claim, the noun, is one of the post's claims that the report tests.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 from sweep import vocab
 from sweep.config.plan import RunSpec
 from sweep.store import internals
+from sweep.vocab import RunStatus
 
 EPOCH_PREFIX = "epoch_"
 SPEC = "spec"
@@ -43,7 +47,7 @@ class RetryPolicy:
     Within one command, a run that raised is queued again at once while its attempt number
     is at most `retries` (a run that failed on its data fails the same way again, so never).
     A run left failed, or interrupted, gets a new attempt from the next `run` (`enqueue`);
-    done, diverged and pruned runs never do (`vocab.FINAL_STATUSES`).
+    done, diverged and pruned runs never do (`RunStatus.final`).
 
     A run whose worker died (kill -9, out of memory, a lost node, the progress watchdog) is queued
     again at most `max_requeues` times; the next death leaves it failed, so a run that kills every
@@ -61,22 +65,23 @@ class RetryPolicy:
         return retryable and attempt <= self.retries
 
     @staticmethod
-    def again_later(status: str) -> bool:
-        return status not in (*vocab.FINAL_STATUSES, vocab.RUNNING, vocab.PENDING)
+    def again_later(status: RunStatus) -> bool:
+        """Whether the next `run` gives the run another attempt: its attempt ended, and not for good."""
+        return status.ended and not status.final
 
 
 DEFAULT_POLICY = RetryPolicy()
 
 
 class SearchOfTrial(Protocol):
-    """What a claim needs of the learning-rate search its trial belongs to (`search.Search`; named by
+    """What a lease needs of the learning-rate search its trial belongs to (`search.Search`; named by
     its shape here, so this module does not import the one that builds on it).
     """
 
     @property
     def settings(self) -> dict[str, Any]: ...
 
-    def start(self, claim: Lease) -> Lease: ...
+    def start(self, lease: Lease) -> Lease: ...
 
 
 @dataclass(frozen=True)
@@ -102,30 +107,18 @@ class Lease:
 # --- statuses
 
 
-def status_of(trial: FrozenTrial) -> str:
+def status_of(trial: FrozenTrial) -> RunStatus:
     if trial.state == TrialState.COMPLETE:
-        return vocab.DONE
+        return RunStatus.DONE
     if trial.state == TrialState.RUNNING:
-        return vocab.RUNNING
+        return RunStatus.RUNNING
     if trial.state == TrialState.WAITING:
-        return vocab.PENDING
+        return RunStatus.PENDING
     if trial.state == TrialState.PRUNED:
-        return vocab.PRUNED
+        return RunStatus.PRUNED
     # Every FAIL this harness writes says why first; one without a status was failed by Optuna
     # itself for a stale heartbeat (a database refuses attributes on a finished trial).
-    return str(trial.user_attrs.get(vocab.STATUS, vocab.INTERRUPTED))
-
-
-STATUS_RANK = {
-    vocab.DONE: 0,
-    vocab.PRUNED: 1,
-    vocab.RUNNING: 2,
-    vocab.PENDING: 3,
-    vocab.DIVERGED: 4,
-    vocab.FAILED: 5,
-    vocab.INTERRUPTED: 6,
-    vocab.DUPLICATE: 7,
-}
+    return RunStatus(trial.user_attrs.get(vocab.STATUS, RunStatus.INTERRUPTED))
 
 
 def latest_by_run(trials: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
@@ -139,7 +132,7 @@ def latest_by_run(trials: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
 
 
 def _rank(trial: FrozenTrial) -> tuple[int, int]:
-    return STATUS_RANK.get(status_of(trial), 9), -trial.number
+    return status_of(trial).rank, -trial.number
 
 
 def spec_of(trial: FrozenTrial) -> RunSpec:
@@ -189,7 +182,7 @@ def enqueue_next(study: optuna.Study, attrs: dict[str, Any], **more: Any) -> Non
         _enqueue_attempt(study, attrs[vocab.RUN_ID], attrs[SPEC], int(attrs.get(vocab.ATTEMPT, 1)) + 1, kept)
 
 
-# --- claiming
+# --- leasing
 
 
 def claim_next(
@@ -198,21 +191,21 @@ def claim_next(
     search: SearchOfTrial | None = None,
     accept: Callable[[RunSpec], bool] | None = None,
 ) -> Lease | None:
-    """Atomically take the next WAITING trial of `study` (the next whose spec `accept`s, if given),
-    or None if there is none.
+    """Atomically take the next WAITING trial of `study` (the next whose spec `accept`s, if given)
+    as a lease, or None if there is none.
 
-    `identity` is written on the claimed trial in order, before anything else, so
+    `identity` is written on the leased trial in order, before anything else, so
     crash detection can tell later whether its worker died.
     """
     for frozen in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        spec = spec_of(frozen)  # unreadable (a newer version queued it): raises before claiming
+        spec = spec_of(frozen)  # unreadable (a newer version queued it): raises before taking it
         if accept is not None and not accept(spec):
             continue
         if not internals.take(study, frozen):
             continue  # another worker took it first
         trial = internals.handle(study, frozen)
         if _duplicate(study, frozen):
-            trial.set_user_attr(vocab.STATUS, vocab.DUPLICATE)
+            trial.set_user_attr(vocab.STATUS, RunStatus.DUPLICATE.value)
             study.tell(trial, state=TrialState.FAIL)
             continue
         for key, value in identity.items():
@@ -226,7 +219,7 @@ def _duplicate(study: optuna.Study, frozen: FrozenTrial) -> bool:
 
     Two `run` commands that enqueue at the same moment can both add attempt k of a
     run (enqueueing reads, then writes). Only the lowest-numbered copy is trained,
-    whichever worker claims it, so a run is still trained once.
+    whichever worker leases it, so a run is still trained once.
     """
     key = (frozen.user_attrs.get(vocab.RUN_ID), frozen.user_attrs.get(vocab.ATTEMPT))
     return any(
@@ -238,26 +231,26 @@ def _duplicate(study: optuna.Study, frozen: FrozenTrial) -> bool:
 # --- recording and ending
 
 
-def record_epoch(claim: Lease, record: dict[str, Any]) -> None:
+def record_epoch(lease: Lease, record: dict[str, Any]) -> None:
     """One evaluation record. End of epoch e: user attribute epoch_000e and trial.report(metric, e).
     A record inside an epoch (eval_every_steps, a steps budget) is keyed by its step as well and
     not reported to Optuna, whose intermediate values are per epoch.
     """
     epoch = float(record[vocab.EPOCH])
     if epoch.is_integer():
-        claim.trial.set_user_attr(f"{EPOCH_PREFIX}{int(epoch):04d}", record)
-        claim.trial.report(float(record[claim.metric]), int(epoch))
+        lease.trial.set_user_attr(f"{EPOCH_PREFIX}{int(epoch):04d}", record)
+        lease.trial.report(float(record[lease.metric]), int(epoch))
     else:
-        claim.trial.set_user_attr(f"{EPOCH_PREFIX}{int(epoch):04d}_step_{int(record[vocab.STEP]):09d}", record)
+        lease.trial.set_user_attr(f"{EPOCH_PREFIX}{int(epoch):04d}_step_{int(record[vocab.STEP]):09d}", record)
 
 
-def record_info(claim: Lease, info: dict[str, Any]) -> None:
-    claim.trial.set_user_attr(INFO, info)
+def record_info(lease: Lease, info: dict[str, Any]) -> None:
+    lease.trial.set_user_attr(INFO, info)
 
 
-def record_fact(claim: Lease, key: str, value: Any) -> None:
+def record_fact(lease: Lease, key: str, value: Any) -> None:
     """A fact about the attempt that is not a record (e.g. the worker's memory when it ended)."""
-    claim.trial.set_user_attr(key, value)
+    lease.trial.set_user_attr(key, value)
 
 
 def epochs_of(trial: FrozenTrial) -> list[dict[str, Any]]:
@@ -266,14 +259,14 @@ def epochs_of(trial: FrozenTrial) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (r[vocab.STEP], r[vocab.EPOCH]))
 
 
-def finish(claim: Lease, status: str, value: float | None = None, error: str | None = None) -> None:
-    trial, study = claim.trial, claim.study
-    trial.set_user_attr(vocab.STATUS, status)
+def finish(lease: Lease, status: RunStatus, value: float | None = None, error: str | None = None) -> None:
+    trial, study = lease.trial, lease.study
+    trial.set_user_attr(vocab.STATUS, status.value)
     if error:
         trial.set_user_attr(vocab.ERROR, error[-ERROR_TAIL:])
-    if status == vocab.DONE:
+    if status is RunStatus.DONE:
         study.tell(trial, value)
-    elif status == vocab.PRUNED:
+    elif status is RunStatus.PRUNED:
         study.tell(trial, state=TrialState.PRUNED)
     else:
         study.tell(trial, state=TrialState.FAIL)
@@ -286,18 +279,18 @@ def requeue(study: optuna.Study, trial: optuna.Trial, reason: str, **more: Any) 
     False if another process ended it first (it then queued the next attempt itself).
     """
     attrs = trial.user_attrs
-    if not end_attempt(study, trial, vocab.INTERRUPTED, reason):
+    if not end_attempt(study, trial, RunStatus.INTERRUPTED, reason):
         return False
     enqueue_next(study, attrs, **more)
     return True
 
 
-def end_attempt(study: optuna.Study, trial: optuna.Trial, status: str, error: str) -> bool:
+def end_attempt(study: optuna.Study, trial: optuna.Trial, status: RunStatus, error: str) -> bool:
     """Mark a running attempt ended (FAIL to Optuna) with `status` and `error`; False if another process
     ended it first.
     """
     try:
-        trial.set_user_attr(vocab.STATUS, status)
+        trial.set_user_attr(vocab.STATUS, status.value)
         trial.set_user_attr(vocab.ERROR, error[-ERROR_TAIL:])
         study.tell(trial, state=TrialState.FAIL)
     except (optuna.exceptions.UpdateFinishedTrialError, ValueError):  # ValueError: "Cannot tell a FAIL trial"

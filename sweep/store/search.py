@@ -30,6 +30,7 @@ from sweep.base.seeds import derive_seed
 from sweep.config import SEARCH_METRICS, lr_range
 from sweep.config.plan import RunSpec, SearchGroup, at_lr
 from sweep.store import queue
+from sweep.vocab import RunStatus
 
 SEARCHES_ATTR = "lr_searches"  # on the sweep study: group id -> the search's settings, for every worker
 SETTINGS = ("lr_low", "lr_high", "lr_log", "trials", "metric", "seed", "prune", "widen")
@@ -73,11 +74,11 @@ class Search:
         """The range trials are drawn from now: the last widening's, or the grid's."""
         return self.ranges()[-1]
 
-    def start(self, claim: queue.Lease) -> queue.Lease:
+    def start(self, lease: queue.Lease) -> queue.Lease:
         """A claimed slot becomes a run: draw its lr, and keep the run's own spec on the trial."""
-        spec = at_lr(claim.spec, self.sample_lr(claim.trial))
-        claim.trial.set_user_attr(queue.SPEC, spec.to_json())
-        return replace(claim, spec=spec)
+        spec = at_lr(lease.spec, self.sample_lr(lease.trial))
+        lease.trial.set_user_attr(queue.SPEC, spec.to_json())
+        return replace(lease, spec=spec)
 
     def slot_ids(self) -> list[str]:
         trials = self.settings["trials"]
@@ -130,7 +131,8 @@ def enqueue_slots(search: Search, template: RunSpec) -> int:
 def best_lr(search: Search) -> float | None:
     """The search's best lr once none of its trials is pending or running; None before (or if none finished)."""
     trials = queue.latest_by_run(search.study.get_trials(deepcopy=False)).values()
-    if any(queue.status_of(t) in (vocab.PENDING, vocab.RUNNING, vocab.INTERRUPTED) for t in trials):
+    statuses = [queue.status_of(t) for t in trials]
+    if any(not s.ended or s is RunStatus.INTERRUPTED for s in statuses):  # one may still come, or come back
         return None
     complete = [t for t in trials if t.state == TrialState.COMPLETE and LR_PARAM in t.params]
     if not complete:

@@ -23,8 +23,7 @@ from sweep.store.crash import Dead
 from sweep.store.queue import DEFAULT_POLICY, Lease, RetryPolicy, epochs_of, latest_by_run, status_of
 from sweep.store.search import Search
 from sweep.store.secrets import redact
-
-UNFINISHED = (vocab.PENDING, vocab.RUNNING)
+from sweep.vocab import RunStatus
 
 QUEUE_LOCK = 0x62617463685F71  # the advisory lock taken while queueing: "batch_q" as a number
 
@@ -153,7 +152,7 @@ class Store:
             self.enqueue(runs, role=vocab.TUNED, **{vocab.SEARCH_GROUP: group_id})
         return [spec for runs in tuned.values() for spec in runs]
 
-    # --- claiming and recording (the worker's side)
+    # --- leases and records (the worker's side)
 
     def claim_next(self, accept: Callable[[RunSpec], bool] | None = None) -> Lease | None:
         """Atomically take the next queued run (the next that `accept`s, if given): the sweep's own
@@ -162,56 +161,56 @@ class Store:
         """
         identity = crash.worker_identity()
         for study, found in [(self.sweep, None), *((s.study, s) for s in self._searches.values())]:
-            claim = queue.claim_next(study, identity, found, accept)
-            if claim is not None:
-                return claim
+            lease = queue.claim_next(study, identity, found, accept)
+            if lease is not None:
+                return lease
         return None
 
-    def start(self, claim: Lease) -> Lease:
+    def start(self, lease: Lease) -> Lease:
         """A search slot: its lr is drawn now. A run of the sweep: its varying settings become Optuna params."""
-        if claim.search:
-            return claim.search.start(claim)
-        params.record(claim.trial, claim.spec)
-        return claim
+        if lease.search:
+            return lease.search.start(lease)
+        params.record(lease.trial, lease.spec)
+        return lease
 
-    def heartbeat(self, claim: Lease) -> AbstractContextManager[None]:
-        """Optuna's heartbeat for the claim while it trains (database stores; nothing on a journal)."""
-        return internals.heartbeat(claim.trial) if self.database else contextlib.nullcontext()
+    def heartbeat(self, lease: Lease) -> AbstractContextManager[None]:
+        """Optuna's heartbeat for the lease while it trains (database stores; nothing on a journal)."""
+        return internals.heartbeat(lease.trial) if self.database else contextlib.nullcontext()
 
     record_info = staticmethod(queue.record_info)
     record_epoch = staticmethod(queue.record_epoch)
     record_fact = staticmethod(queue.record_fact)
 
     @staticmethod
-    def earlier_records(claim: Lease) -> list[list[dict[str, Any]]]:
-        """The records of each earlier attempt at the claim's run (its checkpoint may continue one),
+    def earlier_records(lease: Lease) -> list[list[dict[str, Any]]]:
+        """The records of each earlier attempt at the lease's run (its checkpoint may continue one),
         the latest attempt first.
         """
-        run_id, number = claim.trial.user_attrs.get(vocab.RUN_ID), claim.trial.number
+        run_id, number = lease.trial.user_attrs.get(vocab.RUN_ID), lease.trial.number
         earlier = [
             t
-            for t in claim.study.get_trials(deepcopy=False)
+            for t in lease.study.get_trials(deepcopy=False)
             if t.user_attrs.get(vocab.RUN_ID) == run_id and t.number < number
         ]
         return [epochs_of(t) for t in sorted(earlier, key=lambda t: -t.number)]
 
-    def finish(self, claim: Lease, status: str, value: float | None = None, error: str | None = None) -> None:
+    def finish(self, lease: Lease, status: RunStatus, value: float | None = None, error: str | None = None) -> None:
         """End the attempt: done (with the metric's value), pruned, or failed/diverged with its error,
         any password in it masked (a driver's error text may echo the store's URL).
         """
-        queue.finish(claim, status, value, redact(error, self.target) if error else None)
+        queue.finish(lease, status, value, redact(error, self.target) if error else None)
 
     @staticmethod
-    def requeue(claim: Lease, reason: str) -> bool:
+    def requeue(lease: Lease, reason: str) -> bool:
         """End the attempt unfinished and queue the next one (False if the store had already ended it)."""
-        return queue.requeue(claim.study, claim.trial, reason)
+        return queue.requeue(lease.study, lease.trial, reason)
 
     @staticmethod
-    def retry(claim: Lease, policy: RetryPolicy, retryable: bool) -> bool:
+    def retry(lease: Lease, policy: RetryPolicy, retryable: bool) -> bool:
         """Queue another attempt of a failed run if the policy allows it now. Returns whether it did."""
-        if not policy.again_now(claim.attempt, retryable):
+        if not policy.again_now(lease.attempt, retryable):
             return False
-        queue.enqueue_next(claim.study, claim.trial.user_attrs)
+        queue.enqueue_next(lease.study, lease.trial.user_attrs)
         return True
 
     def requeue_dead(self, policy: RetryPolicy = DEFAULT_POLICY, causes: dict[int, str] | None = None) -> list[Dead]:
@@ -278,10 +277,10 @@ class Store:
     def pending(self, runs: list[RunSpec]) -> list[RunSpec]:
         """The runs of `runs` and the search slots that are queued or running."""
         current = self.current()
-        planned = [s for s in runs if s.run_id in current and status_of(current[s.run_id]) in UNFINISHED]
-        return planned + [spec for slot, spec in self.search_slots().items() if status_of(current[slot]) in UNFINISHED]
+        planned = [s for s in runs if s.run_id in current and not status_of(current[s.run_id]).ended]
+        return planned + [spec for slot, spec in self.search_slots().items() if not status_of(current[slot]).ended]
 
-    def counts(self, run_ids: Iterable[str] | None = None) -> dict[str, int]:
+    def counts(self, run_ids: Iterable[str] | None = None) -> dict[RunStatus, int]:
         """Runs per status; with run_ids, only those runs, and unplanned ones count as pending."""
         return tables.counts(self.trials(), run_ids)
 

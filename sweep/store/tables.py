@@ -16,6 +16,7 @@ from sweep.base import atomic
 from sweep.config.plan import RunSpec
 from sweep.store.queue import INFO, epochs_of, latest_by_run, spec_of, status_of
 from sweep.store.search import LR_PARAM
+from sweep.vocab import RunStatus
 
 WORKER_FACTS = ("worker_host", "worker_pid", "visible_devices", "worker_rss_mb")
 # Facts recorded only when they happen: a column once any run has one, empty for the others.
@@ -38,7 +39,7 @@ def _run_row(trial: FrozenTrial) -> dict[str, Any]:
     return {
         vocab.RUN_ID: _shown_id(trial, spec),
         "sweep": spec.sweep,
-        vocab.STATUS: status_of(trial),
+        vocab.STATUS: status_of(trial).value,
         vocab.ATTEMPT: trial.user_attrs.get(vocab.ATTEMPT, 1),
         **_role(trial),
         **spec.flat(),
@@ -86,7 +87,8 @@ def epochs_table(trials: Iterable[FrozenTrial]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for trial in latest_by_run(trials).values():
         spec = spec_of(trial)
-        head = {vocab.RUN_ID: _shown_id(trial, spec), vocab.STATUS: status_of(trial), **_role(trial), **spec.flat()}
+        status = status_of(trial).value
+        head = {vocab.RUN_ID: _shown_id(trial, spec), vocab.STATUS: status, **_role(trial), **spec.flat()}
         rows.extend(
             {
                 **head,
@@ -110,13 +112,13 @@ def export_csv(
     return paths
 
 
-def counts(trials: Iterable[FrozenTrial], run_ids: Iterable[str] | None = None) -> dict[str, int]:
+def counts(trials: Iterable[FrozenTrial], run_ids: Iterable[str] | None = None) -> dict[RunStatus, int]:
     """Runs per status; with run_ids, only those runs, and unplanned ones count as pending."""
     current = latest_by_run(trials)
     ids = list(run_ids) if run_ids is not None else list(current)
-    result = {s: 0 for s in vocab.STATUSES}
+    result = dict.fromkeys(vocab.STATUSES, 0)
     for run_id in ids:
-        status = status_of(current[run_id]) if run_id in current else vocab.PENDING
-        status = vocab.PENDING if status == vocab.INTERRUPTED else status
+        status = status_of(current[run_id]) if run_id in current else RunStatus.PENDING
+        status = RunStatus.PENDING if status is RunStatus.INTERRUPTED else status
         result[status] = result.get(status, 0) + 1
     return result

@@ -10,6 +10,7 @@ workers (sweep/run); TensorFlow (or another Keras backend) is imported only insi
 - `trainer`: `Trainer`, the one training loop, for a run alone or a pack: epochs, records, positions;
 - `single`, `pack`, `tower_optimizer`: the compiled model it drives, a run's own or K runs as towers of one;
 - `compiled`: the compiled model kept between runs of one graph, and seeding;
+- `session`: `Session`, a worker's: its compiled model from one run to the next, its trainer's evaluation pipelines;
 - `records`: what a record holds, and when records are taken;
 - `recal`: BatchNorm statistics recalibrated for the records' second reading;
 - `noise`: the gradient noise scale;

@@ -2,10 +2,11 @@
 
 A worker trains many runs of one architecture, and tracing Keras's training and evaluation
 functions costs 4-5 s per run on a CPU (docs/levers.md). So the last compiled model (one run's,
-or a pack's towers, sweep/train/pack.py) is kept in `COMPILED` and reused by the next run whose
-graph is the same (`graph_key`): it gets that run's freshly initialised weights and a zeroed
-optimizer, and trains bit for bit like a fresh model (tests/test_train.py). `forget_compiled`
-drops it after a failed run, or before another graph.
+or a pack's towers, sweep/train/pack.py) is kept by the worker's session (`Compiled`,
+sweep/train/session.py) and reused by the next run whose graph is the same (`graph_key`): it gets
+that run's freshly initialised weights and a zeroed optimizer, and trains bit for bit like a fresh
+model (tests/test_train.py). A model is kept only once its runs trained to their ends with none
+diverged; another graph, or a run that failed, builds a fresh one.
 
 Seeding is in one place (`seed_everything`): weights from a sub-seed of the run seed (data order
 has its own, sweep/train/data.py), and TensorFlow op determinism on, so the same spec gives
@@ -15,6 +16,7 @@ identical records (timings aside).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,36 +32,17 @@ EVAL_BATCH = 512  # fixed, so evaluation numbers do not depend on the training b
 IMAGES_PER_EXECUTION = 128
 
 
-class _CompiledCache:
-    """The last compiled model of this process and its strategy, for the next run with the same graph."""
+@dataclass
+class Compiled:
+    """A compiled model (one run's, or a pack's) with its strategy and what was traced for it, for the next
+    run of the same graph (`key`, `graph_key`'s): a session keeps it between trainers (sweep/train/session.py).
+    """
 
-    def __init__(self) -> None:
-        self.key: tuple | None = None
-        self.model: Any = None
-        self.strategy: Any = None
-        self.gradient: Any = None  # the noise-scale gradient function of this model, made on first use
-        self.twin: Any = None  # its recalibrated-BatchNorm evaluator (sweep/train/recal.py), made on first use
-
-    def keep(self, key: tuple, model: Any, strategy: Any) -> None:
-        """Remember a freshly compiled model for the runs after this one."""
-        self.key = key
-        self.model = model
-        self.strategy = strategy
-
-
-COMPILED = _CompiledCache()
-
-
-def forget_compiled() -> None:
-    """Drop the cached model and Keras's global state (after a failed run, or before another graph)."""
-    import keras
-
-    COMPILED.key = None
-    COMPILED.model = None
-    COMPILED.strategy = None
-    COMPILED.gradient = None
-    COMPILED.twin = None
-    keras.backend.clear_session()
+    key: tuple
+    model: Any
+    strategy: Any
+    gradient: Any = None  # the noise-scale gradient function of this model, made on first use
+    twin: Any = None  # its recalibrated-BatchNorm evaluator (sweep/train/recal.py), made on first use
 
 
 def graph_key(spec: RunSpec, num_classes: int, lr: Any, replicas: devices.Replicas) -> tuple:

@@ -297,38 +297,6 @@ def batches(x: Any, y: Any, batch_size: int) -> Any:
     return tf.data.Dataset.from_tensor_slices(elements).batch(batch_size).prefetch(2).with_options(options)
 
 
-_eval_sets: dict[tuple, tuple[Any, Any]] = {}  # the current trainer's (sweep/train/trainer.py)
-
-
-def eval_batches(x: Any, y: Any, batch_size: int) -> Any:
-    """`batches` of an evaluation set (x, y or y None, as there), made once and read at every record.
-
-    A record evaluates the same arrays each time, and a new `tf.data` pipeline copies them and starts
-    afresh at every call (docs/levers.md, "Records and the defaults"); Keras iterates a kept one anew at
-    each call, the same batches in the same order. Kept by the arrays' identity, with the arrays, so no
-    other array takes their id meanwhile, until the next trainer starts (`forget_eval_sets`): a
-    pipeline holds a copy of its set. On another backend a generator is read once: made anew each time.
-    """
-    if not backends.is_tensorflow():
-        return batches(x, y, batch_size)
-    key = (tuple(id(a) for a in _arrays(x)), tuple(id(a) for a in _arrays(y)), batch_size)
-    if key not in _eval_sets:
-        _eval_sets[key] = ((x, y), batches(x, y, batch_size))
-    return _eval_sets[key][1]
-
-
-def forget_eval_sets() -> None:
-    """Drop the kept evaluation pipelines (a new trainer evaluates its own runs' sets)."""
-    _eval_sets.clear()
-
-
-def _arrays(elements: Any) -> tuple[Any, ...]:
-    """An evaluation set's arrays: a pack's tuple of them, one array, or none (y None)."""
-    if elements is None:
-        return ()
-    return tuple(elements) if isinstance(elements, tuple) else (elements,)
-
-
 def numpy_batches(x: Any, y: Any, batch_size: int) -> Any:
     """`batches` as numpy slices, read in order in this thread, and counted: Keras knows each epoch's
     length, as it does a `tf.data` pipeline's (a generator would make it guess the first one).

@@ -84,17 +84,22 @@ class Replicas:
     virtual: bool  # logical devices carved out of the CPU, not real GPUs
 
 
-_configured: dict[str, Any] = {}
+# Whether this process has set up TensorFlow's logical devices. Process state, and rightly: TensorFlow
+# fixes them when its runtime starts, once per process, whatever worker session or trainer asks later
+# (not functools.cache: the first call's count holds, and a later call with another count does nothing).
+_tensorflow_configured = False
 
 
 def configure_replicas(max_replicas: int) -> None:
-    """Split the CPU into `max_replicas` logical devices if GPUs are short. Call once, first.
-    On JAX: ask for that many host devices, in effect if JAX has not started its backend yet.
-    Nothing to do on another backend: it trains one replica (sweep/train/backends.py refuses more).
+    """Split the CPU into `max_replicas` logical devices if GPUs are short. Call once, first: later
+    calls change nothing on TensorFlow. On JAX: ask for that many host devices, in effect if JAX has not
+    started its backend yet. Nothing to do on another backend: it trains one replica
+    (sweep/train/backends.py refuses more).
     """
+    global _tensorflow_configured
     if backends.current() == backends.JAX and max_replicas > 1:
         os.environ["XLA_FLAGS"] = with_host_devices(os.environ.get("XLA_FLAGS", ""), max_replicas)
-    if _configured or not backends.is_tensorflow():
+    if _tensorflow_configured or not backends.is_tensorflow():
         return
     import tensorflow as tf
 
@@ -104,8 +109,7 @@ def configure_replicas(max_replicas: int) -> None:
         tf.config.set_logical_device_configuration(
             cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(max_replicas)]
         )
-    _configured["gpus"] = len(gpus)
-    _configured["max_replicas"] = max_replicas
+    _tensorflow_configured = True
 
 
 def replicas_for(count: int) -> Replicas:
@@ -278,14 +282,6 @@ def intra_op_threads() -> int:
 
     configured = tf.config.threading.get_intra_op_parallelism_threads()
     return configured or int(os.environ.get("TF_NUM_INTRAOP_THREADS") or 0) or cpu_count()
-
-
-def cpu_threads() -> int:
-    """The cores this process may keep busy: its intra-op threads, or its inter-op threads where
-    more (a packing worker runs its towers side by side, `towers_side_by_side`).
-    """
-    inter = int(os.environ.get("TF_NUM_INTEROP_THREADS") or 0) if backends.is_tensorflow() else 0
-    return max(intra_op_threads(), inter)
 
 
 @functools.cache  # read once per process, not once per run

@@ -23,6 +23,7 @@ settings.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -94,18 +95,9 @@ def trainable_parameters(model: Any) -> int:
     return int(sum(math.prod(w.shape) for w in model.trainable_weights))
 
 
-_GHOST_CLASS: Any = None
-
-
+@functools.cache  # one class per process; it subclasses a Keras layer, so it is made on first use
 def ghost_batch_norm_class() -> Any:
-    """The `GhostBatchNormalization` layer class (defined on first use: it subclasses a Keras layer)."""
-    global _GHOST_CLASS
-    if _GHOST_CLASS is None:
-        _GHOST_CLASS = _define_ghost_batch_norm()
-    return _GHOST_CLASS
-
-
-def _define_ghost_batch_norm() -> Any:
+    """The `GhostBatchNormalization` layer class."""
     import keras
     from keras import ops
 

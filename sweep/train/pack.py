@@ -44,13 +44,13 @@ from sweep.train import backends, devices, optim, recal, tower_optimizer
 from sweep.train import data as data_module
 from sweep.train import model as model_module
 from sweep.train.compiled import (
-    COMPILED,
     EVAL_BATCH,
-    forget_compiled,
+    Compiled,
     graph_key,
     seed_everything,
     steps_per_execution,
 )
+from sweep.train.session import Session
 from sweep.train.single import raw_recalibrated
 
 # Towers per pack for each batch size when `--pack` is not given (a batch size between two rows takes
@@ -89,12 +89,15 @@ class Unpackable(Exception):
 class Towers:
     """The compiled model of K runs trained together, one tower each; every call answers per tower."""
 
-    def __init__(self, specs: list[RunSpec], splits: list[data_module.Split], steps_per_epoch: int) -> None:
+    def __init__(
+        self, specs: list[RunSpec], splits: list[data_module.Split], steps_per_epoch: int, session: Session
+    ) -> None:
         self.specs = specs
         self.splits = splits
+        self.session = session
         self.replicas = devices.replicas_for(1)
-        self.model, self.towers, self.reused = _model_for(specs, splits[0], steps_per_epoch)
-        self.strategy = COMPILED.strategy
+        self.compiled, self.towers, self.reused = _model_for(specs, splits[0], steps_per_epoch, session)
+        self.model, self.strategy = self.compiled.model, self.compiled.strategy
         self.own_model = self.towers[0]  # whose parameters each run counts
         self.callbacks: list[Any] = []  # packs take no user callbacks (pack_key)
 
@@ -110,25 +113,25 @@ class Towers:
 
     def evaluate(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
         """Each tower's accuracy and loss in inference mode on its own (x, y), one `evaluate` for all."""
-        return evaluate_towers(self.model, pairs)
+        return evaluate_towers(self.model, pairs, self.session)
 
     def recalibrated(self, train_eval: list[dict[str, float]], val: list[dict[str, float]]) -> list[dict[str, float]]:
         """Each tower's *_recal fields, all K recalibrated and evaluated at once (a twin pack, `_Twins`)."""
         first = self.specs[0]
         if not first.point.model.batchnorm:  # nothing to recalibrate: the raw numbers, as alone
             return [raw_recalibrated(e, v) for e, v in zip(train_eval, val, strict=True)]
-        if COMPILED.twin is None:  # built and traced once per compiled pack, like its training function
+        if self.compiled.twin is None:  # built and traced once per compiled pack, like its training function
             point, classes = first.point, self.splits[0].num_classes
-            COMPILED.twin = _Twins(
+            self.compiled.twin = _Twins(
                 lambda: model_module.build_model(point.model, point.data.image_size, classes, point.data.channels),
                 len(self.specs),
             )
-        numbers = COMPILED.twin.evaluate([t.get_weights() for t in self.towers], self.splits)
+        numbers = self.compiled.twin.evaluate([t.get_weights() for t in self.towers], self.splits, self.session)
         return [n.fields() for n in numbers]
 
     def predicted(self, xs: list[np.ndarray]) -> list[np.ndarray]:
         """Each tower's class probabilities on its x (the balanced accuracy of imbalanced data)."""
-        return list(self.model.predict(data_module.eval_batches(tuple(xs), None, EVAL_BATCH), verbose=0))
+        return list(self.model.predict(self.session.eval_batches(tuple(xs), None, EVAL_BATCH), verbose=0))
 
     def noise_scale(self, step: int) -> dict[str, float]:
         raise Unpackable("the noise scale is measured on a run alone (pack_key)")
@@ -190,37 +193,41 @@ class _Twins:
         self.model = _joined(self.copies, "twins")
         self.model.compile(**_tower_losses(k), jit_compile=backends.jit_compile())
 
-    def evaluate(self, weights: list[list[np.ndarray]], splits: list[data_module.Split]) -> list[recal.Recalibrated]:
-        """Each copy's numbers with its run's weights, its BatchNorm statistics from its x_train_eval."""
+    def evaluate(
+        self, weights: list[list[np.ndarray]], splits: list[data_module.Split], session: Session
+    ) -> list[recal.Recalibrated]:
+        """Each copy's numbers with its run's weights, its BatchNorm statistics from its x_train_eval; on the
+        session's evaluation pipelines.
+        """
         for copy, mine in zip(self.copies, weights, strict=True):
             copy.set_weights(mine)
         recal.set_statistics(self.norms, self._moments, [s.x_train_eval for s in splits])
-        train = evaluate_towers(self.model, [(s.x_train_eval, s.y_train_eval) for s in splits])
-        val = evaluate_towers(self.model, [(s.x_val, s.y_val) for s in splits])
+        train = evaluate_towers(self.model, [(s.x_train_eval, s.y_train_eval) for s in splits], session)
+        val = evaluate_towers(self.model, [(s.x_val, s.y_val) for s in splits], session)
         both = zip(train, val, strict=True)
         return [recal.Recalibrated(t["accuracy"], t["loss"], v["accuracy"], v["loss"]) for t, v in both]
 
 
-def evaluate_towers(model: Any, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
-    """Each tower's compiled metrics and loss on its own (x, y), one `evaluate` for all."""
+def evaluate_towers(model: Any, pairs: list[tuple[np.ndarray, np.ndarray]], session: Session) -> list[dict[str, float]]:
+    """Each tower's compiled metrics and loss on its own (x, y), one `evaluate` for all, on the session's pipeline."""
     xs, ys = [x for x, _ in pairs], [y for _, y in pairs]
-    result = model.evaluate(data_module.eval_batches(tuple(xs), tuple(ys), EVAL_BATCH), verbose=0, return_dict=True)
+    result = model.evaluate(session.eval_batches(tuple(xs), tuple(ys), EVAL_BATCH), verbose=0, return_dict=True)
     keys = {name: name for name in vocab.COMPILE_METRICS} | {vocab.LOSS: RUN_LOSS}  # a tower's loss as alone
     return [{name: float(result[f"tower{k}_{key}"]) for name, key in keys.items()} for k in range(len(pairs))]
 
 
-def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: int) -> tuple[Any, list[Any], bool]:
-    """(compiled pack model, each run's tower, whether the compiled model was reused). Each tower is
-    seeded and built as its run would be alone; a cached pack of the same graph takes their weights.
+def _model_for(
+    specs: list[RunSpec], split: data_module.Split, steps_per_epoch: int, session: Session
+) -> tuple[Compiled, list[Any], bool]:
+    """(compiled pack model and its strategy, each run's tower, whether it was the session's). Each tower
+    is seeded and built as its run would be alone; the session's pack of the same graph takes their weights.
     """
     first = specs[0]
     schedules = [optim.learning_rate(spec.point.train, steps_per_epoch) for spec in specs]
     replicas = devices.replicas_for(1)
     traced = [s.get_config() for s in schedules if not isinstance(s, float)]  # warm-up numbers are in the graph
     key = ("pack", len(specs), graph_key(first, split.num_classes, schedules[0], replicas), str(traced))
-    reuse = key == COMPILED.key
-    if not reuse:
-        forget_compiled()
+    kept = session.take(key)
     fresh = []
     for k, spec in enumerate(specs):
         seed_everything(spec.seed)  # right before the weights are drawn, as alone
@@ -228,14 +235,14 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
     if any(tower.losses for tower in fresh):
         raise Unpackable("the model adds losses of its own (regularizers): its runs train alone")
     rates = [optim.effective_lr(spec.point.train) for spec in specs]
-    if reuse:
-        model = COMPILED.model
+    if kept is not None:
+        model = kept.model
         towers = [model.get_layer(f"tower{k}") for k in range(len(specs))]
         for old, new in zip(towers, fresh, strict=True):
             old.set_weights(new.get_weights())
         tower_optimizer.reset(model.optimizer, rates)
         model.stop_training = False
-        return model, towers, True
+        return kept, towers, True
     model = _joined(fresh, "pack")
     model.compile(
         optimizer=tower_optimizer.build(first.point.train.optimizer, schedules, fresh),
@@ -243,8 +250,7 @@ def _model_for(specs: list[RunSpec], split: data_module.Split, steps_per_epoch: 
         jit_compile=backends.jit_compile(),
         steps_per_execution=steps_per_execution(first.point.train.batch_size, 1),
     )
-    COMPILED.keep(key, model, devices.strategy_for(replicas))
-    return model, fresh, False
+    return Compiled(key, model, devices.strategy_for(replicas)), fresh, False
 
 
 def _tower_model(k: int, spec: RunSpec, classes: int) -> Any:

@@ -22,6 +22,7 @@ its recalibrated numbers are its raw ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,6 @@ import numpy as np
 
 from sweep import vocab
 from sweep.train import backends
-from sweep.train.data import eval_batches
 
 QUIET: dict[str, Any] = {"verbose": 0, "return_dict": True}
 RECAL_BATCH = 512  # images per forward pass; large, so downstream layers see near-population statistics
@@ -72,8 +72,12 @@ class Twin:
             of_chunk = statistics_of(self.model, self.norms)
             self._moments = traced(lambda chunks: [of_chunk(chunks[0])])
 
-    def evaluate(self, weights: list[np.ndarray], split: Any) -> Recalibrated:
-        """Numbers of a model with these weights, its BatchNorm statistics recomputed on split.x_train_eval."""
+    def evaluate(
+        self, weights: list[np.ndarray], split: Any, eval_batches: Callable[[Any, Any, int], Any]
+    ) -> Recalibrated:
+        """Numbers of a model with these weights, its BatchNorm statistics recomputed on split.x_train_eval;
+        evaluated on `eval_batches` of the sets (the trainer's, `Session.eval_batches`).
+        """
         self.model.set_weights(weights)
         if self.norms:
             self._recalibrate(split.x_train_eval)

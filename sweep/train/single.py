@@ -20,27 +20,29 @@ from sweep.train import backends, devices, noise, optim, recal, usercode
 from sweep.train import data as data_module
 from sweep.train import model as model_module
 from sweep.train.compiled import (
-    COMPILED,
     EVAL_BATCH,
-    forget_compiled,
+    Compiled,
     graph_key,
     reset_compiled,
     seed_everything,
     steps_per_execution,
 )
+from sweep.train.session import Session
 
 Stretch = tuple[float, float]  # a fit call's running accuracy and loss at its end
 
 
 class Single:
-    """The compiled model of a run trained alone (fresh, or the cached one with this run's weights)."""
+    """The compiled model of a run trained alone (fresh, or the session's with this run's weights)."""
 
-    def __init__(self, spec: RunSpec, split: data_module.Split, steps_per_epoch: int) -> None:
+    def __init__(self, spec: RunSpec, split: data_module.Split, steps_per_epoch: int, session: Session) -> None:
         self.spec = spec
         self.split = split
+        self.session = session
         self.replicas = devices.replicas_for(spec.point.train.gpus)
         devices.check_even_split(self.replicas, len(split.y_train), spec.point.train.batch_size)
-        self.strategy, self.model, self.reused = _model_for(spec, split, steps_per_epoch, self.replicas)
+        self.compiled, self.reused = _model_for(spec, split, steps_per_epoch, self.replicas, session)
+        self.model, self.strategy = self.compiled.model, self.compiled.strategy
         self.own_model = self.model  # whose parameters the run counts
         self.callbacks = usercode.callbacks(spec.point.train.callbacks)  # fresh ones: their state is per run
 
@@ -65,7 +67,7 @@ class Single:
     def evaluate(self, pairs: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
         """The compiled metrics (accuracy) and the loss in inference mode on (x, y)."""
         x, y = pairs[0]
-        result = self.model.evaluate(data_module.eval_batches(x, y, EVAL_BATCH), verbose=0, return_dict=True)
+        result = self.model.evaluate(self.session.eval_batches(x, y, EVAL_BATCH), verbose=0, return_dict=True)
         return [{name: float(result[name]) for name in (*vocab.COMPILE_METRICS, vocab.LOSS)}]
 
     def recalibrated(self, train_eval: list[dict[str, float]], val: list[dict[str, float]]) -> list[dict[str, float]]:
@@ -73,28 +75,28 @@ class Single:
         spec, split = self.spec, self.split
         if not spec.point.model.batchnorm:  # nothing to recalibrate: the raw numbers
             return [raw_recalibrated(train_eval[0], val[0])]
-        if COMPILED.twin is None:  # built and traced once per compiled model, like its training function
+        if self.compiled.twin is None:  # built and traced once per compiled model, like its training function
             point, classes = spec.point, split.num_classes
-            COMPILED.twin = recal.Twin(
+            self.compiled.twin = recal.Twin(
                 lambda: model_module.build_model(point.model, point.data.image_size, classes, point.data.channels),
                 EVAL_BATCH,
             )
-        return [COMPILED.twin.evaluate(self.model.get_weights(), split).fields()]
+        return [self.compiled.twin.evaluate(self.model.get_weights(), split, self.session.eval_batches).fields()]
 
     def predicted(self, xs: list[np.ndarray]) -> list[np.ndarray]:
         """Class probabilities on x in inference mode (the balanced accuracy of imbalanced data)."""
-        return [self.model.predict(data_module.eval_batches(xs[0], None, EVAL_BATCH), verbose=0)]
+        return [self.model.predict(self.session.eval_batches(xs[0], None, EVAL_BATCH), verbose=0)]
 
     def noise_scale(self, step: int) -> dict[str, float]:
         """B_simple at the current weights, from training batches drawn by a sub-seed of the run seed."""
         import keras
 
-        if COMPILED.gradient is None:  # traced once per compiled model, like its training function
-            COMPILED.gradient = noise.keras_gradient(self.model, keras.losses.SparseCategoricalCrossentropy())
+        if self.compiled.gradient is None:  # traced once per compiled model, like its training function
+            self.compiled.gradient = noise.keras_gradient(self.model, keras.losses.SparseCategoricalCrossentropy())
         rng = np.random.default_rng(derive_seed(self.spec.seed, "noise-scale", step))
         with noise.preserved(self.model):
             measured = noise.measure(
-                COMPILED.gradient, self.split.x_train, self.split.y_train, self.spec.point.train.batch_size, rng
+                self.compiled.gradient, self.split.x_train, self.split.y_train, self.spec.point.train.batch_size, rng
             )
         return {
             vocab.NOISE_SCALE: measured.b_simple,
@@ -123,26 +125,24 @@ def raw_recalibrated(train_eval: dict[str, float], val: dict[str, float]) -> dic
 
 
 def _model_for(
-    spec: RunSpec, split: data_module.Split, steps_per_epoch: int, replicas: devices.Replicas
-) -> tuple[Any, Any, bool]:
-    """(strategy, compiled model with this run's initial weights, whether the model was reused).
+    spec: RunSpec, split: data_module.Split, steps_per_epoch: int, replicas: devices.Replicas, session: Session
+) -> tuple[Compiled, bool]:
+    """(the compiled model with this run's initial weights and its strategy, whether it was the session's).
 
     Seeding comes right before the weights are drawn, as in a fresh process; a new
-    graph first clears Keras's global state, as a fresh process would have it.
+    graph first clears Keras's global state, as a fresh process would have it (`Session.take`).
     """
     lr = optim.learning_rate(spec.point.train, steps_per_epoch)
     key = graph_key(spec, split.num_classes, lr, replicas)
-    reuse = key == COMPILED.key
-    if not reuse:
-        forget_compiled()
+    kept = session.take(key)
     seed_everything(spec.seed)
-    strategy = COMPILED.strategy if reuse else devices.strategy_for(replicas)
+    strategy = kept.strategy if kept is not None else devices.strategy_for(replicas)
     with strategy.scope():
         data = spec.point.data
         fresh = model_module.build_model(spec.point.model, data.image_size, split.num_classes, data.channels)
-        if reuse:
-            reset_compiled(COMPILED.model, fresh, lr)
-            return strategy, COMPILED.model, True
+        if kept is not None:
+            reset_compiled(kept.model, fresh, lr)
+            return kept, True
         fresh.compile(
             optimizer=optim.make_optimizer(spec.point.train.optimizer, lr),
             loss="sparse_categorical_crossentropy",
@@ -150,5 +150,4 @@ def _model_for(
             jit_compile=backends.jit_compile(),
             steps_per_execution=steps_per_execution(spec.point.train.batch_size, len(replicas.devices)),
         )
-    COMPILED.keep(key, fresh, strategy)
-    return strategy, fresh, False
+    return Compiled(key, fresh, strategy), False

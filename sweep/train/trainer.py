@@ -1,4 +1,4 @@
-"""The one trainer: `Trainer(specs)` trains K runs that share a compiled graph; K = 1 is a run alone.
+"""The one trainer: `Trainer(specs, session)` trains K runs that share a compiled graph; K = 1 is a run alone.
 No file I/O; the worker writes (sweep/run/driver.py).
 
 Each epoch is one `model.fit(..., initial_epoch=e, epochs=e+1)` call on that
@@ -24,8 +24,10 @@ is one `fit` call, exactly as before the controls existed.
 A run alone trains in its own compiled model (sweep/train/single.py: replicas, user callbacks,
 the noise scale); K runs train as the towers of one model (sweep/train/pack.py), their records
 equal to each run's alone. Both answer the trainer's calls (`Engine`) per run, so the epochs,
-records, positions, early stopping and divergence below are written once. The compiled model is
-kept for the next run of the same graph, and seeded in one place (sweep/train/compiled.py).
+records, positions, early stopping and divergence below are written once. The worker's session
+(sweep/train/session.py) gives a trainer the compiled model of the last run of the same graph, and
+keeps this trainer's for the next once its runs trained to their ends with none diverged; seeding is
+in one place (sweep/train/compiled.py).
 
 Each run's `position` says where it stands after each record, for its checkpoint
 (sweep/train/checkpoint.py); `records(position)` goes on from a restored one (a run alone).
@@ -45,6 +47,7 @@ from sweep.config.plan import RunSpec
 from sweep.train import backends, checkpoint, devices
 from sweep.train import data as data_module
 from sweep.train import model as model_module
+from sweep.train.compiled import Compiled
 from sweep.train.pack import Towers
 from sweep.train.records import (
     Diverged,
@@ -56,12 +59,14 @@ from sweep.train.records import (
     record_stops,
     total_steps,
 )
+from sweep.train.session import Session
 from sweep.train.single import Single
 
 
 class Engine(Protocol):
     """A trainer's compiled model, for one run (`Single`) or a pack (`Towers`); every list is per run."""
 
+    compiled: Compiled  # the model, its strategy and what was traced for it: the session keeps it for the next run
     model: Any  # the compiled Keras model that trains
     strategy: Any
     replicas: devices.Replicas
@@ -141,26 +146,29 @@ class Trainer:
 
     Its compiled model (`engine`) is the run's own model for one run (sweep/train/single.py) and the
     towers of one model for several (sweep/train/pack.py); either answers every call per run, so the
-    epochs, records and positions below are one code path for both.
+    epochs, records and positions below are one code path for both. `session`: the worker's, whose
+    compiled model it may reuse and which keeps its own (sweep/train/session.py); without one, a fresh
+    session of its own.
     """
 
-    def __init__(self, specs: list[RunSpec]) -> None:
-        data_module.forget_eval_sets()  # the last trainer's
+    def __init__(self, specs: list[RunSpec], session: Session | None = None) -> None:
+        self.session = session if session is not None else Session()
+        self.session.begin()  # the last trainer's evaluation pipelines are dropped
         splits = [data_module.load_split(spec.point.data) for spec in specs]  # seeds of their own
         first, split = specs[0], splits[0]
         self.steps_per_epoch = math.ceil(len(split.y_train) / first.point.train.batch_size)
         self.engine: Engine = (
-            Single(first, split, self.steps_per_epoch)
+            Single(first, split, self.steps_per_epoch, self.session)
             if len(specs) == 1
-            else Towers(specs, splits, self.steps_per_epoch)
+            else Towers(specs, splits, self.steps_per_epoch, self.session)
         )
         self.runs = [RunState(spec, s, _watch(spec)) for spec, s in zip(specs, splits, strict=True)]
         self.info = run_info(first, split, self.engine)
 
     @classmethod
-    def alone(cls, spec: RunSpec) -> Trainer:
+    def alone(cls, spec: RunSpec, session: Session | None = None) -> Trainer:
         """A trainer of one run."""
-        return cls([spec])
+        return cls([spec], session)
 
     @property
     def model(self) -> Any:
@@ -188,9 +196,18 @@ class Trainer:
 
         Before a record is yielded, its run's `position` says where it then stands, early stopping's
         verdict at the end of an epoch included, so a checkpoint written at the record is complete.
+
+        Once every run has ended, none diverged, the session keeps the compiled model for the next run of
+        its graph. Not otherwise: a diverged run's model may be broken, and an error, a stop, or records
+        left unread (the generator closed) never get here.
         """
-        yield from self._until_ended(resume)
+        diverged = False
+        for found in self._until_ended(resume):
+            diverged = diverged or any(isinstance(record, Diverged) for record in found.values())
+            yield found
         self.engine.end()
+        if not diverged:
+            self.session.keep(self.engine.compiled)
 
     def _until_ended(self, resume: checkpoint.Position | None) -> Iterator[dict[int, EpochRecord | Diverged]]:
         """`records` up to the last record of the last run still recorded."""

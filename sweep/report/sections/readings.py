@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sweep import vocab
 from sweep.analysis import readings, tuning
 from sweep.analysis.estimates import fmt_estimate
 from sweep.claims import attribution as attr
@@ -14,6 +13,7 @@ from sweep.claims import comparable
 from sweep.claims.findings import FAR_GAP
 from sweep.claims.registry import STEPS_DIFFER
 from sweep.report.document import Doc
+from sweep.vocab import RunStatus
 
 TUNING_EXPERIMENTS = "experiments/lr_search.yaml"  # a grid with a search: block per batch size
 
@@ -173,7 +173,7 @@ def tuning_section(doc: Doc, tun: tuning.Tuning | None) -> None:
             (
                 str(p.batch_size),
                 p.search_metric or "not recorded",
-                "; ".join(f"{lr:.3g} -> {v:.3f}{'' if s == vocab.DONE else f' ({s})'}" for lr, v, s in p.trials),
+                "; ".join(f"{lr:.3g} -> {v:.3f}{'' if s == RunStatus.DONE else f' ({s})'}" for lr, v, s in p.trials),
             )
             for p in tun.points
         ],

@@ -16,7 +16,7 @@ from sweep import analysis as an
 from sweep import claims, vocab
 from sweep.analysis import health as health_of
 from sweep.claims import basis
-from sweep.claims.findings import READ_QUIET, READ_RAW, READ_RECAL, READ_SYMPTOM, READ_TIME, claims_table
+from sweep.claims.findings import READ_TUNED, ReadFrom, claims_table
 from sweep.config import timing_schema
 from sweep.vocab import RunStatus
 
@@ -47,7 +47,7 @@ def batch_table(recalibrated: bool = True, **fixed: Any) -> pd.DataFrame:
 
 def test_c7_reads_the_recalibrated_numbers_and_says_so() -> None:
     finding = basis.read(claims.by_id("C7"), batch_table(**{"train.optimizer": "momentum", "train.lr": 0.1}))
-    assert finding is not None and finding.reading == READ_RECAL
+    assert finding is not None and finding.reading == ReadFrom.RECAL.value
     val = next(c for c in finding.checks if c.label.startswith("val_acc_recal, batch 256 - batch 8"))
     assert val.estimate.mean == pytest.approx(0.0533, abs=1e-3)  # recalibrated: +0.053, raw would be -0.50
     assert (finding.optimizer, finding.lr) == ("momentum", "0.1")
@@ -56,7 +56,7 @@ def test_c7_reads_the_recalibrated_numbers_and_says_so() -> None:
 
 def test_without_recalibrated_numbers_c7_reads_raw_and_says_so() -> None:
     finding = basis.read(claims.by_id("C7"), batch_table(recalibrated=False))
-    assert finding is not None and finding.reading == READ_RAW
+    assert finding is not None and finding.reading == ReadFrom.RAW.value
     val = next(c for c in finding.checks if c.label.startswith("val_acc, batch 256 - batch 8"))
     assert val.estimate.mean == pytest.approx(-0.50)
     assert finding.optimizer == "adam"  # the rows lack the column: the default, named all the same
@@ -65,7 +65,7 @@ def test_without_recalibrated_numbers_c7_reads_raw_and_says_so() -> None:
 
 def test_c8_picks_the_best_batch_size_on_recalibrated_val_acc() -> None:
     finding = basis.read(claims.by_id("C8"), batch_table())
-    assert finding is not None and finding.reading == READ_RECAL
+    assert finding is not None and finding.reading == ReadFrom.RECAL.value
     (check,) = finding.checks
     assert check.estimate.mean == pytest.approx(-0.0533, abs=1e-3)  # batch 8 minus batch 256: the large one wins
 
@@ -75,7 +75,7 @@ def test_the_symptom_is_read_as_the_post_read_it() -> None:
     table = batch_table().assign(**{BS: lambda t: t[BS].map({8: 8, 256: 64})})
     table[gap2] = [0.05, 0.04, 0.06, 0.5, 0.55, 0.6]
     finding = basis.read(claims.by_id("C1"), table)
-    assert finding is not None and finding.reading == READ_SYMPTOM
+    assert finding is not None and finding.reading == ReadFrom.SYMPTOM.value
     assert finding.checks[0].estimate.mean == pytest.approx(0.55)
 
 
@@ -85,7 +85,7 @@ def test_claims_csv_names_optimizer_lr_and_reading_on_every_row() -> None:
     tested = rows[rows["verdict"] != "not tested by this sweep"]
     assert set(tested["claim"]) >= {"C7", "C8"}
     assert (tested["optimizer"] == "adam").all() and (tested["lr"] == "0.001").all()
-    assert set(tested.loc[tested["claim"].isin(["C7", "C8"]), "reading"]) == {READ_RECAL}
+    assert set(tested.loc[tested["claim"].isin(["C7", "C8"]), "reading"]) == {ReadFrom.RECAL.value}
 
 
 # --- did it train?
@@ -132,7 +132,7 @@ def test_c6_reads_the_quiet_repeats_paired_by_round() -> None:
     repeats = {8: "10.0 12.0 11.0", 256: "5.0 9.0 4.4"}
     table = batch_table().assign(**{timing_schema.QUIET_REPEATS: lambda t: t[BS].map(repeats)})
     finding = basis.read(claims.by_id("C6"), table)
-    assert finding is not None and finding.reading == READ_QUIET
+    assert finding is not None and finding.reading == ReadFrom.QUIET.value
     (check,) = finding.checks
     assert check.label.startswith("quiet epoch time at batch 256 relative to batch 8")
     assert check.estimate.mean == pytest.approx((5 / 10 + 9 / 12 + 4.4 / 11) / 3 - 1)
@@ -141,7 +141,7 @@ def test_c6_reads_the_quiet_repeats_paired_by_round() -> None:
 
 def test_without_a_quiet_measurement_c6_reads_the_runs_own_times_and_says_so() -> None:
     finding = basis.read(claims.by_id("C6"), batch_table())
-    assert finding is not None and finding.reading == READ_TIME
+    assert finding is not None and finding.reading == ReadFrom.TIME.value
     assert finding.checks[0].label.startswith("median epoch time")
 
 
@@ -158,7 +158,7 @@ def test_batch_size_advice_is_read_at_each_batch_sizes_tuned_lr() -> None:
     found = {c.id: f for c, f in claims.evaluate(grid, None, None, basis.tuned_lr(tuned, searches))}
     c8 = found["C8"]
     assert c8 is not None and c8.lr == "tuned per batch size over [0.0001, 0.03] (8: 0.002, 256: 0.03)"
-    assert c8.reading == f"{READ_RECAL}; {basis.READ_TUNED}"
+    assert c8.reading == f"{ReadFrom.RECAL.value}; {READ_TUNED}"
     assert c8.checks[0].estimate.mean == pytest.approx(0.20)  # the tuned runs: batch 8 ahead by 0.2
     assert found["C6"] is not None and found["C6"].lr == "0.001"  # timing is not advice: the grid's runs
 

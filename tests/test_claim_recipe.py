@@ -23,7 +23,7 @@ def test_a_claim_added_to_the_registry_alone_is_reported_like_the_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     c2 = registry.by_id("C2")
-    c10 = dataclasses.replace(c2, id="C10", brief="a throw-away claim", part="")
+    c10 = dataclasses.replace(c2, id="C10", brief="a throw-away claim", part=None)
     monkeypatch.setattr(registry, "CLAIMS", (*registry.CLAIMS, c10))
     folder = tmp_path / "causes"
     shutil.copytree(FIXTURES / "fx_causes", folder)

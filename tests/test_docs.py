@@ -102,13 +102,17 @@ def test_the_install_without_tensorflow_lists_every_other_dependency() -> None:
 
 def test_report_docs_say_how_each_claim_is_read_as_the_code_reads_it() -> None:
     """docs/report.md's table of readings names, per claim, the numbers `Claim.reads` decides it on."""
-    from sweep.claims.findings import GENERALISATION, SYMPTOM, TIME
+    from sweep.claims.findings import Reads
     from sweep.claims.registry import CLAIMS
 
     text = (REPO / "docs" / "report.md").read_text(encoding="utf-8")
     section = text[text.index("## How each claim is read") : text.index("## The error budget")]
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| (C\d) \| [^|]+ \| ([^|]+) \|$", section, re.M)}
-    words = {SYMPTOM: "symptom (raw", GENERALISATION: "recalibrated where recorded", TIME: "quiet `sweep time`"}
+    words = {
+        Reads.SYMPTOM: "symptom (raw",
+        Reads.GENERALISATION: "recalibrated where recorded",
+        Reads.TIME: "quiet `sweep time`",
+    }
     assert {c.id: words[c.reads] in rows.get(c.id, "") for c in CLAIMS} == {c.id: True for c in CLAIMS}
     budget = text[text.index("## The error budget") :]
     assert "at most 5%" in budget[:400] and "One family" in budget and "Maps decide nothing" in budget

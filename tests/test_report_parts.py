@@ -14,7 +14,7 @@ from conftest import REPO
 from sweep import analysis as an
 from sweep import vocab
 from sweep.claims import attribution
-from sweep.claims.findings import ADVICE, CAUSE, PICTURE, REPLICAS, SCALING, SPEED
+from sweep.claims.findings import Part
 from sweep.claims.registry import CLAIMS, STEPS_DIFFER, TUNED_FIRST, by_id, causes, the, thresholds
 from sweep.report.background import background
 from sweep.report.document import Doc, Marked, to_html, to_markdown
@@ -23,7 +23,7 @@ from sweep.report.sections import assemble as sections
 pytestmark = pytest.mark.unit
 
 FIXTURES = REPO / "tests" / "fixtures"
-PARTS = (PICTURE, CAUSE, SPEED, SCALING, ADVICE, REPLICAS)
+PARTS = tuple(Part)
 
 
 def test_claims_are_data_with_their_thresholds_in_their_words() -> None:
@@ -41,7 +41,7 @@ def test_the_answer_finds_claims_by_their_part_not_their_id() -> None:
     is named; the claims read at tuned lrs and at equal steps come from the claims' data.
     """
     assert all(claim.part in PARTS for claim in CLAIMS)
-    for part in (PICTURE, ADVICE, SCALING, SPEED, REPLICAS):
+    for part in (Part.PICTURE, Part.ADVICE, Part.SCALING, Part.SPEED, Part.REPLICAS):
         assert sum(claim.part == part for claim in CLAIMS) == 1, part
     assert [(c.id, c.cause) for c in causes()] == [
         ("C2", "class imbalance"),
@@ -49,7 +49,7 @@ def test_the_answer_finds_claims_by_their_part_not_their_id() -> None:
         ("C4", "mismatched preprocessing"),
         ("C5", "a model too large"),
     ]
-    assert (the(PICTURE).id, the(ADVICE).id, the(SCALING).id) == ("C1", "C8", "C7")
+    assert (the(Part.PICTURE).id, the(Part.ADVICE).id, the(Part.SCALING).id) == ("C1", "C8", "C7")
     assert TUNED_FIRST == ("C7", "C8") and STEPS_DIFFER == ("C1", "C5", "C7", "C8")
 
 

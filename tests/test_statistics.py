@@ -17,7 +17,7 @@ from sweep.analysis import power
 from sweep.analysis.estimates import Check, Estimate, estimate, holm
 from sweep.analysis.outcome import Outcome
 from sweep.claims import family
-from sweep.claims.findings import ANY, Finding
+from sweep.claims.findings import Finding, Rule
 from sweep.claims.registry import by_id
 from sweep.claims.verdict import verdict_text
 
@@ -102,7 +102,7 @@ def test_c4_says_its_any_of_rule_in_the_verdict() -> None:
             Check("b", estimate([0.0, 0.1, -0.1]), high=-0.1),
         ),
         "constructed",
-        rule=ANY,
+        rule=Rule.ANY,
     )
     assert one_holds.verdict == "supported"
     assert verdict_text(c4, one_holds).startswith("supported (any-of rule: supported when 1 of its 2 checks holds")

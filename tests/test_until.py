@@ -25,7 +25,7 @@ from sweep.analysis.estimates import Check, Estimate
 from sweep.analysis.outcome import Outcome
 from sweep.analysis.sequential import Plan, decide
 from sweep.claims import basis, family
-from sweep.claims.findings import ANY, Finding
+from sweep.claims.findings import Finding, Rule
 from sweep.claims.registry import by_id
 from sweep.claims.verdict import Verdict
 from sweep.claims.verdict import sequential_verdict as sequential_of
@@ -261,7 +261,7 @@ def test_the_verdict_after_until_decided_is_the_sequential_one() -> None:
     assert sequential_verdict(_sequential(finding, (False, None)), one) == (
         "contradicted (sequential, decided by 5 seeds)"  # one failing check settles an all-of claim
     )
-    either = Finding(finding.checks, "runs", rule=ANY)  # C4: one kind of mismatch is enough
+    either = Finding(finding.checks, "runs", rule=Rule.ANY)  # C4: one kind of mismatch is enough
     rule = "(any-of rule: supported when 1 of its 2 checks holds, contradicted when all fail)"
     first = _statuses(("holds", 5, False), ("", 12, False))
     assert sequential_verdict(_sequential(either, (True, None)), first) == (

@@ -21,17 +21,7 @@ from sweep.analysis import BATCH_SIZE, SOURCE, column, readings
 from sweep.analysis.decisions import check_of
 from sweep.analysis.estimates import Key
 from sweep.analysis.outcome import Outcome
-from sweep.claims.findings import (
-    GENERALISATION,
-    READ_RAW,
-    READ_RECAL,
-    READ_SYMPTOM,
-    READ_TIME,
-    SYMPTOM,
-    TIME,
-    Claim,
-    Finding,
-)
+from sweep.claims.findings import Claim, Finding, ReadFrom, Reads
 
 
 def with_lost(
@@ -51,12 +41,6 @@ def with_lost(
     if finding is None:  # every run of a compared setting did not train: the claim has nothing to read
         return Finding((), chosen.selection, run_ids=chosen.run_ids, tested_at=chosen.tested_at, untrained=lost)
     return dataclasses.replace(finding, untrained=lost)
-
-
-# Batch-size advice (`Claim.tuned_first`) is read with each batch size at its own tuned learning rate where
-# the results have one (Shallue et al. 2019; the tuning playbook): at one fixed lr a batch size is judged at
-# another's best lr.
-READ_TUNED = "each batch size at its own tuned lr (the search's best, re-run at every seed)"
 
 
 def tuned_lr(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -131,16 +115,16 @@ def read(claim: Claim, table: pd.DataFrame) -> Finding | None:
     weights. The choice of runs depends on settings only, so both readings compare the same runs.
     """
     finding = claim.evaluate(table)
-    if finding is None or claim.reads != GENERALISATION:
-        words = {SYMPTOM: READ_SYMPTOM, TIME: READ_TIME}
-        if finding is None or finding.reading:  # C6 names its own: quiet or in-run
+    if finding is None or claim.reads is not Reads.GENERALISATION:
+        read = {Reads.SYMPTOM: ReadFrom.SYMPTOM, Reads.TIME: ReadFrom.TIME}
+        if finding is None or finding.read_from is not None:  # C6 names its own: quiet or in-run
             return finding
-        return dataclasses.replace(finding, reading=words.get(claim.reads, READ_RAW))
+        return dataclasses.replace(finding, read_from=read.get(claim.reads, ReadFrom.RAW))
     if _all_recalibrated(table, finding.run_ids):
         recal = claim.evaluate(readings.recalibrated(table))
         if recal is not None:
-            return dataclasses.replace(relabelled(recal), reading=READ_RECAL)
-    return dataclasses.replace(finding, reading=READ_RAW)
+            return dataclasses.replace(relabelled(recal), read_from=ReadFrom.RECAL)
+    return dataclasses.replace(finding, read_from=ReadFrom.RAW)
 
 
 def _all_recalibrated(table: pd.DataFrame, run_ids: tuple[str, ...]) -> bool:

@@ -36,8 +36,6 @@ from sweep.analysis.selection import (
 )
 from sweep.analysis.tuning import SMALL_BATCH
 from sweep.claims.findings import (
-    ALL,
-    ANY,
     CAUSE_RAISES_GAP,
     CLOSE_GAP,
     FAR_GAP,
@@ -46,6 +44,7 @@ from sweep.claims.findings import (
     Claim,
     Evidence,
     Finding,
+    Rule,
 )
 
 BN_MOMENTUM = "model.bn_momentum"
@@ -66,7 +65,7 @@ def finding_from(
     read: Selection | Sequence[Selection],
     evidence: Sequence[Evidence | tuple[str, Estimate]] = (),
     notes: Sequence[str] = (),
-    rule: str = ALL,
+    rule: Rule = Rule.ALL,
 ) -> Finding:
     """A finding from the selection(s) it read: their descriptions (each once) and the ids of their runs."""
     sels = (read,) if isinstance(read, Selection) else tuple(read)
@@ -245,7 +244,7 @@ def check_mismatch_lowers_val(claim: Claim, table: pd.DataFrame) -> Finding | No
     notes = (
         "Supported when at least one kind of mismatch lowers val_acc by more than the threshold; each kind is listed.",
     )
-    return finding_from(checks, selections, (), notes, rule=ANY)
+    return finding_from(checks, selections, (), notes, rule=Rule.ANY)
 
 
 # --- C5: a model too large for the data overfits

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, NamedTuple
 
 import pandas as pd
@@ -54,21 +55,40 @@ class Needs:
     reference: Any = None  # the value the others are compared with (C2: balanced)
 
 
-ALL, ANY = "all", "any"  # how a claim's checks combine: every one must hold (C4: at least one)
+class Rule(Enum):
+    """How a claim's checks combine."""
+
+    ALL = "all"  # every one must hold
+    ANY = "any"  # one is enough (C4: one kind of mismatch)
+
+
 DID_NOT_TRAIN_VERDICT = "not answered: its runs did not train"
 
-# Which numbers a claim is read from (docs/report.md, "How each claim is read"):
-# - the symptom as the post saw it: running training-mode train_acc against val_acc;
-# - generalisation and fit: the same weights with BatchNorm's statistics recomputed (the *_recal columns),
-#   so that BatchNorm's lag after few steps is not read as worse generalisation;
-# - raw inference-mode numbers where the runs did not record recalibrated ones (said so);
-# - time: epoch seconds.
-SYMPTOM, GENERALISATION, TIME = "symptom", "generalisation", "time"
-READ_SYMPTOM = "the post's reading: running train_acc vs val_acc (raw)"
-READ_RECAL = "recalibrated BatchNorm (*_recal: without BatchNorm's lag)"
-READ_RAW = "raw inference mode (these runs did not record recalibrated numbers)"
-READ_TIME = "in-run epoch seconds (on a machine shared with other work; no quiet `sweep time` measurement)"
-READ_QUIET = "quiet epoch seconds (`sweep time`, timing.csv: alternating repeats, training only)"
+
+class Reads(Enum):
+    """Which numbers decide a claim (docs/report.md, "How each claim is read")."""
+
+    SYMPTOM = "symptom"  # the symptom as the post saw it: running training-mode train_acc against val_acc
+    # generalisation and fit: the same weights with BatchNorm's statistics recomputed (the *_recal columns),
+    # so that BatchNorm's lag after few steps is not read as worse generalisation; raw where not recorded
+    GENERALISATION = "generalisation"
+    TIME = "time"  # epoch seconds
+
+
+class ReadFrom(Enum):
+    """The numbers a finding was read from, in words (tables/claims.csv's reading column)."""
+
+    SYMPTOM = "the post's reading: running train_acc vs val_acc (raw)"
+    RECAL = "recalibrated BatchNorm (*_recal: without BatchNorm's lag)"
+    RAW = "raw inference mode (these runs did not record recalibrated numbers)"
+    TIME = "in-run epoch seconds (on a machine shared with other work; no quiet `sweep time` measurement)"
+    QUIET = "quiet epoch seconds (`sweep time`, timing.csv: alternating repeats, training only)"
+
+
+# Batch-size advice (`Claim.tuned_first`) is read with each batch size at its own tuned learning rate where
+# the results have one (Shallue et al. 2019; the tuning playbook): at one fixed lr a batch size is judged at
+# another's best lr.
+READ_TUNED = "each batch size at its own tuned lr (the search's best, re-run at every seed)"
 
 
 class Evidence(NamedTuple):
@@ -87,18 +107,26 @@ class Finding:
     selection: str
     evidence: tuple[Evidence, ...] = ()  # informative numbers that do not decide
     notes: tuple[str, ...] = ()
-    rule: str = ALL
+    rule: Rule = Rule.ALL
     run_ids: tuple[str, ...] = ()  # the runs its selection(s) read (the run summary's run_id), sorted
     tested_at: str = ""  # the settings its runs ran at, in a few words (`Selection.tested_at`)
     optimizer: str = ""  # the optimizer(s) its runs trained with: "adam"
     lr: str = ""  # their learning rate: "0.001", or "tuned per batch size over [0.0001, 0.03]"
-    reading: str = ""  # which numbers decide, and where: READ_SYMPTOM, READ_RECAL or READ_RAW, with the epoch
+    read_from: ReadFrom | None = None  # which numbers decide (None: not yet said, `basis.read` says it)
+    tuned: bool = False  # read with each batch size at its own tuned lr (READ_TUNED)
     untrained: int = 0  # runs of the compared groups that did not train, left out of every number above
 
     @property
     def outcome(self) -> Outcome:
-        combine = any_of if self.rule == ANY else all_of
+        combine = any_of if self.rule is Rule.ANY else all_of
         return combine(c.outcome() for c in self.checks)
+
+    @property
+    def reading(self) -> str:
+        """The numbers it was read from, in words: tables/claims.csv's reading column."""
+        if self.read_from is None:
+            return ""
+        return f"{self.read_from.value}; {READ_TUNED}" if self.tuned else self.read_from.value
 
     @property
     def verdict(self) -> str:
@@ -119,17 +147,19 @@ class Finding:
         needed = [seeds_needed(c) for c in self.undecided()]
         if not needed:
             return None
-        pick = min if self.rule == ANY else max
+        pick = min if self.rule is Rule.ANY else max
         return pick(needed, key=lambda s: s.sort_key())
 
 
-# What a claim is in the answer (`Claim.part`): the first screen and the answer find claims by it, not by id.
-PICTURE = "the post's picture"  # its train/val numbers at two batch sizes
-CAUSE = "a suspected cause"  # of high train / low val accuracy, other than the batch size
-SPEED = "speed"
-SCALING = "fit and generalisation across batch sizes"
-ADVICE = "the advice"  # keep batch_size <= 32
-REPLICAS = "replicas"
+class Part(Enum):
+    """What a claim is in the answer (`Claim.part`): the first screen and the answer find claims by it, not by id."""
+
+    PICTURE = "the post's picture"  # its train/val numbers at two batch sizes
+    CAUSE = "a suspected cause"  # of high train / low val accuracy, other than the batch size
+    SPEED = "speed"
+    SCALING = "fit and generalisation across batch sizes"
+    ADVICE = "the advice"  # keep batch_size <= 32
+    REPLICAS = "replicas"
 
 
 @dataclass(frozen=True)
@@ -140,9 +170,9 @@ class Claim:
     needs: Needs
     thresholds: tuple[Threshold, ...]
     check: Callable[[Claim, pd.DataFrame], Finding | None]  # None: these runs cannot test it
-    reads: str = GENERALISATION  # SYMPTOM | GENERALISATION | TIME: which numbers decide
+    reads: Reads = Reads.GENERALISATION  # which numbers decide
     brief: str = ""  # the claim in a few words, for the first screen's verdict table
-    part: str = ""  # PICTURE | CAUSE | SPEED | SCALING | ADVICE | REPLICAS
+    part: Part | None = None  # its part in the answer; None: none (a claim of the user's)
     cause: str = ""  # a CAUSE's name in the answer ("class imbalance")
     steps_differ: bool = False  # compares runs that take different numbers of steps: read at equal steps, fit, time
     tuned_first: bool = False  # batch-size advice: read at each batch size's own tuned lr where results have one

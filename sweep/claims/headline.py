@@ -18,12 +18,12 @@ from sweep.analysis import BATCH_SIZE, column
 from sweep.analysis.estimates import Estimate, estimate
 from sweep.analysis.selection import where
 from sweep.claims.checks import bn_momentum
-from sweep.claims.findings import FAR_GAP, PICTURE, shows_pattern
+from sweep.claims.findings import FAR_GAP, Part, shows_pattern
 from sweep.claims.maps import Cell, ConditionMap
 from sweep.claims.registry import the
 
 BN = "model.batchnorm"
-SMALL, LARGE = the(PICTURE).needs.values  # C1 compares batch 8 with batch 64
+SMALL, LARGE = the(Part.PICTURE).needs.values  # C1 compares batch 8 with batch 64
 
 
 @dataclass(frozen=True)

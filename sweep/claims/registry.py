@@ -26,23 +26,17 @@ from sweep.claims.checks import (
 )
 from sweep.claims.family import corrected
 from sweep.claims.findings import (
-    ADVICE,
-    CAUSE,
     CAUSE_RAISES_GAP,
     CLOSE_GAP,
     FAR_GAP,
-    PICTURE,
-    REPLICAS,
     SAME_VAL,
-    SCALING,
-    SPEED,
     SPEEDUP,
-    SYMPTOM,
-    TIME,
     VAL_DROP,
     Claim,
     Finding,
     Needs,
+    Part,
+    Reads,
     Threshold,
 )
 from sweep.claims.speed_check import check_large_batch_faster
@@ -61,9 +55,9 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(ARTICLE_GRID, (BATCH_SIZE,), values=(8, 64)),
         (FAR_GAP, CLOSE_GAP),
         check_gap_at_two_batch_sizes,
-        reads=SYMPTOM,
+        reads=Reads.SYMPTOM,
         brief="batch 64: train_acc far above val_acc at epoch 2; batch 8: both close",
-        part=PICTURE,
+        part=Part.PICTURE,
         steps_differ=True,
     ),
     Claim(
@@ -75,9 +69,9 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(CAUSES_GRID, ("data.imbalance",), reference=0.0),
         (FAR_GAP, CAUSE_RAISES_GAP),
         check_cause_raises_gap,
-        reads=SYMPTOM,
+        reads=Reads.SYMPTOM,
         brief="class imbalance: high train_acc, low val_acc",
-        part=CAUSE,
+        part=Part.CAUSE,
         cause="class imbalance",
     ),
     Claim(
@@ -88,9 +82,9 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(CAUSES_GRID, ("data.shuffle",), reference=True),
         (FAR_GAP, CAUSE_RAISES_GAP),
         check_cause_raises_gap,
-        reads=SYMPTOM,
+        reads=Reads.SYMPTOM,
         brief="unshuffled data: high train_acc, low val_acc",
-        part=CAUSE,
+        part=Part.CAUSE,
         cause="unshuffled data",
     ),
     Claim(
@@ -102,7 +96,7 @@ CLAIMS: tuple[Claim, ...] = (
         (VAL_DROP,),
         check_mismatch_lowers_val,
         brief="train/val preprocessing mismatch lowers val_acc",
-        part=CAUSE,
+        part=Part.CAUSE,
         cause="mismatched preprocessing",
     ),
     Claim(
@@ -114,7 +108,7 @@ CLAIMS: tuple[Claim, ...] = (
         (),
         check_capacity_overfits,
         brief="a model too large for the data overfits",
-        part=CAUSE,
+        part=Part.CAUSE,
         cause="a model too large",
         steps_differ=True,
     ),
@@ -125,9 +119,9 @@ CLAIMS: tuple[Claim, ...] = (
         Needs(BATCH_SIZES_GRID, (BATCH_SIZE,)),
         (SPEEDUP,),
         check_large_batch_faster,
-        reads=TIME,
+        reads=Reads.TIME,
         brief="large batches train faster",
-        part=SPEED,
+        part=Part.SPEED,
     ),
     Claim(
         "C7",
@@ -137,7 +131,7 @@ CLAIMS: tuple[Claim, ...] = (
         (),
         check_large_batch_trains_small_generalises,
         brief="large batches fit better, small ones generalise better",
-        part=SCALING,
+        part=Part.SCALING,
         steps_differ=True,
         tuned_first=True,
     ),
@@ -150,7 +144,7 @@ CLAIMS: tuple[Claim, ...] = (
         (),
         check_small_batch_wins,
         brief="keep batch_size <= 32",
-        part=ADVICE,
+        part=Part.ADVICE,
         steps_differ=True,
         tuned_first=True,
     ),
@@ -165,7 +159,7 @@ CLAIMS: tuple[Claim, ...] = (
         (SAME_VAL,),
         check_replicas_learn_alike,
         brief="G replicas learn like one device",
-        part=REPLICAS,
+        part=Part.REPLICAS,
     ),
 )
 
@@ -174,15 +168,15 @@ def by_id(claim_id: str) -> Claim:
     return next(c for c in CLAIMS if c.id == claim_id)
 
 
-def the(part: str) -> Claim:
+def the(part: Part) -> Claim:
     """The one claim that plays this part in the answer (PICTURE, ADVICE, ...)."""
-    (claim,) = (c for c in CLAIMS if c.part == part)
+    (claim,) = (c for c in CLAIMS if c.part is part)
     return claim
 
 
 def causes() -> tuple[Claim, ...]:
     """The post's other suspected causes of high train / low val accuracy, in order."""
-    return tuple(c for c in CLAIMS if c.part == CAUSE)
+    return tuple(c for c in CLAIMS if c.part is Part.CAUSE)
 
 
 TUNED_FIRST = tuple(c.id for c in CLAIMS if c.tuned_first)
@@ -221,7 +215,7 @@ def evaluate(
         tuned_first = claim.tuned_first and tuned is not None and len(tuned)
         at_tuned = basis.read(claim, tuned) if tuned_first else None
         if at_tuned is not None:
-            found.append((claim, dataclasses.replace(at_tuned, reading=f"{at_tuned.reading}; {basis.READ_TUNED}")))
+            found.append((claim, dataclasses.replace(at_tuned, tuned=True)))
             continue
         finding = basis.in_folder(claim, table, where.get(claim.id)) if len(table) else None
         finding = basis.with_lost(claim, finding, table, untrained, where.get(claim.id))

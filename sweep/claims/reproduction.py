@@ -14,7 +14,7 @@ from sweep import vocab
 from sweep.analysis import BATCH_SIZE, column
 from sweep.analysis.estimates import Estimate, estimate
 from sweep.analysis.selection import where
-from sweep.claims.findings import PICTURE, shows_pattern
+from sweep.claims.findings import Part, shows_pattern
 from sweep.claims.maps import groups_everywhere
 from sweep.claims.registry import the
 
@@ -59,7 +59,7 @@ def candidates(table: pd.DataFrame) -> list[Candidate]:
     closest to the post's numbers first (a setting can be near the four numbers without their pattern).
     """
     found = []
-    for _, sel in groups_everywhere(the(PICTURE), table):
+    for _, sel in groups_everywhere(the(Part.PICTURE), table):
         numbers = {
             (bs, metric): estimate(where(sel.rows, BATCH_SIZE, bs)[column(metric, "epoch2")])
             for bs, metric in POST_NUMBERS

@@ -15,7 +15,7 @@ from sweep.analysis import BATCH_SIZE, PACK_SIZE, QUIET_EPOCH_SECONDS, TIMED_COP
 from sweep.analysis.estimates import Check, Estimate, Key, estimate
 from sweep.analysis.selection import Selection, fmt_value, paired_relative, sorted_values, where
 from sweep.claims.checks import across_batch_sizes, estimate_at, finding_from
-from sweep.claims.findings import READ_QUIET, READ_TIME, SPEEDUP, Finding
+from sweep.claims.findings import SPEEDUP, Finding, ReadFrom
 from sweep.config.timing_schema import QUIET_REPEATS
 
 
@@ -60,7 +60,7 @@ def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding 
         *_quiet_note(sel.rows, small, large),
     )
     finding = finding_from(checks, sel, evidence, notes)
-    return dataclasses.replace(finding, reading=READ_QUIET if quiet is not None else READ_TIME)
+    return dataclasses.replace(finding, read_from=ReadFrom.QUIET if quiet is not None else ReadFrom.TIME)
 
 
 def _quiet_change(rows: pd.DataFrame, small: Any, large: Any) -> Estimate | None:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from sweep.analysis.decisions import check_of
 from sweep.analysis.outcome import INCONCLUSIVE, NOT_TESTED, Outcome, all_of, any_of
-from sweep.claims.findings import ANY, DID_NOT_TRAIN_VERDICT, Claim, Finding
+from sweep.claims.findings import DID_NOT_TRAIN_VERDICT, Claim, Finding, Rule
 
 
 class Basis(Enum):
@@ -96,7 +96,7 @@ def sequential_verdict(finding: Finding, checks: pd.DataFrame) -> Verdict:
     with every other check of the report), and an undecided one at the cap with the seeds per setting 80%
     power would still need (from the finding's own check).
     """
-    combine = any_of if finding.rule == ANY else all_of
+    combine = any_of if finding.rule is Rule.ANY else all_of
     sides = [c.outcome() for c in finding.checks]
     name, named = check_of(checks)
     seen = dict(zip(checks[name].astype(str), checks["n"], strict=True))
@@ -129,13 +129,13 @@ def _decided_by(combine: Callable[[Iterable[Outcome]], Outcome], sides: Sequence
 
 
 def rule_words(finding: Finding) -> str:
-    if finding.rule != ANY:
+    if finding.rule is not Rule.ANY:
         return ""
     return f" (any-of rule: supported when 1 of its {len(finding.checks)} checks holds, contradicted when all fail)"
 
 
 def short_rule(finding: Finding) -> str:
-    return " (one check is enough)" if finding.rule == ANY else ""
+    return " (one check is enough)" if finding.rule is Rule.ANY else ""
 
 
 def verdict_text(claim: Claim, finding: Finding | None) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from sweep import vocab
 from sweep.analysis.estimates import Estimate
 from sweep.claims.checks import at_batch
-from sweep.claims.findings import ADVICE, PICTURE, SCALING, Claim, Finding
+from sweep.claims.findings import Claim, Finding, Part
 from sweep.claims.maps import ConditionMap
 from sweep.claims.registry import causes, the
 
@@ -55,12 +55,12 @@ def summarise(findings: Sequence[tuple[Claim, Finding | None]], maps: Sequence[C
     found = {c.id: f for c, f in findings if f is not None}
     with_checks = {claim_id: f for claim_id, f in found.items() if f.checks}
     mapped = {m.claim.id: m for m in maps}
-    picture = the(PICTURE)
+    picture = the(Part.PICTURE)
     return Summary(
         _picture(picture, with_checks.get(picture.id), mapped.get(picture.id)),
         mapped.get(picture.id),
-        with_checks.get(the(ADVICE).id),
-        with_checks.get(the(SCALING).id),
+        with_checks.get(the(Part.ADVICE).id),
+        with_checks.get(the(Part.SCALING).id),
         tuple(Cause(c, found[c.id], mapped.get(c.id)) for c in causes() if c.id in found),
         tuple(c.id for c, f in findings if f is not None and f.checks and not f.outcome.decided),
         max((c.estimate.n for _, f in findings if f is not None for c in f.checks), default=0),

@@ -22,7 +22,7 @@ import pandas as pd
 
 from sweep import analysis as an
 from sweep import vocab
-from sweep.claims.findings import PICTURE, SCALING, Claim, Finding
+from sweep.claims.findings import Claim, Finding, Part
 from sweep.claims.registry import the
 from sweep.report.figures import files
 from sweep.report.figures.files import FigureFile
@@ -42,7 +42,7 @@ def runs_read(findings: Sequence[tuple[Claim, Finding | None]]) -> tuple[str, Fi
     fit and generalisation's (C7); None when neither was tested.
     """
     found = {c.id: f for c, f in findings if f is not None and f.checks and f.run_ids}
-    return next(((cid, found[cid]) for cid in (the(PICTURE).id, the(SCALING).id) if cid in found), None)
+    return next(((cid, found[cid]) for cid in (the(Part.PICTURE).id, the(Part.SCALING).id) if cid in found), None)
 
 
 def draw(
@@ -55,7 +55,7 @@ def draw(
     claim_id, finding = chosen
     rows = epochs[epochs[vocab.RUN_ID].astype(str).isin(finding.run_ids)]
     sizes = _batches(sorted(int(b) for b in rows[an.BATCH_SIZE].dropna().unique()))
-    if claim_id == the(PICTURE).id:  # its runs may include other batch sizes its evidence read; the post's two
+    if claim_id == the(Part.PICTURE).id:  # its runs may include other batch sizes its evidence read; the post's two
         sizes = [b for b in sizes if b in POST]
     if len(sizes) < 2:
         return None

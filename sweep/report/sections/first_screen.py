@@ -13,27 +13,19 @@ from collections.abc import Mapping, Sequence
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.selection import seed_count
 from sweep.claims import headline
-from sweep.claims.findings import (
-    READ_QUIET,
-    READ_RAW,
-    READ_RECAL,
-    READ_SYMPTOM,
-    READ_TIME,
-    Claim,
-    Finding,
-)
+from sweep.claims.findings import Claim, Finding, ReadFrom
 from sweep.claims.maps import ConditionMap
 from sweep.claims.verdict import Verdict
 from sweep.report.document import Heading, Marked, slugs
 from sweep.report.summary import Cause, Picture, Summary, summarise
 
 HEAD = ("claim", "verdict", "effect [95% CI] (n)", "read from")
-READINGS = {
-    READ_SYMPTOM: "raw, as the post read it",
-    READ_RECAL: "BatchNorm recalibrated",
-    READ_RAW: "raw (no recalibration recorded)",
-    READ_QUIET: "quiet timing",
-    READ_TIME: "in-run timing",
+READINGS = {  # what a finding was read from, in a few words
+    ReadFrom.SYMPTOM: "raw, as the post read it",
+    ReadFrom.RECAL: "BatchNorm recalibrated",
+    ReadFrom.RAW: "raw (no recalibration recorded)",
+    ReadFrom.QUIET: "quiet timing",
+    ReadFrom.TIME: "in-run timing",
 }
 
 
@@ -83,8 +75,8 @@ def effects(finding: Finding) -> str:
 
 def read_from(finding: Finding) -> str:
     """ "adam, lr 0.001; BatchNorm recalibrated" (the settings in full are in the full table)."""
-    reading = next((words for start, words in READINGS.items() if finding.reading.startswith(start)), "")
-    lr = "lr tuned per batch size" if finding.lr.startswith("tuned") else f"lr {finding.lr}" if finding.lr else ""
+    reading = READINGS[finding.read_from] if finding.read_from is not None else ""
+    lr = "lr tuned per batch size" if finding.tuned else f"lr {finding.lr}" if finding.lr else ""
     head = ", ".join(part for part in (finding.optimizer, lr) if part)
     return "; ".join(part for part in (head, reading) if part)
 

@@ -75,7 +75,7 @@ class Metric:
     doc: str  # its meaning, a cell of docs/results.md's table (`metrics_table`; one row per doc)
     recorded: When = When.ALWAYS
     snapshot: int | None = None  # its place among a run's summary columns <name>_epoch2, <name>_last; None: none
-    label: str = ""  # its name in a figure's legend (sweep/report/plots.py); "" where no figure draws it
+    label: str = ""  # its name in a figure's legend (sweep/report/figures/curves.py); "" where no figure draws it
     keras: str = ""  # the Keras metric it is read from (ACCURACY, LOSS): compiled into every model that evaluates
 
 

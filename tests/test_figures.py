@@ -48,7 +48,7 @@ FOLDERS = (
     "map_c2",
     "map_c3",
 )
-# Drawn by sweep/report/post_figure.py, which these tests do not draw again: its title and caption are checked here,
+# Drawn by sweep/report/figures/post.py, which these tests do not draw again: its title and caption are checked here,
 # its axes are not.
 OTHER_FIGURES = {"the_post_picture"}
 HIDDEN = ("None", "none", "", " ")  # line styles that draw no line (error-bar caps, markers alone)

@@ -77,6 +77,7 @@ class Metric:
     snapshot: int | None = None  # its place among a run's summary columns <name>_epoch2, <name>_last; None: none
     label: str = ""  # its name in a figure's legend (sweep/report/figures/curves.py); "" where no figure draws it
     keras: str = ""  # the Keras metric it is read from (ACCURACY, LOSS): compiled into every model that evaluates
+    headline: int | None = None  # its place among the metrics a tool shows first (TensorBoard's HParams); None: not
 
 
 _TRAINING = "Keras's running mean over the epoch, in training mode, while the weights change (what the post looked at)"
@@ -102,16 +103,18 @@ METRICS: tuple[Metric, ...] = (
         "completed for a record inside an epoch (`eval_every_steps`, or a `steps` budget ending mid-epoch)",
     ),
     Metric(STEP, "optimizer steps so far", snapshot=9),
-    Metric(TRAIN_ACC, _TRAINING, snapshot=1, label="train_acc (running mean, training mode)", keras=ACCURACY),
+    Metric(
+        TRAIN_ACC, _TRAINING, snapshot=1, label="train_acc (running mean, training mode)", keras=ACCURACY, headline=2
+    ),
     Metric(
         TRAIN_EVAL_ACC, _TRAIN_EVAL, snapshot=2, label="train_eval_acc (end of epoch, inference mode)", keras=ACCURACY
     ),
-    Metric(VAL_ACC, _VAL, snapshot=3, label="val_acc (end of epoch, inference mode)", keras=ACCURACY),
-    Metric(TRAIN_LOSS, _TRAINING, snapshot=6, keras=LOSS),
+    Metric(VAL_ACC, _VAL, snapshot=3, label="val_acc (end of epoch, inference mode)", keras=ACCURACY, headline=1),
+    Metric(TRAIN_LOSS, _TRAINING, snapshot=6, keras=LOSS, headline=5),
     Metric(TRAIN_EVAL_LOSS, _TRAIN_EVAL, snapshot=7, keras=LOSS),
-    Metric(VAL_LOSS, _VAL, snapshot=8, keras=LOSS),
-    Metric(GAP, "`train_acc - val_acc`", snapshot=4, label="gap = train_acc - val_acc"),
-    Metric(EVAL_GAP, "`train_eval_acc - val_acc`", snapshot=5, label="eval_gap = train_eval_acc - val_acc"),
+    Metric(VAL_LOSS, _VAL, snapshot=8, keras=LOSS, headline=4),
+    Metric(GAP, "`train_acc - val_acc`", snapshot=4, label="gap = train_acc - val_acc", headline=3),
+    Metric(EVAL_GAP, "`train_eval_acc - val_acc`", snapshot=5, label="eval_gap = train_eval_acc - val_acc", headline=6),
     Metric(EPOCH_SECONDS, "wall time of the epoch's training, without evaluation; epoch 1 includes graph tracing"),
     Metric(SAMPLES_PER_SECOND, "training images per second in that epoch"),
     Metric(LR, "learning rate at the end of the epoch"),
@@ -138,6 +141,11 @@ def snapshot(optional: bool) -> tuple[str, ...]:
     """
     chosen = [m for m in METRICS if m.snapshot is not None and (m.recorded is not When.ALWAYS) == optional]
     return tuple(m.name for m in sorted(chosen, key=lambda m: m.snapshot or 0))
+
+
+def headline() -> tuple[str, ...]:
+    """The metrics a tool shows first (TensorBoard's HParams dashboard), in their order."""
+    return tuple(m.name for m in sorted((m for m in METRICS if m.headline is not None), key=lambda m: m.headline or 0))
 
 
 def metrics_table() -> str:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from sweep import analysis, vocab
+from sweep import analysis, export, vocab
 from sweep.report.figures import curves as plots
 from sweep.train import recal, records
 from sweep.vocab import METRICS, When
@@ -51,6 +51,17 @@ def test_the_snapshot_is_the_registry_s_in_its_places() -> None:
 
 def test_figure_labels_are_the_registry_s() -> None:
     assert {m.name: m.label for m in METRICS if m.label} == plots.LABELS
+
+
+def test_the_metrics_an_export_shows_first_are_the_registry_s_in_their_places() -> None:
+    places = [m.headline for m in METRICS if m.headline is not None]
+    assert sorted(places) == list(range(1, len(places) + 1))  # one place each, none skipped
+    by_place = sorted((m for m in METRICS if m.headline is not None), key=lambda m: m.headline or 0)
+    assert (
+        tuple(m.name for m in by_place)
+        == export.HEADLINE_METRICS
+        == ("val_acc", "train_acc", "gap", "val_loss", "train_loss", "eval_gap")
+    )
 
 
 def test_the_compiled_metrics_are_the_keras_metrics_the_registry_reads() -> None:

@@ -24,7 +24,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from sweep import vocab
-from sweep.export import ExportedRuns, ExportError, plain
+from sweep.export.runs import ExportedRuns, ExportError, plain
 from sweep.vocab import RunStatus
 
 RUN_TAG = "batchsweep.run_id"

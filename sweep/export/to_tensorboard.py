@@ -26,7 +26,7 @@ from tensorboard.plugins.scalar import summary_v2 as scalar
 from tensorboard.summary.writer.record_writer import RecordWriter
 
 from sweep import vocab
-from sweep.export import HEADLINE_METRICS, ExportedRuns, ExportError, plain
+from sweep.export.runs import HEADLINE_METRICS, ExportedRuns, ExportError, plain
 
 SUFFIX = ".batchsweep"  # the end of every event file this module writes
 

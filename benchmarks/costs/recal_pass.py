@@ -26,7 +26,12 @@ def main(calls: int) -> None:
 
     weights = build().get_weights()
     twin = recal.Twin(build, eval_batch=512)
-    twin.evaluate(weights, split)  # traces the pass
+    try:  # the checkout under test may predate the worker session, whose pipelines evaluate now reads
+        from sweep.train.session import Session
+    except ImportError:
+        twin.evaluate(weights, split)  # traces the pass
+    else:
+        twin.evaluate(weights, split, Session().eval_batches)
     seconds = []
     for _ in range(calls):
         started = time.perf_counter()

@@ -13,12 +13,13 @@ from conftest import REPO
 
 from sweep import analysis as an
 from sweep import vocab
-from sweep.claims import attribution
+from sweep.claims import attribution, comparable, maps
 from sweep.claims.findings import Part
 from sweep.claims.registry import CLAIMS, STEPS_DIFFER, TUNED_FIRST, by_id, causes, the, thresholds
 from sweep.report.background import background
 from sweep.report.document import Doc, Marked, to_html, to_markdown
 from sweep.report.sections import assemble as sections
+from sweep.report.sections import steps
 
 pytestmark = pytest.mark.unit
 
@@ -156,3 +157,22 @@ def test_background_work_returns_its_value_and_raises_its_error_in_the_caller() 
 
 def _fails() -> None:
     raise ValueError("no such batch size: 3")
+
+
+@pytest.mark.parametrize(
+    "name, written, first",
+    [
+        ("maps.csv", lambda: maps.table([]), ["claim", "source", "check"]),
+        ("readings.csv", lambda: comparable.table([]), ["claim", "lr", "reading"]),
+        ("steps_to_target.csv", lambda: steps.steps_table([]), ["results", "lr", "seeds"]),
+        ("scaling_fit.csv", lambda: steps.fit_table([]), ["results", "lr", "seeds"]),
+    ],
+)
+def test_a_table_with_no_rows_is_still_a_table(tmp_path: Path, name: str, written, first: list[str]) -> None:
+    """A report whose results have no map, reading or curve writes the table's header: pandas reads it as a table
+    with no rows (an empty file is an error to pandas.read_csv).
+    """
+    path = tmp_path / name
+    written().to_csv(path, index=False)
+    table = pd.read_csv(path)
+    assert table.empty and list(table.columns)[:3] == first

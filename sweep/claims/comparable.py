@@ -132,6 +132,13 @@ def _point_words(reading: readings.Reading, points: pd.Series) -> str:
     return text if low == high else f"{text} to {fmt[reading].format(high)} (per group)"
 
 
+# tables/readings.csv's columns, written as its header also when nothing was read
+TABLE_COLUMNS = (
+    *("claim", "lr", "reading", "batchnorm", "read_at", "verdict", "steady"),
+    *("check", "mean", "ci_low", "ci_high", "n", "outcome"),
+)
+
+
 def table(found: list[Read]) -> pd.DataFrame:
     """tables/readings.csv: one row per (claim, lr, reading, batchnorm, check)."""
     rows: list[dict[str, Any]] = []
@@ -153,7 +160,7 @@ def table(found: list[Read]) -> pd.DataFrame:
             )
         if read.finding is None:
             rows.append(head)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
 def lag_sentence(found: list[Read], claim_id: str, reading: readings.Reading) -> str | None:

@@ -360,6 +360,23 @@ def _natural(names: tuple[str, ...]) -> list[tuple[int, Any]]:
     return out
 
 
+# tables/maps.csv's columns every map has (a map's condition keys come between source and check); the header a
+# report without maps writes, so the file is a table with no rows, not an empty file.
+TABLE_COLUMNS = (
+    "claim",
+    "source",
+    "check",
+    "panel",
+    "mean",
+    "ci_low",
+    "ci_high",
+    "n",
+    "pattern_when",
+    "interval",
+    "cell",
+)
+
+
 def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
     """One row per cell and check of every map: for tables/maps.csv."""
     rows = []
@@ -391,4 +408,4 @@ def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
                         "cell": cell.outcome.words.cell if cell.trained else DID_NOT_TRAIN,
                     }
                 )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(TABLE_COLUMNS))

@@ -48,6 +48,20 @@ def reached_text(row: scaling.TargetRow) -> str:
 # --- tables on disk
 
 
+ESTIMATED = ("steps", "epochs", "seconds_runs", "seconds_quiet")  # steps_to_target.csv's estimates, each with its CI
+STEPS_COLUMNS = (
+    *("results", "lr", "seeds", "settings", "metric", "batch_size", "target", "n_runs", "n_reached"),
+    *("n_not_reached_within_budget", "budget_steps", "reached_at_first_record"),
+    *(f"{name}_{part}" for name in ESTIMATED for part in ("mean", "ci_low", "ci_high")),
+    "best_not_reached",
+)
+FIT_COLUMNS = (
+    *("results", "lr", "seeds", "metric", "target", "batch_sizes_fitted", "batch_sizes_left_out", "points"),
+    *("s_min", "s_min_ci_low", "s_min_ci_high", "b_crit", "b_crit_ci_low", "b_crit_ci_high"),
+    *("interval", "not_identified"),
+)
+
+
 def steps_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
     """One row per curve, batch size and target."""
     rows = []
@@ -75,7 +89,7 @@ def steps_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
                     "best_not_reached": " ".join(f"{v:.4f}" for v in r.best_val_missed),
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(STEPS_COLUMNS))  # the header also where no curve was read
 
 
 def _columns(name: str, e: Estimate) -> dict[str, float]:
@@ -109,7 +123,7 @@ def fit_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
                     "not_identified": f.problem,
                 }
             )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(FIT_COLUMNS))  # the header also where nothing was fitted
 
 
 def write_tables(readings: list[scaling.CurveReading], out: Path) -> None:

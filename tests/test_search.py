@@ -544,9 +544,9 @@ def test_a_real_search_on_val_acc_recal_reruns_the_lr_it_ranks_best(tmp_path: Pa
 @pytest.mark.unit
 def test_runs_left_queued_in_a_grid_without_searches_are_not_called_tuned_runs(tmp_path: Path) -> None:
     """A second round in a grid without searches (its workers stopped with runs still queued) says so plainly."""
-    from sweep.run import orchestrate
+    from sweep.run import orchestrate, stores
 
-    store = orchestrate.open_store(str(tmp_path / "journal.log"), "g", create=True)
+    store = stores.open_store(str(tmp_path / "journal.log"), "g", create=True)
     lines: list[str] = []
     console = orchestrate.Console(say=lines.append, warn=lines.append)
     orchestrate._announce(store, 1, 4, [], 0, console, searched=False)

@@ -45,9 +45,9 @@ def record_overrides(grid: GridFile, args: argparse.Namespace) -> None:
     if not args.overrides:
         return
     from sweep.config import resolved
-    from sweep.run import orchestrate
+    from sweep.run import stores
 
-    results, _ = orchestrate.locations(grid, options(args))
+    results, _ = stores.locations(grid, options(args))
     path = resolved.write(results, grid, tuple(args.overrides))
     print(f"{grid.name}: with {' '.join(args.overrides)}; the grid as run: {path} (rerun: sweep run {path})")
 

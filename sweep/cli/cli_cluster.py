@@ -175,7 +175,7 @@ def cmd_slurm(args: argparse.Namespace) -> int:
 
 
 def _slurm(args: argparse.Namespace, target_arg: str | None) -> int:
-    from sweep.run import orchestrate
+    from sweep.run import orchestrate, stores
     from sweep.store import storage
 
     tasks = slurm.parse_tasks(args.array)
@@ -183,7 +183,7 @@ def _slurm(args: argparse.Namespace, target_arg: str | None) -> int:
         slurm.sbatch_path()  # before anything is queued
     grid = load_grid(args.grid)
     options = orchestrate.Options(results=args.results, storage=target_arg)
-    results, target = orchestrate.locations(grid, options)
+    results, target = stores.locations(grid, options)
     job = _array_job(args, grid, tasks, results, target)
     if args.dry_run:
         print(slurm.script(job), end="")

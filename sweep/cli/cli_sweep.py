@@ -274,12 +274,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_time(args: argparse.Namespace) -> int:
-    from sweep.run import orchestrate
+    from sweep.run import orchestrate, stores
 
     grid = load_grid(args.grid, args.overrides)
     specs = plan(grid)  # search trials and tuned runs share their grid point's configuration
     backends.check(grid.source, [s.point for s in specs])
-    results, _ = orchestrate.locations(grid, orchestrate.Options(results=args.results))
+    results, _ = stores.locations(grid, orchestrate.Options(results=args.results))
     if args.gpus is None:
         results.mkdir(parents=True, exist_ok=True)
         return timing.time_each_replica_count(Path(args.grid), args.overrides, specs, results, args.repeats, print)

@@ -2,6 +2,7 @@
 their coordinator, Slurm arrays, and seeds added until the checks are decided.
 
 - `orchestrate`: a grid in, an outcome out (`run_sweep`, `queue_sweep`, `join`);
+- `stores`: where a sweep's results and store are, and its store opened or why not in one line;
 - `workforce`: where each worker runs, its flags, and a dead worker's runs;
 - `coordinator`: starting worker processes and showing their progress;
 - `events`: what a worker tells whoever started it, one JSON line each;

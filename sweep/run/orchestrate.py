@@ -21,9 +21,9 @@ from sweep.config import GridFile
 from sweep.config.plan import RunSpec, SearchGroup, plan, search_groups
 from sweep.exits import EXIT_FAILED, EXIT_OK, UsageError
 from sweep.run import coordinator, events, preflight, resume, workforce
+from sweep.run.stores import locations, open_store, same_backend
 from sweep.store import RetryPolicy, Store, status_of, storage
-from sweep.store.queue import INFO
-from sweep.store.secrets import redact, secrets_of
+from sweep.store.secrets import redact
 from sweep.train import backends
 from sweep.vocab import RunStatus
 
@@ -102,49 +102,9 @@ class Ended:
     trained: int = 0  # runs this call trained to an end (any status)
 
 
-def locations(grid: GridFile, options: Options) -> tuple[Path, str]:
-    """The results folder and the store's target."""
-    results = options.results or Path("results") / grid.name
-    target = options.storage or str(results / vocab.JOURNAL_FILE)
-    if not storage.is_database(target) and secrets_of(target):  # not a file name: a libpq key=value string
-        raise UsageError(
-            "--storage: a key=value connection string is not a store; give a URL, "
-            "postgresql://USER:PASSWORD@HOST/DB, or a journal file"
-        )
-    return results, target
-
-
-def _same_backend(store: Store) -> None:
-    """Refuse a store whose runs trained on another backend: it would count them as this one's finished
-    runs (a run id names the settings, not the backend). Runs recorded before the backend was: tensorflow.
-    """
-    here = backends.current()
-    for trial in store.trials():
-        info = trial.user_attrs.get(INFO)
-        theirs = info.get(vocab.BACKEND, backends.TENSORFLOW) if isinstance(info, dict) else here
-        if theirs != here:
-            raise UsageError(
-                f"{store.shown}: its runs trained on {theirs} and this process trains on {here} "
-                f"(KERAS_BACKEND); give the {here} runs a results folder of their own (--results DIR)"
-            )
-
-
 def _loads() -> str:
     """What a worker loads first, in the start message: TensorFlow, or Keras on another backend."""
     return "TensorFlow" if backends.is_tensorflow() else f"Keras on {backends.current()}"
-
-
-def open_store(target: str, name: str, create: bool) -> Store:
-    """The sweep's store, or UsageError (one line, password masked) saying why it cannot be opened."""
-    try:
-        return Store.open(target, name, create=create)
-    except storage.NewerStoreError as err:
-        raise UsageError(f"{redact(target, target)}: {err}") from None
-    except KeyError:
-        raise UsageError(f"the store {redact(target, target)} has no sweep named {name!r}") from None
-    except Exception as err:  # a bad URL, an unreachable database, a corrupt journal
-        detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise UsageError(redact(f"cannot open the store {target}: {type(err).__name__}: {detail}", target)) from None
 
 
 # --- run
@@ -247,7 +207,7 @@ def _queue(
     """
     store = open_store(target, grid.name, create=True)
     if here:
-        _same_backend(store)
+        same_backend(store)
     workforce.say_dead(store.requeue_dead(policy), console.say, console.warn)
     added = store.enqueue(runs)
     store.register_searches(groups)

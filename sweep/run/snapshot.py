@@ -14,7 +14,8 @@ from pathlib import Path
 from sweep.config import GridFile
 from sweep.config.plan import plan, search_groups
 from sweep.run import folders
-from sweep.run.orchestrate import Console, Options, counts_text, locations, open_store, write_report
+from sweep.run.orchestrate import Console, Options, counts_text, write_report
+from sweep.run.stores import locations, open_store
 from sweep.store import Store
 from sweep.vocab import RunStatus
 

@@ -19,7 +19,7 @@ from sweep.config import timing_schema as schema
 from sweep.config.plan import RunSpec, plan
 from sweep.config.study_plan import StudySettings
 from sweep.exits import EXIT_OK
-from sweep.run import orchestrate
+from sweep.run import orchestrate, stores
 from sweep.run.orchestrate import Console, Options
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def _say_plan(
 
 
 def _results(grid: GridFile, options: Options) -> Path:
-    folder, _ = orchestrate.locations(grid, options)
+    folder, _ = stores.locations(grid, options)
     return folder
 
 

@@ -10,7 +10,8 @@ from sweep import vocab
 from sweep.config import GridFile
 from sweep.config.plan import RunSpec, plan, search_groups
 from sweep.run import folders
-from sweep.run.orchestrate import Console, Options, counts_text, locations, open_store
+from sweep.run.orchestrate import Console, Options, counts_text
+from sweep.run.stores import locations, open_store
 from sweep.store import Store, epochs_of, status_of, storage
 from sweep.store.crash import WORKER_HOST, WORKER_PID
 from sweep.store.queue import spec_of

@@ -39,13 +39,12 @@ from sweep.run.orchestrate import (
     Ended,
     Options,
     UsageError,
-    locations,
-    open_store,
     run_sweep,
     train_runs,
     worker_session,
     write_report,
 )
+from sweep.run.stores import locations, open_store
 from sweep.store import status_of
 
 if TYPE_CHECKING:

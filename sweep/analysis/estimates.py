@@ -31,9 +31,7 @@ from scipy.special import (  # scipy.stats would add a second of import time
     stdtrit,  # its quantile
 )
 
-from sweep.analysis.outcome import NOT_TESTED, Outcome
-
-__all__ = ["NOT_TESTED", "Check", "Estimate", "Key", "Outcome", "estimate", "fmt_estimate", "holm"]
+from sweep.analysis.outcome import Outcome
 
 ALPHA = 0.05  # a p-value below it decides a check: the 95% interval excludes the threshold
 CONFIDENCE = 1 - ALPHA

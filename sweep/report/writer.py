@@ -13,8 +13,7 @@ import pandas as pd
 from sweep import analysis
 from sweep.analysis import health as runs_health
 from sweep.analysis import scaling
-from sweep.analysis.estimates import NOT_TESTED
-from sweep.analysis.outcome import Outcome
+from sweep.analysis.outcome import NOT_TESTED, Outcome
 from sweep.base import atomic
 from sweep.claims import attribution, comparable, maps, reproduction
 from sweep.claims.basis import tuned_lr
@@ -140,9 +139,9 @@ def stuck_sensitivity(
     return head + ("; ".join(changed) if changed else "no verdict changes") + "."
 
 
-def _state(finding: Finding | None) -> tuple[bool, bool, Outcome] | None:
-    """What a verdict is, compared as a value: tested, answered, its outcome."""
-    return None if finding is None else (True, finding.unanswered(), finding.outcome)
+def _state(finding: Finding | None) -> tuple[bool, Outcome] | None:
+    """What a verdict is, compared as a value: untested (None), or unanswered and its outcome."""
+    return None if finding is None else (finding.unanswered(), finding.outcome)
 
 
 def _word(finding: Finding | None) -> str:

@@ -1,9 +1,10 @@
 """The files `sweep run --until-decided` leaves in the results folder, written atomically, and read back by the report.
 
-- ``decisions.csv``: one row per check of the family, its sequential status (`sweep.analysis.sequential.Status`):
-  claim, check (its label), check_id (its key: what the report joins on), side (holds / fails / empty), decided,
-  look (1-based), seeds (the look's seed count), n, p_seq, p_holm, more_seeds, cap, words. A file written
-  before check ids has no check_id; its checks are known by their labels (`check_of`).
+- ``decisions.csv``: one row per check of the sweep's claims, its sequential status
+  (`sweep.analysis.sequential.Status`): claim, check (its label), check_id (its key: what the report joins on),
+  side (holds / fails / empty), decided, look (1-based), seeds (the look's seed count), n, p_seq, level (its
+  claim's, for the side it points to; p_holm in files written before error control per claim), more_seeds, cap,
+  words. A file written before check ids has no check_id; its checks are known by their labels (`check_of`).
 - ``looks.csv``: one row per look reached: look (1-based), seeds, share (of alpha), the seed values the
   look added, how many grid points got them, the runs added, and the checks still open after it.
 
@@ -56,7 +57,7 @@ def write(
                 "seeds": plan.looks[s.look],
                 "n": s.n,
                 "p_seq": s.p_seq,
-                "p_holm": s.p_holm,
+                "level": s.level,
                 "more_seeds": s.more_seeds,
                 "cap": s.cap,
                 "words": s.words(),
@@ -73,7 +74,7 @@ def write(
             "seeds",
             "n",
             "p_seq",
-            "p_holm",
+            "level",
             "more_seeds",
             "cap",
         ]

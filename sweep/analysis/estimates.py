@@ -12,8 +12,11 @@ Pure statistics: numbers in, numbers and words out (numpy and scipy only, no tab
   t-test of the same mean, sd and n as its interval: twice the smaller one-sided
   p-value of "it holds" and "it fails" (for a band, "it holds" is TOST: the larger
   of its two one-sided p-values). So p < 0.05 exactly when the 95% interval lies
-  wholly inside (holds) or wholly outside (fails) the region, and the verdicts of a
-  report use the Holm-adjusted p-value instead (`holm`, `Check.p_holm`).
+  wholly inside (holds) or wholly outside (fails) the region. A check with a
+  `margin` also fails when the number lies wholly within `margin` of its bound on
+  the holding side: an effect that small is no effect (equivalence at that margin).
+- Each side is decided at its own level (`Check.level_holds`, `level_fails`), which
+  the claim it belongs to sets (`sweep.claims.family`: error control per claim).
 - `sweep.analysis.power` turns an undecided check into the seeds that would decide it.
 """
 
@@ -22,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,16 +102,19 @@ class Key:
 class Check:
     """The claim holds for this number when it lies in the open interval (low, high).
 
-    `p_holm` is set once the check is part of a report's family (`holm`); `family` is
-    that family's size, which sets the level `sweep.analysis.power` plans for.
+    `margin` (one-bound checks only): the check also fails when the number lies wholly within `margin` of its
+    bound on the holding side (below low + margin, or above high - margin): no effect worth the name.
+    `level_holds` and `level_fails` are the two-sided levels each side is decided at (ALPHA alone; the claim's
+    rule sets them: `sweep.claims.family.controlled`); `sweep.analysis.power` plans at the same levels.
     """
 
     label: str
     estimate: Estimate
     low: float = -math.inf
     high: float = math.inf
-    p_holm: float | None = None
-    family: int = 1
+    margin: float = 0.0
+    level_holds: float = ALPHA
+    level_fails: float = ALPHA
     # After `run --until-decided` (optional stopping) the fixed-n p-value is not valid; the check's sequential
     # p-value (sweep.analysis.sequential: min over planned looks of p / share) is, whenever the looks stopped.
     p_sequential: float | None = None
@@ -138,45 +144,61 @@ class Check:
             return (self.p_sequential, side) if side.decided else (math.nan, Outcome.UNDECIDED)
         if not fixed.decided:
             return math.nan, Outcome.UNDECIDED
-        return min(1.0, 2 * min(holds, fails)), fixed
+        sides = ((Outcome.HOLDS, 2 * holds), (Outcome.FAILS, 2 * fails))
+        # with a margin both sides can be small (an effect, but below the margin): holding is said first, and the
+        # claim's size statement says the effect is small; otherwise the side its own level decides, else the nearer
+        decided = [(side, p) for side, p in sides if p < self.level(side)]
+        side, p = decided[0] if decided else min(sides, key=lambda s: s[1])
+        return min(1.0, p), side
 
     def _one_sided(self) -> tuple[float, float]:
-        """One-sided p-values of "the mean lies in the region" and "it lies outside"."""
+        """One-sided p-values of "the mean lies in the region" and "it lies outside" (within the margin)."""
         low = self.low
         high = self.high
         e = self.estimate
-        above = {b: _p_above(e, b) for b in (low, high) if math.isfinite(b)}  # H0: mean <= b
-        below = {b: _p_below(e, b) for b in (low, high) if math.isfinite(b)}  # H0: mean >= b
         if math.isfinite(low) and math.isfinite(high):  # a band: TOST to hold, either side to fail
-            return max(above[low], below[high]), min(below[low], above[high])
+            return max(_p_above(e, low), _p_below(e, high)), min(_p_below(e, low), _p_above(e, high))
         if math.isfinite(low):
-            return above[low], below[low]
-        return below[high], above[high]
+            return _p_above(e, low), _p_below(e, low + self.margin)
+        return _p_below(e, high), _p_above(e, high - self.margin)
+
+    def level(self, side: Outcome) -> float:
+        """The two-sided level `side` is decided at."""
+        return self.level_holds if side is Outcome.HOLDS else self.level_fails
 
     def outcome(self) -> Outcome:
-        """HOLDS, FAILS or UNDECIDED: at the 95% interval, or after Holm once p_holm is set."""
+        """HOLDS, FAILS or UNDECIDED: the side its p-value points to, where below that side's level."""
         e = self.estimate
         if not (math.isfinite(e.low) and math.isfinite(e.high)):
             return Outcome.UNDECIDED
         p, side = self.p_value()
-        used = p if self.p_holm is None else self.p_holm
-        return side if used < ALPHA else Outcome.UNDECIDED
+        return side if side.decided and p < self.level(side) else Outcome.UNDECIDED
 
-    def uncorrected(self) -> Outcome:
-        """The outcome from its own 95% interval (or sequential p-value), as if it were the only check."""
-        return dataclasses.replace(self, p_holm=None, family=1).outcome()
+    def alone(self) -> Outcome:
+        """The outcome from its own 95% interval (or sequential p-value), at ALPHA on both sides."""
+        return dataclasses.replace(self, level_holds=ALPHA, level_fails=ALPHA).outcome()
 
     def region(self) -> str:
+        no_effect = f"; fails below {self.low + self.margin:.3g}" if self.margin and math.isinf(self.high) else ""
+        if self.margin and math.isinf(self.low):
+            no_effect = f"; fails above {self.high - self.margin:.3g}"
         if math.isinf(self.low):
-            return f"< {self.high:.3g}"
+            return f"< {self.high:.3g}{no_effect}"
         if math.isinf(self.high):
-            return f"> {self.low:.3g}"
+            return f"> {self.low:.3g}{no_effect}"
         return f"in ({self.low:.3g}, {self.high:.3g})"
 
-    def margin(self) -> float:
-        """Distance from the mean to the nearest boundary: the CI half-width that would decide."""
-        bounds = [b for b in (self.low, self.high) if math.isfinite(b)]
-        return min(abs(self.estimate.mean - b) for b in bounds)
+    def distance(self) -> float:
+        """Distance from the mean to the bound the side it points to must clear: the CI half-width that would
+        decide (for a band, the nearer edge).
+        """
+        mean = self.estimate.mean
+        if math.isfinite(self.low) and math.isfinite(self.high):
+            return min(abs(mean - self.low), abs(mean - self.high))
+        bound, no_effect = (
+            (self.low, self.low + self.margin) if math.isfinite(self.low) else (self.high, self.high - self.margin)
+        )
+        return abs(mean - (bound if self.p_value()[1] is Outcome.HOLDS else no_effect))
 
 
 def _t(e: Estimate, bound: float) -> float:
@@ -198,18 +220,3 @@ def _p_below(e: Estimate, bound: float) -> float:
     """One-sided p of H0: mean >= bound."""
     t = _t(e, bound)
     return float(stdtr(e.n - 1, t)) if math.isfinite(e.sd) and e.n > 1 else math.nan
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values; NaN (no p-value) stays NaN and is not in the family.
-
-    The i-th smallest of m p-values is multiplied by m - i + 1, then made monotone:
-    rejecting where the adjusted p < alpha keeps the chance of any false decision below alpha.
-    """
-    ranked = sorted((p, i) for i, p in enumerate(pvalues) if math.isfinite(p))
-    m, running = len(ranked), 0.0
-    adjusted = [math.nan] * len(pvalues)
-    for rank, (p, i) in enumerate(ranked):
-        running = max(running, min(1.0, (m - rank) * p))
-        adjusted[i] = running
-    return adjusted

@@ -5,9 +5,9 @@ Pure statistics (numpy and scipy only), on a `sweep.analysis.estimates.Check`:
 - the true mean is taken to be the observed one and the true sd the observed one;
   n is the smallest number of seeds with at least 80% power to decide the check
   the way its mean points, with the paired (or one-sample) t-test the check uses;
-- the level is the report's family-wise alpha split over its family (alpha / m,
-  Holm's strictest step, Bonferroni's level), so that n decides the check whatever
-  the other checks' p-values; each side is tested at half of it, as the 95% interval does;
+- the level is the one the side the mean points to is decided at (`Check.level`: alpha for a
+  check that must hold with the claim's others, alpha / k where one of the claim's k checks
+  is enough, `sweep.claims.family`); each side is tested at half of it, as the interval does;
 - a band (C9's equivalence) whose mean lies inside must pass both one-sided tests
   (TOST): the power used is 1 - (miss one side) - (miss the other), a lower bound;
 - the sd from n seeds is itself uncertain: its 95% chi-square interval,
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import chdtri, nctdtr, stdtrit
 
-from sweep.analysis.estimates import ALPHA, Check
+from sweep.analysis.estimates import Check
 
 POWER = 0.80
 MAX_SEEDS = 1000  # the search gives up beyond this
@@ -85,12 +85,14 @@ def distances(check: Check) -> tuple[float, ...]:
     high = check.high
     if math.isfinite(low) and math.isfinite(high) and low < mean < high:
         return (mean - low, high - mean)  # inside a band: equivalence needs both sides
-    return (check.margin(),)
+    return (check.distance(),)
 
 
-def seeds_needed(check: Check, family_alpha: float = ALPHA) -> SeedsNeeded:
-    """Seeds for 80% power at family_alpha / the check's family size, with the range from the sd's interval."""
-    alpha = family_alpha / max(1, check.family)
+def seeds_needed(check: Check) -> SeedsNeeded:
+    """Seeds for 80% power at the level of the side the check's mean points to (`Check.level`: the claim's
+    error control sets it), with the range from the sd's interval.
+    """
+    alpha = check.level(check.p_value()[1])
     sd, n = check.estimate.sd, check.estimate.n
     low_sd, high_sd = sd_interval(sd, n)
     dist = distances(check)

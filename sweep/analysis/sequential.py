@@ -12,18 +12,21 @@ that trains the seeds keeps the family's checks at every look and calls `decide`
 - A check's sequential p-value after look k is min over looks j <= k of p_j / share_j, capped at 1.
   By the union bound, P(some p_j <= u * share_j) <= u * sum(shares) <= u under the check's null,
   whatever the dependence between looks (they share seeds), whatever their actual n, and whenever
-  the sweep stops: it is a valid p-value under optional stopping. An anytime-valid confidence
+  the sweep stops: it is a valid p-value under optional stopping. A look that added no seeds to a
+  check (its n unchanged: C6's timing repeats, a claim whose points did not grow) repeats the same
+  test, so it spends nothing: its share joins the earlier test's (p / (share_j + share_k)), which the
+  union bound allows, since the two events are one. An anytime-valid confidence
   sequence exact with an unknown sd (Lai's t-mixture) is valid at every seed count, which the sweep
   does not need, and pays for it at the cap: whatever its tuning it needs |t| > 3.26 at 30 seeds,
   where this plan's last look from 3 to 30 needs 2.46.
-- Holm (`estimates.holm`) runs over the family's sequential p-values at every look. The family is
-  every check given, fixed for the whole procedure; a look without a p-value counts as p = 1.
-- A check is decided at the first look where its Holm-adjusted p < ALPHA, the way the look that
-  gave its sequential p points. It is then frozen (later looks of it are not read), so it stays
-  decided and its direction cannot flip. The sequential p-values never rise, and Holm's adjusted
-  p-values never rise when a p-value falls, so every decision is one the same rule would also make
-  with every check run to the cap: a fixed design, Holm over valid p-values, family-wise rate
-  <= ALPHA (for directions off the threshold, see docs/report.md, "Seeds until decided").
+- Each check is decided at its own claim's levels (`Check.level_holds`, `level_fails`: error control
+  per claim, `sweep.claims.family`), never by which other checks are in the sweep; a look without a
+  p-value counts as p = 1.
+- A check is decided at the first look where its sequential p is below the level of the side the
+  look that gave it points to. It is then frozen (later looks of it are not read), so it stays
+  decided and its direction cannot flip. The sequential p-values never rise, so every decision is
+  one the same rule would also make with every check run to the cap (see docs/report.md, "Seeds
+  until decided").
 - Everything is a function of the per-look checks alone: a killed sweep resumes by recomputing.
   The plan (start, cap) belongs to the sweep and must not change on resume.
 """
@@ -36,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from sweep.analysis.estimates import ALPHA, Check, Key, holm
+from sweep.analysis.estimates import ALPHA, Check, Key
 from sweep.analysis.outcome import Outcome
 
 RATIO = 1.5  # seeds grow about this much from one look to the next
@@ -113,7 +116,7 @@ class Status:
     look: int  # index into Plan.looks: the deciding look, or the latest one
     n: int  # seeds (or pairs) of the check at that look
     p_seq: float  # sequential p-value: min over its looks of p / share
-    p_holm: float  # Holm-adjusted over the family; decided when < ALPHA
+    level: float  # the level of the side it points to (its claim's); decided when p_seq < level
     more_seeds: bool  # undecided and the cap not reached: its groups need the next look's seeds
     cap: int
 
@@ -143,38 +146,54 @@ def decide(plan: Plan, history: Sequence[Sequence[Check]]) -> tuple[Status, ...]
         if any([(c.ident, c.low, c.high) for c in look] != first for look in history):
             raise ValueError("every look must hold the same checks, with the same regions, in the same order")
     labels = [c.label for c in history[0]] if history else []
-    statuses = decide_looks(plan, labels, [[look_result(c) for c in look] for look in history])
+    levels = [(c.level_holds, c.level_fails) for c in history[0]] if history else []
+    statuses = decide_looks(plan, labels, [[look_result(c) for c in look] for look in history], levels)
     keys = [c.key for c in history[0]] if history else []
     return tuple(dataclasses.replace(s, key=k) for s, k in zip(statuses, keys, strict=True))
 
 
-def decide_looks(plan: Plan, labels: Sequence[str], history: Sequence[Sequence[LookResult]]) -> tuple[Status, ...]:
-    """`decide` on the checks' readings (p-value, side, n), history[k][i] being check i at look k."""
+def decide_looks(
+    plan: Plan,
+    labels: Sequence[str],
+    history: Sequence[Sequence[LookResult]],
+    levels: Sequence[tuple[float, float]] | None = None,
+) -> tuple[Status, ...]:
+    """`decide` on the checks' readings (p-value, side, n), history[k][i] being check i at look k; levels[i] is
+    check i's (holds, fails) levels (ALPHA for both where not given).
+    """
     looks, m = len(history), len(labels)
     if not 1 <= looks <= len(plan.looks) or any(len(look) != m for look in history):
         raise ValueError(f"need 1 to {len(plan.looks)} looks of {m} readings each, got {looks} looks")
+    levels = list(levels) if levels is not None else [(ALPHA, ALPHA)] * m
     best = [math.inf] * m  # the smallest p / share so far
     gave = [0] * m  # the look that gave it, the earliest on ties
-    p_seq, p_holm = [1.0] * m, [1.0] * m
+    bank = [0.0] * m  # the share of the check's current test: looks that added it no seeds join the last one's
+    p_seq = [1.0] * m
     decided_at: list[int | None] = [None] * m
     for k, look in enumerate(history):
         for i, r in enumerate(look):
-            if decided_at[i] is None:  # a decided check is frozen: its later looks are not read
-                ratio = (r.p if math.isfinite(r.p) else 1.0) / plan.shares[k]
-                if ratio < best[i]:
-                    best[i], gave[i] = ratio, k
-                p_seq[i] = min(1.0, best[i])
-        adjusted = holm(p_seq)
-        for i in range(m):
-            if decided_at[i] is None:
-                p_holm[i] = adjusted[i]
-                if adjusted[i] < ALPHA and history[gave[i]][i].side.decided:
-                    decided_at[i] = k
+            if decided_at[i] is not None:  # a decided check is frozen: its later looks are not read
+                continue
+            same = k > 0 and r.n == history[k - 1][i].n and r.n > 0
+            bank[i] = bank[i] + plan.shares[k] if same else plan.shares[k]
+            ratio = (r.p if math.isfinite(r.p) else 1.0) / bank[i]
+            if ratio < best[i]:
+                best[i], gave[i] = ratio, k
+            p_seq[i] = min(1.0, best[i])
+            side = history[gave[i]][i].side
+            if side.decided and p_seq[i] < _level(levels[i], side):
+                decided_at[i] = k
     more = looks < len(plan.looks)
     statuses = []
     for i, label in enumerate(labels):
         at = decided_at[i]
         side = Outcome.UNDECIDED if at is None else history[gave[i]][i].side
         k = looks - 1 if at is None else at
-        statuses.append(Status(label, side, k, history[k][i].n, p_seq[i], p_holm[i], more and at is None, plan.cap))
+        level = _level(levels[i], history[gave[i]][i].side)
+        statuses.append(Status(label, side, k, history[k][i].n, p_seq[i], level, more and at is None, plan.cap))
     return tuple(statuses)
+
+
+def _level(levels: tuple[float, float], side: Outcome) -> float:
+    holds, fails = levels
+    return holds if side is Outcome.HOLDS else fails

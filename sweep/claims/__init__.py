@@ -7,7 +7,7 @@ asks it what is decided (`run --until-decided`), `report` renders what it found.
 - `registry`: the claims C1-C9 as data, and `evaluate`, the findings of a run summary;
 - `checks`, `speed_check`: how each claim is checked (C6 from quiet times);
 - `basis`: the numbers each claim is read from (recalibrated, tuned lr, sequential p-values);
-- `family`: Holm's correction across the report's checks;
+- `family`: error control per claim, and the false-discovery view across claims;
 - `verdict`: a claim's verdict as a value (`Verdict`): fixed-n or sequential, in full and in short;
 - `maps`: a claim checked over every setting of a condition map;
 - `headline`: C1's map read setting by setting, raw and recalibrated;

@@ -17,6 +17,7 @@ from sweep.analysis import (
     BATCH_SIZE,
     CONTROL_DEFAULTS,
     GPUS,
+    SOURCE,
     column,
 )
 from sweep.analysis.estimates import Check, Estimate, Key, estimate, fmt_estimate
@@ -36,9 +37,11 @@ from sweep.analysis.selection import (
 )
 from sweep.analysis.tuning import SMALL_BATCH
 from sweep.claims.findings import (
-    CAUSE_RAISES_GAP,
+    CAPACITY_MARGIN,
     CLOSE_GAP,
     FAR_GAP,
+    LAG_MARGIN,
+    POST_GAP,
     SAME_VAL,
     VAL_DROP,
     Claim,
@@ -66,6 +69,8 @@ def finding_from(
     evidence: Sequence[Evidence | tuple[str, Estimate]] = (),
     notes: Sequence[str] = (),
     rule: Rule = Rule.ALL,
+    size: Sequence[Check] = (),
+    mechanism: Sequence[Check] = (),
 ) -> Finding:
     """A finding from the selection(s) it read: their descriptions (each once) and the ids of their runs."""
     sels = (read,) if isinstance(read, Selection) else tuple(read)
@@ -74,6 +79,7 @@ def finding_from(
     tested_at = " | ".join(dict.fromkeys(s.tested_at() for s in sels))
     optimizer = " | ".join(dict.fromkeys(s.values_of(OPTIMIZER) for s in sels))
     lr = " | ".join(dict.fromkeys(s.values_of(LR) for s in sels))
+    folders = sorted({str(f) for s in sels if SOURCE in s.rows for f in s.rows[SOURCE].dropna()})
     return Finding(
         tuple(checks),
         described,
@@ -81,9 +87,12 @@ def finding_from(
         tuple(notes),
         rule,
         run_ids,
-        tested_at,
+        tested_at=tested_at,
         optimizer=optimizer,
         lr=lr,
+        folders=" | ".join(folders),
+        size=tuple(size),
+        mechanism=tuple(mechanism),
     )
 
 
@@ -98,15 +107,26 @@ def check_gap_at_two_batch_sizes(claim: Claim, table: pd.DataFrame) -> Finding |
 
 
 def gap_at_two_batch_sizes(claim: Claim, sel: Selection, large: Any) -> Finding:
-    """C1's checks on one group of runs with batch sizes `small` (the claim's first) and `large`."""
+    """C1 on one group of runs with batch sizes `small` (the claim's first) and `large`: its direction (the large
+    batch's gap above the small one's, paired by seed) decides; whether the post's size is reproduced and whether
+    BatchNorm's lag is the mechanism (the recalibrated gaps equal) are statements of their own.
+    """
     small = claim.needs.values[0]
     gap2 = column(vocab.GAP, "epoch2")
     rows = sel.rows
-    checks = (
+    between = f"{fmt_value(large)} - {fmt_value(small)}"
+    direction = Check(
+        f"gap, batch {between}, epoch 2 (paired)",
+        paired(rows, BATCH_SIZE, small, large, gap2),
+        low=0.0,
+        key=Key(vocab.GAP, ((BATCH_SIZE, between), (vocab.EPOCH, "2"))),
+        short=f"gap, batch {between}, epoch 2",
+    )
+    size = (
         Check(
             f"gap at batch {large}, epoch 2",
             estimate_at(rows, BATCH_SIZE, large, gap2),
-            low=FAR_GAP.value,
+            low=POST_GAP.value,
             key=at_batch(vocab.GAP, large),
         ),
         Check(
@@ -117,6 +137,21 @@ def gap_at_two_batch_sizes(claim: Claim, sel: Selection, large: Any) -> Finding:
             key=at_batch(vocab.GAP, small),
         ),
     )
+    recal = column(vocab.EVAL_GAP_RECAL, "epoch2")
+    mechanism = (
+        (
+            Check(
+                f"eval_gap_recal, batch {between}, epoch 2 (paired): BatchNorm's lag explains the gap when equal",
+                paired(rows, BATCH_SIZE, small, large, recal),
+                low=-LAG_MARGIN.value,
+                high=LAG_MARGIN.value,
+                key=Key(vocab.EVAL_GAP_RECAL, ((BATCH_SIZE, between), (vocab.EPOCH, "2"))),
+                short=f"eval_gap_recal, batch {between}, epoch 2",
+            ),
+        )
+        if vocab.EVAL_GAP_RECAL in _cause(rows, "epoch2")
+        else ()
+    )
     evidence = tuple(
         Evidence(
             f"{metric} at batch {bs}, epoch 2",
@@ -126,7 +161,8 @@ def gap_at_two_batch_sizes(claim: Claim, sel: Selection, large: Any) -> Finding:
         for bs in (large, small)
         for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *_cause(rows, "epoch2"))
     )
-    return finding_from(checks, sel, evidence, (_measurement_share(rows, small, large),))
+    notes = (_measurement_share(rows, small, large),)
+    return finding_from((direction,), sel, evidence, notes, size=size, mechanism=mechanism)
 
 
 def at_batch(metric: str, batch: Any, epoch: str = "2") -> Key:
@@ -186,22 +222,24 @@ def check_cause_raises_gap(claim: Claim, table: pd.DataFrame) -> Finding | None:
 
 
 def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
-    """C2/C3's checks on one group of runs with the claim's reference and the cause at `value`."""
+    """C2/C3 on one group of runs with the claim's reference and the cause at `value`: the cause raising the gap
+    (paired by seed) decides; the cause's gap far above (the symptom's size) is a statement of its own.
+    """
     (axis,), reference, gap2 = claim.needs.axes, claim.needs.reference, column(vocab.GAP, "epoch2")
     at = f"{axis}={fmt_value(value)}"
-    checks = (
+    direction = Check(
+        f"gap change vs {axis}={fmt_value(reference)}, epoch 2 (paired)",
+        paired(sel.rows, axis, reference, value, gap2),
+        low=0.0,
+        key=Key(vocab.GAP, ((axis, f"{fmt_value(value)} - {fmt_value(reference)}"), (vocab.EPOCH, "2"))),
+        short=f"gap change vs {axis}={fmt_value(reference)}, epoch 2",
+    )
+    size = (
         Check(
             f"gap at {at}, epoch 2",
             estimate_at(sel.rows, axis, value, gap2),
             low=FAR_GAP.value,
             key=Key(vocab.GAP, ((axis, fmt_value(value)), (vocab.EPOCH, "2"))),
-        ),
-        Check(
-            f"gap increase vs {axis}={fmt_value(reference)}, epoch 2 (paired)",
-            paired(sel.rows, axis, reference, value, gap2),
-            low=CAUSE_RAISES_GAP.value,
-            key=Key(vocab.GAP, ((axis, f"{fmt_value(value)} - {fmt_value(reference)}"), (vocab.EPOCH, "2"))),
-            short=f"gap increase vs {axis}={fmt_value(reference)}, epoch 2",
         ),
     )
     balanced = column(vocab.TRAIN_EVAL_BALANCED_ACC, "epoch2")
@@ -210,13 +248,21 @@ def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
         (f"{metric} at {at}, epoch 2", estimate_at(sel.rows, axis, value, column(metric, "epoch2")))
         for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *measured, *_cause(sel.rows, "epoch2"))
     )
+    changes = (vocab.TRAIN_ACC, vocab.VAL_ACC, *(m for m in _cause(sel.rows, "epoch2") if m == vocab.VAL_ACC_RECAL))
+    evidence += tuple(
+        (
+            f"{metric} change vs {axis}={fmt_value(reference)}, epoch 2 (paired)",
+            paired(sel.rows, axis, reference, value, column(metric, "epoch2")),
+        )
+        for metric in changes
+    )
     evidence += (
         (
-            "gap increase at the last epoch (paired)",
+            "gap change at the last epoch (paired)",
             paired(sel.rows, axis, reference, value, column(vocab.GAP, "last")),
         ),
     )
-    return finding_from(checks, sel, evidence)
+    return finding_from((direction,), sel, evidence, size=size)
 
 
 # --- C4: preprocessing validation differently lowers val_acc
@@ -225,26 +271,24 @@ def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
 def check_mismatch_lowers_val(claim: Claim, table: pd.DataFrame) -> Finding | None:
     (axis,), reference, metric = claim.needs.axes, claim.needs.reference, column(vocab.VAL_ACC, "last")
     kinds = toggle_values(table, axis)[1:] if axis in table else []
-    checks, selections = [], []
+    checks, sizes, selections = [], [], []
     for kind in kinds:
         sel = choose_context(table, axis, (reference, kind))
-        if sel is not None:
-            checks.append(
-                Check(
-                    f"val_acc change with mismatch {kind}, last epoch (paired)",
-                    paired(sel.rows, axis, reference, kind, metric),
-                    high=-VAL_DROP.value,
-                    key=Key(vocab.VAL_ACC, ((axis, f"{kind} - {reference}"), (vocab.EPOCH, "last"))),
-                    short=f"val_acc change with mismatch {kind}",
-                )
-            )
-            selections.append(sel)
+        if sel is None:
+            continue
+        change = paired(sel.rows, axis, reference, kind, metric)
+        key = Key(vocab.VAL_ACC, ((axis, f"{kind} - {reference}"), (vocab.EPOCH, "last")))
+        label = f"val_acc change with mismatch {kind}, last epoch (paired)"
+        checks.append(Check(label, change, high=0.0, key=key, short=f"val_acc change with mismatch {kind}"))
+        sizes.append(Check(f"{label}: by more than {VAL_DROP.value:g}", change, high=-VAL_DROP.value))
+        selections.append(sel)
     if not checks:
         return None
     notes = (
-        "Supported when at least one kind of mismatch lowers val_acc by more than the threshold; each kind is listed.",
+        "Supported when at least one kind of mismatch lowers val_acc; its size is shown when one lowers it by more "
+        "than the threshold. Each kind is listed.",
     )
-    return finding_from(checks, selections, (), notes, rule=Rule.ANY)
+    return finding_from(checks, selections, (), notes, rule=Rule.ANY, size=sizes)
 
 
 # --- C5: a model too large for the data overfits
@@ -255,7 +299,7 @@ LARGER_IS_MORE_CAPACITY = {"model.width": True, "data.samples_per_class": False}
 
 def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None:
     metric = column(vocab.EVAL_GAP, "last")
-    checks, selections = [], []
+    checks, sizes, selections = [], [], []
     for axis in claim.needs.axes:
         sel = choose_context(table, axis) if axis in table else None
         if sel is None:
@@ -264,27 +308,26 @@ def check_capacity_overfits(claim: Claim, table: pd.DataFrame) -> Finding | None
         for value in values[1:]:
             grows = (value > values[0]) == LARGER_IS_MORE_CAPACITY[axis]
             diff = paired(sel.rows, axis, values[0], value, metric)
-            checks.append(
-                Check(
-                    f"eval_gap change {axis} {fmt_value(values[0])} -> {fmt_value(value)}, last epoch (paired)",
-                    diff,
-                    low=0.0 if grows else -math.inf,
-                    high=math.inf if grows else 0.0,
-                    key=Key(
-                        vocab.EVAL_GAP, ((axis, f"{fmt_value(value)} - {fmt_value(values[0])}"), (vocab.EPOCH, "last"))
-                    ),
-                    short=f"eval_gap change {axis} {fmt_value(values[0])} -> {fmt_value(value)}",
-                )
-            )
+            step = f"{axis} {fmt_value(values[0])} -> {fmt_value(value)}"
+            label = f"eval_gap change {step}, last epoch (paired)"
+            key = Key(vocab.EVAL_GAP, ((axis, f"{fmt_value(value)} - {fmt_value(values[0])}"), (vocab.EPOCH, "last")))
+            # the change must clear 0 the way more capacity points (up where it grows), and the margin for its size
+            sign, size = (1.0, math.inf) if grows else (-1.0, -math.inf)
+            low, high = sorted((0.0, size))
+            size_low, size_high = sorted((sign * CAPACITY_MARGIN.value, size))
+            short = f"eval_gap change {step}"
+            checks.append(Check(label, diff, low, high, margin=CAPACITY_MARGIN.value, key=key, short=short))
+            sizes.append(Check(f"{label}: by more than {CAPACITY_MARGIN.value:g}", diff, size_low, size_high))
         selections.append(sel)
     if not checks:
         return None
     notes = (
         "Overfitting is judged on eval_gap (train and validation measured the same way, end-of-training "
         "model), not on the running train_acc. Expected sign: wider model or fewer images per class -> "
-        "larger eval_gap.",
+        f"larger eval_gap. A change smaller than {CAPACITY_MARGIN.value:g} is no overfitting (equivalence at that "
+        "margin): such a step contradicts the claim.",
     )
-    return finding_from(checks, selections, (), notes)
+    return finding_from(checks, selections, (), notes, size=sizes)
 
 
 # --- C6-C8: batch size, smallest vs largest, at the last epoch

@@ -1,42 +1,68 @@
-"""The report's family of checks, and Holm's correction across it.
+"""Error control per claim, and the false-discovery view across claims beside the verdicts.
 
-The family is every deciding check of every claim the report tests (the rows of
-``tables/claims.csv`` with a p-value; "more evidence" rows, the attribution, tuning
-and noise-scale numbers decide nothing and are not in it). A check without a p-value
-(fewer than 2 seeds or pairs) is undecided and not counted. Holm keeps the chance that
-any check in the family is decided wrongly below 5%, whatever their dependence.
+A claim's verdict rests on its own deciding checks (`Finding.checks`) alone, so it never depends on
+which other claims or folders a report read:
+
+- every check must hold (`Rule.ALL`): an intersection-union test. The claim is supported when each check
+  holds at ALPHA (no correction: the claim is wrong only if some check is, and that check's own test keeps
+  that chance below ALPHA); it is contradicted when one of its k checks fails at ALPHA / k (Bonferroni over
+  the claim's checks: any of the k may be the one that fails);
+- one check is enough (`Rule.ANY`, C4's kinds of mismatch): the mirror image. Supported when one of its
+  k checks holds at ALPHA / k, contradicted when every check fails at ALPHA.
+
+The size statements and mechanisms (`Finding.size`, `Finding.mechanism`) are statements of their own,
+each at ALPHA. Across the report, Benjamini-Hochberg q-values over every deciding check
+(tables/claims.csv's q_bh) say how many of the decided checks could be false discoveries; the verdicts do
+not use them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 
-from sweep.analysis.estimates import ALPHA, holm
-from sweep.claims.findings import Claim, Finding
+from sweep.analysis.estimates import ALPHA, Check
+from sweep.claims.findings import Claim, Finding, Rule
 
 
-def corrected(findings: list[tuple[Claim, Finding | None]]) -> list[tuple[Claim, Finding | None]]:
-    """The findings with every check's Holm-adjusted p-value and the family's size set."""
-    checks = [c for _, f in findings if f is not None for c in f.checks]
-    adjusted = iter(holm([c.p_value()[0] for c in checks]))
-    size = family_size(findings)
-    out: list[tuple[Claim, Finding | None]] = []
-    for claim, finding in findings:
-        if finding is None:
-            out.append((claim, None))
-            continue
-        fixed = tuple(dataclasses.replace(c, p_holm=next(adjusted), family=size) for c in finding.checks)
-        out.append((claim, dataclasses.replace(finding, checks=fixed)))
+def controlled(finding: Finding) -> Finding:
+    """The finding with each deciding check's levels set by its claim's rule over its own checks."""
+    k = max(1, sum(math.isfinite(c.p_value()[0]) for c in finding.checks))
+    holds, fails = (ALPHA, ALPHA / k) if finding.rule is Rule.ALL else (ALPHA / k, ALPHA)
+    checks = tuple(dataclasses.replace(c, level_holds=holds, level_fails=fails) for c in finding.checks)
+    return dataclasses.replace(finding, checks=checks)
+
+
+def each_controlled(findings: list[tuple[Claim, Finding | None]]) -> list[tuple[Claim, Finding | None]]:
+    return [(claim, None if f is None else controlled(f)) for claim, f in findings]
+
+
+def levels(checks: Sequence[Check], rule: Rule) -> tuple[float, float]:
+    """(holds, fails): the levels of a claim's checks under its rule (`controlled`), for the sequential looks."""
+    k = max(1, len(checks))
+    return (ALPHA, ALPHA / k) if rule is Rule.ALL else (ALPHA / k, ALPHA)
+
+
+def q_values(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values); NaN (no p-value) stays NaN and is not counted.
+
+    The i-th smallest of m p-values times m / i, made monotone from the largest down: deciding where q < 0.05
+    keeps the expected share of false discoveries among the decided below 5% (for independent or positively
+    dependent tests).
+    """
+    ranked = sorted((p, i) for i, p in enumerate(pvalues) if math.isfinite(p))
+    m, running = len(ranked), 1.0
+    out = [math.nan] * len(pvalues)
+    for rank in range(m, 0, -1):
+        p, i = ranked[rank - 1]
+        running = min(running, p * m / rank)
+        out[i] = running
     return out
 
 
-def family_size(findings: list[tuple[Claim, Finding | None]]) -> int:
-    return sum(math.isfinite(c.p_value()[0]) for _, f in findings if f is not None for c in f.checks)
-
-
 def describe(findings: list[tuple[Claim, Finding | None]]) -> str:
-    """The family in words, for the report."""
+    """The error control in words, for the report."""
     per_claim = [
         f"{claim.id} {n}"
         for claim, f in findings
@@ -45,14 +71,17 @@ def describe(findings: list[tuple[Claim, Finding | None]]) -> str:
     if not per_claim:
         return (
             "No check has a p-value (a check needs at least 2 seeds, or pairs, with numbers): nothing is decided "
-            "here, so there is no family for Holm's correction. Evidence rows, the comparable readings, the "
-            "condition maps, the attribution, the tuning and the noise scale are estimates and decide nothing."
+            "here. Evidence rows, the comparable readings, the condition maps, the attribution, the tuning and the "
+            "noise scale are estimates and decide nothing."
         )
     return (
-        f"Holm's correction runs over a family of {family_size(findings)} checks, every deciding check of every "
-        f"claim tested here that has a p-value ({', '.join(per_claim)}), with the sequential p-value "
-        "where a claim was continued with `run --until-decided`: one error budget for the whole report. Evidence "
-        "rows, the comparable readings, the condition maps, the attribution, the tuning and the noise scale are "
-        f"estimates and decide nothing. A check is decided when its Holm-adjusted p-value is below {ALPHA:.2f}: "
-        f"the chance of any wrong decision in the report stays below {ALPHA:.0%}."
+        f"Error control is per claim, over its own deciding checks ({', '.join(per_claim)}), so a verdict never "
+        f"depends on which other claims or folders this report read. A claim whose checks must all hold is "
+        f"supported when each holds at {ALPHA:g} (an intersection-union test needs no correction) and "
+        f"contradicted when one of its k checks fails at {ALPHA:g} / k (Bonferroni); a claim where one check is "
+        f"enough (C4) the other way round. Size statements and mechanisms are statements of their own, each at "
+        f"{ALPHA:g}. Across claims, tables/claims.csv's q_bh column holds Benjamini-Hochberg q-values over every "
+        "deciding check (the false-discovery view); the verdicts do not use them. Evidence rows, the comparable "
+        "readings, the condition maps, the attribution, the tuning and the noise scale are estimates and decide "
+        "nothing."
     )

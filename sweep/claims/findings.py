@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from sweep.analysis.estimates import Check, Estimate, Key
+from sweep.analysis.estimates import ALPHA, Check, Estimate, Key
 from sweep.analysis.outcome import NOT_TESTED, Outcome, all_of, any_of
 from sweep.analysis.power import SeedsNeeded, seeds_needed
 
@@ -32,17 +32,31 @@ class Threshold:
         return self.wording.format(self.value)
 
 
-FAR_GAP = Threshold(0.20, "far above = gap > {:g}")  # C1-C3: "train_acc far above val_acc"
-CLOSE_GAP = Threshold(0.10, "close = |gap| < {:g}")  # C1: "the two are close"
-CAUSE_RAISES_GAP = Threshold(0.05, "a cause must raise the gap by > {:g}")  # C2, C3, paired
+# Sizes from the post where it gives numbers, else stated with their reason (docs/report.md, "Thresholds").
+POST_GAP = Threshold(0.50, "the post's size at batch 64 = gap > {:g} (its 80% - 6% = 0.74)")  # C1
+FAR_GAP = Threshold(0.20, "far above = gap > {:g}")  # C2, C3, the maps: "train_acc far above val_acc"
+CLOSE_GAP = Threshold(0.10, "close = |gap| < {:g}")  # C1: "the two are close" (the post: both 60%)
 VAL_DROP = Threshold(0.10, "a mismatch must lower val_acc by > {:g}")  # C4, paired
+CAPACITY_MARGIN = Threshold(0.02, "no overfitting = eval_gap grows by < {:g}")  # C5, paired: equivalence margin
+LAG_MARGIN = Threshold(0.03, "BatchNorm's lag = recalibrated eval_gap differs by < {:g}")  # C1's mechanism
 SPEEDUP = Threshold(0.10, "faster = at least {:.0%} less time per epoch")  # C6: largest vs smallest batch
 SAME_VAL = Threshold(0.02, "the same = within +-{:g} val_acc")  # C9: final val_acc, paired
 
 
-def shows_pattern(gap_large: float, gap_small: float) -> bool:
+def shows_pattern(gap_large: float, gap_small: float, far: Threshold = FAR_GAP) -> bool:
     """The post's epoch-2 picture in two numbers: the large batch's gap far above, the small one's close."""
-    return gap_large > FAR_GAP.value and abs(gap_small) < CLOSE_GAP.value
+    return gap_large > far.value and abs(gap_small) < CLOSE_GAP.value
+
+
+class Budget(Enum):
+    """What the compared runs were given alike (tables/claims.csv's budget column): the sign of a batch-size
+    comparison can flip between budgets, so every verdict names its own.
+    """
+
+    EPOCHS = "equal epochs"
+    STEPS = "equal optimizer steps"
+    TIME = "equal wall time"
+    TARGET = "to a target fixed in advance"
 
 
 @dataclass(frozen=True)
@@ -109,17 +123,36 @@ class Finding:
     notes: tuple[str, ...] = ()
     rule: Rule = Rule.ALL
     run_ids: tuple[str, ...] = ()  # the runs its selection(s) read (the run summary's run_id), sorted
+    folders: str = ""  # the results folders those runs came from: "results/causes | results/map_c3"
     tested_at: str = ""  # the settings its runs ran at, in a few words (`Selection.tested_at`)
     optimizer: str = ""  # the optimizer(s) its runs trained with: "adam"
     lr: str = ""  # their learning rate: "0.001", or "tuned per batch size over [0.0001, 0.03]"
     read_from: ReadFrom | None = None  # which numbers decide (None: not yet said, `basis.read` says it)
     tuned: bool = False  # read with each batch size at its own tuned lr (READ_TUNED)
     untrained: int = 0  # runs of the compared groups that did not train, left out of every number above
+    # statements of their own, each at ALPHA, beside the deciding checks: whether the post's size is reproduced
+    # (combined by `rule`, as the checks are), and mechanisms tested by equivalence (C1: BatchNorm's lag)
+    size: tuple[Check, ...] = ()
+    mechanism: tuple[Check, ...] = ()
 
     @property
     def outcome(self) -> Outcome:
+        """The claim's direction: its deciding checks combined by its rule."""
         combine = any_of if self.rule is Rule.ANY else all_of
         return combine(c.outcome() for c in self.checks)
+
+    @property
+    def size_outcome(self) -> Outcome | None:
+        """Whether the post's size is reproduced (None: the claim states no size beyond its direction)."""
+        if not self.size:
+            return None
+        combine = any_of if self.rule is Rule.ANY else all_of
+        return combine(c.outcome() for c in self.size)
+
+    @property
+    def size_not_shown(self) -> bool:
+        """The direction holds but the size is not (yet) shown: "direction shown, size not"."""
+        return self.outcome is Outcome.HOLDS and self.size_outcome not in (None, Outcome.HOLDS)
 
     @property
     def reading(self) -> str:
@@ -131,7 +164,11 @@ class Finding:
     @property
     def verdict(self) -> str:
         """The verdict in a word, as tables/claims.csv writes it."""
-        return DID_NOT_TRAIN_VERDICT if self.unanswered() else self.outcome.words.table
+        if self.unanswered():
+            return DID_NOT_TRAIN_VERDICT
+        if self.size_not_shown:
+            return size_words(self.size_outcome)
+        return self.outcome.words.table
 
     def unanswered(self) -> bool:
         """No check has numbers because the runs of a compared setting all did not train."""
@@ -149,6 +186,14 @@ class Finding:
             return None
         pick = min if self.rule is Rule.ANY else max
         return pick(needed, key=lambda s: s.sort_key())
+
+
+DIRECTION_SHOWN = "direction shown"
+
+
+def size_words(size: Outcome | None) -> str:
+    """ "direction shown, size not" (the size fails) or "direction shown, size undecided"."""
+    return f"{DIRECTION_SHOWN}, size {'not' if size is Outcome.FAILS else 'undecided'}"
 
 
 class Part(Enum):
@@ -176,6 +221,13 @@ class Claim:
     cause: str = ""  # a CAUSE's name in the answer ("class imbalance")
     steps_differ: bool = False  # compares runs that take different numbers of steps: read at equal steps, fit, time
     tuned_first: bool = False  # batch-size advice: read at each batch size's own tuned lr where results have one
+    budget: Budget = Budget.EPOCHS  # what its compared runs were given alike
+    read_at: str = "the last epoch"  # where along training its numbers are read
+
+    @property
+    def budget_words(self) -> str:
+        """ "equal epochs, read at epoch 2": tables/claims.csv's budget column and the verdict's words."""
+        return f"{self.budget.value}, read at {self.read_at}"
 
     @property
     def experiments(self) -> str:
@@ -189,12 +241,12 @@ class Claim:
 
 
 def fmt_p(check: Check) -> str:
-    """ "0.026 (0.234)": the raw p-value, then Holm's; "-" where there is none."""
-    p, _ = check.p_value()
+    """ "0.026 (at 0.025)": the p-value and, where it is not ALPHA, the level its side is decided at; "-": none."""
+    p, side = check.p_value()
     if not math.isfinite(p):
         return "-"
-    held = check.p_holm
-    return f"{p:.2g} ({held:.2g})" if held is not None and math.isfinite(held) else f"{p:.2g}"
+    level = check.level(side)
+    return f"{p:.2g}" if level == ALPHA else f"{p:.2g} (at {level:.2g})"
 
 
 def outcome_text(check: Check) -> str:
@@ -206,14 +258,28 @@ def outcome_text(check: Check) -> str:
     return outcome.words.check
 
 
-def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
-    """One row per check (or one per untested claim): for tables/claims.csv."""
+class Role(Enum):
+    """What a check is for in its claim's verdict (tables/claims.csv's role column)."""
+
+    DECIDES = "decides"  # the claim's direction (or, for "no effect" claims, its equivalence): the verdict
+    SIZE = "size"  # whether the post's size is reproduced: a statement of its own
+    MECHANISM = "mechanism"  # an equivalence that says what causes it: a statement of its own
+
+
+def claims_table(
+    findings: list[tuple[Claim, Finding | None]], q_values: Callable[[list[float]], list[float]]
+) -> pd.DataFrame:
+    """One row per check (or one per untested claim): for tables/claims.csv. `q_values`: the false-discovery
+    adjustment over every deciding check of the table (`family.q_values`), beside the verdicts.
+    """
     rows: list[dict[str, Any]] = []
     for claim, finding in findings:
         head: dict[str, Any] = {
             "claim": claim.id,
             "verdict": finding.verdict if finding else NOT_TESTED,
             "experiments": claim.experiments,
+            "folders": finding.folders if finding else "",
+            "budget": claim.budget_words if finding else "",
             "optimizer": finding.optimizer if finding else "",
             "lr": finding.lr if finding else "",
             "reading": finding.reading if finding else "",
@@ -221,28 +287,35 @@ def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
         }
         if finding is None or not finding.checks:
             rows.append(head)
-        for check in finding.checks if finding else ():
-            e, (p, side) = check.estimate, check.p_value()
-            rows.append(
-                {
-                    **head,
-                    "check": check.label,
-                    "mean": e.mean,
-                    "ci_low": e.low,
-                    "ci_high": e.high,
-                    "n": e.n,
-                    "sd": e.sd,
-                    "holds_when": check.region(),
-                    "p_value": p,
-                    "p_side": side.words.side,
-                    "p_holm": check.p_holm,
-                    "family": check.family,
-                    "outcome_uncorrected": check.uncorrected().words.check,
-                    "outcome": check.outcome().words.check,
-                    **_seeds_columns(check),
-                }
-            )
-    return pd.DataFrame(rows)
+        if finding is None:
+            continue
+        parts = ((Role.DECIDES, finding.checks), (Role.SIZE, finding.size), (Role.MECHANISM, finding.mechanism))
+        for role, checks in parts:
+            rows.extend({**head, "role": role.value, **_check_columns(check)} for check in checks)
+    table = pd.DataFrame(rows)
+    if "p_value" in table:
+        deciding = table["role"] == Role.DECIDES.value
+        table.loc[deciding, "q_bh"] = q_values(table.loc[deciding, "p_value"].astype(float).tolist())
+    return table
+
+
+def _check_columns(check: Check) -> dict[str, Any]:
+    e, (p, side) = check.estimate, check.p_value()
+    return {
+        "check": check.label,
+        "mean": e.mean,
+        "ci_low": e.low,
+        "ci_high": e.high,
+        "n": e.n,
+        "sd": e.sd,
+        "holds_when": check.region(),
+        "p_value": p,
+        "p_side": side.words.side,
+        "level": check.level(side),
+        "outcome_alone": check.alone().words.check,
+        "outcome": check.outcome().words.check,
+        **_seeds_columns(check),
+    }
 
 
 def _seeds_columns(check: Check) -> dict[str, Any]:

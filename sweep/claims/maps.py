@@ -31,8 +31,9 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, SOURCE, SOURCE_RANK, column, setting_columns
+from sweep.analysis.estimates import Check
 from sweep.analysis.health import DID_NOT_TRAIN
-from sweep.analysis.outcome import Outcome
+from sweep.analysis.outcome import Outcome, all_of
 from sweep.analysis.selection import (
     RECORDING_KEYS,
     Selection,
@@ -52,12 +53,25 @@ Judge = Callable[[Claim, Selection, Any], Finding]
 MIN_CELLS = 2  # one cell is the verdict itself, not a map
 
 
+def post_size(finding: Finding) -> tuple[Check, ...]:
+    """C1's pattern in a cell: the post's picture at its size (the finding's size statement)."""
+    return finding.size
+
+
+def symptom_and_cause(finding: Finding) -> tuple[Check, ...]:
+    """C2/C3's pattern in a cell: the cause's gap far above (its size), then the cause raising the gap."""
+    return (*finding.size, *finding.checks)
+
+
 @dataclass(frozen=True)
 class Mapped:
-    """How a claim is mapped: the check function for one cell, and a title per check for the figure."""
+    """How a claim is mapped: the check function for one cell, the checks of its finding that make the claim's
+    pattern there, and a title per such check for the figure.
+    """
 
     claim_id: str
     judge: Judge
+    pattern: Callable[[Finding], tuple[Check, ...]]
     panels: tuple[str, ...]
     experiments: str = ""  # the shipped grid that maps it, if any
 
@@ -66,19 +80,22 @@ MAPPED = (
     Mapped(
         "C1",
         gap_at_two_batch_sizes,
+        post_size,
         ("gap at the large batch, epoch 2", "gap at batch 8, epoch 2"),
         "experiments/map_c1.yaml",
     ),
     Mapped(
         "C2",
         cause_raises_gap,
-        ("gap with the cause, epoch 2", "gap increase vs none (paired), epoch 2"),
+        symptom_and_cause,
+        ("gap with the cause, epoch 2", "gap change vs none (paired), epoch 2"),
         "experiments/map_c2.yaml",
     ),
     Mapped(
         "C3",
         cause_raises_gap,
-        ("gap with the cause, epoch 2", "gap increase vs none (paired), epoch 2"),
+        symptom_and_cause,
+        ("gap with the cause, epoch 2", "gap change vs none (paired), epoch 2"),
         "experiments/map_c3.yaml",
     ),
 )
@@ -94,6 +111,7 @@ class Cell:
     finding: Finding  # its checks on the runs that trained
     rows: pd.DataFrame  # the cell's runs that trained
     lost: tuple[str, ...] = ()  # the compared values none of whose runs trained ("shuffle=False"): no numbers
+    checks: tuple[Check, ...] = ()  # the checks of `finding` that make the claim's pattern (`Mapped.pattern`)
 
     @property
     def trained(self) -> bool:
@@ -101,7 +119,8 @@ class Cell:
 
     @property
     def outcome(self) -> Outcome:
-        return self.finding.outcome if self.trained else Outcome.UNDECIDED
+        """The pattern shows (every check's own 95% interval beyond its threshold), does not, or is unclear."""
+        return all_of(c.outcome() for c in self.checks) if self.trained else Outcome.UNDECIDED
 
     def label(self) -> str:
         return ", ".join(f"{short(k)}={shown(v)}" for k, v in self.conditions) or "the only setting"
@@ -122,7 +141,7 @@ class ConditionMap:
         return tuple(c for c in self.cells if c.trained)
 
     def seeds(self) -> str:
-        counts = sorted({int(c.finding.checks[0].estimate.n) for c in self.trained()}) or [0]
+        counts = sorted({int(c.checks[0].estimate.n) for c in self.trained()}) or [0]
         return "-".join(str(n) for n in (counts[0], counts[-1])) if counts[0] != counts[-1] else str(counts[0])
 
     def summary(self) -> str:
@@ -297,7 +316,7 @@ def _judged(claim: Claim, mapped: Mapped, found: list[tuple[Any, Selection]]) ->
             f"{short(sel.axis)}={shown(v)}" for v in (value, reference) if not matches(kept[sel.axis], v).any()
         )
         finding = mapped.judge(claim, dataclasses.replace(sel, rows=kept), value) if not lost else Finding((), "")
-        cells.append(Cell(tuple(sel.context.items()), value, reference, finding, kept, lost))
+        cells.append(Cell(tuple(sel.context.items()), value, reference, finding, kept, lost, mapped.pattern(finding)))
     return tuple(sorted(cells, key=lambda c: [_order(v) for _, v in c.conditions]))
 
 
@@ -390,7 +409,7 @@ def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
                         "cell": " and ".join(cell.lost) + f" {DID_NOT_TRAIN}",
                     }
                 )
-            for i, check in enumerate(cell.finding.checks):
+            for i, check in enumerate(cell.checks):
                 e = check.estimate
                 rows.append(
                     {

@@ -1,7 +1,8 @@
 """A claim's verdict as a value: its outcome, what it rests on, and its words in full and in short.
 
-`of` gives the fixed-n verdict (Holm-corrected across the report's family) or, where `run --until-decided`
-decided the claim's checks, the sequential one. The report prints `long` in its verdict tables and `short`
+`of` gives the fixed-n verdict (each claim under its own error control, `sweep.claims.family`) or, where
+`run --until-decided` decided the claim's checks, the sequential one. A decided verdict names its budget and
+adds the claim's size and mechanism statements. The report prints `long` in its verdict tables and `short`
 on its first screen and the terminal; nothing parses either back.
 """
 
@@ -14,8 +15,9 @@ from enum import Enum
 import pandas as pd
 
 from sweep.analysis.decisions import check_of
+from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.outcome import INCONCLUSIVE, NOT_TESTED, Outcome, all_of, any_of
-from sweep.claims.findings import DID_NOT_TRAIN_VERDICT, Claim, Finding, Rule
+from sweep.claims.findings import DID_NOT_TRAIN_VERDICT, DIRECTION_SHOWN, Claim, Finding, Rule
 
 
 class Basis(Enum):
@@ -24,7 +26,7 @@ class Basis(Enum):
     NOT_TESTED = "not tested"  # these results cannot answer the claim
     NOT_ANSWERED = "not answered"  # every run of a compared setting did not train: no numbers
     NO_INTERVAL = "no interval"  # fewer than 2 seeds (or pairs) with numbers
-    FIXED = "fixed n"  # 95% intervals, Holm-corrected across the report's family
+    FIXED = "fixed n"  # t-intervals over seeds at the claim's own levels (`sweep.claims.family`)
     SEQUENTIAL = "sequential"  # the sequential p-values of `run --until-decided`
 
 
@@ -35,10 +37,13 @@ class Verdict:
     long: str  # the verdict tables' words: the rule, the seeds that would decide it
     short: str  # the first screen's and the terminal's: its first clause
     says_untrained: bool = False  # its words already count the runs that did not train
+    size_not_shown: bool = False  # "direction shown, size ...": the direction holds, the post's size is not shown
 
     @property
     def lead(self) -> str:
         """The verdict's word its text starts with, which the HTML colours ("" where none is coloured)."""
+        if self.size_not_shown:
+            return DIRECTION_SHOWN
         return {
             Basis.NOT_TESTED: NOT_TESTED,
             Basis.NOT_ANSWERED: "",
@@ -49,12 +54,12 @@ class Verdict:
 def of(claim: Claim, finding: Finding | None, sequential: pd.DataFrame | None = None) -> Verdict:
     """The claim's verdict: the sequential one where `run --until-decided` decided its checks, else fixed-n."""
     if finding is not None and sequential is not None and any(c.p_sequential is not None for c in finding.checks):
-        return sequential_verdict(finding, sequential)
+        return sequential_verdict(claim, finding, sequential)
     return fixed(claim, finding)
 
 
 def fixed(claim: Claim, finding: Finding | None) -> Verdict:
-    """The verdict from the checks' 95% intervals after Holm's correction across the report's family."""
+    """The verdict from the checks' t-tests at the claim's own levels, with its budget and statements."""
     if finding is None:
         words = f"{NOT_TESTED} (see {claim.experiments})"
         return Verdict(Outcome.UNDECIDED, Basis.NOT_TESTED, words, words)
@@ -62,18 +67,32 @@ def fixed(claim: Claim, finding: Finding | None) -> Verdict:
         words = f"{DID_NOT_TRAIN_VERDICT} (every run of a compared setting; {finding.untrained} runs in all)"
         return Verdict(Outcome.UNDECIDED, Basis.NOT_ANSWERED, words, DID_NOT_TRAIN_VERDICT, says_untrained=True)
     rule, brief = rule_words(finding), short_rule(finding)
-    outcome = finding.outcome
+    outcome, at = finding.outcome, f" ({claim.budget_words})"
     if outcome.decided:
-        return Verdict(outcome, Basis.FIXED, finding.verdict + rule, finding.verdict + brief)
+        statements = "".join(f"; {s}" for s in statements_of(finding))
+        long, short = finding.verdict + rule + at + statements, finding.verdict + brief
+        return Verdict(outcome, Basis.FIXED, long, short, size_not_shown=finding.size_not_shown)
     if any(c.estimate.n < 2 for c in finding.undecided()):
         return _no_interval(finding, rule, brief)
     needed = finding.seeds_needed()
     more = f"; {needed.words()} seeds per setting for 80% power (`run --until-decided` adds them)" if needed else ""
     seeds = max(c.estimate.n for c in finding.undecided())
     head = f"undecided at {seeds} seeds"
-    return Verdict(
-        outcome, Basis.FIXED, f"{head}{rule}, after Holm correction{more}", f"{head}{brief}, after Holm correction"
-    )
+    return Verdict(outcome, Basis.FIXED, f"{head}{rule}{at}{more}", f"{head}{brief}")
+
+
+def statements_of(finding: Finding) -> list[str]:
+    """The size and mechanism statements in words, each with its interval, where the claim makes them."""
+    said = []
+    size = finding.size_outcome
+    if size is not None:
+        word = {Outcome.HOLDS: "reproduced", Outcome.FAILS: "not reproduced"}.get(size, "undecided")
+        shown = ", ".join(f"{c.brief} {fmt_estimate(c.estimate)} against {c.region()}" for c in finding.size)
+        said.append(f"size {word}: {shown}")
+    for check in finding.mechanism:
+        word = {Outcome.HOLDS: "holds", Outcome.FAILS: "fails"}.get(check.outcome(), "undecided")
+        said.append(f"mechanism {word}: {check.brief} {fmt_estimate(check.estimate)}, equal when {check.region()}")
+    return said
 
 
 def _no_interval(finding: Finding, rule: str, brief: str) -> Verdict:
@@ -91,10 +110,9 @@ def _no_interval(finding: Finding, rule: str, brief: str) -> Verdict:
     return Verdict(Outcome.UNDECIDED, Basis.NO_INTERVAL, long, short)
 
 
-def sequential_verdict(finding: Finding, checks: pd.DataFrame) -> Verdict:
-    """A claim's verdict from its checks' sequential p-values after the report's Holm correction (one family
-    with every other check of the report), and an undecided one at the cap with the seeds per setting 80%
-    power would still need (from the finding's own check).
+def sequential_verdict(claim: Claim, finding: Finding, checks: pd.DataFrame) -> Verdict:
+    """A claim's verdict from its checks' sequential p-values at the claim's own levels, and an undecided one at
+    the cap with the seeds per setting 80% power would still need (from the finding's own check).
     """
     combine = any_of if finding.rule is Rule.ANY else all_of
     sides = [c.outcome() for c in finding.checks]
@@ -105,9 +123,10 @@ def sequential_verdict(finding: Finding, checks: pd.DataFrame) -> Verdict:
     seeds, rule, brief = max(counts), rule_words(finding), short_rule(finding)
     if outcome.decided:
         tail = f" (sequential, decided by {_decided_by(combine, sides, counts)} seeds)"
-        return Verdict(
-            outcome, Basis.SEQUENTIAL, f"{outcome.words.claim}{rule}{tail}", f"{outcome.words.claim}{brief}{tail}"
-        )
+        statements = "".join(f"; {s}" for s in statements_of(finding))
+        word, at = finding.verdict, f" ({claim.budget_words})"
+        long, short = f"{word}{rule}{tail}{at}{statements}", f"{word}{brief}{tail}"
+        return Verdict(outcome, Basis.SEQUENTIAL, long, short, size_not_shown=finding.size_not_shown)
     capped = not checks["more_seeds"].astype(str).eq("True").any()
     needed = finding.seeds_needed()
     more = f"; {needed.words()} seeds per setting for 80% power" if needed else ""

@@ -63,7 +63,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="after the grid, add seeds (new values above the grid's largest) only to the grid points whose "
         "claims still have an undecided check, at planned seed counts (x1.5 per look) up to --max-seeds, "
-        "with the error rate kept under this optional stopping and Holm's correction (docs/report.md, "
+        "with each claim's error rate kept under this optional stopping (docs/report.md, "
         "'Seeds until decided'); writes decisions.csv and looks.csv; rerun the same command to resume",
     )
     p.add_argument(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sweep.analysis.outcome import CONTRADICTED, INCONCLUSIVE, NOT_TESTED, SUPPORTED
+from sweep.claims.findings import DIRECTION_SHOWN
 from sweep.report.figures.files import FigureFile
 
 TITLE = "Does the post's advice hold? Keep batch_size <= 32, and its other claims, checked"
@@ -167,9 +168,11 @@ summary { cursor: pointer; } summary h2 { display: inline; font-size: 1.25rem; }
 nav.contents ol { columns: 2; font-size: 0.9rem; }
 .supported { color: #176317; font-weight: 600; } .contradicted { color: #a11; font-weight: 600; }
 .inconclusive { color: #8a5a00; font-weight: 600; } .not-tested { color: #666; font-weight: 600; }
+.shown { color: #3d6b17; font-weight: 600; }
 """
 VERDICT_CLASSES = {  # a verdict's leading word -> its colour's CSS class
     SUPPORTED: "supported",
+    DIRECTION_SHOWN: "shown",  # "direction shown, size not": the sign decided, the post's size not reached
     CONTRADICTED: "contradicted",
     INCONCLUSIVE: "inconclusive",
     "undecided": "inconclusive",  # an inconclusive verdict's words say at how many seeds

@@ -68,11 +68,12 @@ def summarise(findings: Sequence[tuple[Claim, Finding | None]], maps: Sequence[C
 
 
 def _picture(claim: Claim, finding: Finding | None, mapped: ConditionMap | None) -> Picture | None:
-    if finding is None or len(finding.checks) < 2:
-        return None
     small, large = claim.needs.values
-    by_key = {c.key: c for c in finding.checks}
+    by_key = {c.key: c for c in (finding.size if finding is not None else ())}
+    keys = at_batch(vocab.GAP, large), at_batch(vocab.GAP, small)
+    if finding is None or not all(k in by_key for k in keys):
+        return None
     evidence = {e.key: e.estimate for e in finding.evidence if e.key is not None}
-    gap_large, gap_small = by_key[at_batch(vocab.GAP, large)], by_key[at_batch(vocab.GAP, small)]
+    gap_large, gap_small = (by_key[k] for k in keys)
     eval_gap = evidence.get(at_batch(vocab.EVAL_GAP, large))
     return Picture(finding, small, large, gap_large.estimate, gap_small.estimate, eval_gap, mapped)

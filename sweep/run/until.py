@@ -1,6 +1,6 @@
 """`sweep run GRID --until-decided --max-seeds N`: train the grid, then add seeds only where checks are undecided.
 
-The statistics are `sweep.analysis.sequential`'s (planned looks, alpha spent over them, Holm over the family);
+The statistics are `sweep.analysis.sequential`'s (planned looks, alpha spent over them, each claim's levels);
 this module decides which runs each look needs and trains them through `orchestrate.train_runs`.
 
 - The plan is `Plan.between(len(grid.seeds), N)`. Seed values come in one fixed order: the grid's seeds
@@ -154,8 +154,7 @@ def _same_check(found: dict[str, tuple[tuple[Check, ...], tuple[str, ...]]], cla
     for check in found.get(claim, ((), ()))[0]:
         if (check.ident, check.low, check.high) == (first.ident, first.low, first.high):
             return check
-    empty = Estimate(math.nan, math.nan, 0, math.nan, math.nan)
-    return Check(first.label, empty, first.low, first.high, key=first.key, short=first.short)
+    return replace(first, estimate=Estimate(math.nan, math.nan, 0, math.nan, math.nan))
 
 
 def _read_by(per_look: list[dict[str, tuple[tuple[Check, ...], tuple[str, ...]]]], claim: str) -> tuple[str, ...]:

@@ -61,7 +61,7 @@ def _numbers(m: ConditionMap) -> list:
     return [
         (
             c.label(),
-            [(k.label, k.estimate.mean, k.estimate.low, k.estimate.high, k.outcome().value) for k in c.finding.checks],
+            [(k.label, k.estimate.mean, k.estimate.low, k.estimate.high, k.outcome().value) for k in c.checks],
         )
         for c in m.cells
     ]
@@ -76,7 +76,7 @@ def figure(m: ConditionMap) -> Figure:
     layout.title(fig, _question(m), _where(m))
     ys = list(range(len(m.cells)))[::-1]
     for i, (ax, title) in enumerate(zip(axes, m.mapped.panels, strict=True)):
-        checks = [c.finding.checks[i] for c in m.cells]
+        checks = [c.checks[i] for c in m.cells]
         _holds_band(ax, checks[0].low, checks[0].high)
         for y, check in zip(ys, checks, strict=True):
             e, colour = check.estimate, COLOURS[check.outcome()]

@@ -56,7 +56,8 @@ def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = Fa
         "A check whose dot lies near its x needs few more seeds to be decided; one far to the right, or an arrow, "
         "cannot be decided at a seed count worth running. "
         f"Each undecided check: the seeds per setting for 80% power at two-sided level {alpha:.2g} "
-        "(0.05 over the Holm family), taking the observed mean and sd as true (dot); the line spans the sd's "
+        "(its claim's level for the side it points to), taking the observed mean and sd as true (dot); the line "
+        "spans the sd's "
         f"95% chi-square interval; an arrow: more than {MAX_SEEDS}; x: the seeds the check has now."
     )
     drawn = files.cached_or_drawn(lambda: figure(shown), folder, NAME, caption, key.hexdigest(), index, svg)

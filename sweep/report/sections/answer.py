@@ -71,7 +71,7 @@ def _advice(finding: Finding) -> str:
     return (
         f"Its advice, keep batch_size <= 32, is {finding.outcome.words.claim} at {finding.tested_at}: the best "
         f"small batch's {metric} minus the best large one's, at the last epoch, is {fmt_estimate(check.estimate)} "
-        "(95% interval before Holm's correction)."
+        "(95% interval)."
     )
 
 

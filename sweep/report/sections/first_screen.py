@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from sweep.analysis.estimates import fmt_estimate
+from sweep.analysis.outcome import Outcome
 from sweep.analysis.selection import seed_count
 from sweep.claims import headline
 from sweep.claims.findings import Claim, Finding, ReadFrom
@@ -100,7 +101,7 @@ def _picture(p: Picture | None) -> str:
     text = (
         f"The post's picture, read as the post read it (running train_acc - val_acc at epoch 2): "
         f"{fmt_estimate(p.gap_large)} at batch {p.large} and {fmt_estimate(p.gap_small)} at batch {p.small} "
-        f"({finding.optimizer}, lr {finding.lr}): {finding.outcome.words.claim}."
+        f"({finding.optimizer}, lr {finding.lr}): {finding.verdict}{_lag(finding)}."
     )
     settings = headline.settings(p.mapped) if p.mapped is not None else []
     shows = [s for s in settings if s.shows]
@@ -111,6 +112,18 @@ def _picture(p: Picture | None) -> str:
         f"{text} Over the {len(settings)} trained settings of {p.mapped.source if p.mapped else ''} it shows at "
         f"{len(shows)}; with BatchNorm's statistics recomputed for the same weights it closes at {len(closed)} of "
         f"them: {'BatchNorm lag, not overfitting' if len(closed) == len(shows) else 'partly BatchNorm lag'}."
+    )
+
+
+def _lag(finding: Finding) -> str:
+    """C1's mechanism in a clause: do the recalibrated gaps of the two batch sizes agree?"""
+    if not finding.mechanism:
+        return ""
+    check = finding.mechanism[0]
+    said = {Outcome.HOLDS: "equal", Outcome.FAILS: "not equal"}.get(check.outcome(), "undecided whether equal")
+    return (
+        f"; without BatchNorm's lag (recalibrated) the two batch sizes' eval_gaps differ by "
+        f"{fmt_estimate(check.estimate)}: {said} within {check.region()}"
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sweep.analysis.estimates import fmt_estimate
-from sweep.claims.findings import CLOSE_GAP, FAR_GAP
+from sweep.claims.findings import CLOSE_GAP, FAR_GAP, POST_GAP
 from sweep.claims.headline import LARGE, SMALL, Setting, settings
 from sweep.claims.maps import ConditionMap
 
@@ -26,9 +26,9 @@ def sentences(m: ConditionMap) -> list[str]:
         return []
     shows = [s for s in found if s.shows]
     head = (
-        f"Over the {len(found)} settings of {m.source} whose runs trained, the post's picture (in seed means, "
-        f"batch {LARGE}'s gap above {FAR_GAP.value:g} while batch {SMALL}'s is within +-{CLOSE_GAP.value:g}, at "
-        f"epoch 2, read as the post read it) shows at {len(shows)}"
+        f"Over the {len(found)} settings of {m.source} whose runs trained, the post's picture at its size (batch "
+        f"{LARGE}'s gap above {POST_GAP.value:g} while batch {SMALL}'s is within +-{CLOSE_GAP.value:g}, each 95% "
+        f"interval wholly so, at epoch 2, read as the post read it) shows at {len(shows)}"
     )
     if not shows:
         return [head + "."]

@@ -65,7 +65,7 @@ def _row(m: ConditionMap, cell: Cell) -> tuple[str, ...]:
     if not cell.trained:
         lost = ("did not train",) * len(m.mapped.panels)
         return (*(shown(v) for _, v in cell.conditions), *lost, _accuracies(m, cell), "did not train")
-    checks = [f"{fmt_estimate(k.estimate)} {k.outcome().words.interval}" for k in cell.finding.checks]
+    checks = [f"{fmt_estimate(k.estimate)} {k.outcome().words.interval}" for k in cell.checks]
     return (*(shown(v) for _, v in cell.conditions), *checks, _accuracies(m, cell), cell.outcome.words.cell)
 
 

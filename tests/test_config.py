@@ -365,3 +365,17 @@ def test_digits_without_scikit_learn_is_refused_with_its_install_line(
     assert error_of(tmp_path, grid).endswith(
         "data.dataset: digits is scikit-learn's digits; install it with pip install 'batchsweep[digits]'"
     )
+
+
+@pytest.mark.parametrize("metric", ["val_loss", "val_loss_recal", "train_eval_loss"])
+def test_early_stopping_on_any_loss_waits_while_it_falls(metric: str) -> None:
+    """A loss improves downwards, the recalibrated one too: falling for 6 epochs never stops the run (patience 3);
+    then 3 epochs without a new low stop it, at the third (by hand)."""
+    from sweep.config import stopping
+
+    watch = stopping.Watch(stopping.Rule(metric, patience=3))
+    falling = [3.9, 2.9, 2.2, 1.6, 1.2, 1.0]
+    assert [watch.stop({metric: v}) for v in falling] == [False] * 6
+    assert [watch.stop({metric: v}) for v in (1.1, 1.0, 1.3)] == [False, False, True]
+    rising = stopping.Watch(stopping.Rule("val_acc_recal", patience=2))
+    assert [rising.stop({"val_acc_recal": v}) for v in (0.1, 0.3, 0.2, 0.25)] == [False, False, False, True]

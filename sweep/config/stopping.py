@@ -3,8 +3,8 @@
 The rule is read at the end of every epoch from the epoch's record (records inside
 an epoch, `train.eval_every_steps`, are not looked at), as Keras's `EarlyStopping`
 does: the run stops when `metric` has not improved by more than `min_delta` for
-`patience` epochs in a row. A metric whose name ends in `loss` improves downwards,
-any other upwards. The run keeps the records it has; `runs.csv` says at which
+`patience` epochs in a row. A loss (`val_loss`, `val_loss_recal`, ...) improves downwards,
+any other metric upwards. The run keeps the records it has; `runs.csv` says at which
 epoch it stopped (`stopped_early`), and its final numbers are that epoch's.
 
 Stopping is part of training (a stopped run has fewer epochs), so the rule takes
@@ -42,7 +42,8 @@ class Rule:
 
     @property
     def lower_is_better(self) -> bool:
-        return self.metric.endswith("loss")
+        """A loss improves downwards, recalibrated or not (val_loss_recal too), anything else upwards."""
+        return "loss" in self.metric.split("_")
 
 
 def rule_check(value: Any) -> str | None:

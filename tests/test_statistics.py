@@ -97,7 +97,7 @@ def test_a_claim_is_supported_when_each_check_holds_at_alpha_and_no_other_claim_
 @pytest.mark.unit
 def test_a_claim_is_contradicted_when_one_of_its_k_checks_fails_at_alpha_over_k() -> None:
     """Bonferroni over the claim's own checks: with 2 checks, a failing one needs p < 0.025 (scipy's t-test)."""
-    weak, strong = -0.0185, -0.03  # p 0.031 and 0.013 against 0
+    weak, strong = -0.029, -0.05  # t = 5.0 and 8.7 at 2 df: p 0.038 and 0.013 against 0
     assert 0.025 < _p_at(weak) < 0.05 and _p_at(strong) < 0.025
     weakly = family.controlled(_finding(weak, 0.5))
     strongly = family.controlled(_finding(strong, 0.5))
@@ -111,10 +111,10 @@ def test_a_claim_is_contradicted_when_one_of_its_k_checks_fails_at_alpha_over_k(
 @pytest.mark.unit
 def test_one_check_is_enough_claims_hold_at_alpha_over_k_and_fail_when_all_fail_at_alpha() -> None:
     """C4's rule mirrored: supported when one of k = 2 checks holds at 0.025, contradicted when both fail at 0.05."""
-    weak, strong = 0.0185, 0.03
+    weak, strong = 0.029, 0.05  # p 0.038 and 0.013
     assert family.controlled(_finding(weak, -0.5, rule=Rule.ANY)).verdict == "inconclusive"
     assert family.controlled(_finding(strong, -0.5, rule=Rule.ANY)).verdict == "supported"
-    assert family.controlled(_finding(-0.0185, -0.0185, rule=Rule.ANY)).verdict == "contradicted"
+    assert family.controlled(_finding(-weak, -weak, rule=Rule.ANY)).verdict == "contradicted"
 
 
 @pytest.mark.unit

@@ -14,9 +14,9 @@ import pytest
 
 from sweep import analysis as an
 from sweep import claims
-from sweep.claims import family
 from sweep.analysis.estimates import Check, Estimate, t_multiplier
 from sweep.analysis.outcome import Outcome
+from sweep.claims import family
 from sweep.claims.findings import Finding
 from sweep.claims.registry import by_id
 from sweep.claims.verdict import verdict_text
@@ -144,7 +144,8 @@ def test_c5_flips(wide: list[float], expected: str) -> None:
 
 def test_c5_no_effect_within_its_margin_contradicts() -> None:
     """Width 1 -> 2 changes eval_gap by 0.001 [-0.010, 0.012] (the committed causes run's numbers, by seed here):
-    wholly within 0.02 of no change, so the wider model does not overfit: contradicted, not undecided."""
+    wholly within 0.02 of no change, so the wider model does not overfit: contradicted, not undecided.
+    """
     base = [0.05, 0.06, 0.04, 0.05, 0.05]
     wide = [0.056, 0.054, 0.047, 0.049, 0.053]  # changes 0.006, -0.006, 0.007, -0.001, 0.003
     table = runs("model.width", {1.0: {EVAL_GAP: base}, 2.0: {EVAL_GAP: wide}}, {"data.samples_per_class": 20})
@@ -188,7 +189,8 @@ def test_c6_relative_paired_change_by_hand(largest: list[float], expected: str) 
 def test_c6_verdict_does_not_depend_on_the_other_claims_the_table_answers() -> None:
     """-0.30, -0.20, -0.25: p = 0.035 alone. The table also answers C7 (2 checks) and C8 (1); under a family over
     the report the smallest of 4 p-values would be multiplied by 4 and C6 left undecided. Per claim it stays
-    supported."""
+    supported.
+    """
     table = c6([7.0, 9.6, 8.25])
     alone, corrected = verdicts("C6", table)
     p, side = alone.checks[0].p_value()
@@ -278,8 +280,8 @@ def test_a_mean_a_hair_past_its_threshold_needs_more_than_1000_seeds() -> None:
     _, corrected = verdicts("C6", c6([7.99, 10.788, 10.989]))
     assert corrected.checks[0].estimate.mean == pytest.approx(-0.101)
     assert verdict_text(by_id("C6"), corrected) == (
-        "undecided at 3 seeds (equal epochs, read at its epoch times); > 1000 (range > 1000 to > 1000) seeds per setting "
-        "for 80% power (`run --until-decided` adds them)"
+        "undecided at 3 seeds (equal epochs, read at its epoch times); > 1000 (range > 1000 to > 1000) seeds per "
+        "setting for 80% power (`run --until-decided` adds them)"
     )
 
 

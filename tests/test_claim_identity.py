@@ -48,7 +48,10 @@ def relabelled(claim: Claim) -> Claim:
 
 def outcomes(found: list[tuple[Claim, Finding | None]]) -> list[tuple]:
     return [
-        (c.id, f.outcome, [(k.ident, k.outcome(), k.p_holm) for k in f.checks]) if f else (c.id, None) for c, f in found
+        (c.id, f.outcome, [(k.ident, k.outcome(), k.level_holds, k.level_fails) for k in f.checks])
+        if f
+        else (c.id, None)
+        for c, f in found
     ]
 
 
@@ -67,7 +70,7 @@ def test_decisions_are_joined_back_by_key_not_by_label(table: pd.DataFrame, tmp_
     """A claim continued with `run --until-decided` keeps its sequential verdict when its checks are relabelled
     after decisions.csv was written: the file is read back by check_id.
     """
-    claim = registry.by_id("C2")
+    claim = registry.by_id("C7")
     finding = basis.read(claim, table)
     assert finding is not None and len(finding.checks) == 2
     plan = sequential.Plan.between(3, 12)

@@ -370,7 +370,8 @@ def test_digits_without_scikit_learn_is_refused_with_its_install_line(
 @pytest.mark.parametrize("metric", ["val_loss", "val_loss_recal", "train_eval_loss"])
 def test_early_stopping_on_any_loss_waits_while_it_falls(metric: str) -> None:
     """A loss improves downwards, the recalibrated one too: falling for 6 epochs never stops the run (patience 3);
-    then 3 epochs without a new low stop it, at the third (by hand)."""
+    then 3 epochs without a new low stop it, at the third (by hand).
+    """
     from sweep.config import stopping
 
     watch = stopping.Watch(stopping.Rule(metric, patience=3))

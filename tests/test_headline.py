@@ -48,12 +48,35 @@ def the_headline() -> list[str]:
     return headline.sentences(c1)
 
 
+T_975_2DF = 4.302652729911275
+
+
+def interval(values: pd.Series) -> tuple[float, float]:
+    half = T_975_2DF * values.std(ddof=1) / len(values) ** 0.5
+    return values.mean() - half, values.mean() + half
+
+
+def showing() -> list[tuple]:
+    """The settings where the post's picture shows at its size: batch 64's gap interval wholly above 0.5, batch 8's
+    wholly within +-0.1 (the map's rule, by hand)."""
+    runs, found = epoch_two(), []
+    for key, rows in runs.groupby(SETTING):
+        if rows["train.batch_size"].nunique() < 2:  # trained at one batch size only: no cell
+            continue
+        low64, _ = interval(rows.loc[rows["train.batch_size"] == 64, "gap"])
+        low8, high8 = interval(rows.loc[rows["train.batch_size"] == 8, "gap"])
+        if low64 > 0.5 and -0.1 < low8 and high8 < 0.1:
+            found.append(key)
+    return found
+
+
 def test_the_headline_names_where_the_picture_shows_with_its_numbers() -> None:
     wide = per_setting()
-    shows = wide[(wide[("gap", 64)] > 0.2) & (wide[("gap", 8)].abs() < 0.1)]
-    first, _, test = the_headline()
+    shows = wide.loc[showing()] if showing() else wide.iloc[0:0]
+    first, *rest = the_headline()
     assert f"Over the {len(wide)} settings of {MAP_C1} whose runs trained" in first
-    assert f"shows at {len(shows)}: " in first
+    assert f"shows at {len(shows)}" in first
+    test = rest[-1] if len(rest) == 2 else ""
     for (bn, momentum, optimizer, lr), row in shows.iterrows():
         label = f"batchnorm={bn}, bn_momentum={momentum:g}, optimizer={optimizer}, lr={lr:g}"
         assert label in first
@@ -68,7 +91,7 @@ def test_the_mechanism_sentence_is_the_gap_by_weight_of_the_initial_statistics()
     weight = wide["model.bn_momentum"].map(lambda m: "none" if m < 0 else f"{m**steps:.2f}")
     raw = wide[("gap", 64)].groupby(weight).mean()
     recal = wide[("eval_gap_recal", 64)].groupby(weight).mean()
-    _, mechanism, _ = the_headline()
+    mechanism = the_headline()[1]
     assert f"after batch 64's {steps:.0f} optimizer steps" in mechanism
     bn_weights = sorted(w for w in raw.index if w != "none")
     expected_raw = [f"{raw[w]:.2f} at weight {w}" for w in bn_weights] + [f"{raw['none']:.2f} without BatchNorm"]
@@ -79,9 +102,13 @@ def test_the_mechanism_sentence_is_the_gap_by_weight_of_the_initial_statistics()
 
 
 def test_recalibration_closes_the_gap_only_where_its_interval_says_so() -> None:
-    *_, test = the_headline()
+    sentences = the_headline()
     wide = per_setting()
-    shows = wide[(wide[("gap", 64)] > 0.2) & (wide[("gap", 8)].abs() < 0.1)]
+    shows = wide.loc[showing()] if showing() else wide.iloc[0:0]
+    if shows.empty:  # nothing to close: no sentence about it
+        assert len(sentences) == 2
+        return
+    test = sentences[2]
     runs = epoch_two()
     closed = 0
     for key in shows.index:

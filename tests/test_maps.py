@@ -90,21 +90,19 @@ def test_each_cell_runs_the_claims_own_checks_on_its_runs_alone() -> None:
     (found,) = maps.maps(c3_map_table())
     cell = next(c for c in found.cells if c.label() == "batch_size=32, batchnorm=False")
     unshuffled, shuffled = [0.70, 0.71, 0.72], TIGHT_LOW
-    means = [c.estimate.mean for c in cell.finding.checks]
+    means = [c.estimate.mean for c in cell.checks]
     assert means == pytest.approx([0.71, 0.71 - 0.11])
-    assert [c.estimate.n for c in cell.finding.checks] == [3, 3]
+    assert [c.estimate.n for c in cell.checks] == [3, 3]
     assert len(cell.rows) == len(unshuffled) + len(shuffled)
 
 
 @pytest.mark.unit
 def test_a_map_corrects_nothing_and_decides_nothing() -> None:
-    """Every cell is its checks' own 95% intervals: no Holm family over the map, so no p_holm."""
+    """Every cell is its checks' own 95% intervals: no correction over the map, every level 0.05."""
     (found,) = maps.maps(c3_map_table())
-    checks = [k for c in found.cells for k in c.finding.checks]
-    assert len(checks) == 8 and all(k.p_holm is None for k in checks)
-    assert [c.outcome for c in found.cells] == [
-        all_or_none([k.uncorrected() for k in c.finding.checks]) for c in found.cells
-    ]
+    checks = [k for c in found.cells for k in c.checks]
+    assert len(checks) == 8 and all((k.level_holds, k.level_fails) == (0.05, 0.05) for k in checks)
+    assert [c.outcome for c in found.cells] == [all_or_none([k.alone() for k in c.checks]) for c in found.cells]
 
 
 def all_or_none(outcomes: list[Outcome]) -> Outcome:
@@ -136,7 +134,7 @@ def test_a_map_names_the_settings_whose_runs_did_not_train() -> None:
     cells = {c.label(): c for c in found.cells}
     assert not cells["batch_size=8, batchnorm=True"].trained
     assert cells["batch_size=8, batchnorm=True"].outcome is Outcome.UNDECIDED
-    assert [k.estimate.n for k in cells["batch_size=32, batchnorm=False"].finding.checks] == [2, 2]  # lost a seed
+    assert [k.estimate.n for k in cells["batch_size=32, batchnorm=False"].checks] == [2, 2]  # lost a seed
     assert found.summary().endswith("; shuffle=False did not train at batch_size=8, batchnorm=True")
     assert found.counts() == "2 show it, 0 do not, 1 unclear, 1 did not train of 4 settings"
     table = maps.table([found])
@@ -258,7 +256,7 @@ def test_the_answer_quotes_the_verdicts_numbers() -> None:
     findings = evaluate(rows)
     c1 = dict((c.id, f) for c, f in findings)["C1"]
     text = " ".join(answer.sentences(findings, maps.maps(rows), reproduction.candidates(rows)))
-    assert fmt_estimate(c1.checks[0].estimate) in text and fmt_estimate(c1.checks[1].estimate) in text
+    assert fmt_estimate(c1.size[0].estimate) in text and fmt_estimate(c1.size[1].estimate) in text
     assert f"at {c1.tested_at}:" in text
     assert "comes within 0.1 of all four: its largest distance is 0.00" in text
 

@@ -112,7 +112,7 @@ def test_c2_numbers_match_the_raw_rows(summary: pd.DataFrame) -> None:
     diffs = (imbalanced - base).to_numpy()
     finding = by_id("C2").evaluate(summary)
     assert finding is not None and finding.verdict == "supported"
-    level, increase = finding.checks
+    (increase,), (level,) = finding.checks, finding.size
     assert level.estimate.mean == pytest.approx(imbalanced.mean())
     assert increase.estimate.mean == pytest.approx(diffs.mean())
     assert increase.estimate.low == pytest.approx(diffs.mean() - T_975_2DF * diffs.std(ddof=1) / math.sqrt(3))
@@ -121,22 +121,26 @@ def test_c2_numbers_match_the_raw_rows(summary: pd.DataFrame) -> None:
 @pytest.mark.unit
 def test_c1_flips_to_supported_when_batch_8_closes_its_gap(summary: pd.DataFrame) -> None:
     gap2 = an.column("gap", "epoch2")
-    # batch 64's gap holds (far above 0.2); batch 8's (0.139, 0.071, 0.114) straddles the 0.1 band's edge
+    # the direction holds (batch 64's gap above batch 8's); batch 64's (0.44 [0.22, 0.66]) straddles the post's
+    # 0.5 and batch 8's (0.139, 0.071, 0.114) the 0.1 band's edge, so the post's size is undecided
     finding = by_id("C1").evaluate(summary)
-    assert finding.verdict == "inconclusive" and [c.outcome() for c in finding.checks] == [
-        Outcome.HOLDS,
-        Outcome.UNDECIDED,
-    ]
+    assert finding.verdict == "direction shown, size undecided"
+    assert [c.outcome() for c in finding.checks] == [Outcome.HOLDS]
+    assert [c.outcome() for c in finding.size] == [Outcome.UNDECIDED, Outcome.UNDECIDED]
     edited = summary.copy()
     small, large = edited[an.BATCH_SIZE] == 8, edited[an.BATCH_SIZE] == 64
-    edited.loc[small, gap2] = [0.01, -0.02, 0.03]  # batch 64 keeps its own gaps
+    edited.loc[small, gap2] = [0.01, -0.02, 0.03]
+    edited.loc[large, gap2] = [0.72, 0.70, 0.74]  # the post's 0.74
     assert by_id("C1").evaluate(edited).verdict == "supported"
-    edited.loc[large, gap2] = [0.05, 0.45, 0.25]  # mean 0.25, sd 0.2: the interval straddles 0.2
+    edited.loc[large, gap2] = [0.35, 0.75, 0.55]  # mean 0.55, sd 0.2: the interval straddles 0.5
     finding = by_id("C1").evaluate(edited)
-    assert finding.verdict == "inconclusive"
+    assert finding.verdict == "direction shown, size undecided"
     # 80% power for a mean 0.05 from the threshold with sd 0.2 (d = 0.25), two-sided 0.05: 128 (G*Power)
-    needed = finding.seeds_needed()
-    assert needed is not None and needed.n == 128
+    from sweep.analysis.power import seeds_needed
+
+    assert seeds_needed(finding.size[0]).n == 128
+    edited.loc[small, gap2] = [0.6, 0.9, 0.7]  # batch 8's gap above batch 64's on every seed: direction fails
+    assert by_id("C1").evaluate(edited).verdict == "contradicted"
 
 
 @pytest.mark.unit
@@ -174,7 +178,7 @@ def test_claims_a_folder_cannot_test_name_the_experiments_file() -> None:
     texts = {claim.id: report.verdict_text(claim, finding) for claim, finding in findings}
     assert texts["C2"] == "not tested by this sweep (see experiments/causes.yaml)"
     assert texts["C9"] == "not tested by this sweep (see experiments/gpus.yaml)"
-    assert texts["C1"].startswith("undecided at 3 seeds, after Holm correction; ")  # tested, not named
+    assert texts["C1"].startswith("direction shown, size undecided (equal epochs, read at epoch 2)")  # tested
     empty = report.evaluate(pd.DataFrame())
     assert all(finding is None for _, finding in empty)
 

@@ -32,9 +32,12 @@ def test_claims_are_data_with_their_thresholds_in_their_words() -> None:
     for claim in CLAIMS:
         assert claim.quote and claim.experiments.startswith("experiments/") and claim.needs.axes
         for threshold in claim.thresholds:  # a threshold the check uses is the one the report states
-            shown = f"{threshold.value:.0%}" if "%" in threshold.wording else f"{threshold.value:g}"
+            shown = f"{threshold.value:.0%}" if "{:.0%}" in threshold.wording else f"{threshold.value:g}"
             assert shown in claim.test and shown in threshold.words(), (claim.id, threshold)
-    assert [t.words() for t in thresholds()][:2] == ["far above = gap > 0.2", "close = |gap| < 0.1"]
+    assert [t.words() for t in thresholds()][:2] == [
+        "the post's size at batch 64 = gap > 0.5 (its 80% - 6% = 0.74)",
+        "close = |gap| < 0.1",
+    ]
 
 
 def test_the_answer_finds_claims_by_their_part_not_their_id() -> None:
@@ -57,9 +60,10 @@ def test_the_answer_finds_claims_by_their_part_not_their_id() -> None:
 def test_a_claims_named_values_come_from_its_data() -> None:
     summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
     c1 = by_id("C1")
-    assert [c.label for c in c1.evaluate(summary).checks] == ["gap at batch 64, epoch 2", "gap at batch 8, epoch 2"]
+    assert [c.label for c in c1.evaluate(summary).size] == ["gap at batch 64, epoch 2", "gap at batch 8, epoch 2"]
+    assert [c.label for c in c1.evaluate(summary).checks] == ["gap, batch 64 - 8, epoch 2 (paired)"]
     moved = dataclasses.replace(c1, needs=dataclasses.replace(c1.needs, values=(16, 64)))
-    assert [c.label for c in moved.evaluate(summary).checks] == ["gap at batch 64, epoch 2", "gap at batch 16, epoch 2"]
+    assert [c.label for c in moved.evaluate(summary).size] == ["gap at batch 64, epoch 2", "gap at batch 16, epoch 2"]
 
 
 @pytest.mark.parametrize("recorded", ["no column", "empty cells"])

@@ -14,7 +14,7 @@ from scipy import stats
 
 from sweep import analysis as an
 from sweep.analysis import power
-from sweep.analysis.estimates import Check, Estimate, estimate
+from sweep.analysis.estimates import Check, Estimate, estimate, q_values
 from sweep.analysis.outcome import Outcome
 from sweep.claims import family
 from sweep.claims.findings import Finding, Rule
@@ -64,9 +64,9 @@ def test_a_band_holds_by_tost() -> None:
 def test_q_values_by_hand() -> None:
     # Benjamini-Hochberg: sorted 0.01, 0.03, 0.04 times 3/1, 3/2, 3/3 -> 0.03, 0.045, 0.04, made monotone from
     # the largest down -> 0.03, 0.04, 0.04
-    assert family.q_values([0.01, 0.04, 0.03, math.nan])[:3] == pytest.approx([0.03, 0.04, 0.04])
-    assert math.isnan(family.q_values([0.01, math.nan])[1]) and family.q_values([0.01, math.nan])[0] == 0.01
-    assert family.q_values([0.5, 0.6]) == pytest.approx([0.6, 0.6])
+    assert q_values([0.01, 0.04, 0.03, math.nan])[:3] == pytest.approx([0.03, 0.04, 0.04])
+    assert math.isnan(q_values([0.01, math.nan])[1]) and q_values([0.01, math.nan])[0] == 0.01
+    assert q_values([0.5, 0.6]) == pytest.approx([0.6, 0.6])
 
 
 def _finding(*means: float, rule: Rule = Rule.ALL, sd: float = 0.01) -> Finding:
@@ -83,7 +83,8 @@ def _p_at(mean: float, sd: float = 0.01) -> float:
 @pytest.mark.unit
 def test_a_claim_is_supported_when_each_check_holds_at_alpha_and_no_other_claim_changes_that() -> None:
     """Intersection-union: two checks at p = 0.049 each support the claim, with no correction, whether the report
-    holds 0 or 12 other checks (of other claims or folders)."""
+    holds 0 or 12 other checks (of other claims or folders).
+    """
     claim = by_id("C1")
     assert _p_at(0.025) == pytest.approx(0.049, abs=0.001)  # t = 4.33 at 2 df
     both = family.controlled(_finding(0.025, 0.025))
@@ -120,7 +121,8 @@ def test_one_check_is_enough_claims_hold_at_alpha_over_k_and_fail_when_all_fail_
 @pytest.mark.unit
 def test_a_change_within_the_margin_is_no_effect_and_a_small_real_one_is_direction_without_size() -> None:
     """C5's equivalence at margin 0.02: the 95% interval wholly below 0.02 fails "grows", whatever its sign; one
-    above 0 but below 0.02 holds the direction, and its size statement fails."""
+    above 0 but below 0.02 holds the direction, and its size statement fails.
+    """
     null = estimate([0.001, -0.01, 0.012, 0.0, 0.003])  # straddles 0, wholly below 0.02
     assert null.low < 0 < null.high < 0.02
     assert Check("x", null, low=0.0, margin=0.02).outcome() is Outcome.FAILS
@@ -184,7 +186,7 @@ def claims_csv(fixtures_report: Built) -> pd.DataFrame:
 
 
 def bh_by_hand(raw: np.ndarray) -> np.ndarray:
-    """Benjamini-Hochberg written out, not sweep.claims.family.q_values: the i-th smallest of m raw p-values
+    """Benjamini-Hochberg written out, not sweep.analysis.estimates.q_values: the i-th smallest of m raw p-values
     times m / i, capped at 1, then made monotone (a running minimum from the largest down).
     """
     order = np.argsort(raw, kind="stable")

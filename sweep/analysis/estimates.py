@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,3 +220,20 @@ def _p_below(e: Estimate, bound: float) -> float:
     """One-sided p of H0: mean >= bound."""
     t = _t(e, bound)
     return float(stdtr(e.n - 1, t)) if math.isfinite(e.sd) and e.n > 1 else math.nan
+
+
+def q_values(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values); NaN (no p-value) stays NaN and is not counted.
+
+    The i-th smallest of m p-values times m / i, made monotone from the largest down: deciding where q < 0.05
+    keeps the expected share of false discoveries among the decided below 5% (for independent or positively
+    dependent tests).
+    """
+    ranked = sorted((p, i) for i, p in enumerate(pvalues) if math.isfinite(p))
+    m, running = len(ranked), 1.0
+    out = [math.nan] * len(pvalues)
+    for rank in range(m, 0, -1):
+        p, i = ranked[rank - 1]
+        running = min(running, p * m / rank)
+        out[i] = running
+    return out

@@ -11,9 +11,9 @@ which other claims or folders a report read:
   k checks holds at ALPHA / k, contradicted when every check fails at ALPHA.
 
 The size statements and mechanisms (`Finding.size`, `Finding.mechanism`) are statements of their own,
-each at ALPHA. Across the report, Benjamini-Hochberg q-values over every deciding check
-(tables/claims.csv's q_bh) say how many of the decided checks could be false discoveries; the verdicts do
-not use them.
+each at ALPHA. Across the report, Benjamini-Hochberg q-values over every deciding check (tables/claims.csv's
+q_bh, `sweep.analysis.estimates.q_values`) say how many of the decided checks could be false discoveries;
+the verdicts do not use them.
 """
 
 from __future__ import annotations
@@ -42,23 +42,6 @@ def levels(checks: Sequence[Check], rule: Rule) -> tuple[float, float]:
     """(holds, fails): the levels of a claim's checks under its rule (`controlled`), for the sequential looks."""
     k = max(1, len(checks))
     return (ALPHA, ALPHA / k) if rule is Rule.ALL else (ALPHA / k, ALPHA)
-
-
-def q_values(pvalues: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values (q-values); NaN (no p-value) stays NaN and is not counted.
-
-    The i-th smallest of m p-values times m / i, made monotone from the largest down: deciding where q < 0.05
-    keeps the expected share of false discoveries among the decided below 5% (for independent or positively
-    dependent tests).
-    """
-    ranked = sorted((p, i) for i, p in enumerate(pvalues) if math.isfinite(p))
-    m, running = len(ranked), 1.0
-    out = [math.nan] * len(pvalues)
-    for rank in range(m, 0, -1):
-        p, i = ranked[rank - 1]
-        running = min(running, p * m / rank)
-        out[i] = running
-    return out
 
 
 def describe(findings: list[tuple[Claim, Finding | None]]) -> str:

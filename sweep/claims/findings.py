@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from sweep.analysis.estimates import ALPHA, Check, Estimate, Key
+from sweep.analysis.estimates import ALPHA, Check, Estimate, Key, q_values
 from sweep.analysis.outcome import NOT_TESTED, Outcome, all_of, any_of
 from sweep.analysis.power import SeedsNeeded, seeds_needed
 
@@ -67,6 +67,7 @@ class Needs:
     axes: tuple[str, ...]  # the settings it compares
     values: tuple[Any, ...] = ()  # the values it names (C1: batch 8 and 64); empty: whichever the runs have
     reference: Any = None  # the value the others are compared with (C2: balanced)
+    also: tuple[str, ...] = ()  # other shipped experiments files whose runs answer it (C5: the capacity ladder)
 
 
 class Rule(Enum):
@@ -266,11 +267,9 @@ class Role(Enum):
     MECHANISM = "mechanism"  # an equivalence that says what causes it: a statement of its own
 
 
-def claims_table(
-    findings: list[tuple[Claim, Finding | None]], q_values: Callable[[list[float]], list[float]]
-) -> pd.DataFrame:
-    """One row per check (or one per untested claim): for tables/claims.csv. `q_values`: the false-discovery
-    adjustment over every deciding check of the table (`family.q_values`), beside the verdicts.
+def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
+    """One row per check (or one per untested claim): for tables/claims.csv, with Benjamini-Hochberg q-values over
+    every deciding check of the table (q_bh: the false-discovery view beside the verdicts, which do not use it).
     """
     rows: list[dict[str, Any]] = []
     for claim, finding in findings:

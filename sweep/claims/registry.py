@@ -47,6 +47,7 @@ from sweep.claims.speed_check import check_large_batch_faster
 # an installed package can name them without that folder).
 ARTICLE_GRID, CAUSES_GRID = "experiments/article.yaml", "experiments/causes.yaml"
 BATCH_SIZES_GRID, GPUS_GRID = "experiments/batch_sizes.yaml", "experiments/gpus.yaml"
+CAPACITY_GRID, MAP_C1_DATA_GRID = "experiments/capacity.yaml", "experiments/map_c1_data.yaml"
 
 CLAIMS: tuple[Claim, ...] = (
     Claim(
@@ -56,7 +57,7 @@ CLAIMS: tuple[Claim, ...] = (
         f"post's size (gap above {POST_GAP.value:g} at batch 64, within +-{CLOSE_GAP.value:g} at batch 8) and "
         f"BatchNorm's lag as the mechanism (the recalibrated eval_gaps within +-{LAG_MARGIN.value:g}) are statements "
         "of their own",
-        Needs(ARTICLE_GRID, (BATCH_SIZE,), values=(8, 64)),
+        Needs(ARTICLE_GRID, (BATCH_SIZE,), values=(8, 64), also=(MAP_C1_DATA_GRID,)),
         (POST_GAP, CLOSE_GAP, LAG_MARGIN),
         check_gap_at_two_batch_sizes,
         reads=Reads.SYMPTOM,
@@ -112,7 +113,7 @@ CLAIMS: tuple[Claim, ...] = (
         "at the last epoch eval_gap is larger for the wider model and for fewer samples per class (paired "
         f"differences above 0 for every value tested); a change within {CAPACITY_MARGIN.value:g} is no overfitting "
         "(equivalence at that margin) and contradicts it",
-        Needs(CAUSES_GRID, ("model.width", "data.samples_per_class")),
+        Needs(CAUSES_GRID, ("model.width", "data.samples_per_class"), also=(CAPACITY_GRID,)),
         (CAPACITY_MARGIN,),
         check_capacity_overfits,
         brief="a model too large for the data overfits",

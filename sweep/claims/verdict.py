@@ -122,10 +122,11 @@ def sequential_verdict(claim: Claim, finding: Finding, checks: pd.DataFrame) -> 
     outcome = combine(sides)
     seeds, rule, brief = max(counts), rule_words(finding), short_rule(finding)
     if outcome.decided:
-        tail = f" (sequential, decided by {_decided_by(combine, sides, counts)} seeds)"
+        decided_by = f"sequential, decided by {_decided_by(combine, sides, counts)} seeds"
         statements = "".join(f"; {s}" for s in statements_of(finding))
-        word, at = finding.verdict, f" ({claim.budget_words})"
-        long, short = f"{word}{rule}{tail}{at}{statements}", f"{word}{brief}{tail}"
+        word = finding.verdict
+        long = f"{word}{rule} ({decided_by}; {claim.budget_words}){statements}"
+        short = f"{word}{brief} ({decided_by})"
         return Verdict(outcome, Basis.SEQUENTIAL, long, short, size_not_shown=finding.size_not_shown)
     capped = not checks["more_seeds"].astype(str).eq("True").any()
     needed = finding.seeds_needed()

@@ -15,7 +15,7 @@ from sweep.analysis import health as runs_health
 from sweep.analysis import scaling
 from sweep.analysis.outcome import NOT_TESTED, Outcome
 from sweep.base import atomic
-from sweep.claims import attribution, comparable, family, maps, reproduction
+from sweep.claims import attribution, comparable, maps, reproduction
 from sweep.claims.basis import tuned_lr
 from sweep.claims.findings import Claim, Finding, claims_table
 from sweep.claims.registry import TUNED_FIRST, evaluate
@@ -61,7 +61,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     with background(lambda: _draw(results, findings, condition_maps, target, svg)) as drawing:
         analysis.write_tables(results, target, runs_health.trained(results.epochs, health))
         sensitivity = stuck_sensitivity(findings, results, health, decided_in)
-        atomic.write_csv(claims_table(findings, family.q_values), target / "tables" / "claims.csv")
+        atomic.write_csv(claims_table(findings), target / "tables" / "claims.csv")
         atomic.write_csv(maps.table(condition_maps), target / "tables" / "maps.csv")
         tuned_epochs = runs_health.without(results.tuned, health)
         reads = comparable.comparable(summary, healthy) + comparable.comparable(

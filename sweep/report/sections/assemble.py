@@ -37,7 +37,8 @@ SMOKE_EXPERIMENTS = "experiments/smoke.yaml"  # the quick check; no claim reads 
 # The grid files that ship in experiments/, by what reads their runs. The header names a
 # grid's file from this list, not from the disk: an installed package has no experiments/.
 SHIPPED_GRIDS = frozenset(
-    {*(c.experiments for c in CLAIMS), *(m.experiments for m in MAPPED if m.experiments)}
+    {*(c.experiments for c in CLAIMS), *(g for c in CLAIMS for g in c.needs.also)}
+    | {m.experiments for m in MAPPED if m.experiments}
     | {attr.EXPERIMENTS, TUNING_EXPERIMENTS, *TUNING_OTHERS, SMOKE_EXPERIMENTS}
 )
 

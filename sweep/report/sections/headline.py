@@ -31,7 +31,7 @@ def sentences(m: ConditionMap) -> list[str]:
         f"interval wholly so, at epoch 2, read as the post read it) shows at {len(shows)}"
     )
     if not shows:
-        return [head + "."]
+        return [head + ".", _mechanism(found)]
     return [f"{head}: {_labels(shows)}.", _mechanism(found), _test(shows)]
 
 

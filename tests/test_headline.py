@@ -58,14 +58,15 @@ def interval(values: pd.Series) -> tuple[float, float]:
 
 def showing() -> list[tuple]:
     """The settings where the post's picture shows at its size: batch 64's gap interval wholly above 0.5, batch 8's
-    wholly within +-0.1 (the map's rule, by hand)."""
+    wholly within +-0.1 (the map's rule, by hand).
+    """
     runs, found = epoch_two(), []
     for key, rows in runs.groupby(SETTING):
         if rows["train.batch_size"].nunique() < 2:  # trained at one batch size only: no cell
             continue
         low64, _ = interval(rows.loc[rows["train.batch_size"] == 64, "gap"])
         low8, high8 = interval(rows.loc[rows["train.batch_size"] == 8, "gap"])
-        if low64 > 0.5 and -0.1 < low8 and high8 < 0.1:
+        if low64 > 0.5 and low8 > -0.1 and high8 < 0.1:
             found.append(key)
     return found
 

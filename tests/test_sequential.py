@@ -131,7 +131,8 @@ def test_a_claims_two_checks_keep_its_error_rates_at_its_own_levels() -> None:
     runs), at the claim's levels (holds 0.05, fails 0.025: `family.levels`). Supported wrongly: one check on
     its threshold, the other a real effect; the claim is supported only when both hold, so at most ALPHA
     (intersection-union). Contradicted wrongly: both on their thresholds (the claim is just true); one failing
-    check at 0.025 contradicts it, so at most 2 x 0.025 = ALPHA (Bonferroni)."""
+    check at 0.025 contradicts it, so at most 2 x 0.025 = ALPHA (Bonferroni).
+    """
     from sweep.claims.family import levels
     from sweep.claims.findings import Rule
 
@@ -156,7 +157,8 @@ def test_a_claims_two_checks_keep_its_error_rates_at_its_own_levels() -> None:
 def test_a_look_that_adds_a_check_no_seeds_spends_nothing() -> None:
     """C6's timing repeats do not change between looks: the same test repeated. Its share joins the earlier one's:
     p 0.006 at 3 seeds, then again at 3, gives 0.006 / (0.1 + 0.0667) = 0.036, decided; counted as two looks it
-    would stay at 0.006 / 0.1 = 0.06, undecided (by hand, PLAN's shares)."""
+    would stay at 0.006 / 0.1 = 0.06, undecided (by hand, PLAN's shares).
+    """
     same = [[LookResult(0.006, Outcome.HOLDS, 3)], [LookResult(0.006, Outcome.HOLDS, 3)]]
     (status,) = decide_looks(PLAN, ["c"], same)
     assert status.p_seq == pytest.approx(0.006 / (3 / 30 + 2 / 30)) and status.decided

@@ -141,8 +141,10 @@ def matches(series: pd.Series, value: Any) -> pd.Series:
 def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (), min_values: int = 2) -> Selection | None:
     """The one group of runs that compares `axis`, chosen by a fixed rule.
 
-    1. Keep runs whose other toggles are at the post's setting (POST_DEFAULTS)
-       and whose controls are at their defaults (CONTROL_DEFAULTS).
+    1. Prefer runs whose other toggles are at the post's setting (POST_DEFAULTS)
+       and whose controls are at their defaults (CONTROL_DEFAULTS); where no such
+       group compares the axis, any group that does answers, and its settings say
+       at which (a user's grid at BatchNorm momentum 0.999 still compares batch sizes).
     2. Group by every other setting; a group qualifies when it has all `values`
        of the axis (or at least `min_values` of them).
     3. Prefer the most axis values (only `values` count when given), then the most seeds, then the earliest
@@ -157,11 +159,13 @@ def choose_context(table: pd.DataFrame, axis: str, values: Sequence[Any] = (), m
     for key, value in CONTROL_DEFAULTS.items():
         if key != axis and key in table:
             keep &= is_default(table[key], value)
-    rows = table[keep]
-    others = [c for c in setting_columns(rows) if c != axis]
-    keyed = rows.assign(_ctx=settings_key(rows, others))
-    groups = [g for _, g in keyed.groupby("_ctx", sort=True) if _qualifies(g, axis, values, min_values)]
-    if not groups:
+    for rows in (table[keep], table[~keep]):
+        others = [c for c in setting_columns(rows) if c != axis]
+        keyed = rows.assign(_ctx=settings_key(rows, others))
+        groups = [g for _, g in keyed.groupby("_ctx", sort=True) if _qualifies(g, axis, values, min_values)]
+        if groups:
+            break
+    else:
         return None
 
     def folder_rank(group: pd.DataFrame) -> int:

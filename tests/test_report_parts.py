@@ -180,3 +180,18 @@ def test_a_table_with_no_rows_is_still_a_table(tmp_path: Path, name: str, writte
     written().to_csv(path, index=False)
     table = pd.read_csv(path)
     assert table.empty and list(table.columns)[:3] == first
+
+
+def test_a_grid_away_from_the_defaults_still_answers_its_claim_and_says_where() -> None:
+    """A user's grid compares batch 8 and 64 at BatchNorm momentum 0.999 and lr 0.003 only: no group sits at the
+    controls' defaults, so the group that compares the claim's values answers it, and the verdict names both.
+    """
+    summary = an.run_summary(an.load([FIXTURES / "fx_bs"]).epochs)
+    summary = summary[summary[an.BATCH_SIZE].isin([8, 64])].assign(**{"model.bn_momentum": 0.999, "train.lr": 0.003})
+    finding = by_id("C1").evaluate(summary)
+    assert finding is not None and finding.checks[0].estimate.n == 3
+    assert "bn_momentum=0.999" in finding.tested_at and "lr=0.003" in finding.tested_at
+    at_default = summary.assign(**{"model.bn_momentum": 0.99})
+    both = pd.concat([summary, at_default.assign(run_id=at_default["run_id"] + "-d")])
+    chosen = by_id("C1").evaluate(both)
+    assert chosen is not None and "bn_momentum=0.999" not in chosen.tested_at  # the defaults' group first

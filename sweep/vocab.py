@@ -12,6 +12,7 @@ from enum import Enum
 
 # Columns and record keys that name a run.
 RUN_ID = "run_id"
+SWEEP = "sweep"  # runs.csv: the grid's name (its `name:`)
 STATUS = "status"
 SEED = "seed"
 BACKEND = "backend"  # runs.csv: Keras's backend (sweep/train/backends.py); results without it ran on tensorflow

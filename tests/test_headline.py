@@ -121,3 +121,35 @@ def test_recalibration_closes_the_gap_only_where_its_interval_says_so() -> None:
         assert f"at all {len(shows)} the recalibrated gap's 95% interval lies below 0.2" in test
     else:
         assert f"at {closed} of {len(shows)} the recalibrated gap's 95% interval lies below 0.2" in test
+
+
+def test_the_mechanism_figure_draws_each_cell_raw_and_each_trained_weight_once_recalibrated() -> None:
+    """Cells that differ only in BatchNorm momentum trained the same weights (by hand: their recalibrated gaps are
+    equal), so the figure draws one open point for them and one filled point per cell, at momentum^steps.
+    """
+    from matplotlib.colors import to_rgba
+
+    from sweep.report.figures import lag
+
+    results = analysis.load([MAP_C1])
+    (c1,) = [m for m in maps.maps(health.claims_summary(results, health.run_health(results))) if m.claim.id == "C1"]
+    settings = [s for s in headline_settings(c1) if s.weight is not None]
+    twins = {s.twin for s in settings}
+    assert len(twins) < len(settings)  # momentum 0.99 and 0.999 of one setting: one set of weights
+    for twin in twins:
+        recal = {round(s.recal_gap.mean, 12) for s in settings if s.twin == twin}
+        assert len(recal) == 1, twin  # identical weights, identical recalibrated numbers
+    fig = lag.figure(settings)
+    large = fig.axes[1]
+    markers = [line for line in large.get_lines() if line.get_marker() == "o" and len(line.get_xdata()) == 1]
+    drawn = [m for m in markers if m.get_label().startswith("_")]  # the legend's entries are labelled
+    open_points = [m for m in drawn if to_rgba(m.get_markerfacecolor()) == to_rgba("white")]
+    assert len(open_points) == len(twins) and len(drawn) - len(open_points) == len(settings)
+    filled_x = sorted(float(m.get_xdata()[0]) for m in drawn if m not in open_points)
+    assert filled_x == pytest.approx(sorted(s.weight for s in settings))
+
+
+def headline_settings(m: maps.ConditionMap) -> list:
+    from sweep.claims import headline as claims_headline
+
+    return claims_headline.settings(m)

@@ -163,5 +163,7 @@ def claims_summary(results: Results, health: pd.DataFrame | None = None) -> pd.D
     """
     health = run_health(results) if health is None else health
     summary = run_summary(without(results.epochs, health))
-    # a packed run's epoch times are its share of its pack's: C6 says so (runs.csv's pack_size)
-    return with_run_column(with_timing_copies(summary, timing_copies(results)), results.runs, PACK_SIZE)
+    # a packed run's epoch times are its share of its pack's: C6 says so (runs.csv's pack_size); a map reads its
+    # own grids' runs together by their sweep's name
+    timed = with_run_column(with_timing_copies(summary, timing_copies(results)), results.runs, PACK_SIZE)
+    return with_run_column(timed, results.runs, vocab.SWEEP)

@@ -17,8 +17,8 @@ from sweep import vocab
 from sweep.analysis import BATCH_SIZE, column
 from sweep.analysis.estimates import Estimate, estimate
 from sweep.analysis.outcome import Outcome
-from sweep.analysis.selection import where
-from sweep.claims.checks import bn_momentum
+from sweep.analysis.selection import LR, OPTIMIZER, fmt_value, where
+from sweep.claims.checks import BN_MOMENTUM, bn_momentum
 from sweep.claims.findings import FAR_GAP, Part
 from sweep.claims.maps import Cell, ConditionMap
 from sweep.claims.registry import the
@@ -39,6 +39,11 @@ class Setting:
     recal_gap: Estimate  # batch 64's eval_gap_recal: the same weights without BatchNorm's lag
     recal_gap_small: Estimate  # batch 8's, for comparison
     shows: bool  # the post's picture at its size here, as the map says (every interval beyond its threshold)
+    weight_small: float | None  # batch 8's momentum ** steps by epoch 2
+    # the cell's settings but BatchNorm's momentum: cells alike in it trained the same weights (training normalises
+    # with batch statistics), so their recalibrated numbers are one
+    twin: str
+    optimizer: str  # "adam, lr 0.001": what the figure colours by
 
     @property
     def closes(self) -> bool:
@@ -57,6 +62,10 @@ def settings(m: ConditionMap) -> list[Setting]:
 def _setting(cell: Cell) -> Setting:
     large, small = where(cell.rows, BATCH_SIZE, LARGE), where(cell.rows, BATCH_SIZE, SMALL)
     steps = float(large[column(vocab.STEP, "epoch2")].mean())
+    steps_small = float(small[column(vocab.STEP, "epoch2")].mean())
+    twin = ", ".join(f"{k}={v}" for k, v in cell.conditions if k != BN_MOMENTUM)
+    first = cell.rows.iloc[0]
+    optimizer = f"{first.get(OPTIMIZER, 'adam')}, lr {fmt_value(first.get(LR, ''))}"
     return Setting(
         cell.label(),
         steps,
@@ -66,6 +75,9 @@ def _setting(cell: Cell) -> Setting:
         estimate(large[column(vocab.EVAL_GAP_RECAL, "epoch2")]),
         estimate(small[column(vocab.EVAL_GAP_RECAL, "epoch2")]),
         cell.outcome is Outcome.HOLDS,
+        _weight(small, steps_small),
+        twin,
+        optimizer,
     )
 
 

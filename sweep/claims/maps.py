@@ -74,6 +74,9 @@ class Mapped:
     pattern: Callable[[Finding], tuple[Check, ...]]
     panels: tuple[str, ...]
     experiments: str = ""  # the shipped grid that maps it, if any
+    # the sweeps (runs.csv's `sweep`) of its shipped grids: read together they are one map (C1's data-size axis
+    # is a grid of its own); results of other sweeps give the folder with the most cells
+    sweeps: tuple[str, ...] = ()
 
 
 MAPPED = (
@@ -83,6 +86,7 @@ MAPPED = (
         post_size,
         ("gap at the large batch, epoch 2", "gap at batch 8, epoch 2"),
         "experiments/map_c1.yaml",
+        ("map_c1", "map_c1_data"),
     ),
     Mapped(
         "C2",
@@ -193,7 +197,8 @@ def maps(table: pd.DataFrame, untrained: pd.DataFrame | None = None) -> list[Con
 
 
 def condition_map(claim: Claim, mapped: Mapped, table: pd.DataFrame) -> ConditionMap | None:
-    """The claim's map on the results folder with the most cells (ties: the earliest on the command line).
+    """The claim's map: its own shipped grids' folders together (`Mapped.sweeps`), else the results folder
+    with the most cells (ties: the earliest on the command line).
 
     A cell belongs to the folder of its compared runs (C3: the unshuffled ones); its reference runs may
     have been kept from another folder, where the same run was stored too (one copy per run is read).
@@ -205,12 +210,28 @@ def condition_map(claim: Claim, mapped: Mapped, table: pd.DataFrame) -> Conditio
     by_folder: dict[int, list[tuple[Any, Selection]]] = {}
     for value, sel in found:
         by_folder.setdefault(_folder_of(sel, value), []).append((value, sel))
-    best = min(by_folder.items(), key=lambda kv: (-len(kv[1]), kv[0]), default=(0, []))[1]
+    designed = [cells for cells in by_folder.values() if _sweep_of(cells) in mapped.sweeps]
+    if designed:  # the map's own grids, together, in command-line order
+        best = [cell for folder in sorted(by_folder) if by_folder[folder] in designed for cell in by_folder[folder]]
+    else:
+        best = min(by_folder.items(), key=lambda kv: (-len(kv[1]), kv[0]), default=(0, []))[1]
     if len(best) < MIN_CELLS:
         return None
     cells = _judged(claim, mapped, _with_conditions(best, others))
-    compared = rows_at(best[0][1].rows, best[0][1].axis, best[0][0])
-    return ConditionMap(claim, mapped, str(compared[SOURCE].iloc[0]) if SOURCE in compared else "", cells)
+    sources = dict.fromkeys(str(_source_of(sel, value)) for value, sel in best)
+    return ConditionMap(claim, mapped, " and ".join(s for s in sources if s), cells)
+
+
+def _source_of(sel: Selection, value: Any) -> str:
+    compared = rows_at(sel.rows, sel.axis, value)
+    return str(compared[SOURCE].iloc[0]) if SOURCE in compared else ""
+
+
+def _sweep_of(cells: list[tuple[Any, Selection]]) -> str:
+    """The sweep (runs.csv's name for the grid) a folder's cells ran in; "" where the table does not say."""
+    value, sel = cells[0]
+    compared = rows_at(sel.rows, sel.axis, value)
+    return str(compared[vocab.SWEEP].iloc[0]) if vocab.SWEEP in compared else ""
 
 
 def _folder_of(sel: Selection, value: Any) -> int:

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sweep import vocab
 from sweep.config import declared
 from sweep.config.plan import RunSpec
 
 # timing.csv's columns, in this order: the configuration, one column per key that sets its cost (`timing_keys`),
 # then the rest
 CONFIG = "config"  # the normalised timing keys' values, one string per configuration
-SWEEP = "sweep"  # the grid's name
+SWEEP = vocab.SWEEP  # the grid's name
 TIMED_RUN_ID = "timed_run_id"  # the run whose settings were timed (the configuration's first in plan order)
 TRAIN_SAMPLES = "train_samples"
 STEPS_PER_EPOCH = "steps_per_epoch"

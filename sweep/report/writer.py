@@ -22,7 +22,7 @@ from sweep.claims.registry import TUNED_FIRST, evaluate
 from sweep.report.background import background
 from sweep.report.document import to_html, to_markdown
 from sweep.report.figures import curves as curve_figures
-from sweep.report.figures import files, post, seeds
+from sweep.report.figures import files, lag, post, seeds
 from sweep.report.figures import maps as map_figures
 from sweep.report.figures import steps as steps_figures
 from sweep.report.figures.files import FigureFile
@@ -112,7 +112,9 @@ def _draw(
     curves = scaling.read(results)
     steps_drawn = steps_figures.draw(curves, target, svg=svg)
     main = post.draw(results.epochs, findings, target, svg=svg)
-    return figures, curves, steps_drawn, map_figures.draw(condition_maps, target, svg=svg), main
+    mapped = map_figures.draw(condition_maps, target, svg=svg)
+    mechanism = lag.draw(condition_maps, target, svg=svg)
+    return figures, curves, steps_drawn, {**mapped, **({lag.NAME: mechanism} if mechanism else {})}, main
 
 
 def stuck_sensitivity(

@@ -12,11 +12,13 @@ from sweep import vocab
 from sweep.analysis import column
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.selection import where
-from sweep.claims.findings import CLOSE_GAP, FAR_GAP
+from sweep.claims.findings import CLOSE_GAP, FAR_GAP, Part
 from sweep.claims.maps import MAPPED, Cell, ConditionMap, short, shown
 from sweep.claims.reproduction import NEAR, POST_NUMBERS, Candidate
 from sweep.report.document import Doc
+from sweep.report.figures import lag
 from sweep.report.figures.files import FigureFile
+from sweep.report.sections import headline
 
 SHOWN = 5  # settings listed, closest first
 
@@ -55,6 +57,11 @@ def maps_section(doc: Doc, found: Sequence[ConditionMap], figures: dict[str, Fig
         doc.table(_header(m), [_row(m, c) for c in m.cells])
         if m.claim.id in figures:
             doc.figure(figures[m.claim.id])
+        if m.claim.part is Part.PICTURE:  # its headline and mechanism figure
+            for sentence in headline.sentences(m):
+                doc.p(sentence)
+            if lag.NAME in figures:
+                doc.figure(figures[lag.NAME])
 
 
 def _header(m: ConditionMap) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from sweep.analysis import (
     GPUS,
     column,
 )
+from sweep.analysis.chance import Arms, arms
 from sweep.analysis.estimates import Check, Estimate, Key, estimate, fmt_estimate
 from sweep.analysis.selection import (
     LR,
@@ -66,8 +67,11 @@ def finding_from(
     evidence: Sequence[Evidence | tuple[str, Estimate]] = (),
     notes: Sequence[str] = (),
     rule: Rule = Rule.ALL,
+    tested: Arms | None = None,
 ) -> Finding:
-    """A finding from the selection(s) it read: their descriptions (each once) and the ids of their runs."""
+    """A finding from the selection(s) it read: their descriptions (each once) and the ids of their runs;
+    `tested`: its compared arms against chance.
+    """
     sels = (read,) if isinstance(read, Selection) else tuple(read)
     described = "; ".join(dict.fromkeys(s.describe() for s in sels))
     run_ids = tuple(sorted({str(r) for s in sels for r in s.rows[vocab.RUN_ID]}))
@@ -84,6 +88,7 @@ def finding_from(
         tested_at,
         optimizer=optimizer,
         lr=lr,
+        arms=tested,
     )
 
 
@@ -126,7 +131,8 @@ def gap_at_two_batch_sizes(claim: Claim, sel: Selection, large: Any) -> Finding:
         for bs in (large, small)
         for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *_cause(rows, "epoch2"))
     )
-    return finding_from(checks, sel, evidence, (_measurement_share(rows, small, large),))
+    notes = (_measurement_share(rows, small, large),)
+    return finding_from(checks, sel, evidence, notes, tested=arms(rows, BATCH_SIZE, large, small))
 
 
 def at_batch(metric: str, batch: Any, epoch: str = "2") -> Key:
@@ -186,7 +192,9 @@ def check_cause_raises_gap(claim: Claim, table: pd.DataFrame) -> Finding | None:
 
 
 def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
-    """C2/C3's checks on one group of runs with the claim's reference and the cause at `value`."""
+    """C2/C3's checks on one group of runs with the claim's reference and the cause at `value`, and whether
+    each arm learned (a cause whose runs stay at chance prevents learning; a reference at chance cannot answer).
+    """
     (axis,), reference, gap2 = claim.needs.axes, claim.needs.reference, column(vocab.GAP, "epoch2")
     at = f"{axis}={fmt_value(value)}"
     checks = (
@@ -216,7 +224,7 @@ def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
             paired(sel.rows, axis, reference, value, column(vocab.GAP, "last")),
         ),
     )
-    return finding_from(checks, sel, evidence)
+    return finding_from(checks, sel, evidence, tested=arms(sel.rows, axis, value, reference))
 
 
 # --- C4: preprocessing validation differently lowers val_acc

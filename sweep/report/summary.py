@@ -36,8 +36,13 @@ class Cause:
 
     @property
     def word(self) -> str:
-        """Its verdict in a word ("not answered: its runs did not train" where no run of a setting trained)."""
-        return self.finding.verdict if self.finding.unanswered() else self.finding.outcome.words.claim
+        """Its verdict in a word ("cannot answer: ..." where its control did not learn), and where the cause kept
+        the model at chance, that it prevents learning.
+        """
+        if self.finding.cannot_answer():
+            return self.finding.verdict
+        prevents = " (it prevents learning: its runs stay at chance)" if self.finding.prevents_learning() else ""
+        return self.finding.outcome.words.claim + prevents
 
 
 @dataclass(frozen=True)

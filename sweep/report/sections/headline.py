@@ -26,9 +26,9 @@ def sentences(m: ConditionMap) -> list[str]:
         return []
     shows = [s for s in found if s.shows]
     head = (
-        f"Over the {len(found)} settings of {m.source} whose runs trained, the post's picture (in seed means, "
-        f"batch {LARGE}'s gap above {FAR_GAP.value:g} while batch {SMALL}'s is within +-{CLOSE_GAP.value:g}, at "
-        f"epoch 2, read as the post read it) shows at {len(shows)}"
+        f"Over the {len(found)} settings of {m.source} where both batch sizes learned, the post's picture (in seed "
+        f"means, batch {LARGE}'s gap above {FAR_GAP.value:g} while batch {SMALL}'s is within "
+        f"+-{CLOSE_GAP.value:g}, at epoch 2, read as the post read it) shows at {len(shows)}"
     )
     if not shows:
         return [head + "."]

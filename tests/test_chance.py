@@ -197,3 +197,19 @@ def test_without_stuck_runs_the_sentence_names_the_verdict_that_changes() -> Non
     assert sensitivity(found) == (
         "Sensitivity: without the 3 stuck run(s), C3 would be not tested by this sweep instead of supported."
     )
+
+
+def test_the_stuck_test_reads_recalibrated_numbers_where_recorded() -> None:
+    """Raw inference-mode numbers move with BatchNorm's lag while the recalibrated ones show one class
+    predicted at every record: stuck. Without recalibrated numbers, the raw ones are read.
+    """
+    rows = stuck_run("lagging", 0, {BATCH: 64})
+    for epoch, row in enumerate(rows, start=1):
+        row |= {vocab.VAL_ACC_RECAL: CHANCE, vocab.TRAIN_EVAL_ACC_RECAL: 0.3}
+        row |= {vocab.VAL_ACC: 0.01 * epoch, vocab.TRAIN_EVAL_ACC: 0.1 * epoch}  # moving: the lag
+    found = health.run_health(results(rows))
+    assert list(found["problem"]) == [
+        "stuck: val_acc_recal 0.008 and train_eval_acc_recal unchanged over 3 records (the model predicts one class)"
+    ]
+    raw = [{k: v for k, v in row.items() if not k.endswith(vocab.RECAL)} for row in rows]
+    assert health.run_health(results(raw)).empty  # raw numbers move: not stuck

@@ -82,13 +82,13 @@ def run_health(results: Results) -> pd.DataFrame:
             if at_chance:
                 problems.append((run_id, RunStatus.DONE.value, at_chance, Problem.AT_CHANCE))
             elif _stuck(rows, runs):
-                val, _ = _read(rows)
+                val, train = _read(rows)
                 problems.append(
                     (
                         run_id,
                         RunStatus.DONE.value,
-                        f"stuck: {val} {rows[val].iloc[0]:.3f} and train_eval_acc unchanged over {len(rows)} "
-                        "records (the model predicts one class)",
+                        f"stuck: {val} {rows[val].iloc[0]:.3f} and {train} unchanged over {len(rows)} records "
+                        "(the model predicts one class)",
                         Problem.STUCK,
                     )
                 )

@@ -151,7 +151,8 @@ class Finding:
         return CANNOT_ANSWER if self.cannot_answer() else self.outcome.words.table
 
     def undecided(self) -> list[Check]:
-        return [c for c in self.checks if not c.outcome().decided]
+        """The checks more seeds could decide: none where the control did not learn (nothing to compare)."""
+        return [] if self.cannot_answer() else [c for c in self.checks if not c.outcome().decided]
 
     def seeds_needed(self) -> SeedsNeeded | None:
         """Seeds per setting for 80% power on the undecided checks: the most any of them needs

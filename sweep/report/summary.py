@@ -52,7 +52,7 @@ class Summary:
     advice: Finding | None  # C8, where it has checks
     scaling: Finding | None  # C7, where it has checks
     causes: tuple[Cause, ...]
-    undecided: tuple[str, ...]  # the tested claims still undecided
+    undecided: tuple[str, ...]  # the tested claims still undecided that more seeds could decide
     seeds: int  # the most seeds (or pairs) any check read
 
 
@@ -67,7 +67,7 @@ def summarise(findings: Sequence[tuple[Claim, Finding | None]], maps: Sequence[C
         with_checks.get(the(Part.ADVICE).id),
         with_checks.get(the(Part.SCALING).id),
         tuple(Cause(c, found[c.id], mapped.get(c.id)) for c in causes() if c.id in found),
-        tuple(c.id for c, f in findings if f is not None and f.checks and not f.outcome.decided),
+        tuple(c.id for c, f in findings if f is not None and f.checks and not f.outcome.decided and f.undecided()),
         max((c.estimate.n for _, f in findings if f is not None for c in f.checks), default=0),
     )
 

@@ -263,16 +263,15 @@ def health_section(doc: Doc, health: pd.DataFrame, runs: pd.DataFrame, sensitivi
     left_out = int((~health[IN_CLAIMS].astype(bool)).sum())
     at_chance, stuck = (len(of_kind(health, kind)) for kind in (Problem.AT_CHANCE, Problem.STUCK))
     doc.p(
-        f"{len(health)} run(s) have a problem; {left_out} are left out of the claims because they have nothing to "
-        "read: a diverged or failed run has no finished epochs, and a validation set of one class cannot compare "
-        "settings. A setting that lost seeds to them has fewer seeds and a wider interval. "
-        f"The other {len(health) - left_out} stay in every number, interval, check and map cell: {at_chance} at "
-        "chance (every accuracy at its last record at most twice chance, or chance plus a quarter of the rest "
-        f"where that is less) and {stuck} stuck (a model that predicts one class). A run at chance is what its "
-        "setting did, not a broken run: whether a comparison can answer is decided from its arms over seeds, a "
-        "one-sided binomial test of each arm's validation accuracy (correct answers pooled over seeds) against "
-        f"chance at {ALPHA:g}. Where the compared arm sits at chance and its control learned, the cause prevents "
-        "learning, and the verdict says so; where the control did not learn, the comparison cannot answer."
+        f"{len(health)} run(s) have a problem. Left out of the claims, having nothing to read: {left_out} (a "
+        "diverged or failed run has no finished epochs, and a validation set of one class cannot compare settings); "
+        "a setting that lost seeds to them has fewer seeds and a wider interval. In every number, interval, check "
+        f"and map cell: {at_chance} at chance (every accuracy at its last record at most twice chance, or chance "
+        f"plus a quarter of the rest where that is less) and {stuck} stuck (a model that predicts one class). A run "
+        "at chance is what its setting did, not a broken run: whether a comparison can answer is decided from its "
+        "arms over seeds, a one-sided binomial test of each arm's accuracy (correct answers pooled over seeds) "
+        f"against chance at {ALPHA:g}. Where the compared arm sits at chance and its control learned, the cause "
+        "prevents learning, and the verdict says so; where the control did not learn, the comparison cannot answer."
     )
     counted = left_out_by_setting(health, runs)
     if counted:

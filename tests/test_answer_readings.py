@@ -1,7 +1,7 @@
 """Which numbers decide each claim (sweep.claims.basis.read): the symptom from the post's raw
 reading, generalisation from recalibrated numbers where every chosen run recorded them (raw, and
-said so, where not), the optimizer and learning rate named; runs that did not train
-(sweep.analysis.health.run_health) in no interval. On constructed tables.
+said so, where not), the optimizer and learning rate named; runs at chance
+(sweep.analysis.health.run_health) noted and kept in every number. On constructed tables.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_claims_csv_names_optimizer_lr_and_reading_on_every_row() -> None:
     assert set(tested.loc[tested["claim"].isin(["C7", "C8"]), "reading"]) == {ReadFrom.RECAL.value}
 
 
-# --- did it train?
+# --- did it learn?
 
 
 def epochs_of(run_id: str, train: float, val: float, train_eval: float | None = None) -> pd.DataFrame:
@@ -112,13 +112,14 @@ def health(*runs: pd.DataFrame) -> pd.DataFrame:
     return health_of.run_health(an.Results(folders=(), runs=table, epochs=epochs))
 
 
-def test_a_run_at_chance_did_not_train_and_answers_no_claim() -> None:
+def test_a_run_at_chance_is_a_note_and_stays_in_the_claims() -> None:
     found = health(epochs_of("flat", 0.008, 0.009), epochs_of("learning", 0.30, 0.02))
     assert list(found[vocab.RUN_ID]) == ["flat"]
     (problem,) = found["problem"]
-    assert problem.startswith("did not train: at its last record train_acc 0.008")
+    assert problem.startswith("at chance: at its last record train_acc 0.008")
     assert "none above 0.017 (chance 0.008, 120 classes)" in problem
-    assert not found[health_of.IN_CLAIMS].iloc[0]
+    assert found[health_of.KIND].iloc[0] is health_of.Problem.AT_CHANCE
+    assert found[health_of.IN_CLAIMS].iloc[0]
 
 
 def test_a_majority_class_predictor_learned_the_prior_and_stays_in() -> None:
@@ -164,18 +165,6 @@ def test_batch_size_advice_is_read_at_each_batch_sizes_tuned_lr() -> None:
     assert found["C6"] is not None and found["C6"].lr == "0.001"  # timing is not advice: the grid's runs
 
 
-def test_a_finding_counts_the_runs_of_its_groups_that_did_not_train() -> None:
-    trained = batch_table()
-    lost = batch_table().assign(run_id=lambda t: t["run_id"] + "-x", seed=lambda t: t["seed"] + 3)
-    lost = lost[lost[BS] == 256]
-    found = {c.id: f for c, f in claims.evaluate(trained, untrained=lost)}
-    assert found["C7"] is not None and found["C7"].untrained == 3
-    assert found["C7"].checks[0].estimate.n == 3  # none of them in a number
-    assert (
-        claims_table(list(claims.evaluate(trained, untrained=lost))).query("claim == 'C7'")["did_not_train"].eq(3).all()
-    )
-
-
 def test_each_folders_tuned_runs_name_their_own_search() -> None:
     adam = batch_table(**{"source": "results/a", "train.optimizer": "adam"}).assign(
         **{"train.lr": lambda t: t[BS].map({8: 0.002, 256: 0.01})}
@@ -200,13 +189,15 @@ def test_each_folders_tuned_runs_name_their_own_search() -> None:
 
 
 def test_the_limit_of_learning_nothing_is_twice_chance_but_never_certainty() -> None:
-    assert health_of.untrained_limit(120) == pytest.approx(2 / 120)
-    assert health_of.untrained_limit(10) == pytest.approx(0.2)
-    assert health_of.untrained_limit(2) == pytest.approx(0.625)  # twice chance would call every binary model untrained
+    assert health_of.chance_limit(120) == pytest.approx(2 / 120)
+    assert health_of.chance_limit(10) == pytest.approx(0.2)
+    assert health_of.chance_limit(2) == pytest.approx(0.625)  # twice chance would put every binary model at chance
 
 
-def test_the_curves_and_gaps_leave_out_the_runs_that_did_not_train(tmp_path: Path) -> None:
-    """tables/curves.csv and gaps.csv summarise over the seeds that trained; run_summary.csv lists every run."""
+def test_the_curves_and_gaps_keep_the_runs_at_chance(tmp_path: Path) -> None:
+    """tables/curves.csv and gaps.csv summarise over every seed, one at chance too (it is what its setting
+    did); run_summary.csv lists every run.
+    """
     learning = [epochs_of(f"s{seed}", 0.30 + 0.01 * seed, 0.2) for seed in range(3)]
     flat = epochs_of("s9", 0.008, 0.008)
     epochs = pd.concat([*learning, flat], ignore_index=True).assign(step=lambda t: t[vocab.EPOCH] * 10)
@@ -214,9 +205,9 @@ def test_the_curves_and_gaps_leave_out_the_runs_that_did_not_train(tmp_path: Pat
     epochs["seed"], epochs["source"] = [0, 0, 1, 1, 2, 2, 9, 9], "results/x"
     runs = pd.DataFrame({vocab.RUN_ID: ["s0", "s1", "s2", "s9"], vocab.STATUS: RunStatus.DONE, "num_classes": 120})
     results = an.Results(folders=(), runs=runs, epochs=epochs)
-    an.write_tables(results, tmp_path, health_of.trained(epochs, health_of.run_health(results)))
+    an.write_tables(results, tmp_path)
     curves = pd.read_csv(tmp_path / "tables" / "curves.csv")
     val = curves[(curves["metric"] == vocab.VAL_ACC) & (curves[vocab.EPOCH] == 2)]
-    assert list(val["n"]) == [3] and val["mean"].item() == pytest.approx(0.2)
-    assert set(pd.read_csv(tmp_path / "tables" / "gaps.csv")["n"]) == {3}
+    assert list(val["n"]) == [4] and val["mean"].item() == pytest.approx((3 * 0.2 + 0.008) / 4)
+    assert set(pd.read_csv(tmp_path / "tables" / "gaps.csv")["n"]) == {4}
     assert len(pd.read_csv(tmp_path / "tables" / "run_summary.csv")) == 4

@@ -79,12 +79,8 @@ def drawn(built: Built) -> dict[str, Figure]:
     shown = [r for r in scaling.read(results) if r.targets]
     for reading, name in zip(shown, scaling_plots.names([r.curve for r in shown]), strict=True):
         figures[name] = scaling_plots.steps_figure(reading)
-    health = runs_health.run_health(results)
-    untrained = an.run_summary(runs_health.untrained(results.epochs, health))
-    for found in maps.maps(runs_health.claims_summary(results, health), untrained):
-        trained = dataclasses.replace(found, cells=found.trained())
-        if trained.cells:
-            figures[f"map-{found.claim.id}"] = map_figure.figure(trained)
+    for found in maps.maps(runs_health.claims_summary(results)):
+        figures[f"map-{found.claim.id}"] = map_figure.figure(found)
     figures[seeds_figure.NAME] = seeds_figure.figure(seeds_figure.rows(built.written.findings))
     return figures
 

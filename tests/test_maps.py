@@ -1,5 +1,6 @@
 """Condition maps (sweep.claims.maps): a claim's checks at every setting, each described by its own
-interval (no decision), the settings whose runs did not train, and the words that say where it shows;
+interval (no decision), the settings whose compared runs stay at chance (prevents learning) or whose
+reference did not learn (cannot answer), and the words that say where it shows;
 the reproduction ranking of the post's numbers; the generated answer; the settings a verdict names.
 On constructed run summary tables, then a report built from a fixture.
 """
@@ -15,6 +16,7 @@ import pytest
 
 from sweep import analysis as an
 from sweep import report
+from sweep.analysis.chance import Answer
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.outcome import Outcome
 from sweep.claims import maps, reproduction
@@ -122,23 +124,43 @@ def test_a_cell_is_described_by_its_own_intervals_whatever_the_maps_size() -> No
     assert [c.outcome for c in found.cells] == [Outcome.HOLDS, Outcome.HOLDS]
 
 
+LEARNED, CHANCE = 0.5, 1 / 120  # val_acc_last and train_eval_acc_last of a run that learned, and of one at chance
+
+
+def with_accuracies(rows: pd.DataFrame, at_chance: pd.Series) -> pd.DataFrame:
+    """runs.csv's counts (120 classes, 1200 validation images) and each run's last accuracies: at chance where
+    `at_chance`, else learned.
+    """
+    accuracy = at_chance.map({True: CHANCE, False: LEARNED})
+    counts = {"num_classes": 120, "val_samples": 1200, "train_samples": 4800}
+    return rows.assign(
+        **counts, **{an.column("val_acc", "last"): accuracy, an.column("train_eval_acc", "last"): accuracy}
+    )
+
+
 @pytest.mark.unit
-def test_a_map_names_the_settings_whose_runs_did_not_train() -> None:
-    """Runs that did not train are in no cell's numbers; a cell where every unshuffled run is one of them has
-    nothing to describe, and the map says where.
+def test_a_map_keeps_runs_at_chance_and_names_the_cells_they_make() -> None:
+    """Runs at chance are in their cell's numbers. Where every unshuffled run sits at chance and the shuffled
+    ones learned, the cell "prevents learning"; where the shuffled ones (the reference) sit at chance, it cannot
+    answer; neither counts as showing the pattern or not.
     """
     rows = c3_map_table().assign(source="results/m", source_rank=0)
-    lost = (rows["train.batch_size"] == 8) & rows["model.batchnorm"] & ~rows["data.shuffle"]
-    partly = (rows["train.batch_size"] == 32) & ~rows["model.batchnorm"] & ~rows["data.shuffle"] & (rows["seed"] == 0)
-    (found,) = maps.maps(rows[~lost & ~partly], rows[lost | partly])
+    small, bn = rows["train.batch_size"] == 8, rows["model.batchnorm"]
+    (found,) = maps.maps(with_accuracies(rows, (small & bn & ~rows["data.shuffle"]) | (~small & bn)))
     cells = {c.label(): c for c in found.cells}
-    assert not cells["batch_size=8, batchnorm=True"].trained
-    assert cells["batch_size=8, batchnorm=True"].outcome is Outcome.UNDECIDED
-    assert [k.estimate.n for k in cells["batch_size=32, batchnorm=False"].checks] == [2, 2]  # lost a seed
-    assert found.summary().endswith("; shuffle=False did not train at batch_size=8, batchnorm=True")
-    assert found.counts() == "2 show it, 0 do not, 1 unclear, 1 did not train of 4 settings"
-    table = maps.table([found])
-    assert list(table.loc[table["cell"].str.contains("did not train"), "cell"]) == ["shuffle=False did not train"]
+    prevents, blind = cells["batch_size=8, batchnorm=True"], cells["batch_size=32, batchnorm=True"]
+    assert prevents.answer is Answer.PREVENTS_LEARNING and blind.answer is Answer.CANNOT_ANSWER
+    assert [k.estimate.n for k in prevents.checks] == [3, 3]  # every seed at chance is in the numbers
+    assert blind.outcome is Outcome.UNDECIDED
+    assert found.summary() == (
+        "the post's pattern shows at batchnorm=False; shuffle=False prevents learning at batch_size=8, "
+        "batchnorm=True; the control did not learn (cannot answer) at batch_size=32, batchnorm=True"
+    )
+    assert found.counts() == (
+        "2 show it, 0 do not, 0 unclear, 1 prevent learning, 1 cannot answer (control did not learn) of 4 settings"
+    )
+    words = maps.table([found]).groupby(["batch_size", "batchnorm"])["cell"].first().to_dict()
+    assert words[(8, True)] == "prevents learning" and words[(32, True)] == "control did not learn: cannot answer"
 
 
 @pytest.mark.unit
@@ -359,10 +381,9 @@ def test_runs_from_before_a_toggle_existed_count_at_its_default() -> None:
 
 @pytest.mark.unit
 def test_every_setting_mapped_names_what_it_spans() -> None:
-    """map_c3's finding: unshuffled runs did not train anywhere; "every setting" says over which values."""
+    """map_c3's finding: unshuffled runs stay at chance everywhere; "every setting" says over which values."""
     rows = c3_map_table().assign(source="results/m", source_rank=0)
-    lost = ~rows["data.shuffle"]
-    (found,) = maps.maps(rows[~lost], rows[lost])
+    (found,) = maps.maps(with_accuracies(rows, ~rows["data.shuffle"]))
     assert found.summary() == (
-        "shuffle=False did not train at every setting mapped (batch_size 8 or 32; batchnorm False or True)"
+        "shuffle=False prevents learning at every setting mapped (batch_size 8 or 32; batchnorm False or True)"
     )

@@ -58,9 +58,9 @@ def verdicts(out: Path) -> dict[str, str]:
 
 @pytest.mark.integration
 def test_known_verdicts_on_the_fixtures(combined: Path, summary: pd.DataFrame) -> None:
-    """Each claim on its own decides as its intervals do; in the report, C3's unshuffled runs did not train
-    (every accuracy at chance: they decide nothing) and across the report's 12 checks Holm keeps only the
-    strongest decision, C2's.
+    """Each claim on its own decides as its intervals do; in the report, across its 14 checks Holm keeps the
+    strongest decisions: C2's, and C3's (its unshuffled runs are near chance, every accuracy at most twice
+    chance, and stay in its numbers: their gap is negative, far from the post's "far above").
     """
     alone = {c.id: f.verdict if (f := c.evaluate(summary)) else "not tested" for c in report.CLAIMS}
     assert alone == {
@@ -78,7 +78,7 @@ def test_known_verdicts_on_the_fixtures(combined: Path, summary: pd.DataFrame) -
     assert verdicts(combined) == {
         **{c.id: "inconclusive" for c in report.CLAIMS},
         "C2": "supported",
-        "C3": "not answered: its runs did not train",
+        "C3": "contradicted",
     }
 
 
@@ -89,8 +89,7 @@ def test_every_decided_or_undecided_check_has_a_real_interval(combined: Path) ->
     """
     claims = pd.read_csv(combined / "tables" / "claims.csv")
     checks = claims.dropna(subset=["check"])
-    assert set(checks["claim"]) == {c.id for c in report.CLAIMS} - {"C3"}  # C3's runs did not train
-    assert claims.loc[claims["claim"] == "C3", "did_not_train"].item() > 0
+    assert set(checks["claim"]) == {c.id for c in report.CLAIMS}  # C3's runs near chance are read too
     assert (checks["n"] >= 2).all(), checks.loc[checks["n"] < 2, ["claim", "check", "n"]]
     assert checks[["mean", "ci_low", "ci_high"]].map(math.isfinite).all().all()
     assert (checks["ci_low"] <= checks["mean"]).all() and (checks["mean"] <= checks["ci_high"]).all()
@@ -547,7 +546,8 @@ def test_stuck_runs_stay_in_the_verdicts_and_diverged_ones_are_named_and_counted
     written = report.build([tmp_path])
     md = written.markdown.read_text()
     assert "## Runs with problems" in md
-    assert f"| {stuck} | done | stuck: val_acc 0.125 and train_eval_acc unchanged over 4 records" in md
+    # recalibrated numbers recorded: the stuck test reads them
+    assert f"| {stuck} | done | stuck: val_acc_recal 0.125 and train_eval_acc_recal unchanged over 4 records" in md
     assert f"| {lost} | diverged | diverged: training loss became nan in epoch 2 | no |" in md
     # C8 reads recalibrated val_acc, where batch 64's other seeds sit close to batch 8's: with or without the
     # stuck run (at chance) the seeds cannot decide it, and no verdict changes.

@@ -58,10 +58,10 @@ def _curve(batch: int, seed: int, rng: np.random.Generator, noise: float = 0.002
 
 
 def write_study(
-    folder: Path, edge_at: int | None = None, noise: float = 0.002, untrained: tuple[int, int] | None = None
+    folder: Path, edge_at: int | None = None, noise: float = 0.002, at_chance: tuple[int, int] | None = None
 ) -> Path:
     """runs.csv and epochs.csv of a study over BATCHES: searches at seed 100, tuned runs at SEEDS; `noise`: the
-    sd of a run's final value around FINAL; `untrained`: the (batch, seed) whose run stays at chance.
+    sd of a run's final value around FINAL; `at_chance`: the (batch, seed) whose run stays at chance.
     """
     rng = np.random.default_rng(7)
     runs, epochs = [], []
@@ -88,7 +88,7 @@ def write_study(
             row = {vocab.RUN_ID: run_id, **_run(vocab.TUNED, group, seed, batch, best, settings)}
             runs.append(row)
             curve = _curve(batch, seed, rng, noise)
-            if (batch, seed) == untrained:
+            if (batch, seed) == at_chance:
                 curve = curve.assign(**{vocab.VAL_ACC_RECAL: 0.1, vocab.VAL_ACC: 0.1})
             epochs.append(curve.assign(**row))
     folder.mkdir(parents=True, exist_ok=True)
@@ -184,16 +184,14 @@ def test_the_plan_refuses_a_ladder_it_cannot_fit_and_sets_records_from_the_small
     assert "seeds=[0, 1, 2, 3, 4]" in overrides and "search.seed=100" in overrides
 
 
-def test_a_run_that_did_not_train_decides_nothing_and_too_few_seeds_are_said(tmp_path: Path) -> None:
+def test_a_tuned_run_at_chance_decides_nothing_and_too_few_seeds_are_said(tmp_path: Path) -> None:
     """Batch 128 seed 0 stays at chance: it is left out of batch 128's numbers and named in a warning. With
     seed-to-seed noise of 0.03, the seeds cannot place batch 128 against the best: the warning says so.
     """
-    found = study.read(write_study(tmp_path / "noisy", noise=0.03, untrained=(128, 0)))
+    found = study.read(write_study(tmp_path / "noisy", noise=0.03, at_chance=(128, 0)))
     rung = found.rung(128)
     assert rung.val.n == len(SEEDS) - 1 and 0 not in rung.seeds()
-    assert (
-        len(rung.failed) == 1 and rung.failed[0].startswith("bs128-lr0.003-s0-") and "did not train" in rung.failed[0]
-    )
+    assert len(rung.failed) == 1 and rung.failed[0].startswith("bs128-lr0.003-s0-") and "at chance" in rung.failed[0]
     advice = study_advice.advise(found)
     assert advice is not None
     left_out = [w for w in advice.warnings if "left out of every number" in w]

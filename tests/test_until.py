@@ -297,7 +297,7 @@ def test_sequential_p_values_enter_only_the_checks_they_decided() -> None:
     ]
     other = decided.assign(check=["k0", "spc 50 -> 25"])
     assert basis.with_sequential(finding, other) == finding
-    fewer = decided.assign(n=[3, 4])  # a run left out since the look (it did not train): other numbers
+    fewer = decided.assign(n=[3, 4])  # a run left out since the look (it diverged): other numbers
     assert basis.with_sequential(finding, fewer) == finding
     corrected = family.controlled(joined)
     assert verdict_where(by_id("C3"), corrected, None, decided).startswith("supported (sequential, decided by 3 seeds")

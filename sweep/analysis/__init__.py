@@ -10,13 +10,13 @@ A group is every run with the same settings; its n is its number of seeds.
 The package: `results` (results folders loaded into tables, each run once); `settings` (a table's setting
 columns, and where each key stands for the claims); `summary` (one row per run: snapshots, speed, its
 copies' timings); `curves` (curves over seeds, the gaps); `tables` (curves.csv, gaps.csv, run_summary.csv);
-`health` (runs that did not train, diverged or got stuck); `selection` (the runs that answer a question,
-paired by seed); `estimates`, `outcome`, `power`, `sequential` (intervals, what a check came to, seeds for
-80% power, seeds until decided); `readings` (equal epochs, steps, fit or time); `scaling`, `scaling_fit`,
-`critical` (steps to target, the critical batch size); `tuning` (batch sizes at their own best lr);
-`decisions` (decisions.csv); `timing` (timing.csv read back); `study`, `study_advice` (a batch-size study of
-the user's model read back, and what it recommends). This module only re-exports the first five's names, as
-`sweep.analysis.<name>`.
+`health` (runs with a problem: diverged, failed, at chance, stuck); `chance` (an arm over seeds against
+chance: did it learn); `selection` (the runs that answer a question, paired by seed); `estimates`, `outcome`,
+`power`, `sequential` (intervals, what a check came to, seeds for 80% power, seeds until decided);
+`readings` (equal epochs, steps, fit or time); `scaling`, `scaling_fit`, `critical` (steps to target, the
+critical batch size); `tuning` (batch sizes at their own best lr); `decisions` (decisions.csv); `timing`
+(timing.csv read back); `study`, `study_advice` (a batch-size study of the user's model read back, and what
+it recommends). This module only re-exports the first five's names, as `sweep.analysis.<name>`.
 """
 
 from __future__ import annotations

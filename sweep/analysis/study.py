@@ -4,12 +4,13 @@ one target, and the critical batch size fitted over the ladder (docs/study.md).
 Reads what `sweep.analysis.load` returns for one results folder; no TensorFlow. A folder holds a study
 when it has a learning-rate search re-run at its best lr at two or more batch sizes (`sweep study`
 makes one; so does any grid with a `search:` block over batch sizes). The pieces are the existing ones:
-`tuning` (best lr per batch size, its range and edge), `health` (runs that did not train), `scaling`
+`tuning` (best lr per batch size, its range and edge), `health` (runs at chance), `scaling`
 (steps to target, read on val_acc_recal where recorded), `scaling_fit` (S = S_min (1 + B_crit / B)),
 `critical` (B_simple) and `timing` (quiet seconds per step). What to recommend from these numbers is
 `sweep.analysis.study_advice`.
 
-- Runs that did not train, diverged or failed are left out of every number and named (`Rung.failed`).
+- Runs at chance (they learned nothing: no target reached, no lr placed), diverged or failed are left out of
+  every number of the study and named (`Rung.failed`).
 - The target is chosen from the data by a fixed rule (`choose_target`), and stated: the highest level of
   `scaling.TARGET_LADDER` that every run of every batch size reached; else the highest that every run
   of at least `scaling_fit.MIN_FIT_BATCHES` batch sizes reached (the others: not reached within budget).
@@ -128,7 +129,9 @@ def read(folder: Path, tolerance: float = DEFAULT_TOLERANCE, devices: int = DEFA
 
 
 def _left_out(results: an.Results) -> dict[str, str]:
-    """Tuned runs that decide nothing: did not train (`health`), diverged or failed; run_id -> why."""
+    """Tuned runs that decide nothing: at chance (`health`: a run that learned nothing reaches no target and
+    places no lr), diverged or failed; run_id -> why.
+    """
     runs = results.runs
     tuned = runs[runs[vocab.ROLE] == vocab.TUNED]
     why = {
@@ -136,9 +139,8 @@ def _left_out(results: an.Results) -> dict[str, str]:
         for _, r in tuned[tuned[vocab.STATUS].isin((RunStatus.DIVERGED, RunStatus.FAILED))].iterrows()
     }
     problems = health.run_health(replace(results, epochs=results.tuned))
-    for _, row in problems.iterrows():
-        if str(row["problem"]).startswith(health.DID_NOT_TRAIN):
-            why[str(row[vocab.RUN_ID])] = str(row["problem"])
+    for _, row in health.of_kind(problems, health.Problem.AT_CHANCE).iterrows():
+        why[str(row[vocab.RUN_ID])] = str(row["problem"])
     return why
 
 

@@ -4,27 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from sweep.analysis.curves import gap_table, summarize
 from sweep.analysis.results import Results
 from sweep.analysis.summary import run_summary
 from sweep.base import atomic
 
 
-def write_tables(results: Results, out: Path, trained: pd.DataFrame | None = None) -> list[Path]:
-    """curves.csv (every metric at every epoch), gaps.csv, run_summary.csv into out/tables/.
-
-    The curves and gaps summarise over seeds the records of `trained` (default: every done run's), the
-    runs that trained (`sweep.analysis.health.trained`): an interval over seeds at chance says nothing of a setting;
-    run_summary.csv keeps one row per run, every run.
+def write_tables(results: Results, out: Path) -> list[Path]:
+    """curves.csv (every metric at every epoch), gaps.csv, run_summary.csv into out/tables/: the curves and gaps
+    over every done run's records (a run at chance too: it is what its setting did), one row per run.
     """
     folder = out / "tables"
     folder.mkdir(parents=True, exist_ok=True)
-    trained = results.epochs if trained is None else trained
     tables = {
-        "curves.csv": summarize(trained),
-        "gaps.csv": gap_table(trained),
+        "curves.csv": summarize(results.epochs),
+        "gaps.csv": gap_table(results.epochs),
         "run_summary.csv": run_summary(results.epochs),
     }
     paths = []

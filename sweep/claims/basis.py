@@ -3,7 +3,6 @@
 - `read`: a claim about generalisation or fit on recalibrated BatchNorm numbers where every chosen run
   recorded them (labels renamed: `relabelled`), the symptom as the post read it, time as measured;
 - `tuned_lr`: the re-runs of a search's best lr as one group per results folder, for the batch-size advice;
-- `with_lost`: the runs of a finding's groups that did not train, counted, never read;
 - `with_sequential`: the sequential p-values of `run --until-decided`, where its looks read the same numbers.
 
 `sweep.claims.registry.evaluate` puts them together into the report's one family of checks.
@@ -22,25 +21,6 @@ from sweep.analysis.decisions import check_of
 from sweep.analysis.estimates import Key
 from sweep.analysis.outcome import Outcome
 from sweep.claims.findings import Claim, Finding, ReadFrom, Reads
-
-
-def with_lost(
-    claim: Claim, finding: Finding | None, table: pd.DataFrame, untrained: pd.DataFrame | None, folder: str | None
-) -> Finding | None:
-    """The finding with the number of runs that did not train in the groups it compares: the same choice of
-    runs made with them back in (choices depend on settings only), counted, never read. Where the claim had
-    nothing to read without them, a finding without checks says so.
-    """
-    if untrained is None or untrained.empty:
-        return finding
-    everything = pd.concat([table, untrained], ignore_index=True)
-    chosen = in_folder(claim, everything, folder)
-    if chosen is None:
-        return finding
-    lost = len(set(chosen.run_ids) & set(untrained[vocab.RUN_ID].astype(str)))
-    if finding is None:  # every run of a compared setting did not train: the claim has nothing to read
-        return Finding((), chosen.selection, run_ids=chosen.run_ids, tested_at=chosen.tested_at, untrained=lost)
-    return dataclasses.replace(finding, untrained=lost)
 
 
 def tuned_lr(summary: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from sweep.analysis import (
     SOURCE,
     column,
 )
+from sweep.analysis.chance import Arms, arms
 from sweep.analysis.estimates import Check, Estimate, Key, estimate, fmt_estimate
 from sweep.analysis.selection import (
     LR,
@@ -71,8 +72,11 @@ def finding_from(
     rule: Rule = Rule.ALL,
     size: Sequence[Check] = (),
     mechanism: Sequence[Check] = (),
+    tested: Arms | None = None,
 ) -> Finding:
-    """A finding from the selection(s) it read: their descriptions (each once) and the ids of their runs."""
+    """A finding from the selection(s) it read: their descriptions (each once) and the ids of their runs;
+    `tested`: its compared arms against chance.
+    """
     sels = (read,) if isinstance(read, Selection) else tuple(read)
     described = "; ".join(dict.fromkeys(s.describe() for s in sels))
     run_ids = tuple(sorted({str(r) for s in sels for r in s.rows[vocab.RUN_ID]}))
@@ -93,6 +97,7 @@ def finding_from(
         folders=" | ".join(folders),
         size=tuple(size),
         mechanism=tuple(mechanism),
+        arms=tested,
     )
 
 
@@ -162,7 +167,8 @@ def gap_at_two_batch_sizes(claim: Claim, sel: Selection, large: Any) -> Finding:
         for metric in (vocab.TRAIN_ACC, vocab.TRAIN_EVAL_ACC, vocab.VAL_ACC, vocab.EVAL_GAP, *_cause(rows, "epoch2"))
     )
     notes = (_measurement_share(rows, small, large),)
-    return finding_from((direction,), sel, evidence, notes, size=size, mechanism=mechanism)
+    tested = arms(rows, BATCH_SIZE, large, small)
+    return finding_from((direction,), sel, evidence, notes, size=size, mechanism=mechanism, tested=tested)
 
 
 def at_batch(metric: str, batch: Any, epoch: str = "2") -> Key:
@@ -223,7 +229,9 @@ def check_cause_raises_gap(claim: Claim, table: pd.DataFrame) -> Finding | None:
 
 def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
     """C2/C3 on one group of runs with the claim's reference and the cause at `value`: the cause raising the gap
-    (paired by seed) decides; the cause's gap far above (the symptom's size) is a statement of its own.
+    (paired by seed) decides; the cause's gap far above (the symptom's size) is a statement of its own; and
+    whether each arm learned (a cause whose runs stay at chance prevents learning; a reference at chance cannot
+    answer).
     """
     (axis,), reference, gap2 = claim.needs.axes, claim.needs.reference, column(vocab.GAP, "epoch2")
     at = f"{axis}={fmt_value(value)}"
@@ -262,7 +270,7 @@ def cause_raises_gap(claim: Claim, sel: Selection, value: Any) -> Finding:
             paired(sel.rows, axis, reference, value, column(vocab.GAP, "last")),
         ),
     )
-    return finding_from((direction,), sel, evidence, size=size)
+    return finding_from((direction,), sel, evidence, size=size, tested=arms(sel.rows, axis, value, reference))
 
 
 # --- C4: preprocessing validation differently lowers val_acc

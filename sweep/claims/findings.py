@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
+from sweep.analysis.chance import Answer, Arms
 from sweep.analysis.estimates import ALPHA, Check, Estimate, Key, q_values
 from sweep.analysis.outcome import NOT_TESTED, Outcome, all_of, any_of
 from sweep.analysis.power import SeedsNeeded, seeds_needed
@@ -77,7 +78,7 @@ class Rule(Enum):
     ANY = "any"  # one is enough (C4: one kind of mismatch)
 
 
-DID_NOT_TRAIN_VERDICT = "not answered: its runs did not train"
+CANNOT_ANSWER = "cannot answer: its control arm did not learn"  # a verdict in words (`Finding.verdict`)
 
 
 class Reads(Enum):
@@ -130,7 +131,7 @@ class Finding:
     lr: str = ""  # their learning rate: "0.001", or "tuned per batch size over [0.0001, 0.03]"
     read_from: ReadFrom | None = None  # which numbers decide (None: not yet said, `basis.read` says it)
     tuned: bool = False  # read with each batch size at its own tuned lr (READ_TUNED)
-    untrained: int = 0  # runs of the compared groups that did not train, left out of every number above
+    arms: Arms | None = None  # the compared arms against chance (C1-C3); None: not tested
     # statements of their own, each at ALPHA, beside the deciding checks: whether the post's size is reproduced
     # (combined by `rule`, as the checks are), and mechanisms tested by equivalence (C1: BatchNorm's lag)
     size: tuple[Check, ...] = ()
@@ -138,9 +139,26 @@ class Finding:
 
     @property
     def outcome(self) -> Outcome:
-        """The claim's direction: its deciding checks combined by its rule."""
+        """The claim's direction: its deciding checks combined by its rule; undecided where its control arm did not
+        learn (nothing to compare).
+        """
+        if self.cannot_answer():
+            return Outcome.UNDECIDED
         combine = any_of if self.rule is Rule.ANY else all_of
         return combine(c.outcome() for c in self.checks)
+
+    def cannot_answer(self) -> bool:
+        """Its control arm did not learn: a difference from it says nothing about the cause."""
+        return self.arms is not None and self.arms.answer is Answer.CANNOT_ANSWER
+
+    def prevents_learning(self) -> bool:
+        """Its treatment arm sits at chance while its control learned: the cause prevents learning."""
+        return self.arms is not None and self.arms.answer is Answer.PREVENTS_LEARNING
+
+    @property
+    def named_outcome(self) -> str:
+        """What the arms say before the checks, in a sentence with its numbers ("" where both learned)."""
+        return self.arms.words() if self.arms is not None else ""
 
     @property
     def size_outcome(self) -> Outcome | None:
@@ -165,18 +183,15 @@ class Finding:
     @property
     def verdict(self) -> str:
         """The verdict in a word, as tables/claims.csv writes it."""
-        if self.unanswered():
-            return DID_NOT_TRAIN_VERDICT
+        if self.cannot_answer():
+            return CANNOT_ANSWER
         if self.size_not_shown:
             return size_words(self.size_outcome)
         return self.outcome.words.table
 
-    def unanswered(self) -> bool:
-        """No check has numbers because the runs of a compared setting all did not train."""
-        return not self.checks and self.untrained > 0
-
     def undecided(self) -> list[Check]:
-        return [c for c in self.checks if not c.outcome().decided]
+        """The checks more seeds could decide: none where the control did not learn (nothing to compare)."""
+        return [] if self.cannot_answer() else [c for c in self.checks if not c.outcome().decided]
 
     def seeds_needed(self) -> SeedsNeeded | None:
         """Seeds per setting for 80% power on the undecided checks: the most any of them needs
@@ -282,7 +297,7 @@ def claims_table(findings: list[tuple[Claim, Finding | None]]) -> pd.DataFrame:
             "optimizer": finding.optimizer if finding else "",
             "lr": finding.lr if finding else "",
             "reading": finding.reading if finding else "",
-            "did_not_train": finding.untrained if finding else 0,
+            "named_outcome": finding.named_outcome if finding else "",
         }
         if finding is None or not finding.checks:
             rows.append(head)

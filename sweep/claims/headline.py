@@ -1,9 +1,9 @@
 """C1's map read setting by setting: where the post's epoch-2 picture shows, raw and recalibrated.
 
-Each trained cell of the C1 map becomes a `Setting`: the large batch's steps by epoch 2, the weight
-BatchNorm's moving statistics still give their initial values (momentum^steps), and the gaps of both
-batch sizes, raw (the post's reading) and recalibrated (`*_recal`: the same weights without BatchNorm's
-lag). `sweep.report.sections.headline` puts them into words.
+Each cell of the C1 map where both batch sizes learned becomes a `Setting`: the large batch's steps by
+epoch 2, the weight BatchNorm's moving statistics still give their initial values (momentum^steps), and
+the gaps of both batch sizes, raw (the post's reading) and recalibrated (`*_recal`: the same weights
+without BatchNorm's lag). `sweep.report.sections.headline` puts them into words.
 """
 
 from __future__ import annotations
@@ -52,8 +52,10 @@ class Setting:
 
 
 def settings(m: ConditionMap) -> list[Setting]:
-    """The map's cells as headline settings; empty when its runs did not record recalibrated numbers."""
-    recal, cells = column(vocab.EVAL_GAP_RECAL, "epoch2"), m.trained()
+    """The map's cells where both batch sizes learned as headline settings (a cell at chance shows no picture to
+    explain); empty when their runs did not record recalibrated numbers.
+    """
+    recal, cells = column(vocab.EVAL_GAP_RECAL, "epoch2"), m.comparing()
     if not cells or any(recal not in c.rows or c.rows[recal].isna().any() for c in cells):
         return []
     return [_setting(c) for c in cells]

@@ -11,15 +11,16 @@ intervals: a cell "shows" the claim's pattern when every interval lies wholly on
 side of its threshold, "does not" when one lies wholly on the other side, and is "unclear"
 otherwise. With 3 seeds per cell and dozens of cells, threshold tests corrected for
 multiplicity could decide almost nothing, and uncorrected ones would claim too much; so no
-error rate is claimed here, and only the verdict table decides. Runs that did not train
-(`sweep.analysis.health.run_health`) are in no cell; the map names the settings that lost them.
+error rate is claimed here, and only the verdict table decides. A run at chance is in its cell's
+numbers; a cell whose compared arm sits at chance while its reference learned "prevents learning", and
+one whose reference did not learn cannot answer and is in no tally of shows / does not
+(`sweep.analysis.chance`, the same test as the verdicts').
 `where` names each set of cells by the fewest settings that cover it exactly
 (`batchnorm=False` for all cells without BatchNorm).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import numbers
 from collections.abc import Callable, Sequence
@@ -31,8 +32,8 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, SOURCE, SOURCE_RANK, column, setting_columns
+from sweep.analysis.chance import Answer
 from sweep.analysis.estimates import Check
-from sweep.analysis.health import DID_NOT_TRAIN
 from sweep.analysis.outcome import Outcome, all_of
 from sweep.analysis.selection import (
     RECORDING_KEYS,
@@ -112,19 +113,25 @@ class Cell:
     conditions: tuple[tuple[str, Any], ...]
     value: Any  # the compared value (C1: the large batch; C3: shuffle False)
     reference: Any  # what it is compared with (C1: batch 8; C3: shuffle True)
-    finding: Finding  # its checks on the runs that trained
-    rows: pd.DataFrame  # the cell's runs that trained
-    lost: tuple[str, ...] = ()  # the compared values none of whose runs trained ("shuffle=False"): no numbers
+    finding: Finding  # its checks on its runs, and its arms against chance
+    rows: pd.DataFrame  # the cell's runs
     checks: tuple[Check, ...] = ()  # the checks of `finding` that make the claim's pattern (`Mapped.pattern`)
 
     @property
-    def trained(self) -> bool:
-        return not self.lost
+    def answer(self) -> Answer:
+        """Whether the cell compares, prevents learning, or cannot answer (both learned where not tested)."""
+        return self.finding.arms.answer if self.finding.arms is not None else Answer.COMPARES
 
     @property
     def outcome(self) -> Outcome:
-        """The pattern shows (every check's own 95% interval beyond its threshold), does not, or is unclear."""
-        return all_of(c.outcome() for c in self.checks) if self.trained else Outcome.UNDECIDED
+        """The pattern shows (every check's own 95% interval beyond its threshold), does not, or is unclear;
+        unclear where the control did not learn (nothing to compare).
+        """
+        return Outcome.UNDECIDED if self.finding.cannot_answer() else all_of(c.outcome() for c in self.checks)
+
+    def word(self) -> str:
+        """Its word in tables/maps.csv's cell column: "shows it", ..., "prevents learning", "control did not learn"."""
+        return self.outcome.words.cell if self.answer is Answer.COMPARES else self.answer.value
 
     def label(self) -> str:
         return ", ".join(f"{short(k)}={shown(v)}" for k, v in self.conditions) or "the only setting"
@@ -141,34 +148,44 @@ class ConditionMap:
     def keys(self) -> tuple[str, ...]:
         return tuple(k for k, _ in self.cells[0].conditions) if self.cells else ()
 
-    def trained(self) -> tuple[Cell, ...]:
-        return tuple(c for c in self.cells if c.trained)
+    def comparing(self) -> tuple[Cell, ...]:
+        """The cells whose arms both learned: those the claim's pattern can show at or not."""
+        return self.answering(Answer.COMPARES)
+
+    def answering(self, answer: Answer) -> tuple[Cell, ...]:
+        return tuple(c for c in self.cells if c.answer is answer)
 
     def seeds(self) -> str:
-        counts = sorted({int(c.checks[0].estimate.n) for c in self.trained()}) or [0]
+        counts = sorted({int(c.checks[0].estimate.n) for c in self.cells if c.checks}) or [0]
         return "-".join(str(n) for n in (counts[0], counts[-1])) if counts[0] != counts[-1] else str(counts[0])
 
     def summary(self) -> str:
         """ "shows the post's pattern at A; does not at B; unclear at C", each part only where it has cells,
-        then the runs that did not train.
+        then where the compared value prevents learning and where the reference did not learn.
         """
         parts = []
         for outcome in Outcome:
-            chosen = [c for c in self.trained() if c.outcome is outcome]
+            chosen = [c for c in self.comparing() if c.outcome is outcome]
             if chosen:
                 parts.append(f"{outcome.words.cells_at} {where(self.cells, chosen)}")
-        lost: dict[str, list[Cell]] = {}
-        for c in self.cells:
-            for side in c.lost:
-                lost.setdefault(side, []).append(c)
-        parts += [f"{side} did not train at {where(self.cells, cells)}" for side, cells in lost.items()]
+        prevents = self.answering(Answer.PREVENTS_LEARNING)
+        if prevents:
+            sides = " or ".join(dict.fromkeys(c.finding.arms.treatment for c in prevents if c.finding.arms))
+            parts.append(f"{sides} prevents learning at {where(self.cells, prevents)}")
+        blind = self.answering(Answer.CANNOT_ANSWER)
+        if blind:
+            parts.append(f"the control did not learn (cannot answer) at {where(self.cells, blind)}")
         return "; ".join(parts)
 
     def counts(self) -> str:
-        tally = [sum(c.outcome is o for c in self.trained()) for o in Outcome]
-        lost = len(self.cells) - len(self.trained())
-        untrained = f", {lost} did not train" if lost else ""
-        return f"{tally[0]} show it, {tally[1]} do not, {tally[2]} unclear{untrained} of {len(self.cells)} settings"
+        """The tally: "2 show it, 0 do not, 1 unclear, 3 prevent learning, 1 cannot answer (control did not
+        learn) of 7 settings"; the last two only where there are such cells.
+        """
+        tally = [sum(c.outcome is o for c in self.comparing()) for o in Outcome]
+        prevents, blind = (len(self.answering(a)) for a in (Answer.PREVENTS_LEARNING, Answer.CANNOT_ANSWER))
+        more = f", {prevents} prevent learning" if prevents else ""
+        more += f", {blind} cannot answer (control did not learn)" if blind else ""
+        return f"{tally[0]} show it, {tally[1]} do not, {tally[2]} unclear{more} of {len(self.cells)} settings"
 
 
 def short(key: str) -> str:
@@ -180,17 +197,11 @@ def shown(value: Any) -> str:
     return "none" if value is None or (isinstance(value, float) and value != value) else fmt_value(value)
 
 
-def maps(table: pd.DataFrame, untrained: pd.DataFrame | None = None) -> list[ConditionMap]:
-    """Every mapped claim's map, where a results folder has at least MIN_CELLS cells for it.
-
-    `untrained`: the run summary of the runs that did not train: in a cell's runs, never in its numbers; a cell
-    where one compared value has none that trained is named as such.
-    """
-    lost = untrained if untrained is not None and len(untrained) else table.iloc[0:0]
-    both = pd.concat([table.assign(**{LOST: False}), lost.assign(**{LOST: True})], ignore_index=True)
+def maps(table: pd.DataFrame) -> list[ConditionMap]:
+    """Every mapped claim's map, where a results folder has at least MIN_CELLS cells for it."""
     found = []
     for mapped in MAPPED:
-        chosen = condition_map(by_id(mapped.claim_id), mapped, both)
+        chosen = condition_map(by_id(mapped.claim_id), mapped, table)
         if chosen is not None:
             found.append(chosen)
     return found
@@ -321,23 +332,15 @@ def _distinct(keys: Sequence[str], found: list[tuple[Any, Selection]]) -> list[s
     return kept
 
 
-LOST = "_did_not_train"  # a column `maps` adds: the run did not train (in a cell's runs, never its numbers)
-
-
 def _judged(claim: Claim, mapped: Mapped, found: list[tuple[Any, Selection]]) -> tuple[Cell, ...]:
-    """Every cell's checks on its runs that trained, each described by its own 95% interval (no correction:
-    a map decides nothing); a cell where one compared value has no run that trained has nothing to describe.
+    """Every cell's checks on its runs, each described by its own 95% interval (no correction: a map decides
+    nothing), and its arms against chance.
     """
     reference = _reference(claim)[0]
     cells = []
     for value, sel in found:
-        kept = sel.rows[~sel.rows[LOST].astype(bool)] if LOST in sel.rows else sel.rows
-        kept = kept.drop(columns=LOST, errors="ignore").reset_index(drop=True)
-        lost = tuple(
-            f"{short(sel.axis)}={shown(v)}" for v in (value, reference) if not matches(kept[sel.axis], v).any()
-        )
-        finding = mapped.judge(claim, dataclasses.replace(sel, rows=kept), value) if not lost else Finding((), "")
-        cells.append(Cell(tuple(sel.context.items()), value, reference, finding, kept, lost, mapped.pattern(finding)))
+        finding = mapped.judge(claim, sel, value)
+        cells.append(Cell(tuple(sel.context.items()), value, reference, finding, sel.rows, mapped.pattern(finding)))
     return tuple(sorted(cells, key=lambda c: [_order(v) for _, v in c.conditions]))
 
 
@@ -422,14 +425,6 @@ def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
     rows = []
     for m in found:
         for cell in m.cells:
-            if not cell.trained:
-                rows.append(
-                    {"claim": m.claim.id, "source": m.source, **{short(k): v for k, v in cell.conditions}}
-                    | {
-                        "interval": DID_NOT_TRAIN,
-                        "cell": " and ".join(cell.lost) + f" {DID_NOT_TRAIN}",
-                    }
-                )
             for i, check in enumerate(cell.checks):
                 e = check.estimate
                 rows.append(
@@ -444,8 +439,8 @@ def table(found: Sequence[ConditionMap]) -> pd.DataFrame:
                         "ci_high": e.high,
                         "n": e.n,
                         "pattern_when": check.region(),
-                        "interval": check.outcome().words.interval if cell.trained else DID_NOT_TRAIN,
-                        "cell": cell.outcome.words.cell if cell.trained else DID_NOT_TRAIN,
+                        "interval": check.outcome().words.interval,
+                        "cell": cell.word(),
                     }
                 )
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(TABLE_COLUMNS))

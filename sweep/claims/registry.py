@@ -203,7 +203,6 @@ def evaluate(
     decided_in: Mapping[str, str] | None = None,
     sequential: Mapping[str, pd.DataFrame] | None = None,
     tuned: pd.DataFrame | None = None,
-    untrained: pd.DataFrame | None = None,
 ) -> list[tuple[Claim, Finding | None]]:
     """Every claim against a run summary table (`analysis.run_summary`), each under its own error control
     (`family.controlled`): a claim's verdict never depends on which other claims or folders were read.
@@ -214,8 +213,7 @@ def evaluate(
     `sequential` holds each such claim's rows of decisions.csv: a check they decided on the same numbers
     enters the family with its sequential p-value, valid after the optional stopping. `tuned`
     (`basis.tuned_lr`): the batch-size advice (`Claim.tuned_first`) is read there first, each batch size at
-    its own best lr. `untrained`:
-    the summary of the runs that did not train (in no number); each finding counts those its groups lost.
+    its own best lr.
     """
     if table.empty and (tuned is None or tuned.empty):
         return [(claim, None) for claim in CLAIMS]
@@ -228,6 +226,5 @@ def evaluate(
             found.append((claim, dataclasses.replace(at_tuned, tuned=True)))
             continue
         finding = basis.in_folder(claim, table, where.get(claim.id)) if len(table) else None
-        finding = basis.with_lost(claim, finding, table, untrained, where.get(claim.id))
         found.append((claim, basis.with_sequential(finding, looks.get(claim.id))))
     return each_controlled(found)

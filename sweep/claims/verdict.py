@@ -8,6 +8,7 @@ on its first screen and the terminal; nothing parses either back.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -17,14 +18,14 @@ import pandas as pd
 from sweep.analysis.decisions import check_of
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.outcome import INCONCLUSIVE, NOT_TESTED, Outcome, all_of, any_of
-from sweep.claims.findings import DID_NOT_TRAIN_VERDICT, DIRECTION_SHOWN, Claim, Finding, Rule
+from sweep.claims.findings import CANNOT_ANSWER, DIRECTION_SHOWN, Claim, Finding, Rule
 
 
 class Basis(Enum):
     """What a verdict rests on."""
 
     NOT_TESTED = "not tested"  # these results cannot answer the claim
-    NOT_ANSWERED = "not answered"  # every run of a compared setting did not train: no numbers
+    NO_CONTROL = "no control"  # its control arm did not learn: nothing to compare
     NO_INTERVAL = "no interval"  # fewer than 2 seeds (or pairs) with numbers
     FIXED = "fixed n"  # t-intervals over seeds at the claim's own levels (`sweep.claims.family`)
     SEQUENTIAL = "sequential"  # the sequential p-values of `run --until-decided`
@@ -36,7 +37,6 @@ class Verdict:
     basis: Basis
     long: str  # the verdict tables' words: the rule, the seeds that would decide it
     short: str  # the first screen's and the terminal's: its first clause
-    says_untrained: bool = False  # its words already count the runs that did not train
     size_not_shown: bool = False  # "direction shown, size ...": the direction holds, the post's size is not shown
 
     @property
@@ -46,26 +46,35 @@ class Verdict:
             return DIRECTION_SHOWN
         return {
             Basis.NOT_TESTED: NOT_TESTED,
-            Basis.NOT_ANSWERED: "",
+            Basis.NO_CONTROL: "",
             Basis.NO_INTERVAL: INCONCLUSIVE,
         }.get(self.basis, self.outcome.words.claim)
 
 
 def of(claim: Claim, finding: Finding | None, sequential: pd.DataFrame | None = None) -> Verdict:
-    """The claim's verdict: the sequential one where `run --until-decided` decided its checks, else fixed-n."""
-    if finding is not None and sequential is not None and any(c.p_sequential is not None for c in finding.checks):
-        return sequential_verdict(claim, finding, sequential)
+    """The claim's verdict: the sequential one where `run --until-decided` decided its checks, else fixed-n;
+    none where its control arm did not learn.
+    """
+    if finding is None or sequential is None or finding.cannot_answer():
+        return fixed(claim, finding)
+    if any(c.p_sequential is not None for c in finding.checks):
+        return _with_named(sequential_verdict(claim, finding, sequential), finding)
     return fixed(claim, finding)
 
 
 def fixed(claim: Claim, finding: Finding | None) -> Verdict:
-    """The verdict from the checks' t-tests at the claim's own levels, with its budget and statements."""
+    """The verdict from the checks' t-tests at the claim's own levels, with its budget and statements, and what
+    its arms say before the checks (`Finding.named_outcome`): none where its control did not learn.
+    """
     if finding is None:
         words = f"{NOT_TESTED} (see {claim.experiments})"
         return Verdict(Outcome.UNDECIDED, Basis.NOT_TESTED, words, words)
-    if finding.unanswered():
-        words = f"{DID_NOT_TRAIN_VERDICT} (every run of a compared setting; {finding.untrained} runs in all)"
-        return Verdict(Outcome.UNDECIDED, Basis.NOT_ANSWERED, words, DID_NOT_TRAIN_VERDICT, says_untrained=True)
+    if finding.cannot_answer():
+        return Verdict(Outcome.UNDECIDED, Basis.NO_CONTROL, f"cannot answer: {finding.named_outcome}", CANNOT_ANSWER)
+    return _with_named(_from_intervals(claim, finding), finding)
+
+
+def _from_intervals(claim: Claim, finding: Finding) -> Verdict:
     rule, brief = rule_words(finding), short_rule(finding)
     outcome, at = finding.outcome, f" ({claim.budget_words})"
     if outcome.decided:
@@ -73,7 +82,7 @@ def fixed(claim: Claim, finding: Finding | None) -> Verdict:
         long, short = finding.verdict + rule + at + statements, finding.verdict + brief
         return Verdict(outcome, Basis.FIXED, long, short, size_not_shown=finding.size_not_shown)
     if any(c.estimate.n < 2 for c in finding.undecided()):
-        return _no_interval(finding, rule, brief)
+        return _no_interval(rule, brief)
     needed = finding.seeds_needed()
     more = f"; {needed.words()} seeds per setting for 80% power (`run --until-decided` adds them)" if needed else ""
     seeds = max(c.estimate.n for c in finding.undecided())
@@ -95,15 +104,14 @@ def statements_of(finding: Finding) -> list[str]:
     return said
 
 
-def _no_interval(finding: Finding, rule: str, brief: str) -> Verdict:
-    if finding.untrained:
-        reason = (
-            f"{finding.untrained} of the runs it compares did not train, which leaves fewer than 2 seeds (or pairs) "
-            "with numbers: no interval"
-        )
-        long = f"{INCONCLUSIVE}{rule}: {reason}"
-        short = f"{INCONCLUSIVE}{brief}: {reason}" if brief else f"{INCONCLUSIVE}: too few seeds with numbers"
-        return Verdict(Outcome.UNDECIDED, Basis.NO_INTERVAL, long, short, says_untrained=True)
+def _with_named(verdict: Verdict, finding: Finding) -> Verdict:
+    """The verdict with the named outcome after its long words: "...; the cause prevents learning: ..."."""
+    if not finding.prevents_learning():
+        return verdict
+    return dataclasses.replace(verdict, long=f"{verdict.long}; {finding.named_outcome}")
+
+
+def _no_interval(rule: str, brief: str) -> Verdict:
     reason = "fewer than 2 seeds (or pairs) give no interval"
     long = f"{INCONCLUSIVE}{rule}: {reason}; run 3 or more seeds"
     short = f"{INCONCLUSIVE}{brief}: {reason}" if brief else f"{INCONCLUSIVE}: too few seeds with numbers"

@@ -36,8 +36,13 @@ class Cause:
 
     @property
     def word(self) -> str:
-        """Its verdict in a word ("not answered: its runs did not train" where no run of a setting trained)."""
-        return self.finding.verdict if self.finding.unanswered() else self.finding.outcome.words.claim
+        """Its verdict in a word ("cannot answer: ..." where its control did not learn), and where the cause kept
+        the model at chance, that it prevents learning.
+        """
+        if self.finding.cannot_answer():
+            return self.finding.verdict
+        prevents = " (it prevents learning: its runs stay at chance)" if self.finding.prevents_learning() else ""
+        return self.finding.outcome.words.claim + prevents
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,7 @@ class Summary:
     advice: Finding | None  # C8, where it has checks
     scaling: Finding | None  # C7, where it has checks
     causes: tuple[Cause, ...]
-    undecided: tuple[str, ...]  # the tested claims still undecided
+    undecided: tuple[str, ...]  # the tested claims still undecided that more seeds could decide
     seeds: int  # the most seeds (or pairs) any check read
 
 
@@ -62,7 +67,7 @@ def summarise(findings: Sequence[tuple[Claim, Finding | None]], maps: Sequence[C
         with_checks.get(the(Part.ADVICE).id),
         with_checks.get(the(Part.SCALING).id),
         tuple(Cause(c, found[c.id], mapped.get(c.id)) for c in causes() if c.id in found),
-        tuple(c.id for c, f in findings if f is not None and f.checks and not f.outcome.decided),
+        tuple(c.id for c, f in findings if f is not None and f.checks and not f.outcome.decided and f.undecided()),
         max((c.estimate.n for _, f in findings if f is not None for c in f.checks), default=0),
     )
 

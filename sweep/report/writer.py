@@ -45,22 +45,19 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     target = Path(out) if out is not None else Path(folders[0])
     target.mkdir(parents=True, exist_ok=True)
     health = runs_health.run_health(results)
-    healthy = runs_health.without(results.epochs, health)  # stuck runs stay in: none is left out for its outcome
+    healthy = runs_health.without(results.epochs, health)  # runs at chance and stuck runs stay in
     summary = analysis.run_summary(healthy)
-    claims_summary = runs_health.claims_summary(results, health)  # a run timed in two folders: C6 names both
     continued = until.read(results.folders)
-    decided_in = until.folders_by_claim(continued)
-    sequential = until.by_claim(continued)
-    tuned = tuned_lr(analysis.run_summary(runs_health.without(results.tuned, health)), results.runs)
-    untrained = analysis.run_summary(runs_health.untrained(results.epochs, health))
-    findings = evaluate(claims_summary, decided_in, sequential, tuned, untrained)
-    condition_maps = maps.maps(claims_summary, untrained)
+    inputs = Inputs.of(results, health, continued)
+    claims_summary, tuned = inputs.table, inputs.tuned
+    findings = inputs.evaluate()
+    condition_maps = maps.maps(claims_summary)
     # Drawing (matplotlib) is most of a report's time: a child process draws, and reads the steps to
     # target the steps figures show, while this one checks the claims; neither needs the other's work.
     # The child starts as early as the figures' inputs allow.
     with background(lambda: _draw(results, findings, condition_maps, target, svg)) as drawing:
-        analysis.write_tables(results, target, runs_health.trained(results.epochs, health))
-        sensitivity = stuck_sensitivity(findings, results, health, decided_in)
+        analysis.write_tables(results, target)
+        sensitivity = stuck_sensitivity(findings, results, health, continued)
         atomic.write_csv(claims_table(findings), target / "tables" / "claims.csv")
         atomic.write_csv(maps.table(condition_maps), target / "tables" / "maps.csv")
         tuned_epochs = runs_health.without(results.tuned, health)
@@ -91,7 +88,7 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     md, page = target / "report.md", target / "report.html"
     atomic.write_text(md, to_markdown(doc, target))
     atomic.write_text(page, to_html(doc))
-    said = {c.id: assemble.verdict(c, f, sequential.get(c.id)) for c, f in findings}
+    said = {c.id: assemble.verdict(c, f, inputs.sequential.get(c.id)) for c, f in findings}
     verdicts = [(claim_id, v.long) for claim_id, v in said.items()]
     return Written(md, page, findings, verdicts, first_screen.terminal(findings, said))
 
@@ -117,21 +114,42 @@ def _draw(
     return figures, curves, steps_drawn, {**mapped, **({lag.NAME: mechanism} if mechanism else {})}, main
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What the claims are evaluated on: the claims' run summary, the tuned re-runs, and the folders and
+    decisions of `run --until-decided`. Built once for the report and once more, without the stuck runs,
+    for its sensitivity line, so both evaluate alike.
+    """
+
+    table: pd.DataFrame  # the run summary every claim reads (`health.claims_summary`)
+    tuned: pd.DataFrame  # the tuned re-runs, for the batch-size advice (`basis.tuned_lr`)
+    decided_in: dict[str, str]  # claim -> the folder that continued it with `run --until-decided`
+    sequential: dict[str, pd.DataFrame]  # claim -> its rows of decisions.csv
+
+    @classmethod
+    def of(cls, results: analysis.Results, health: pd.DataFrame, continued: Sequence[until.Found]) -> Inputs:
+        """The inputs from results, less the runs `health` leaves out of the claims."""
+        tuned = tuned_lr(analysis.run_summary(runs_health.without(results.tuned, health)), results.runs)
+        table = runs_health.claims_summary(results, health)  # a run timed in two folders: C6 names both
+        return cls(table, tuned, until.folders_by_claim(continued), until.by_claim(continued))
+
+    def evaluate(self) -> list[tuple[Claim, Finding | None]]:
+        return evaluate(self.table, self.decided_in, self.sequential, self.tuned)
+
+
 def stuck_sensitivity(
     findings: list[tuple[Claim, Finding | None]],
     results: analysis.Results,
     health: pd.DataFrame,
-    decided_in: dict[str, str] | None = None,
+    continued: Sequence[until.Found],
 ) -> str:
-    """Whether any verdict changes when the stuck runs (kept in every verdict) are left out; "" without any."""
-    stuck = health[health[runs_health.IN_CLAIMS].astype(bool)] if len(health) else health
+    """Whether any verdict changes when the stuck runs (kept in every verdict) are left out; "" without any.
+    The claims are evaluated as the report's are (`Inputs`), with only the stuck runs left out.
+    """
+    stuck = runs_health.of_kind(health, runs_health.Problem.STUCK)
     if stuck.empty:
         return ""
-    others = evaluate(
-        analysis.run_summary(runs_health.without(results.epochs, health, everything=True)),
-        decided_in,
-        until.by_claim(until.read(results.folders)),
-    )
+    others = Inputs.of(results, runs_health.leaving_out(health, runs_health.Problem.STUCK), continued).evaluate()
     changed = [
         f"{claim.id} would be {_word(alt)} instead of {_word(f)}"
         for (claim, f), (_, alt) in zip(findings, others, strict=True)
@@ -142,8 +160,8 @@ def stuck_sensitivity(
 
 
 def _state(finding: Finding | None) -> tuple[bool, Outcome] | None:
-    """What a verdict is, compared as a value: untested (None), or unanswered and its outcome."""
-    return None if finding is None else (finding.unanswered(), finding.outcome)
+    """What a verdict is, compared as a value: untested (None), or whether it cannot answer and its outcome."""
+    return None if finding is None else (finding.cannot_answer(), finding.outcome)
 
 
 def _word(finding: Finding | None) -> str:

@@ -7,9 +7,9 @@ this module decides which runs each look needs and trains them through `orchestr
   sorted, then max + 1, max + 2, ... (new values, never re-used), so the first `looks[k]` seeds of a point
   are always the same list.
 - Look k's checks are `claims.evaluate` on the claims' run summary (`health.claims_summary`, as the
-  report builds it) restricted to the runs of the first `looks[k]` seeds. The family is every check of
-  every claim with a finding at the first look, fixed for the whole sweep; a check missing at a later
-  look counts there as a check without a p-value (p = 1).
+  report builds it: runs at chance in it) restricted to the runs of the first `looks[k]` seeds. The family
+  is every check of every claim with a finding that can answer at the first look, fixed for the whole
+  sweep; a check missing at a later look counts there as a check without a p-value (p = 1).
 - After look k, the grid points read by every claim with a check that needs more seeds
   (`Status.more_seeds`: the runs in its `Finding.run_ids`) get look k + 1's seeds. That choice reads
   looks <= k only, and a look is used only when all its runs are finished (done or diverged), so a
@@ -121,12 +121,14 @@ class Look:
 
 
 def evaluate_at(table: pd.DataFrame, layout: Layout, k: int) -> dict[str, tuple[tuple[Check, ...], tuple[str, ...]]]:
-    """claim id -> (its checks, the run ids it read) at look k, for the claims with a finding there."""
+    """claim id -> (its checks, the run ids it read) at look k, for the claims with a finding there that can
+    answer (a claim whose control arm did not learn gets no seeds: more runs at chance compare nothing).
+    """
     from sweep.claims.registry import evaluate
 
     if not table.empty:
         table = table[analysis.spec_hash(table[vocab.RUN_ID]).isin(layout.hashes_at(k))]
-    return {claim.id: (f.checks, f.run_ids) for claim, f in evaluate(table) if f is not None}
+    return {claim.id: (f.checks, f.run_ids) for claim, f in evaluate(table) if f is not None and not f.cannot_answer()}
 
 
 def look(table: pd.DataFrame, layout: Layout, k: int) -> Look:

@@ -8,7 +8,6 @@ like the per-folder figures (`sweep.report.figures.curves`), again only when wha
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
@@ -19,9 +18,10 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from sweep.analysis import BATCH_SIZE
+from sweep.analysis.chance import Answer
 from sweep.analysis.outcome import Outcome
 from sweep.analysis.selection import Selection
-from sweep.claims.maps import ConditionMap
+from sweep.claims.maps import Cell, ConditionMap
 from sweep.report.figures import files, layout
 
 if TYPE_CHECKING:
@@ -37,9 +37,7 @@ def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, f
     folder.mkdir(parents=True, exist_ok=True)
     index = files.read_index(folder)  # the per-folder figures' index: one cache for every figure
     drawn = {}
-    for m in (dataclasses.replace(m, cells=m.trained()) for m in found):  # a cell that did not train has no numbers
-        if not m.cells:
-            continue
+    for m in found:
         key = hashlib.sha256(json.dumps([_numbers(m), _question(m), _where(m)], default=str).encode())
         key.update(Path(__file__).read_bytes())
         key.update(Path(layout.__file__).read_bytes())
@@ -60,7 +58,7 @@ def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, f
 def _numbers(m: ConditionMap) -> list:
     return [
         (
-            c.label(),
+            _label(c),
             [(k.label, k.estimate.mean, k.estimate.low, k.estimate.high, k.outcome().value) for k in c.checks],
         )
         for c in m.cells
@@ -86,10 +84,17 @@ def figure(m: ConditionMap) -> Figure:
         ax.set_xlabel("accuracy difference (fraction)")
         ax.grid(alpha=0.3, axis="x")
         ax.set_xlim(*_limits(checks))
-    axes[0].set_yticks(ys, [c.label() for c in m.cells], fontsize="small")
+    axes[0].set_yticks(ys, [_label(c) for c in m.cells], fontsize="small")
     handles = [axes[0].scatter([], [], color=c, label=o.words.legend) for o, c in COLOURS.items()]
     fig.legend(handles=handles, fontsize="small", loc="outside lower center", ncols=3)
     return fig
+
+
+def _label(cell: Cell) -> str:
+    """A row's label: its setting, and what its arms say where that is not a comparison (its colours then
+    describe numbers that do not answer the claim).
+    """
+    return cell.label() if cell.answer is Answer.COMPARES else f"{cell.label()} ({cell.answer.value})"
 
 
 def _question(m: ConditionMap) -> str:

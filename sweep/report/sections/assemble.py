@@ -15,8 +15,9 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import BACKEND_DEFAULT, Results, scaling, tuning, varying
+from sweep.analysis.chance import ALPHA
 from sweep.analysis.estimates import fmt_estimate
-from sweep.analysis.health import IN_CLAIMS, did_not_train
+from sweep.analysis.health import IN_CLAIMS, Problem, left_out_by_setting, of_kind
 from sweep.claims import attribution as attr
 from sweep.claims import comparable, family
 from sweep.claims import verdict as verdicts
@@ -85,7 +86,7 @@ def document(
     doc.h(2, "The answer in full")
     doc.bullets(answer.sentences(findings, where.maps, where.candidates))
     verdicts_section(doc, findings, where, sequential)
-    health_section(doc, health if health is not None else pd.DataFrame(), sensitivity)
+    health_section(doc, health if health is not None else pd.DataFrame(), results.runs, sensitivity)
     statistics_section(doc)
     doc.p(family.describe(findings))
     for claim, finding in findings:
@@ -177,8 +178,6 @@ def verdict_where(
     """
     said = verdict(claim, finding, sequential)
     text = said.long
-    if finding is not None and finding.untrained and not said.says_untrained:
-        text += f"; {finding.untrained} of the runs it compares did not train and are left out of every number"
     if found is not None:
         text += f". Over {len(found.cells)} settings of {found.source}: {found.summary()}"
     return text
@@ -255,23 +254,29 @@ def _backends(runs: pd.DataFrame) -> str:
 # --- the claims
 
 
-def health_section(doc: Doc, health: pd.DataFrame, sensitivity: str = "") -> None:
-    """Runs with a problem: which still answer the claims (stuck ones do) and which cannot (diverged)."""
+def health_section(doc: Doc, health: pd.DataFrame, runs: pd.DataFrame, sensitivity: str = "") -> None:
+    """Runs with a problem: those left out of the claims (nothing to read), counted per setting, and those that
+    stay in every number (at chance, stuck), listed as notes.
+    """
     if health.empty:
         return
     doc.h(2, "Runs with problems")
-    kept = int(health[IN_CLAIMS].astype(bool).sum())
-    untrained = int(did_not_train(health).sum())
+    left_out = int((~health[IN_CLAIMS].astype(bool)).sum())
+    at_chance, stuck = (len(of_kind(health, kind)) for kind in (Problem.AT_CHANCE, Problem.STUCK))
     doc.p(
-        f"{len(health)} run(s) have a problem; {untrained} did not train. A run that did not train (every "
-        "accuracy at its last record at most twice chance, or chance plus a quarter of the rest where that is "
-        "less) decides nothing: it is in no interval, no verdict and "
-        "no condition-map cell, and a setting that lost all its seeds to it is 'not tested' there. The "
-        f"{kept} stuck run(s) (a model that predicts one class, which a cause or a large batch can produce, above "
-        "chance on its training set) stay in every verdict and in the attribution. A diverged run has no "
-        "finished epochs to read, and a validation set of one class cannot compare settings; a setting that lost "
-        "seeds to them has fewer seeds and a wider interval."
+        f"{len(health)} run(s) have a problem. Left out of the claims, having nothing to read: {left_out} (a "
+        "diverged or failed run has no finished epochs, and a validation set of one class cannot compare settings); "
+        "a setting that lost seeds to them has fewer seeds and a wider interval. In every number, interval, check "
+        f"and map cell: {at_chance} at chance (every accuracy at its last record at most twice chance, or chance "
+        f"plus a quarter of the rest where that is less) and {stuck} stuck (a model that predicts one class). A run "
+        "at chance is what its setting did, not a broken run: whether a comparison can answer is decided from its "
+        "arms over seeds, a one-sided binomial test of each arm's accuracy (correct answers pooled over seeds) "
+        f"against chance at {ALPHA:g}. Where the compared arm sits at chance and its control learned, the cause "
+        "prevents learning, and the verdict says so; where the control did not learn, the comparison cannot answer."
     )
+    counted = left_out_by_setting(health, runs)
+    if counted:
+        doc.p("Left out, per setting: " + "; ".join(f"{setting}: {n}" for setting, n in counted) + ".")
     if sensitivity:
         doc.p(sensitivity)
     doc.table(

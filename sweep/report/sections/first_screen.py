@@ -69,8 +69,6 @@ def untested(findings: Sequence[tuple[Claim, Finding | None]]) -> str:
 
 def effects(finding: Finding) -> str:
     """Each check's estimate with a short label: "gap at batch 64, epoch 2: 0.190 [0.176, 0.203] (n=8)"."""
-    if not finding.checks:
-        return f"none: {finding.untrained} runs did not train"
     return "; ".join(f"{c.brief}: {fmt_estimate(c.estimate)}" for c in finding.checks)
 
 

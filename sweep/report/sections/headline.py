@@ -26,9 +26,9 @@ def sentences(m: ConditionMap) -> list[str]:
         return []
     shows = [s for s in found if s.shows]
     head = (
-        f"Over the {len(found)} settings of {m.source} whose runs trained, the post's picture at its size (batch "
-        f"{LARGE}'s gap above {POST_GAP.value:g} while batch {SMALL}'s is within +-{CLOSE_GAP.value:g}, each 95% "
-        f"interval wholly so, at epoch 2, read as the post read it) shows at {len(shows)}"
+        f"Over the {len(found)} settings of {m.source} where both batch sizes learned, the post's picture at its "
+        f"size (batch {LARGE}'s gap above {POST_GAP.value:g} while batch {SMALL}'s is within +-{CLOSE_GAP.value:g}, "
+        f"each 95% interval wholly so, at epoch 2, read as the post read it) shows at {len(shows)}"
     )
     if not shows:
         return [head + ".", _mechanism(found)]

@@ -39,20 +39,17 @@ def maps_section(doc: Doc, found: Sequence[ConditionMap], figures: dict[str, Fig
         "settings), and described, not decided: a setting shows the post's pattern when every check's 95% "
         "interval lies wholly beyond the claim's threshold, does not when one lies wholly short of it, and is "
         "unclear otherwise. With 3 seeds per setting and dozens of settings no error rate is claimed for these "
-        "words; only the verdict table decides. Runs that did not train are in no setting's numbers; each map "
-        "names the settings that lost them. A group of settings is named by the fewest settings that pick out "
-        "exactly its cells."
+        "words; only the verdict table decides. A run at chance is in its setting's numbers: a setting whose "
+        "compared runs sit at chance while the others learned (a one-sided binomial test of their validation "
+        "accuracy over seeds against chance, at 0.05) 'prevents learning', and one whose reference runs did not "
+        "learn cannot answer; neither counts as showing the pattern or not. A group of settings is named by the "
+        "fewest settings that pick out exactly its cells."
     )
     for m in found:
         doc.h(3, f"{m.claim.id} over {len(m.cells)} settings ({m.source})")
         doc.p(
             f"{m.claim.id} {m.summary()}. Reading: the post's, equal epochs, at epoch 2; "
-            + (
-                f"{m.seeds()} seeds per setting. "
-                if m.trained()
-                else "no setting has runs that trained on both sides. "
-            )
-            + f"{m.counts()}."
+            f"{m.seeds()} seeds per setting. {m.counts()}."
         )
         doc.table(_header(m), [_row(m, c) for c in m.cells])
         if m.claim.id in figures:
@@ -69,11 +66,8 @@ def _header(m: ConditionMap) -> tuple[str, ...]:
 
 
 def _row(m: ConditionMap, cell: Cell) -> tuple[str, ...]:
-    if not cell.trained:
-        lost = ("did not train",) * len(m.mapped.panels)
-        return (*(shown(v) for _, v in cell.conditions), *lost, _accuracies(m, cell), "did not train")
     checks = [f"{fmt_estimate(k.estimate)} {k.outcome().words.interval}" for k in cell.checks]
-    return (*(shown(v) for _, v in cell.conditions), *checks, _accuracies(m, cell), cell.outcome.words.cell)
+    return (*(shown(v) for _, v in cell.conditions), *checks, _accuracies(m, cell), cell.word())
 
 
 def _accuracies(m: ConditionMap, cell: Cell) -> str:
@@ -83,9 +77,6 @@ def _accuracies(m: ConditionMap, cell: Cell) -> str:
     parts = []
     for value in (cell.value, cell.reference):
         at = where(rows, axis, value)
-        if at.empty:
-            parts.append(f"{short(axis)}={shown(value)}: did not train")
-            continue
         train, val = (at[column(metric, "epoch2")].mean() for metric in (vocab.TRAIN_ACC, vocab.VAL_ACC))
         text = f"{short(axis)}={shown(value)}: {train:.2f} / {val:.2f}"
         if balanced in at and at[balanced].notna().any():

@@ -15,6 +15,7 @@ import pytest
 from sweep import analysis as an
 from sweep import claims, vocab
 from sweep.analysis import health as health_of
+from sweep.analysis.chance import chance_limit
 from sweep.claims import basis
 from sweep.claims.findings import READ_TUNED, ReadFrom, claims_table
 from sweep.config import timing_schema
@@ -189,9 +190,9 @@ def test_each_folders_tuned_runs_name_their_own_search() -> None:
 
 
 def test_the_limit_of_learning_nothing_is_twice_chance_but_never_certainty() -> None:
-    assert health_of.chance_limit(120) == pytest.approx(2 / 120)
-    assert health_of.chance_limit(10) == pytest.approx(0.2)
-    assert health_of.chance_limit(2) == pytest.approx(0.625)  # twice chance would put every binary model at chance
+    assert chance_limit(120) == pytest.approx(2 / 120)
+    assert chance_limit(10) == pytest.approx(0.2)
+    assert chance_limit(2) == pytest.approx(0.625)  # twice chance would put every binary model at chance
 
 
 def test_the_curves_and_gaps_keep_the_runs_at_chance(tmp_path: Path) -> None:

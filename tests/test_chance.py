@@ -116,7 +116,9 @@ def test_a_control_arm_at_chance_cannot_answer() -> None:
     assert finding.outcome.value == "undecided"
     said = fixed(by_id("C3"), finding)
     assert said.basis is Basis.NO_CONTROL and said.short == "cannot answer: its control arm did not learn"
-    assert said.long.startswith("cannot answer: its control arm did not learn (binomial test against chance, p=")
+    assert said.long.startswith(
+        "cannot answer: its control arm did not learn (binomial test against the did-not-learn limit, p="
+    )
     assert said.long.endswith("): nothing to compare")
     table = claims_table([(by_id("C3"), finding)])
     assert set(table["verdict"]) == {"cannot answer: its control arm did not learn"}
@@ -143,8 +145,16 @@ def test_the_test_against_chance_by_hand() -> None:
     )
     test = chance.chance_test(rows, vocab.VAL_ACC)
     assert test is not None and (test.correct, test.trials, test.seeds) == (27, 2400, 2)
-    assert test.p == pytest.approx(stats.binomtest(27, 2400, CHANCE, alternative="greater").pvalue)
-    assert test.learned == (test.p < 0.05)
+    # learned means above the did-not-learn limit (2 / 120 with 120 classes), not above chance itself: 27 of 2400
+    # (0.011) is above chance at p = 0.077 and far from above the limit
+    limit = 2 * CHANCE if CHANCE <= 0.2 else CHANCE + (1 - CHANCE) / 4
+    assert test.limit == pytest.approx(limit)
+    assert test.p == pytest.approx(stats.binomtest(27, 2400, limit, alternative="greater").pvalue)
+    assert not test.learned
+    above = rows.assign(**{an.column(vocab.VAL_ACC, "last"): [0.03, 0.025]})  # 36 and 30 of 1200
+    found = chance.chance_test(above, vocab.VAL_ACC)
+    assert found is not None and found.learned
+    assert found.p == pytest.approx(stats.binomtest(66, 2400, limit, alternative="greater").pvalue) and found.p < 0.05
 
 
 # --- the stuck-run sensitivity

@@ -1,4 +1,5 @@
-"""Whether an arm of a comparison learned: its accuracy over seeds against chance, by a one-sided binomial test,
+"""Whether an arm of a comparison learned: its accuracy over seeds against the did-not-learn limit (twice chance
+with many classes), by a one-sided binomial test,
 and what the two arms say together (`Arms`): compare them, the cause prevents learning, or no answer at all.
 
 A run at chance is a result, not a broken run: where the treatment arm (unshuffled data, batch 64) stays at
@@ -23,6 +24,17 @@ from sweep.analysis.summary import column
 
 NUM_CLASSES, VAL_SAMPLES, TRAIN_SAMPLES = "num_classes", "val_samples", "train_samples"  # runs.csv's columns
 RUN_COUNTS = (NUM_CLASSES, VAL_SAMPLES, TRAIN_SAMPLES)
+
+
+def chance_limit(classes: int) -> float:
+    """The accuracy at or below which a model learned nothing worth the name: chance plus the smaller of chance
+    and a quarter of what lies above it. Twice chance with many classes (0.017 for 120, 0.2 for 10); for two
+    classes twice chance would be 1.0, so the limit stays 0.625 there. An arm learned when its accuracy is
+    above this limit beyond doubt (`ChanceTest.learned`): pooled over thousands of images, a test against
+    chance itself would call 0.0105 against 0.0083 (101 of 9,600 right) "learned".
+    """
+    chance = 1.0 / classes
+    return chance + min(chance, (1.0 - chance) / 4)
 
 
 def p_above_chance(correct: int, trials: int, chance: float) -> float:
@@ -52,17 +64,25 @@ class ChanceTest:
         return self.correct / self.trials
 
     @property
+    def limit(self) -> float:
+        return chance_limit(round(1.0 / self.chance))
+
+    @property
     def p(self) -> float:
-        return p_above_chance(self.correct, self.trials, self.chance)
+        """One-sided binomial test of "the accuracy is at most the did-not-learn limit" (`chance_limit`)."""
+        return p_above_chance(self.correct, self.trials, self.limit)
 
     @property
     def learned(self) -> bool:
-        """Above chance at level ALPHA; not rejected, the arm sits at chance."""
+        """Above the did-not-learn limit at level ALPHA; not rejected, the arm sits at chance."""
         return self.p < ALPHA
 
     def words(self) -> str:
-        """ "val_acc_recal 0.007 over 8 seeds, chance 0.008, p=0.83"."""
-        return f"{self.metric} {self.accuracy:.3f} over {self.seeds} seeds, chance {self.chance:.3f}, {fmt_p(self.p)}"
+        """ "val_acc_recal 0.007 over 8 seeds, chance 0.008, limit 0.017, p=1"."""
+        return (
+            f"{self.metric} {self.accuracy:.3f} over {self.seeds} seeds, chance {self.chance:.3f}, "
+            f"limit {self.limit:.3f}, {fmt_p(self.p)}"
+        )
 
 
 def fmt_p(p: float) -> str:
@@ -117,7 +137,8 @@ class Arms:
         """The named outcome in a sentence with its numbers; "" where both arms learned."""
         if self.answer is Answer.CANNOT_ANSWER:
             return (
-                f"its control arm did not learn (binomial test against chance, {fmt_p(self.control_val.p)}; "
+                "its control arm did not learn (binomial test against the did-not-learn limit, "
+                f"{fmt_p(self.control_val.p)}; "
                 f"{self.control}: {self.control_val.words()}): nothing to compare"
             )
         if self.answer is Answer.PREVENTS_LEARNING:

@@ -21,7 +21,7 @@ from sweep.analysis import (
     with_run_column,
     with_timing_copies,
 )
-from sweep.analysis.chance import RUN_COUNTS
+from sweep.analysis.chance import RUN_COUNTS, chance_limit
 from sweep.vocab import RunStatus
 
 STUCK_MIN_RECORDS = 3  # fewer records cannot tell a stuck model from a slow one
@@ -95,15 +95,6 @@ def run_health(results: Results) -> pd.DataFrame:
     table = pd.DataFrame(problems, columns=[vocab.RUN_ID, vocab.STATUS, "problem", KIND])
     table[IN_CLAIMS] = [kind.read for kind in table[KIND]]
     return table.drop_duplicates(vocab.RUN_ID).reset_index(drop=True)
-
-
-def chance_limit(classes: int) -> float:
-    """The accuracy at or below which a run learned nothing: chance plus the smaller of chance and a quarter
-    of what lies above it. Twice chance with many classes (0.017 for 120, 0.2 for 10); for two classes
-    twice chance would be 1.0, so the limit stays 0.625 there.
-    """
-    chance = 1.0 / classes
-    return chance + min(chance, (1.0 - chance) / 4)
 
 
 def _at_chance(rows: pd.DataFrame, runs: pd.DataFrame) -> str:

@@ -193,7 +193,7 @@ RUN: dict[str, Cheap] = {
     "sweep report results/article": AS_SHOWN,
     # --gpus 1: without it `time` times each replica count in a child process that reads the grid file
     # without the overrides (the full 120 classes), so the overrides would not shrink it
-    "sweep time experiments/article.yaml": Cheap(SMALL, ("--repeats", "1", "--gpus", "1")),
+    "sweep time experiments/article.yaml": Cheap(SMALL, ("--repeats", "1", "--gpus", "1", "--max-load", "inf")),
     "sweep worker --storage results/article/journal.log --study article": AS_SHOWN,
     "sweep run experiments/article.yaml --no-train": SHRUNK,
     "sweep slurm experiments/article.yaml --array 4 --storage @~/.sweep-db": DRY_RUN,

@@ -220,11 +220,14 @@ TIMED_GRID = """\
 """
 
 
+QUIET_ANYWAY = ("--max-load", "inf")  # a test suite keeps the machine busy: time anyway
+
+
 @pytest.mark.system  # three processes start TensorFlow
 def test_sweep_time_writes_one_row_per_configuration_and_replaces_only_its_own(tmp_path: Path) -> None:
     grid = write_grid(tmp_path, TIMED_GRID)
     results = tmp_path / "out"
-    done = run_cli("time", str(grid), "--results", str(results), "--repeats", "2", cwd=tmp_path)
+    done = run_cli("time", str(grid), "--results", str(results), "--repeats", "2", *QUIET_ANYWAY, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "timing the configurations with gpus 2 in a fresh process" in done.stdout
     table = pd.read_csv(results / vocab.TIMING_CSV)
@@ -237,7 +240,9 @@ def test_sweep_time_writes_one_row_per_configuration_and_replaces_only_its_own(t
         assert row[timing_schema.STEP_SECONDS] == pytest.approx(row["epoch_seconds_best"] / row["steps_per_epoch"])
     assert sorted(p.name for p in results.iterdir()) == [vocab.TIMING_CSV]  # nothing trained into a store
 
-    again = run_cli("time", str(grid), "--results", str(results), "--repeats", "1", "--gpus", "1", cwd=tmp_path)
+    again = run_cli(
+        "time", str(grid), "--results", str(results), "--repeats", "1", "--gpus", "1", *QUIET_ANYWAY, cwd=tmp_path
+    )
     assert again.returncode == 0, again.stderr
     table = pd.read_csv(results / vocab.TIMING_CSV).set_index(["train.batch_size", "train.gpus"])
     assert table.index.is_unique and len(table) == 4
@@ -251,7 +256,7 @@ def test_sweep_time_times_the_grid_with_its_overrides(tmp_path: Path) -> None:
 
     grid = write_grid(tmp_path, TIMED_GRID)
     overrides = ["data.samples_per_class=20", "train.gpus=1"]
-    done = run_cli("time", str(grid), *overrides, "--results", "out", "--repeats", "1", cwd=tmp_path)
+    done = run_cli("time", str(grid), *overrides, "--results", "out", "--repeats", "1", *QUIET_ANYWAY, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     table = pd.read_csv(tmp_path / "out" / vocab.TIMING_CSV)
     assert sorted(zip(table["train.batch_size"], table["train.gpus"], strict=True)) == [(4, 1), (8, 1)]
@@ -269,3 +274,14 @@ def test_sweep_time_refuses_a_replica_count_the_grid_has_not(tmp_path: Path) -> 
         f"error: --gpus 3: no run of {grid} uses 3 replica(s); its runs use 1, 2"
     ]
     assert not results.exists()
+
+
+@pytest.mark.unit
+def test_quiet_timing_refuses_a_busy_machine_and_says_why() -> None:
+    """0.5 per core is the default limit's edge on 2 cores: 0.5 passes, 0.6 is refused, with the numbers."""
+    from sweep.train import timing
+
+    assert timing.too_busy(0.5, 2) == ""
+    said = timing.too_busy(1.2, 2)
+    assert said.startswith("the machine is busy: 1-minute load average 1.20 on 2 core(s), 0.60 per core, above 0.25")
+    assert timing.too_busy(1.2, 2, max_per_core=math.inf) == ""

@@ -158,5 +158,15 @@ def positive(text: str) -> int:
     return value
 
 
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (inf: no limit), got {text!r}") from None
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (inf: no limit), got {text}")
+    return value
+
+
 def non_negative(text: str) -> int:
     return 0 if text.strip() == "0" else positive(text)

@@ -6,6 +6,7 @@ call `sweep.run.orchestrate`, `until` and `sweep_status`), `time` (quiet timing,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -140,7 +141,8 @@ def add_time_parser(commands: argparse._SubParsersAction) -> None:
         "the best: a benchmark-style measurement for the report's seconds to target, to run on an otherwise "
         "idle machine. Writes <results>/timing.csv; repeat to replace it. Trains nothing into the store.",
         epilog="examples:\n  sweep time experiments/batch_sizes.yaml\n"
-        "  sweep time experiments/batch_sizes.yaml --repeats 5",
+        "  sweep time experiments/batch_sizes.yaml --repeats 5\n"
+        "  sweep time experiments/batch_sizes.yaml --max-load 1   # time on a busy machine anyway",
         formatter_class=arguments.Help,
     )
     p.add_argument("grid", help="the grid file (YAML)")
@@ -150,7 +152,15 @@ def add_time_parser(commands: argparse._SubParsersAction) -> None:
         "--repeats",
         type=arguments.positive,
         default=timing.DEFAULT_REPEATS,
-        help="timed epochs per configuration (default 3)",
+        help=f"timed epochs per configuration, alternating (default {timing.DEFAULT_REPEATS})",
+    )
+    p.add_argument(
+        "--max-load",
+        type=arguments.non_negative_float,
+        default=timing.MAX_LOAD_PER_CORE,
+        metavar="L",
+        help="refuse to time when the 1-minute load average per core is above L (default "
+        f"{timing.MAX_LOAD_PER_CORE:g}: quiet means an otherwise idle machine; timing.csv records the load)",
     )
     p.add_argument(
         "--gpus",
@@ -281,6 +291,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     backends.check(grid.source, [s.point for s in specs])
     results, _ = stores.locations(grid, orchestrate.Options(results=args.results))
     if args.gpus is None:
+        _refuse_if_busy(args.max_load)
         results.mkdir(parents=True, exist_ok=True)
         return timing.time_each_replica_count(Path(args.grid), args.overrides, specs, results, args.repeats, print)
     chosen = [s for s in specs if s.point.train.gpus == args.gpus]
@@ -289,11 +300,19 @@ def cmd_time(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--gpus {args.gpus}: no run of {args.grid} uses {args.gpus} replica(s); its runs use {counts}"
         )
+    _refuse_if_busy(args.max_load)
     rows = timing.measure(chosen, args.repeats, lambda line: print(line, flush=True))
     results.mkdir(parents=True, exist_ok=True)
     timing.merge(results / vocab.TIMING_CSV, rows)
     print(f"timed {len(rows)} configuration(s) with gpus {args.gpus}: {results / vocab.TIMING_CSV}", flush=True)
     return EXIT_OK
+
+
+def _refuse_if_busy(max_load: float) -> None:
+    """UsageError (exit 2, nothing written) where the machine is too busy to time quietly."""
+    busy = timing.too_busy(os.getloadavg()[0], os.cpu_count() or 1, max_load)
+    if busy:
+        raise UsageError(busy)
 
 
 # --- report

@@ -35,7 +35,23 @@ from sweep.train import devices
 if TYPE_CHECKING:
     import pandas as pd
 
-DEFAULT_REPEATS = 3
+# Ten alternating repeats: a t-interval over repeats (C6's reading) at 3 has a multiplier of 4.3, at 10 of 2.26.
+DEFAULT_REPEATS = 10
+# Quiet means idle before timing: a 1-minute load average per core above this (0.5 on 2 cores: another process
+# busy half the time) is refused; the load before and after is recorded in timing.csv either way.
+MAX_LOAD_PER_CORE = 0.25
+
+
+def too_busy(load: float, cores: int, max_per_core: float = MAX_LOAD_PER_CORE) -> str:
+    """Why the machine is too busy for quiet timing, or "": its 1-minute load average per core above the limit."""
+    per_core = load / max(1, cores)
+    if per_core <= max_per_core:
+        return ""
+    return (
+        f"the machine is busy: 1-minute load average {load:.2f} on {cores} core(s), {per_core:.2f} per core, above "
+        f"{max_per_core:g} per core; quiet timing needs an otherwise idle machine: wait for other work to end, or "
+        "pass --max-load L to time at up to L per core anyway (timing.csv records the load)"
+    )
 
 
 def measure(specs: Iterable[RunSpec], repeats: int, say: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -113,7 +129,9 @@ def time_each_replica_count(
         say(f"timing the configurations with gpus {gpus} in a fresh process")
         command = [sys.executable, "-m", "sweep", "time", str(grid_path), *overrides, "--results", str(results)]
         env = devices.worker_environment(dict(os.environ))  # as a worker: every core, TensorFlow's info lines off
-        code = subprocess.call([*command, "--repeats", str(repeats), "--gpus", str(gpus)], env=env)
+        # the parent checked the load before the first; a child's own training raises the next one's
+        options = ["--repeats", str(repeats), "--gpus", str(gpus), "--max-load", "inf"]
+        code = subprocess.call([*command, *options], env=env)
         if code:
             return code
     say(f"wrote {results / vocab.TIMING_CSV} in {time.perf_counter() - started:.0f} s")

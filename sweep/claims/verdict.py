@@ -100,7 +100,9 @@ def statements_of(finding: Finding) -> list[str]:
         said.append(f"size {word}: {shown}")
     for check in finding.mechanism:
         word = {Outcome.HOLDS: "holds", Outcome.FAILS: "fails"}.get(check.outcome(), "undecided")
-        said.append(f"mechanism {word}: {check.brief} {fmt_estimate(check.estimate)}, equal when {check.region()}")
+        said.append(
+            f"mechanism {word}: {check.brief} {fmt_estimate(check.estimate)}, equal when within +-{check.high:g}"
+        )
     return said
 
 

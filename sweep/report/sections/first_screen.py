@@ -121,7 +121,7 @@ def _lag(finding: Finding) -> str:
     said = {Outcome.HOLDS: "equal", Outcome.FAILS: "not equal"}.get(check.outcome(), "undecided whether equal")
     return (
         f"; without BatchNorm's lag (recalibrated) the two batch sizes' eval_gaps differ by "
-        f"{fmt_estimate(check.estimate)}: {said} within {check.region()}"
+        f"{fmt_estimate(check.estimate)}: {said} within +-{check.high:g}"
     )
 
 

@@ -117,7 +117,7 @@ def all_or_none(outcomes: list[Outcome]) -> Outcome:
 @pytest.mark.unit
 def test_a_cell_is_described_by_its_own_intervals_whatever_the_maps_size() -> None:
     """Two cells whose intervals lie beyond the threshold (p 0.02-0.04) show the pattern among 4 checks:
-    with a Holm family over the map they would be undecided.
+    corrected over the map's checks they would be undecided.
     """
     borderline = {True: [0.10, 0.10, 0.10], False: [0.295, 0.345, 0.395]}  # t = 5.0 and 6.7, 2 df
     found = maps.maps(table({(8, True): borderline, (32, True): borderline}, C3_KEYS, "data.shuffle"))[0]

@@ -50,7 +50,7 @@ FOLDERS = (
 )
 # Drawn by sweep/report/figures/post.py, which these tests do not draw again: its title and caption are checked here,
 # its axes are not.
-OTHER_FIGURES = {"the_post_picture"}
+OTHER_FIGURES = {"the_post_picture", "map-C1-lag"}  # tested in test_answer_readings and test_headline
 HIDDEN = ("None", "none", "", " ")  # line styles that draw no line (error-bar caps, markers alone)
 
 

@@ -53,9 +53,9 @@ GRID = """\
       - {{data.shuffle: false}}
 """
 BASE, IMBALANCED, UNSHUFFLED = 0, 1, 2  # the grid's points, in file order
-# The grid the trained tests use: these tiny unshuffled runs do not train (every accuracy at chance), so they
-# answer nothing and would add no seeds; the width a model has is a cause whose check stays open at 4 seeds.
-TRAINED_GRID = GRID.replace("{{data.shuffle: false}}", "{{model.width: 2.0}}")
+# The grid the trained tests use: on these tiny runs C2's balanced control does not learn (it cannot answer and
+# adds no seeds), while C5's check of half the images per class stays open at 4 seeds: its two points grow.
+TRAINED_GRID = GRID.replace("{{data.shuffle: false}}", "{{data.samples_per_class: 10}}")
 GAP2 = analysis.column("gap", "epoch2")
 FILLER = {analysis.column(m, w): 0.0 for m in analysis.SNAPSHOT_METRICS for w in ("epoch2", "last")}
 
@@ -381,15 +381,16 @@ def test_a_sweep_started_with_another_cap_is_refused_untouched(
 @pytest.mark.integration
 def test_report_prints_the_verdicts_its_table_gives(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """`sweep report` on a folder continued with --until-decided says on the terminal what the report says:
-    the committed gpus reference reached its 12-seed cap with C9 undecided.
+    the committed causes reference decided C2 at its first look (3 seeds).
     """
-    gpus = FIXTURES.parent.parent / "results" / "gpus"
+    causes = FIXTURES.parent.parent / "results" / "causes"
     for name in ("runs.csv", "epochs.csv", "decisions.csv", "looks.csv"):
-        (tmp_path / name).write_bytes((gpus / name).read_bytes())
+        (tmp_path / name).write_bytes((causes / name).read_bytes())
     assert cli.main(["report", str(tmp_path)]) == 0
-    c9 = by_id("C9")
-    printed = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"C9 ({c9.brief}): "))
+    c2 = by_id("C2")
+    printed = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(f"C2 ({c2.brief}): "))
     verdict = printed.split("): ", 1)[1]
-    assert verdict == "undecided at the 12-seed cap"
-    row = next(line for line in (tmp_path / "report.md").read_text().splitlines() if line.startswith("| C9 |"))
-    assert row.startswith(f"| C9 | {c9.quote} | ") and f" | {verdict}; " in row  # estimate, verdict
+    assert verdict == "supported (sequential, decided by 3 seeds)"
+    row = next(line for line in (tmp_path / "report.md").read_text().splitlines() if line.startswith("| C2 |"))
+    long = "supported (sequential, decided by 3 seeds; equal epochs, read at epoch 2)"
+    assert row.startswith(f"| C2 | {c2.quote} | ") and f" | {long}; " in row  # estimate, verdict with its budget

@@ -159,9 +159,11 @@ def stuck_sensitivity(
     return head + ("; ".join(changed) if changed else "no verdict changes") + "."
 
 
-def _state(finding: Finding | None) -> tuple[bool, Outcome] | None:
-    """What a verdict is, compared as a value: untested (None), or whether it cannot answer and its outcome."""
-    return None if finding is None else (finding.cannot_answer(), finding.outcome)
+def _state(finding: Finding | None) -> tuple[bool, Outcome, Outcome | None] | None:
+    """What a verdict is, compared as a value: untested (None), or whether it cannot answer, its direction's
+    outcome and its size's ("supported" and "direction shown, size undecided" differ).
+    """
+    return None if finding is None else (finding.cannot_answer(), finding.outcome, finding.size_outcome)
 
 
 def _word(finding: Finding | None) -> str:

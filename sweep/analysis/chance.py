@@ -80,8 +80,8 @@ class ChanceTest:
     def words(self) -> str:
         """ "val_acc_recal 0.007 over 8 seeds, chance 0.008, limit 0.017, p=1"."""
         return (
-            f"{self.metric} {self.accuracy:.3f} over {self.seeds} seed{'' if self.seeds == 1 else 's'}, chance {self.chance:.3f}, "
-            f"limit {self.limit:.3f}, {fmt_p(self.p)}"
+            f"{self.metric} {self.accuracy:.3f} over {self.seeds} seed{'' if self.seeds == 1 else 's'}, "
+            f"chance {self.chance:.3f}, limit {self.limit:.3f}, {fmt_p(self.p)}"
         )
 
 

@@ -5,7 +5,7 @@ asks it what is decided (`run --until-decided`), `report` renders what it found.
 
 - `findings`: what a claim is, its thresholds, and a finding (its checks, their outcome);
 - `registry`: the claims C1-C9 as data, and `evaluate`, the findings of a run summary;
-- `checks`, `speed_check`: how each claim is checked (C6 from quiet times);
+- `checks`, `speed_check`, `scaling_checks`: how each claim is checked (C6 from quiet times; C7, C8 across batch sizes);
 - `basis`: the numbers each claim is read from (recalibrated, tuned lr, sequential p-values);
 - `family`: error control per claim, and the false-discovery view across claims;
 - `verdict`: a claim's verdict as a value (`Verdict`): fixed-n or sequential, in full and in short;

@@ -19,10 +19,8 @@ from sweep.claims.checks import (
     check_capacity_overfits,
     check_cause_raises_gap,
     check_gap_at_two_batch_sizes,
-    check_large_batch_trains_small_generalises,
     check_mismatch_lowers_val,
     check_replicas_learn_alike,
-    check_small_batch_wins,
 )
 from sweep.claims.family import each_controlled
 from sweep.claims.findings import (
@@ -41,6 +39,7 @@ from sweep.claims.findings import (
     Reads,
     Threshold,
 )
+from sweep.claims.scaling_checks import check_large_batch_trains_small_generalises, check_small_batch_wins
 from sweep.claims.speed_check import check_large_batch_faster
 
 # The experiments files whose runs answer the claims (shipped in experiments/, named here so

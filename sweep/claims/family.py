@@ -28,8 +28,7 @@ from sweep.claims.findings import Claim, Finding, Rule
 
 def controlled(finding: Finding) -> Finding:
     """The finding with each deciding check's levels set by its claim's rule over its own checks."""
-    k = max(1, sum(math.isfinite(c.p_value()[0]) for c in finding.checks))
-    holds, fails = (ALPHA, ALPHA / k) if finding.rule is Rule.ALL else (ALPHA / k, ALPHA)
+    holds, fails = levels([c for c in finding.checks if math.isfinite(c.p_value()[0])], finding.rule)
     checks = tuple(dataclasses.replace(c, level_holds=holds, level_fails=fails) for c in finding.checks)
     return dataclasses.replace(finding, checks=checks)
 
@@ -39,7 +38,9 @@ def each_controlled(findings: list[tuple[Claim, Finding | None]]) -> list[tuple[
 
 
 def levels(checks: Sequence[Check], rule: Rule) -> tuple[float, float]:
-    """(holds, fails): the levels of a claim's checks under its rule (`controlled`), for the sequential looks."""
+    """(holds, fails): the levels of a claim's k checks with a p-value under its rule (a check without one decides
+    nothing and is not counted), for `controlled` and the sequential looks.
+    """
     k = max(1, len(checks))
     return (ALPHA, ALPHA / k) if rule is Rule.ALL else (ALPHA / k, ALPHA)
 

@@ -285,3 +285,20 @@ def test_quiet_timing_refuses_a_busy_machine_and_says_why() -> None:
     said = timing.too_busy(1.2, 2)
     assert said.startswith("the machine is busy: 1-minute load average 1.20 on 2 core(s), 0.60 per core, above 0.25")
     assert timing.too_busy(1.2, 2, max_per_core=math.inf) == ""
+
+
+@pytest.mark.unit
+def test_a_new_timing_replaces_one_written_before_a_key_was_added(tmp_path: Path) -> None:
+    """An earlier timing.csv row without model.builder (written before the key existed) is the same configuration
+    as today's row with model.builder=none: measuring again replaces it, in today's column order.
+    """
+    spec = RunSpec(sweep="t", seed=0, point=PointConfig(), varying=()).flat()
+    keys = timing_schema.timing_keys(spec)
+    today = {timing_schema.CONFIG: timing_schema.config_key(spec, keys), **{k: spec[k] for k in keys}}
+    older_keys = [k for k in keys if k not in ("model.builder", "model.options")]
+    before = {timing_schema.CONFIG: timing_schema.config_key(spec, older_keys), **{k: spec[k] for k in older_keys}}
+    path = tmp_path / vocab.TIMING_CSV
+    pd.DataFrame([before | {timing_schema.STEP_SECONDS: 0.5}]).to_csv(path, index=False)
+    written = timing.merge(path, [today | {timing_schema.STEP_SECONDS: 0.1}])
+    assert written[timing_schema.STEP_SECONDS].tolist() == [0.1]
+    assert list(pd.read_csv(path).columns) == [timing_schema.CONFIG, *keys, timing_schema.STEP_SECONDS]

@@ -107,8 +107,12 @@ def merge(path: Path, rows: list[dict[str, Any]]) -> pd.DataFrame:
 
     new = pd.DataFrame(rows)
     old = pd.read_csv(path) if path.is_file() else None
-    if old is not None:
-        new = pd.concat([old[~old[schema.CONFIG].isin(new[schema.CONFIG])], new], ignore_index=True)
+    if old is not None:  # matched on the settings, not the config text: a key added since changes the text alone
+        names = schema.timing_keys([*old.columns, *new.columns])
+        measured = set(new.apply(lambda row: schema.config_key(row, names), axis=1))
+        earlier = old.apply(lambda row: schema.config_key(row, names), axis=1).isin(measured)
+        kept = pd.concat([old[~earlier], new], ignore_index=True)
+        new = kept[[*new.columns, *(c for c in kept.columns if c not in new.columns)]]  # today's column order
     atomic.write_csv(new, path)
     return new
 

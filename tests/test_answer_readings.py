@@ -26,6 +26,8 @@ pytestmark = pytest.mark.unit
 BS = "train.batch_size"
 FILLER = {an.column(m, w): 0.0 for m in an.SNAPSHOT_METRICS for w in ("epoch2", "last")}
 FILLER |= {"epoch_seconds": 1.0, "epoch_seconds_median": 1.0, "samples_per_second": 1.0}
+FILLER |= {"steps_to_target": 1.0, "steps_to_target_recal": 1.0, "seconds_to_target": 1.0, "seconds_to_target_recal": 1.0}
+FILLER |= {"trained_steps": 1.0, "trained_seconds": 1.0}
 VAL, VAL_RECAL = an.column(vocab.VAL_ACC, "last"), an.column(vocab.VAL_ACC_RECAL, "last")
 TRAIN_EVAL, TRAIN_EVAL_RECAL = an.column(vocab.TRAIN_EVAL_ACC, "last"), an.column(vocab.TRAIN_EVAL_ACC_RECAL, "last")
 
@@ -131,21 +133,24 @@ def test_a_majority_class_predictor_learned_the_prior_and_stays_in() -> None:
 # --- C6: the quiet measurement decides where there is one
 
 
-def test_c6_reads_the_quiet_repeats_paired_by_round() -> None:
+def test_c6_reads_the_quiet_seconds_and_shows_the_quiet_repeats_paired_by_round() -> None:
     repeats = {8: "10.0 12.0 11.0", 256: "5.0 9.0 4.4"}
-    table = batch_table().assign(**{timing_schema.QUIET_REPEATS: lambda t: t[BS].map(repeats)})
+    table = batch_table().assign(
+        **{timing_schema.QUIET_REPEATS: lambda t: t[BS].map(repeats), timing_schema.QUIET_STEP_SECONDS: 0.01}
+    )
     finding = basis.read(claims.by_id("C6"), table)
     assert finding is not None and finding.reading == ReadFrom.QUIET.value
     (check,) = finding.checks
-    assert check.label.startswith("quiet epoch time at batch 256 relative to batch 8")
-    assert check.estimate.mean == pytest.approx((5 / 10 + 9 / 12 + 4.4 / 11) / 3 - 1)
-    assert check.estimate.n == 3
+    assert check.label.startswith("quiet seconds to val_acc_recal 0.5 at batch 256 relative to batch 8")
+    (quiet,) = [e for e in finding.evidence if e.label.startswith("equal epochs: quiet epoch time")]
+    assert quiet.estimate.mean == pytest.approx((5 / 10 + 9 / 12 + 4.4 / 11) / 3 - 1)
+    assert quiet.estimate.n == 3
 
 
 def test_without_a_quiet_measurement_c6_reads_the_runs_own_times_and_says_so() -> None:
     finding = basis.read(claims.by_id("C6"), batch_table())
     assert finding is not None and finding.reading == ReadFrom.TIME.value
-    assert finding.checks[0].label.startswith("median epoch time")
+    assert finding.checks[0].label.startswith("in-run seconds to val_acc_recal 0.5")
 
 
 # --- batch-size advice at each batch size's own tuned learning rate
@@ -163,7 +168,7 @@ def test_batch_size_advice_is_read_at_each_batch_sizes_tuned_lr() -> None:
     assert c8 is not None and c8.lr == "tuned per batch size over [0.0001, 0.03] (8: 0.002, 256: 0.03)"
     assert c8.reading == f"{ReadFrom.RECAL.value}; {READ_TUNED}"
     assert c8.checks[0].estimate.mean == pytest.approx(0.20)  # the tuned runs: batch 8 ahead by 0.2
-    assert found["C6"] is not None and found["C6"].lr == "0.001"  # timing is not advice: the grid's runs
+    assert found["C6"] is not None and found["C6"].lr == c8.lr  # time to a target: each at its own best lr
 
 
 def test_each_folders_tuned_runs_name_their_own_search() -> None:

@@ -24,9 +24,10 @@ from sweep.claims.verdict import verdict_text
 pytestmark = pytest.mark.unit
 
 GAP2, VAL, TRAIN_EVAL = an.column("gap", "epoch2"), an.column("val_acc", "last"), an.column("train_eval_acc", "last")
-EVAL_GAP, EPOCH_TIME = an.column("eval_gap", "last"), "epoch_seconds_median"
+EVAL_GAP, TO_TARGET = an.column("eval_gap", "last"), "seconds_to_target"
 FILLER = {an.column(m, w): 0.0 for m in an.SNAPSHOT_METRICS for w in ("epoch2", "last")}
-FILLER |= {"epoch_seconds": 1.0, EPOCH_TIME: 1.0, "samples_per_second": 1.0}
+FILLER |= {"epoch_seconds": 1.0, "epoch_seconds_median": 1.0, "samples_per_second": 1.0}
+FILLER |= {TO_TARGET: 1.0, "steps_to_target": 1.0, "trained_steps": 1.0, "trained_seconds": 1.0}
 
 
 def runs(axis: str, by_value: dict[Any, dict[str, list[float]]], fixed: dict[str, Any] | None = None) -> pd.DataFrame:
@@ -162,7 +163,7 @@ SMALLEST = [10.0, 12.0, 11.0]
 
 def c6(largest: list[float]) -> pd.DataFrame:
     middle = [7.0, 80.0, 0.5]  # never read: only the smallest and the largest batch are compared
-    return runs("train.batch_size", {16: {EPOCH_TIME: SMALLEST}, 32: {EPOCH_TIME: middle}, 128: {EPOCH_TIME: largest}})
+    return runs("train.batch_size", {16: {TO_TARGET: SMALLEST}, 32: {TO_TARGET: middle}, 128: {TO_TARGET: largest}})
 
 
 @pytest.mark.parametrize(
@@ -280,8 +281,9 @@ def test_a_mean_a_hair_past_its_threshold_needs_more_than_1000_seeds() -> None:
     _, corrected = verdicts("C6", c6([7.99, 10.788, 10.989]))
     assert corrected.checks[0].estimate.mean == pytest.approx(-0.101)
     assert verdict_text(by_id("C6"), corrected) == (
-        "undecided at 3 seeds (equal epochs, read at its epoch times); > 1000 (range > 1000 to > 1000) seeds per "
-        "setting for 80% power (`run --until-decided` adds them)"
+        "undecided at 3 seeds (to a target fixed in advance, read at 0.5 validation accuracy (val_acc_recal where "
+        "recorded)); > 1000 (range > 1000 to > 1000) seeds per setting for 80% power (`run --until-decided` adds "
+        "them)"
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from sweep import vocab
 from sweep.analysis import scaling, scaling_fit
+from sweep.analysis.reach import elapsed_seconds
 
 pytestmark = pytest.mark.unit
 
@@ -65,7 +66,7 @@ def test_records_inside_epochs_and_extra_columns_are_read_by_step() -> None:
     r = reach(records.sample(frac=1.0, random_state=1), 0.2)  # row order must not matter
     assert (r.step, r.epoch) == (125.0, 1.25)
     # at step 100 the run had trained 9 s; at step 150, 9 + 5 = 14 s; halfway: 11.5 s
-    assert scaling.elapsed_seconds(records).tolist() == [4.0, 9.0, 14.0, 19.0]
+    assert elapsed_seconds(records).tolist() == [4.0, 9.0, 14.0, 19.0]
     assert r.seconds == pytest.approx(11.5)
 
 

@@ -17,6 +17,8 @@ Pure statistics: numbers in, numbers and words out (numpy and scipy only, no tab
   the holding side: an effect that small is no effect (equivalence at that margin).
 - Each side is decided at its own level (`Check.level_holds`, `level_fails`), which
   the claim it belongs to sets (`sweep.claims.family`: error control per claim).
+- Values that are bounds of the truth (`Bound`: a run that missed a target counts its whole budget) decide
+  only the side the bound makes safe.
 - `sweep.analysis.power` turns an undecided check into the seeds that would decide it.
 """
 
@@ -27,6 +29,7 @@ import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 from scipy.special import (  # scipy.stats would add a second of import time
@@ -79,6 +82,17 @@ def estimate(values: Iterable[float], confidence: float = CONFIDENCE) -> Estimat
     return Estimate(mean, sd, n, mean - half, mean + half)
 
 
+class Bound(Enum):
+    """What a check's per-seed values are: the truth, or bounds of it. A run that did not reach a target within
+    its budget took at least its whole budget: that value is a lower bound, and a ratio with it on top is too.
+    """
+
+    EXACT = "exact"
+    LOWER = "lower bounds"  # the true mean is at or above: only "above a bound" can be shown
+    UPPER = "upper bounds"  # the true mean is at or below: only "below a bound" can be shown
+    MIXED = "bounds both ways"  # neither side can be shown
+
+
 @dataclass(frozen=True)
 class Key:
     """What a check (or an evidence row) estimates, as data: the column it reads and where, e.g. gap at
@@ -120,6 +134,7 @@ class Check:
     p_sequential: float | None = None
     side_sequential: Outcome = Outcome.UNDECIDED  # the side the look that gave it pointed to (UNDECIDED: not recorded)
     key: Key | None = None  # what it estimates; None for a one-off check that nothing looks up (`ident`)
+    bound: Bound = Bound.EXACT  # values that are bounds (a target not reached) decide one side only
     short: str = ""  # the label in a few words, for the first screen ("" : the label itself)
 
     @property
@@ -172,7 +187,23 @@ class Check:
         if not (math.isfinite(e.low) and math.isfinite(e.high)):
             return Outcome.UNDECIDED
         p, side = self.p_value()
-        return side if side.decided and p < self.level(side) else Outcome.UNDECIDED
+        return side if side.decided and p < self.level(side) and self.can_show(side) else Outcome.UNDECIDED
+
+    def can_show(self, side: Outcome) -> bool:
+        """Whether values of this `bound` can show `side`: lower bounds show only that the mean is above a bound
+        (holding above `low`, failing above `high` - margin), upper bounds only that it is below one.
+        """
+        if self.bound is Bound.EXACT:
+            return True
+        if self.bound is Bound.MIXED or (math.isfinite(self.low) and math.isfinite(self.high)):
+            return False
+        above = (side is Outcome.HOLDS) == math.isfinite(self.low)
+        return above == (self.bound is Bound.LOWER)
+
+    def seeds_can_decide(self) -> bool:
+        """Whether more seeds could decide it: not where its mean points to a side its bounds cannot show."""
+        side = self.p_value()[1]
+        return not side.decided or self.can_show(side)
 
     def alone(self) -> Outcome:
         """The outcome from its own 95% interval (or sequential p-value), at ALPHA on both sides."""

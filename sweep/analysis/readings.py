@@ -40,7 +40,7 @@ import pandas as pd
 
 from sweep import vocab
 from sweep.analysis import column, setting_columns
-from sweep.analysis.scaling import elapsed, step_order
+from sweep.analysis.reach import elapsed, step_order
 from sweep.analysis.selection import matches, settings_key
 
 WHENS = ("epoch2", "last")  # the run summary's snapshots
@@ -229,7 +229,7 @@ def _row(curve: _Curve, values: np.ndarray) -> dict[str, float]:
 
 
 def _with_elapsed(curves: pd.DataFrame) -> pd.DataFrame:
-    """Add each record's training wall time since its run started (`scaling.elapsed_seconds`)."""
+    """Add each record's training wall time since its run started (`reach.elapsed_seconds`)."""
     if curves.empty:
         return curves.assign(**{ELAPSED: pd.Series(dtype=float)})
     step = curves[vocab.STEP].to_numpy()

@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from sweep import analysis as an
 from sweep import vocab
+from sweep.analysis import reach
 from sweep.analysis.estimates import Estimate, estimate
 from sweep.analysis.scaling_fit import MIN_REACHED, Fit, fit_scaling
 from sweep.analysis.selection import CONTROL_DEFAULTS, POST_DEFAULTS, at_post, is_default, settings_key
-from sweep.config import timing_schema
 
 TARGET_LADDER = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # candidate levels of a curve's metric
 LR_COLUMN = "train.lr"
@@ -129,118 +129,13 @@ def _chance(rows: pd.DataFrame, runs: pd.DataFrame) -> dict[str, float]:
 # --- reaching a target
 
 
-@dataclass(frozen=True)
-class Reach:
-    """Where one run first reached one target; NaN step when it did not within its records."""
-
-    run_id: str
-    seed: int
-    batch_size: int
-    target: float
-    step: float
-    epoch: float
-    seconds: float  # wall time from the run's own epoch_seconds (includes graph tracing in epoch 1)
-    quiet_seconds: float  # step x the configuration's quiet seconds per step (timing.csv); NaN without one
-    budget_step: int  # the run's last record
-    best_val: float  # the run's highest value of the metric (what a run that missed got to)
-    at_first_record: bool  # reached by the first record: read from step 0 at chance accuracy
-
-    @property
-    def reached(self) -> bool:
-        return not math.isnan(self.step)
-
-
-def elapsed_seconds(run: pd.DataFrame) -> pd.Series:
-    """Training seconds since the start of the run at each record.
-
-    `epoch_seconds` is the time since the start of the epoch, so the elapsed time at a record is its
-    own value plus the full times of the epochs completed before it (the records at integer epochs).
-    """
-    order = step_order(run[vocab.STEP].to_numpy())
-    epoch = run[vocab.EPOCH].to_numpy(dtype=float)[order]
-    seconds = run[vocab.EPOCH_SECONDS].to_numpy(dtype=float)[order]
-    return pd.Series(elapsed(epoch, seconds), index=run.index[order])
-
-
-def elapsed(epoch: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-    """`elapsed_seconds` on one run's records already in step order, as arrays."""
-    whole = np.isclose(epoch, np.round(epoch))
-    before = [seconds[whole & (epoch < e - 1e-9)].sum() for e in epoch]
-    return np.asarray(before, dtype=float) + seconds
-
-
-def step_order(steps: np.ndarray) -> np.ndarray:
-    """Positions of a run's records in step order, as `DataFrame.sort_values(step)` puts them (the same
-    quicksort, so equal steps come out alike); without pandas' cost per call, paid for every run.
-    """
-    return np.argsort(steps, kind="quicksort")
-
-
-@dataclass(frozen=True)
-class _Records:
-    """One run's records ordered by step, as arrays: read once per run, then at every target."""
-
-    missed: Reach  # the run's reading at a target it does not reach (target set per reading)
-    steps: np.ndarray  # step 0 first: the run before its first record
-    epochs: np.ndarray
-    secs: np.ndarray
-    val: np.ndarray  # without the step-0 value: that is chance, which depends on the target
-    quiet_per_step: float  # NaN without a timing.csv
-
-
-def _records(run: pd.DataFrame, metric: str) -> _Records:
-    run = run.sort_values(vocab.STEP)
-    head = run.iloc[0]
-    has_seconds = vocab.EPOCH_SECONDS in run and run[vocab.EPOCH_SECONDS].notna().all()
-    seconds = elapsed_seconds(run).to_numpy() if has_seconds else np.full(len(run), math.nan)
-    val = run[metric].to_numpy(dtype=float)
-    # the run before its first record: step 0, epoch 0, 0 s (and chance accuracy, added per target)
-    steps, epochs = (np.concatenate([[0.0], run[c].to_numpy(dtype=float)]) for c in (vocab.STEP, vocab.EPOCH))
-    missed = Reach(
-        run_id=str(head[vocab.RUN_ID]),
-        seed=int(head[vocab.SEED]),
-        batch_size=int(head[an.BATCH_SIZE]),
-        target=math.nan,
-        step=math.nan,
-        epoch=math.nan,
-        seconds=math.nan,
-        quiet_seconds=math.nan,
-        budget_step=int(steps[-1]),
-        best_val=float(np.nanmax(val)),
-        at_first_record=False,
-    )
-    quiet_step = timing_schema.QUIET_STEP_SECONDS
-    quiet = float(run[quiet_step].iloc[0]) if quiet_step in run else math.nan
-    return _Records(missed, steps, epochs, np.concatenate([[0.0], seconds]), val, quiet)
-
-
-def _reach(records: _Records, target: float, chance: float) -> Reach:
-    vals = np.concatenate([[min(chance, target)], records.val])
-    hits = np.flatnonzero(vals[1:] >= target)
-    missed = replace(records.missed, target=target)
-    if not hits.size:
-        return missed
-    i = int(hits[0]) + 1
-    lo, hi = vals[i - 1], vals[i]
-    frac = 1.0 if hi == lo else (target - lo) / (hi - lo)
-
-    def at(xs: np.ndarray) -> float:
-        return float(xs[i - 1] + frac * (xs[i] - xs[i - 1]))
-
-    step = at(records.steps)
-    epoch = at(records.epochs)
-    seconds = at(records.secs)
-    quiet = records.quiet_per_step * step
-    return replace(missed, step=step, epoch=epoch, seconds=seconds, quiet_seconds=quiet, at_first_record=i == 1)
-
-
 def reaches(curve: Curve, targets: tuple[float, ...]) -> pd.DataFrame:
     """One row per (run, target): the `Reach` fields and `reached`."""
     rows = []
     for run_id, run in curve.epochs.groupby(vocab.RUN_ID, sort=True):
-        records = _records(run, curve.metric)
+        records = reach.records(run, curve.metric)
         for target in targets:
-            r = _reach(records, target, curve.chance.get(str(run_id), 0.0))
+            r = reach.reach(records, target, curve.chance.get(str(run_id), 0.0))
             rows.append({**r.__dict__, "reached": r.reached})
     return pd.DataFrame(rows)
 

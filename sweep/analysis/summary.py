@@ -1,5 +1,6 @@
 """One row per run: its settings, its metrics at epoch 2 and at its last record, its speed (and its quiet speed
-where timing.csv has it), and the timings of its copies in other results folders. pandas only.
+where timing.csv has it), its steps and seconds to C6's target (`reach.to_target`), and the timings of its copies
+in other results folders. pandas only.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from sweep import vocab
+from sweep.analysis import reach
 from sweep.analysis.results import SOURCE, SOURCE_RANK, Results, spec_hash
 from sweep.analysis.settings import setting_columns
 from sweep.config import timing_schema
@@ -53,7 +55,8 @@ def run_summary(epochs: pd.DataFrame) -> pd.DataFrame:
     best = epochs.groupby(vocab.RUN_ID)[vocab.VAL_ACC].max().rename("best_val_acc")
     # copy(): one block per dtype instead of one per joined column; the claims filter this table's rows
     # thousands of times, and each filter takes every block
-    return table.join(best, on=vocab.RUN_ID).join(_speed(epochs), on=vocab.RUN_ID).copy()
+    table = table.join(best, on=vocab.RUN_ID).join(_speed(epochs), on=vocab.RUN_ID)
+    return table.join(reach.to_target(epochs), on=vocab.RUN_ID).copy()
 
 
 def _timed_epochs(epochs: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
+from sweep.analysis import reach
 from sweep.analysis.chance import Answer, Arms
 from sweep.analysis.estimates import ALPHA, Check, Estimate, Key, q_values
 from sweep.analysis.outcome import NOT_TESTED, Outcome, all_of, any_of
@@ -40,7 +41,8 @@ CLOSE_GAP = Threshold(0.10, "close = |gap| < {:g}")  # C1: "the two are close" (
 VAL_DROP = Threshold(0.10, "a mismatch must lower val_acc by > {:g}")  # C4, paired
 CAPACITY_MARGIN = Threshold(0.02, "no overfitting = eval_gap grows by < {:g}")  # C5, paired: equivalence margin
 LAG_MARGIN = Threshold(0.03, "BatchNorm's lag = recalibrated eval_gap differs by < {:g}")  # C1's mechanism
-SPEEDUP = Threshold(0.10, "faster = at least {:.0%} less time per epoch")  # C6: largest vs smallest batch
+SPEEDUP = Threshold(0.10, "faster = at least {:.0%} less time to the target")  # C6: largest vs smallest batch
+TIME_TARGET = Threshold(reach.TIME_TARGET, "C6's target = val_acc_recal {:g}, fixed in advance")
 SAME_VAL = Threshold(0.02, "the same = within +-{:g} val_acc")  # C9: final val_acc, paired
 
 
@@ -97,8 +99,8 @@ class ReadFrom(Enum):
     SYMPTOM = "the post's reading: running train_acc vs val_acc (raw)"
     RECAL = "recalibrated BatchNorm (*_recal: without BatchNorm's lag)"
     RAW = "raw inference mode (these runs did not record recalibrated numbers)"
-    TIME = "in-run epoch seconds (on a machine shared with other work; no quiet `sweep time` measurement)"
-    QUIET = "quiet epoch seconds (`sweep time`, timing.csv: alternating repeats, training only)"
+    TIME = "in-run seconds (on a machine shared with other work; no quiet `sweep time` measurement)"
+    QUIET = "quiet seconds (`sweep time`, timing.csv: alternating repeats, training only) x optimizer steps"
 
 
 # Batch-size advice (`Claim.tuned_first`) is read with each batch size at its own tuned learning rate where
@@ -191,7 +193,9 @@ class Finding:
 
     def undecided(self) -> list[Check]:
         """The checks more seeds could decide: none where the control did not learn (nothing to compare)."""
-        return [] if self.cannot_answer() else [c for c in self.checks if not c.outcome().decided]
+        if self.cannot_answer():
+            return []
+        return [c for c in self.checks if not c.outcome().decided and c.seeds_can_decide()]
 
     def seeds_needed(self) -> SeedsNeeded | None:
         """Seeds per setting for 80% power on the undecided checks: the most any of them needs
@@ -269,6 +273,8 @@ def outcome_text(check: Check) -> str:
     outcome = check.outcome()
     if not outcome.decided and check.estimate.n < 2:  # no spread to plan from: the seeds needed are unknown
         return f"{outcome.words.check} (no interval from fewer than 2 seeds)"
+    if not outcome.decided and not check.seeds_can_decide():
+        return f"{outcome.words.check} (its values are {check.bound.value}: more seeds cannot show this side)"
     if not outcome.decided:
         return f"{outcome.words.check} (~{seeds_needed(check).words()} seeds)"
     return outcome.words.check
@@ -334,7 +340,7 @@ def _check_columns(check: Check) -> dict[str, Any]:
 
 def _seeds_columns(check: Check) -> dict[str, Any]:
     """Seeds for 80% power and its range, for an undecided check only (empty: decided)."""
-    if check.outcome().decided:
+    if check.outcome().decided or not check.seeds_can_decide():
         return {"seeds_needed": None, "seeds_needed_low": None, "seeds_needed_high": None}
     s = seeds_needed(check)
     return {"seeds_needed": s.n, "seeds_needed_low": s.low, "seeds_needed_high": s.high}

@@ -83,7 +83,8 @@ def _from_intervals(claim: Claim, finding: Finding) -> Verdict:
         return Verdict(outcome, Basis.FIXED, long, short, size_not_shown=finding.size_not_shown)
     if not finding.undecided():  # every open check reads bounds that cannot show the side its mean points to
         head = "undecided"
-        why = "; its values are bounds (a run that missed its target counts its whole training): more seeds cannot decide"
+        why = "; its values are bounds (a run that missed its target counts its whole training): more seeds cannot "
+        why += "decide"
         return Verdict(outcome, Basis.FIXED, f"{head}{rule}{at}{why}", f"{head}{brief}")
     if any(c.estimate.n < 2 for c in finding.undecided()):
         return _no_interval(rule, brief)

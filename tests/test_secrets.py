@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from conftest import TINY_GRID, write_grid
@@ -25,6 +26,8 @@ FORMS = [
     "postgresql://u@127.0.0.1:1/db?password=Zq9,secret",  # a , inside the password
     "postgresql://u@127.0.0.1:1/db?password=Zq9;sec)ret&sslmode=bogus",  # ; and ) inside it
     "host=127.0.0.1 port=1 user=u sslpassword='Zq9 secret' dbname=db",  # key=value, quoted
+    "postgresql://u:Zq9 secret@127.0.0.1:1/db",  # a space, as SQLAlchemy takes it: the pattern stopped there
+    "postgresql://u:Zq9 x@secret y@127.0.0.1:1/db",  # a space and an @: the driver echoes 'secret y@127.0.0.1'
 ]
 
 
@@ -166,3 +169,69 @@ def test_an_at_file_holding_a_password_must_be_readable_by_its_owner_only(
     assert cli.storage_arg("@plain.url") == "postgresql://u@127.0.0.1:1/db"
     secret.chmod(0o600)
     assert cli.storage_arg("@store.url") == FORMS[1]
+
+
+# Passwords as a user writes them into a URL, unescaped: SQLAlchemy's parse (what the driver gets) takes
+# every one of these characters; the text after a second @ reaches the driver as part of the host.
+HOSTILE = [
+    "Pw SecretCx",  # a space
+    "Pw SecretCx@Xk Tail9",  # a space and a second @
+    "Pw%41SecretCx",  # a percent-escape: the driver gets PwASecretCx
+    "Pw%SecretCx",  # a % that escapes nothing
+    "Pw:Secret/Cx",  # : and /
+    "Pw#SecretCx",  # #
+    "Pässwört Geheim",  # unicode and a space
+    "Pw?Secret&Cx=1",  # ? & =
+]
+
+
+def _hostile_url(password: str) -> str:
+    return f"postgresql://uspace:{password}@127.0.0.1:55432/uspace"
+
+
+@pytest.mark.parametrize("password", HOSTILE)
+def test_a_hostile_password_is_masked_wherever_the_url_or_the_driver_shows_it(password: str) -> None:
+    """The password is what SQLAlchemy's parse says it is (what the driver gets), not what a pattern guesses:
+    none of its text appears in the masked lines, whether shown raw, as the driver got it, or its tail
+    echoed as a host.
+    """
+    from sqlalchemy.engine import make_url
+
+    url = _hostile_url(password)
+    parsed = make_url(url)
+    lines = [
+        f"store: {url}",
+        f"cannot open the store {url.replace('postgresql://', 'postgresql+psycopg://')}: OperationalError: refused",
+        f"failed to resolve host '{parsed.host}'",  # the driver echoes a host that holds the password's tail
+        f"FATAL: password authentication failed for user uspace with {parsed.password}",
+    ]
+    shown = {password, str(parsed.password), password.partition("@")[2], unquote(password)} - {""}
+    for line in lines:
+        masked = redact(line, url)
+        assert not [secret for secret in shown if secret in masked], masked
+    assert redact(lines[0], url) == "store: postgresql://uspace:***@127.0.0.1:55432/uspace"
+
+
+@pytest.mark.parametrize("password", HOSTILE)
+def test_a_hostile_password_keeps_a_store_off_command_lines_scripts_and_open_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, password: str
+) -> None:
+    """The same parse decides that the URL holds a password: a worker's command line and a Slurm script
+    never carry it, and an @file holding it must be readable by its owner only.
+    """
+    from sweep.cli import cli_cluster
+    from sweep.exits import UsageError
+    from sweep.run import slurm
+
+    url = _hostile_url(password)
+    assert cli_cluster._worker_storage(url, url) is None  # the worker reads $BATCHSWEEP_STORAGE
+    with pytest.raises(slurm.SlurmError) as refused:  # a script never holds it, however it was reached
+        slurm.ArrayJob(study="s", storage=url, tasks=1, folder=tmp_path, workdir=tmp_path)
+    assert password not in str(refused.value) and "@FILE" in str(refused.value)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "store.url").write_text(url + "\n")
+    (tmp_path / "store.url").chmod(0o644)
+    with pytest.raises(UsageError, match="holds a password and is readable by others"):
+        cli.storage_arg("@store.url")
+    (tmp_path / "store.url").chmod(0o600)
+    assert cli.storage_arg("@store.url") == url

@@ -57,6 +57,8 @@ PASSWORDS = {
     17: "Pw7-17@Zq-17",  # an @ not percent-encoded: the driver's error echoes 'Zq-17@127.0.0.1'
     18: "Pw7-18-Zq",  # the wrong password for a real user: authentication fails
     19: "Pw7-19 Zq-19",  # ?password='...' quoted, holding a blank
+    20: "Pw7-20 Zq-20",  # postgresql://USER:PASSWORD@host, a blank in it, unescaped (SQLAlchemy takes it)
+    21: "Pw7-21 Zq-21@Xk-21",  # a blank and an @, unescaped: the driver's error echoes 'Xk-21@127.0.0.1'
 }
 CUTS = r"[^A-Za-z0-9-]+"  # a piece of a password: what lies between characters a URL or a driver cuts at
 
@@ -108,7 +110,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-SERVER_USERS = (1, 2, 3, 4, 5, 6, 7, 8)  # each logs in with its own password; u04 without one
+SERVER_USERS = (1, 2, 3, 4, 5, 6, 7, 8, 20)  # each logs in with its own password; u04 without one
 
 
 @pytest.fixture(scope="module")
@@ -306,6 +308,24 @@ def test_a_store_url_in_a_file_given_as_at_file(server: Server, sweep: Harness) 
     _assert_every_kind_was_searched(sweep.assert_nothing_shows_a_password(server.rows(6)))
 
 
+def test_a_password_with_a_blank_is_masked_and_kept_out_of_scripts_and_open_files(
+    server: Server, sweep: Harness
+) -> None:
+    """A password with a blank, unescaped in the URL, logs in; the store's own parse finds it, so the Store
+    line, the worker command, the status, the Slurm script and a 644 @file never show it.
+    """
+    url = server.url(20, userinfo=f"u20:{PASSWORDS[20]}")
+    queued = sweep("run", "grid.yaml", "--no-train", "--storage", url, code=0)
+    assert f"store: postgresql://u20:***@127.0.0.1:{server.port}/db20" in queued.stdout, queued.stdout
+    assert "sweep worker --study tiny\n" in queued.stdout  # no --storage: the worker reads $BATCHSWEEP_STORAGE
+    assert " 2 pending" in sweep("status", "grid.yaml", "--storage", url, code=0).stdout
+    script = sweep("slurm", "grid.yaml", "--array", "2", "--storage", url, "--dry-run", code=0).stdout
+    assert "$BATCHSWEEP_STORAGE" in script and "--storage" not in script
+    sweep.write("store.url", url + "\n", mode=0o644)
+    assert "chmod 600" in sweep("status", "grid.yaml", "--storage", "@store.url", code=2).stderr
+    sweep.assert_nothing_shows_a_password(server.rows(20))
+
+
 FAKE_SBATCH = """\
 #!/bin/sh
 # sbatch's stand-in: what it was given, and a job id (--parsable)
@@ -405,6 +425,7 @@ REFUSED = {
     17: lambda s: f"postgresql://u17:{PASSWORDS[17]}@127.0.0.1:{s.closed}/db",
     18: lambda s: s.url(1, userinfo=f"u01:{PASSWORDS[18]}"),
     19: lambda s: f"postgresql://u19@127.0.0.1:{s.closed}/db?password='{PASSWORDS[19]}'",
+    21: lambda s: f"postgresql://u21:{PASSWORDS[21]}@127.0.0.1:{s.port}/db",
 }
 
 

@@ -151,13 +151,14 @@ def _worker_storage(raw: str | None, target: str) -> str | None:
     """The store as a worker's --storage anywhere: @FILE and a journal as absolute paths, a database URL
     as given; None when the URL holds a password (the worker then reads $BATCHSWEEP_STORAGE).
     """
-    from sweep.store import redact, storage
+    from sweep.store import storage
+    from sweep.store.secrets import has_password
 
     raw = raw if raw is not None else os.environ.get(vocab.STORAGE_ENV)
     if raw and raw.startswith("@"):
         return "@" + str(Path(raw[1:]).expanduser().resolve())
     if storage.is_database(target):
-        return target if redact(target, target) == target else None
+        return None if has_password(target) else target
     return str(Path(target).resolve())
 
 

@@ -37,11 +37,13 @@ def storage_arg(value: str | None) -> str | None:
 
 
 def check_private(value: str, path: Path, text: str) -> None:
-    """An @file holding a password must be readable by its owner only, as libpq demands of ~/.pgpass."""
-    from sweep.store import redact
+    """An @file holding a password must be readable by its owner only, as libpq demands of ~/.pgpass.
+    Whether it holds one is the store's own parse of the URL (a password with a space is one).
+    """
+    from sweep.store.secrets import has_password
 
     mode = path.stat().st_mode & 0o777
-    if mode & 0o077 and redact(text, text) != text:
+    if mode & 0o077 and has_password(text):
         raise UsageError(
             f"--storage {value}: {path} holds a password and is readable by others (mode {mode:o}); "
             f"run: chmod 600 {path}"

@@ -22,6 +22,7 @@ from sweep.base import atomic
 from sweep.exits import EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE
 from sweep.run.coordinator import MAX_WORKER_RESTARTS, policy_flags
 from sweep.store.queue import DEFAULT_POLICY, RetryPolicy
+from sweep.store.secrets import has_password
 
 SCRIPT_NAME = "worker.sbatch"
 LOG_PATTERN = "worker-%A_%a.out"  # %A the array's job id, %a the task index (Slurm's filename patterns)
@@ -59,6 +60,11 @@ class ArrayJob:
             raise SlurmError(f"--array must be a positive number of tasks, got {self.tasks}")
         if self.time is not None and not _TIME.match(self.time):
             raise SlurmError(f"--time {self.time!r}: give minutes, H:M:S or D-H:M:S, as sbatch takes it")
+        if self.storage is not None and has_password(self.storage):  # anyone who can read the folder reads it
+            raise SlurmError(
+                "a batch script never holds the store's password: give --storage @FILE (a file only you can "
+                "read), or set $BATCHSWEEP_STORAGE before submitting"
+            )
         for arg in self.extra:
             if not arg.startswith("-") or "\n" in arg:
                 raise SlurmError(f"--sbatch-arg {arg!r}: give one sbatch option, e.g. --sbatch-arg=--mem=8G")

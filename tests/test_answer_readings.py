@@ -16,8 +16,9 @@ from sweep import analysis as an
 from sweep import claims, vocab
 from sweep.analysis import health as health_of
 from sweep.analysis.chance import chance_limit
+from sweep.analysis.estimates import Check, Estimate
 from sweep.claims import basis
-from sweep.claims.findings import READ_TUNED, ReadFrom, claims_table
+from sweep.claims.findings import READ_TUNED, Finding, ReadFrom, claims_table
 from sweep.config import timing_schema
 from sweep.vocab import RunStatus
 
@@ -217,3 +218,19 @@ def test_the_curves_and_gaps_keep_the_runs_at_chance(tmp_path: Path) -> None:
     assert list(val["n"]) == [4] and val["mean"].item() == pytest.approx((3 * 0.2 + 0.008) / 4)
     assert set(pd.read_csv(tmp_path / "tables" / "gaps.csv")["n"]) == {4}
     assert len(pd.read_csv(tmp_path / "tables" / "run_summary.csv")) == 4
+
+
+def test_a_finding_read_recalibrated_names_the_recalibrated_numbers_in_its_size_and_mechanism_too() -> None:
+    e = Estimate(0.1, 0.01, 3, 0.08, 0.12)
+    finding = Finding(
+        checks=(Check("val_acc change, last epoch", e),),
+        selection="",
+        size=(Check("val_acc change, last epoch: by more than 0.1", e),),
+        mechanism=(Check("eval_gap, batch 64 - 8", e),),
+    )
+    renamed = basis.relabelled(finding)
+    assert [c.label for c in (*renamed.checks, *renamed.size, *renamed.mechanism)] == [
+        "val_acc_recal change, last epoch",
+        "val_acc_recal change, last epoch: by more than 0.1",
+        "eval_gap_recal, batch 64 - 8",
+    ]

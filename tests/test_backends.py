@@ -26,7 +26,7 @@ from sweep.store import Store
 from sweep.train import backends
 from sweep.vocab import RunStatus
 
-ARTICLE = REPO / "results" / "article"  # 6 TensorFlow runs (batch 8 and 64, seeds 0-2), no backend column
+ARTICLE = REPO / "results" / "article"  # 16 TensorFlow runs (batch 8 and 64, seeds 0-7), no backend column
 
 # 8 classes x 20 images, 1 epoch; gpus 1 and 2 -> 2 runs
 TWO_REPLICAS = """
@@ -157,13 +157,13 @@ def test_runs_on_another_backend_are_other_runs_and_never_paired_across(tmp_path
     pd.read_csv(ARTICLE / vocab.RUNS_CSV).assign(backend="jax").to_csv(other / vocab.RUNS_CSV, index=False)
     shutil.copy(ARTICLE / vocab.EPOCHS_CSV, other / vocab.EPOCHS_CSV)
     both = an.load([ARTICLE, other])
-    assert len(both.runs) == 12  # 6 runs x 2 backends: the same spec on another backend is another run
+    assert len(both.runs) == 32  # 16 runs x 2 backends: the same spec on another backend is another run
     last = both.epochs[both.epochs[vocab.EPOCH] == both.epochs[vocab.EPOCH].max()]
-    assert last[vocab.BACKEND].fillna("tensorflow").value_counts().to_dict() == {"tensorflow": 6, "jax": 6}
+    assert last[vocab.BACKEND].fillna("tensorflow").value_counts().to_dict() == {"tensorflow": 16, "jax": 16}
     keys = selection.pair_keys(last, "train.batch_size")
     per_pair = last.assign(_pair=keys, _backend=last[vocab.BACKEND].fillna("tensorflow")).groupby("_pair")
-    assert per_pair["_backend"].nunique().max() == 1 and per_pair.size().tolist() == [2] * 6  # bs8 + bs64, 1 backend
-    assert selection.paired(last, "train.batch_size", 8, 64, vocab.VAL_ACC).n == 6  # 3 seeds x 2 backends
+    assert per_pair["_backend"].nunique().max() == 1 and per_pair.size().tolist() == [2] * 16  # bs8 + bs64, 1 backend
+    assert selection.paired(last, "train.batch_size", 8, 64, vocab.VAL_ACC).n == 16  # 8 seeds x 2 backends
     chosen = selection.choose_context(last, "train.batch_size")
     assert chosen is not None and chosen.rows[vocab.BACKEND].fillna("tensorflow").nunique() == 1
 

@@ -51,7 +51,7 @@ def _records(run_id: str) -> pd.DataFrame:
 @pytest.mark.integration
 def test_tensorboard_has_one_run_per_run_and_its_final_val_acc(tensorboard_out: Path) -> None:
     folders = sorted(p.name for p in tensorboard_out.iterdir() if p.is_dir())
-    assert folders == sorted(RUNS[vocab.RUN_ID])  # 2 batch sizes x 3 seeds -> 6 runs
+    assert folders == sorted(RUNS[vocab.RUN_ID])  # 2 batch sizes x 8 seeds -> 16 runs
     for _, run in RUNS.iterrows():
         acc = _accumulator(tensorboard_out / run[vocab.RUN_ID])
         val_acc = _scalars(acc, vocab.VAL_ACC)

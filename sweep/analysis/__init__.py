@@ -13,10 +13,11 @@ copies' timings); `curves` (curves over seeds, the gaps); `tables` (curves.csv, 
 `health` (runs with a problem: diverged, failed, at chance, stuck); `chance` (an arm over seeds against
 chance: did it learn); `selection` (the runs that answer a question, paired by seed); `estimates`, `outcome`,
 `power`, `sequential` (intervals, what a check came to, seeds for 80% power, seeds until decided);
-`readings` (equal epochs, steps, fit or time); `scaling`, `scaling_fit`, `critical` (steps to target, the
-critical batch size); `tuning` (batch sizes at their own best lr); `decisions` (decisions.csv); `timing`
-(timing.csv read back); `study`, `study_advice` (a batch-size study of the user's model read back, and what
-it recommends). This module only re-exports the first five's names, as `sweep.analysis.<name>`.
+`readings` (equal epochs, steps, fit or time); `reach` (where a run first reaches a target, C6's time to its
+target); `scaling`, `scaling_fit`, `critical` (steps to target, the critical batch size); `tuning` (batch
+sizes at their own best lr); `decisions` (decisions.csv); `timing` (timing.csv read back); `study`,
+`study_advice` (a batch-size study of the user's model read back, and what it recommends). This module only
+re-exports the first five's names, as `sweep.analysis.<name>`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import pandas as pd
 from sweep import vocab
 from sweep.analysis import BATCH_SIZE, SOURCE, column, readings
 from sweep.analysis.decisions import check_of
-from sweep.analysis.estimates import Key
+from sweep.analysis.estimates import Check, Key
 from sweep.analysis.outcome import Outcome
 from sweep.claims.findings import Claim, Finding, ReadFrom, Reads
 
@@ -129,8 +129,14 @@ def relabelled(finding: Finding) -> Finding:
     def key(k: Key | None) -> Key | None:
         return None if k is None else k.renamed(_RECAL_NAMES)
 
-    checks = tuple(
-        dataclasses.replace(c, label=name(c.label), short=name(c.short), key=key(c.key)) for c in finding.checks
-    )
+    def renamed(checks: tuple[Check, ...]) -> tuple[Check, ...]:
+        return tuple(dataclasses.replace(c, label=name(c.label), short=name(c.short), key=key(c.key)) for c in checks)
+
     evidence = tuple(e._replace(label=name(e.label), key=key(e.key)) for e in finding.evidence)
-    return dataclasses.replace(finding, checks=checks, evidence=evidence)
+    return dataclasses.replace(
+        finding,
+        checks=renamed(finding.checks),
+        size=renamed(finding.size),
+        mechanism=renamed(finding.mechanism),
+        evidence=evidence,
+    )

@@ -16,7 +16,7 @@ from sweep.analysis.selection import seed_count
 from sweep.claims import headline
 from sweep.claims.findings import Claim, Finding, ReadFrom
 from sweep.claims.maps import ConditionMap
-from sweep.claims.verdict import Verdict
+from sweep.claims.verdict import Verdict, statements_of
 from sweep.report.document import Heading, Marked, slugs
 from sweep.report.summary import Cause, Picture, Summary, summarise
 
@@ -177,6 +177,7 @@ def terminal(findings: Sequence[tuple[Claim, Finding | None]], verdicts: Mapping
         if finding is not None:
             words = verdicts[claim.id].short
             lines += [f"{claim.id} ({claim.brief}): {words}", f"    {effects(finding)}; {read_from(finding)}"]
+            lines += [f"    {said}" for said in statements_of(finding)]  # its size and mechanism, each decided alone
     if not lines:
         lines.append("These results test none of the post's claims.")
     return lines + [line for line in (untested(findings), _open(summarise(findings))) if line]

@@ -177,7 +177,9 @@ def terminal(findings: Sequence[tuple[Claim, Finding | None]], verdicts: Mapping
         if finding is not None:
             words = verdicts[claim.id].short
             lines += [f"{claim.id} ({claim.brief}): {words}", f"    {effects(finding)}; {read_from(finding)}"]
-            lines += [f"    {said}" for said in statements_of(finding)]  # its size and mechanism, each decided alone
+            if not finding.cannot_answer():  # its size and mechanism, each decided alone; what the arm at chance says
+                lines += [f"    {said}" for said in statements_of(finding)]
+                lines += [f"    {finding.named_outcome}"] if finding.prevents_learning() else []
     if not lines:
         lines.append("These results test none of the post's claims.")
     return lines + [line for line in (untested(findings), _open(summarise(findings))) if line]

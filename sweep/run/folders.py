@@ -9,6 +9,7 @@ import pandas as pd
 from sweep import vocab
 from sweep.exits import UsageError
 from sweep.store import storage
+from sweep.store.journal import NotAJournal
 from sweep.store.secrets import redact
 
 
@@ -41,7 +42,10 @@ def sweep_of(folder: Path, target: str, study: str | None = None) -> str:
     named = _named_in_runs(folder)
     if named:
         return named
-    found = storage.sweep_names(storage.open_storage(target))
+    try:
+        found = storage.sweep_names(storage.open_storage(target, read_only=True))
+    except NotAJournal as err:
+        raise UsageError(str(err)) from None
     if len(found) == 1:
         return found[0]
     if not found:

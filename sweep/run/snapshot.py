@@ -27,7 +27,7 @@ def from_grid(grid: GridFile, options: Options, console: Console = CONSOLE) -> P
     returns that folder.
     """
     results, target = locations(grid, options)
-    store = open_store(folders.existing(target), grid.name, create=False)
+    store = open_store(folders.existing(target), grid.name, create=False, read_only=True)
     runs = plan(grid) + [s for specs in store.tuned_runs(search_groups(grid), grid.seeds).values() for s in specs]
     # the grid's runs (those not queued yet count as pending) and whatever else the sweep holds: seeds
     # added by --until-decided, runs of an earlier version of the grid file
@@ -40,7 +40,7 @@ def from_folder(folder: Path, options: Options, study: str | None, console: Cons
     The sweep is --study, else the one named in the folder's runs.csv, else the one its store holds.
     """
     target = folders.store_of(folder, options.storage)
-    store = open_store(target, folders.sweep_of(folder, target, study), create=False)
+    store = open_store(target, folders.sweep_of(folder, target, study), create=False, read_only=True)
     return _write(store, list(store.current()), folder, options, console)
 
 

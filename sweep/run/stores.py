@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Protocol
 
@@ -11,6 +12,7 @@ from sweep import vocab
 from sweep.config import GridFile
 from sweep.exits import UsageError
 from sweep.store import Store, storage
+from sweep.store.journal import NotAJournal
 from sweep.store.queue import INFO
 from sweep.store.secrets import redact, secrets_of
 from sweep.train import backends
@@ -53,10 +55,15 @@ def same_backend(store: Store) -> None:
             )
 
 
-def open_store(target: str, name: str, create: bool) -> Store:
-    """The sweep's store, or UsageError (one line, password masked) saying why it cannot be opened."""
+def open_store(target: str, name: str, create: bool, read_only: bool = False) -> Store:
+    """The sweep's store, or UsageError (one line, password masked) saying why it cannot be opened.
+    `read_only`: a command that only reads it writes nothing to a journal, not even its repair.
+    A journal's repair is said on stderr, where a worker's lines go to its log.
+    """
     try:
-        return Store.open(target, name, create=create)
+        return Store.open(target, name, create=create, read_only=read_only, say=_say_repaired)
+    except NotAJournal as err:
+        raise UsageError(str(err)) from None
     except storage.NewerStoreError as err:
         raise UsageError(f"{redact(target, target)}: {err}") from None
     except KeyError:
@@ -64,3 +71,7 @@ def open_store(target: str, name: str, create: bool) -> Store:
     except Exception as err:  # a bad URL, an unreachable database, a corrupt journal
         detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise UsageError(redact(f"cannot open the store {target}: {type(err).__name__}: {detail}", target)) from None
+
+
+def _say_repaired(line: str) -> None:
+    print(line, file=sys.stderr)

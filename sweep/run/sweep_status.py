@@ -30,7 +30,7 @@ def status(grid: GridFile, options: Options | None = None, console: Console | No
         console.say(redact(f"{grid.name}: nothing has run yet ({target} does not exist)", target))
         counts = dict.fromkeys(vocab.STATUSES, 0) | {RunStatus.PENDING: len(runs) + slots}
     else:
-        store = open_store(target, grid.name, create=False)
+        store = open_store(target, grid.name, create=False, read_only=True)
         runs = runs + [spec for specs in store.tuned_runs(groups, grid.seeds).values() for spec in specs]
         slots = len(store.search_slots())  # widened searches have more than the grid's trials
         counts = store.counts([s.run_id for s in runs] + list(store.search_slots()))
@@ -49,7 +49,7 @@ def folder_status(
     """
     options, console = options or Options(), console or Console()
     target = folders.store_of(folder, options.storage)
-    store = open_store(target, folders.sweep_of(folder, target, study), create=False)
+    store = open_store(target, folders.sweep_of(folder, target, study), create=False, read_only=True)
     current = store.current()
     counts = store.counts(list(current))
     console.say(f"{store.name}: {len(current)} runs in its store: {counts_text(counts)}")

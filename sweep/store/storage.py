@@ -1,5 +1,5 @@
-"""Opening a store: a journal file (with a backend that repairs a cut last line) or a database
-URL (with Optuna's heartbeats), and the sweep study with its store-format version. No TensorFlow.
+"""Opening a store: a journal file (recognised, then repaired or only read: sweep/store/journal.py) or a
+database URL (with Optuna's heartbeats), and the sweep study with its store-format version. No TensorFlow.
 
 Plain Optuna reads every store: ``optuna.load_study(study_name=NAME,
 storage=JournalStorage(JournalFileBackend("results/NAME/journal.log")))``.
@@ -7,20 +7,16 @@ storage=JournalStorage(JournalFileBackend("results/NAME/journal.log")))``.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import time
 import warnings
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import optuna
-from optuna.storages.journal import BaseJournalBackend, JournalFileSymlinkLock
 
 from sweep import vocab
-from sweep.store import internals
+from sweep.store.journal import ReadOnlyJournal, RepairingJournal, Say, recognise
 from sweep.store.params import SpecSampler
 
 STORAGE_ENV = vocab.STORAGE_ENV
@@ -57,17 +53,23 @@ def heartbeat_seconds() -> int:
     return max(1, int(os.environ.get("BATCHSWEEP_HEARTBEAT", "20")))
 
 
-def open_storage(target: str | Path) -> optuna.storages.BaseStorage:
+def open_storage(target: str | Path, read_only: bool = False, say: Say | None = None) -> optuna.storages.BaseStorage:
     """A journal file path, or a database URL (postgresql://...) whose running trials keep heartbeats:
     one whose heartbeat is 3 intervals old lost its worker (`crash.requeue_dead`).
+
+    A journal is recognised before anything is written (NotAJournal) and repaired (`say` hears what was
+    removed); `read_only` (`status`, `export`) reads it without writing anything, not even a repair.
     """
     text = str(target)
     if is_database(text):
         if text.startswith("postgresql://"):  # the psycopg 3 driver, whatever SQLAlchemy's default
             text = "postgresql+psycopg://" + text[len("postgresql://") :]
         return _database(text, heartbeat_seconds())
+    if read_only:
+        return optuna.storages.JournalStorage(ReadOnlyJournal(text))
+    recognise(Path(text))  # before its folder is made: a file that is no journal is refused untouched
     Path(text).parent.mkdir(parents=True, exist_ok=True)
-    return optuna.storages.JournalStorage(RepairingJournal(text))
+    return optuna.storages.JournalStorage(RepairingJournal(text, say))
 
 
 SCHEMA_TRIES = 5  # processes that open a new database at once: all but one find Optuna's tables half made
@@ -94,71 +96,6 @@ def _rdb(url: str, beat: int) -> optuna.storages.RDBStorage:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.storages.RDBStorage(url, heartbeat_interval=beat, grace_period=3 * beat)
-
-
-class RepairingJournal(BaseJournalBackend):
-    """Optuna's journal file, but a last line cut off by a crash (no trailing newline) is dropped
-    before anything is appended after it.
-
-    Optuna skips such a line when reading, but an append would be glued onto it and make the
-    whole journal unreadable. The repair runs under Optuna's own journal lock, the one every
-    plain-Optuna writer of the file takes, so a line another process is writing right now is
-    never mistaken for a cut one. The file format is Optuna's, unchanged.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._lock = JournalFileSymlinkLock(path)
-        # Appends reach the file only through `append_logs` below, which holds the real lock.
-        self._file = internals.file_backend_locked_by_caller(path)
-        self.repair()
-
-    def read_logs(self, log_number_from: int) -> Iterable[dict[str, Any]]:
-        return self._file.read_logs(log_number_from)
-
-    def append_logs(self, logs: list[dict[str, Any]]) -> None:
-        with self._locked():
-            _drop_cut_line(self.path)
-            self._file.append_logs(logs)
-
-    def repair(self) -> int:
-        """Drop a cut last line now; return the bytes dropped."""
-        with self._locked():
-            return _drop_cut_line(self.path)
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self._lock.acquire()
-        try:
-            yield
-        finally:
-            self._lock.release()
-
-
-def _drop_cut_line(path: str) -> int:
-    with open(path, "rb+") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        handle.seek(size - 1)
-        if handle.read(1) == b"\n":
-            return 0
-        keep = _end_of_last_line(handle, size)
-        handle.truncate(keep)
-        return size - keep
-
-
-def _end_of_last_line(handle: Any, size: int, chunk: int = 1 << 16) -> int:
-    """Offset just after the last newline in the file (0 if there is none)."""
-    position = size
-    while position > 0:
-        start = max(0, position - chunk)
-        handle.seek(start)
-        found = handle.read(position - start).rfind(b"\n")
-        if found >= 0:
-            return start + found + 1
-        position = start
-    return 0
 
 
 def sweep_names(storage: optuna.storages.BaseStorage) -> list[str]:

@@ -20,6 +20,7 @@ from sweep import vocab
 from sweep.config.plan import RunSpec, SearchGroup
 from sweep.store import crash, internals, params, queue, search, storage, tables
 from sweep.store.crash import Dead
+from sweep.store.journal import Say
 from sweep.store.queue import DEFAULT_POLICY, Lease, RetryPolicy, epochs_of, latest_by_run, status_of
 from sweep.store.search import Search
 from sweep.store.secrets import redact
@@ -39,12 +40,15 @@ class Store:
         self._searches = {gid: search.open_search(backend, gid, s) for gid, s in search.listed(sweep).items()}
 
     @classmethod
-    def open(cls, target: str | Path, name: str, create: bool = True) -> Store:
+    def open(
+        cls, target: str | Path, name: str, create: bool = True, read_only: bool = False, say: Say | None = None
+    ) -> Store:
         """Open (or with `create`, start) the sweep `name`. KeyError if it is missing and not `create`;
-        NewerStoreError if a newer batchsweep wrote it.
+        NewerStoreError if a newer batchsweep wrote it; NotAJournal if the file is no journal. `read_only`:
+        nothing is written to a journal (`status`, `export`); `say` hears a journal's repair.
         """
-        backend = storage.open_storage(target)
-        return cls(str(target), backend, storage.open_study(backend, name, create=create))
+        backend = storage.open_storage(target, read_only=read_only, say=say)
+        return cls(str(target), backend, storage.open_study(backend, name, create=create and not read_only))
 
     def close(self) -> None:
         """Hand a database store's pooled connections back to the server now, not when the garbage

@@ -1,18 +1,21 @@
-"""A journal file is recognised before anything is written to it, and read without writing by the commands
-that only read.
+"""A journal file is recognised before anything is written to it, read without writing by the commands that
+only read, and repaired of any line that is not a record, wherever it is, with a copy kept beside it.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from conftest import TINY_GRID, write_grid
+from conftest import TINY_GRID, sweep_here, write_grid
 
 from sweep import cli, vocab
 from sweep.config import load_grid
 from sweep.config.plan import plan
-from sweep.store import Store
+from sweep.store import Store, epochs_of
+
+REMOVED_MARK = ".removed-"  # <journal>.removed-<UTC time>, as docs/security.md names the copy
 
 SECRET = "Pw SecretCx"
 # Files given as --storage that are no journal, and what the refusal says they look like
@@ -24,6 +27,7 @@ NOT_JOURNALS = {
     "image.png": (b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe", "this file holds binary data"),
     "store.db": (b"SQLite format 3\x00" + bytes(100), "this file is an SQLite database"),
 }
+GARBAGE = (b"this line is no record\n", b'{"op_code": 5, "trial_id"\n')  # an edit; two writes glued
 
 
 def _snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
@@ -109,3 +113,73 @@ def test_a_command_that_only_reads_the_store_never_writes_it(
     assert "1 running, " in capsys.readouterr().out
     assert (journal.read_bytes(), journal.stat().st_mtime_ns) == before
     assert sorted(p.name for p in journal.parent.iterdir() if "journal" in p.name) == [vocab.JOURNAL_FILE]
+
+
+def _insert(journal: Path, middle: bytes, end: bytes) -> list[bytes]:
+    """`middle` after the journal's third line, `end` after its last; returns its lines before."""
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join([*lines[:3], middle, *lines[3:], end]))
+    return lines
+
+
+@pytest.mark.unit
+def test_lines_that_are_no_record_are_removed_wherever_they_are_and_kept_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Opened to be written (as `run` and a worker open it): the lines go, a copy stays, one line says so."""
+    from sweep.run.stores import open_store
+
+    journal = _queued_journal(tmp_path)
+    lines = _insert(journal, *GARBAGE)
+    store = open_store(str(journal), "tiny", create=True)
+    assert journal.read_bytes() == b"".join(lines)  # every record kept, in order
+    copies = list(journal.parent.glob(f"{vocab.JOURNAL_FILE}{REMOVED_MARK}*"))
+    assert len(copies) == 1 and copies[0].read_bytes() == b"".join(GARBAGE)
+    assert capsys.readouterr().err == (
+        f"note: {journal}: removed 2 line(s) that are no journal record ({sum(map(len, GARBAGE))} bytes: a crash "
+        f"mid-write, or an edit); the records around them are kept, and the removed lines are in {copies[0]}\n"
+    )
+    assert [len(epochs_of(t)) for t in store.trials()] == [1, 0]
+
+
+@pytest.mark.unit
+def test_a_whole_bad_last_line_written_while_the_store_is_open_is_removed_before_the_next_append(
+    tmp_path: Path,
+) -> None:
+    """Optuna skips a bad line only while it is last: an append after it would make the journal unreadable."""
+    journal = _queued_journal(tmp_path)
+    store = Store.open(journal, "tiny")
+    with open(journal, "ab") as handle:  # another process's write that is no record
+        handle.write(GARBAGE[1])
+    lease = store.claim_next()
+    assert lease is not None
+    store.record_epoch(lease, {**dict.fromkeys(vocab.EPOCH_METRICS, 0.75), "epoch": 1, "step": 10})
+    assert all("op_code" in json.loads(line) for line in journal.read_bytes().splitlines())
+    assert [len(epochs_of(t)) for t in Store.open(journal, "tiny").trials()] == [1, 1]
+
+
+@pytest.mark.integration
+def test_a_real_sweeps_journal_with_garbage_in_the_middle_and_at_the_end_reads_repairs_and_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A finished sweep's journal, damaged: `status` reads it without writing, `run` removes the two lines
+    (keeping them beside it, and saying so), trains nothing again, and every record is intact.
+    """
+    grid = write_grid(tmp_path, TINY_GRID)
+    sweep_here(grid)
+    journal = tmp_path / "results" / "tiny" / vocab.JOURNAL_FILE
+    recorded = {t.user_attrs[vocab.RUN_ID]: epochs_of(t) for t in Store.open(journal, "tiny").trials()}
+    lines = _insert(journal, *GARBAGE)
+    damaged = journal.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert cli.main(["status", "grid.yaml"]) == 0
+    assert "2 done, 0 running" in capsys.readouterr().out and journal.read_bytes() == damaged
+    ended, said = sweep_here(grid)
+    assert ended.exit_code == 0 and not ended.trained, said.text
+    err = capsys.readouterr().err
+    copy = next(journal.parent.glob(f"{vocab.JOURNAL_FILE}{REMOVED_MARK}*"))
+    assert "removed 2 line(s) that are no journal record" in err and str(copy) in err and err.count("\n") == 1
+    assert copy.read_bytes() == b"".join(GARBAGE) and journal.read_bytes() == b"".join(lines)
+    assert {t.user_attrs[vocab.RUN_ID]: epochs_of(t) for t in Store.open(journal, "tiny").trials()} == recorded
+    assert len(recorded) == 2 and all(len(epochs) == 2 for epochs in recorded.values())

@@ -6,7 +6,7 @@ search lifecycle and the tables. The modules behind it, one job each:
 
 - `sweep_store`: `Store` itself, each of its operations handed to the module below that does it;
 - `storage`: opening a journal file or a database, the store-format version;
-- `journal`: a journal file recognised, repaired of a cut last line, or only read;
+- `journal`: a journal file recognised, repaired of lines that are no record, or only read;
 - `queue`: statuses, attempts, atomic leases, records, the retry policy;
 - `crash`: attempts whose worker died, found and queued again;
 - `search`: learning-rate searches, their slots and best learning rates;

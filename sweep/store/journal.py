@@ -1,16 +1,20 @@
-"""A sweep's journal file: recognised before anything is written to it, repaired under Optuna's lock (a last
-line cut off by a crash dropped), and read without writing.
+"""A sweep's journal file: recognised before anything is written to it, repaired under Optuna's lock (every
+line that is not a journal record removed, a copy of it kept beside the journal), and read without writing.
 
-The file format is Optuna's, unchanged: one JSON object per line, each with an ``op_code``.
+The file format is Optuna's, unchanged: one JSON object per line, each with an ``op_code``. Optuna skips a
+bad line only while it is the last one, so a line that does not parse (a crash mid-write, an edit, a disk
+error) would make the whole journal unreadable as soon as anything is appended after it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ from sweep.store import internals
 
 LONGEST_LINE = 256 << 20  # a record holds a run's spec with its builder files; longer is no journal
 FIRST_LINES = 20  # recognising a journal: one of its first lines is a record
+REMOVED_MARK = ".removed-"  # <journal>.removed-<UTC time>: the lines a repair took out, as they were
 Say = Callable[[str], None]
 
 
@@ -85,19 +90,33 @@ def _record(line: bytes) -> dict[str, Any] | None:
     return record if isinstance(record, dict) and "op_code" in record else None
 
 
-class RepairingJournal(BaseJournalBackend):
-    """Optuna's journal file, but a last line cut off by a crash (no trailing newline) is dropped
-    before anything is appended after it.
+@dataclass(frozen=True)
+class Removed:
+    """What a repair took out of a journal, and where it kept a copy."""
 
-    Optuna skips such a line when reading, but an append would be glued onto it and make the
-    whole journal unreadable. The repair runs under Optuna's own journal lock, the one every
-    plain-Optuna writer of the file takes, so a line another process is writing right now is never
-    mistaken for a cut one.
+    lines: int
+    size: int
+    copy: Path
+
+    def line(self, journal: str) -> str:
+        return (
+            f"note: {journal}: removed {self.lines} line(s) that are no journal record ({self.size} bytes: a crash "
+            f"mid-write, or an edit); the records around them are kept, and the removed lines are in {self.copy}"
+        )
+
+
+class RepairingJournal(BaseJournalBackend):
+    """Optuna's journal file, repaired: every line that is not a record is removed when it is opened, and
+    a cut or bad last line before anything is appended after it; `say` hears one line per repair.
+
+    The repair runs under Optuna's own journal lock, the one every plain-Optuna writer of the file takes,
+    so a line another process is writing right now is never mistaken for a cut one.
     """
 
-    def __init__(self, path: str, say: Say | None = None) -> None:  # say: what a repair removed (none yet)
+    def __init__(self, path: str, say: Say | None = None) -> None:
         recognise(Path(path))
         self.path = path
+        self._say = say
         self._lock = JournalFileSymlinkLock(path)
         # Appends reach the file only through `append_logs` below, which holds the real lock.
         self._file = internals.file_backend_locked_by_caller(path)
@@ -108,13 +127,19 @@ class RepairingJournal(BaseJournalBackend):
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
         with self._locked():
-            _drop_cut_line(self.path)
+            self._tell(_drop_bad_tail(self.path))
             self._file.append_logs(logs)
 
     def repair(self) -> int:
-        """Drop a cut last line now; return the bytes dropped."""
+        """Remove every line that is not a record now; return the bytes removed."""
         with self._locked():
-            return _drop_cut_line(self.path)
+            removed = _remove_bad_lines(self.path)
+        self._tell(removed)
+        return removed.size if removed else 0
+
+    def _tell(self, removed: Removed | None) -> None:
+        if removed and self._say:
+            self._say(removed.line(self.path))
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -155,22 +180,39 @@ class ReadOnlyJournal(BaseJournalBackend):
         raise ReadOnlyStore(f"{self.path}: a command that only reads the store tried to write it")
 
 
-def _drop_cut_line(path: str) -> int:
+def _remove_bad_lines(path: str) -> Removed | None:
+    """Every line that is not a record removed (a copy kept first), the rest replaced whole."""
+    with open(path, "rb") as handle:
+        lines = handle.readlines()
+    good = [_record(line) is not None for line in lines]
+    if all(good):
+        return None
+    removed = _keep_copy(path, [line for line, ok in zip(lines, good, strict=True) if not ok])
+    _replace(path, b"".join(line for line, ok in zip(lines, good, strict=True) if ok))
+    return removed
+
+
+def _drop_bad_tail(path: str) -> Removed | None:
+    """The last line removed (a copy kept) where it is cut off or no record; the file is not read whole."""
     with open(path, "rb+") as handle:
         size = handle.seek(0, os.SEEK_END)
         if size == 0:
-            return 0
+            return None
         handle.seek(size - 1)
-        if handle.read(1) == b"\n":
-            return 0
-        keep = _end_of_last_line(handle, size)
-        handle.truncate(keep)
-        return size - keep
+        whole = handle.read(1) == b"\n"
+        start = _start_of_last_line(handle, size - 1 if whole else size)
+        handle.seek(start)
+        tail = handle.read()
+        if _record(tail) is not None:
+            return None
+        removed = _keep_copy(path, [tail])
+        handle.truncate(start)
+        return removed
 
 
-def _end_of_last_line(handle: Any, size: int, chunk: int = 1 << 16) -> int:
-    """Offset just after the last newline in the file (0 if there is none)."""
-    position = size
+def _start_of_last_line(handle: Any, end: int, chunk: int = 1 << 16) -> int:
+    """Offset just after the last newline before `end` (0 if there is none)."""
+    position = end
     while position > 0:
         start = max(0, position - chunk)
         handle.seek(start)
@@ -179,3 +221,30 @@ def _end_of_last_line(handle: Any, size: int, chunk: int = 1 << 16) -> int:
             return start + found + 1
         position = start
     return 0
+
+
+def _keep_copy(path: str, lines: list[bytes]) -> Removed:
+    """The removed lines appended to <journal>.removed-<UTC time>, on disk before the journal changes."""
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    copy = Path(f"{path}{REMOVED_MARK}{stamp}")
+    with open(copy, "ab") as handle:
+        handle.writelines(line if line.endswith(b"\n") else line + b"\n" for line in lines)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return Removed(len(lines), sum(len(line) for line in lines), copy)
+
+
+def _replace(path: str, data: bytes) -> None:
+    """The journal replaced whole (a crash leaves the old one or the new one), its mode kept."""
+    real = os.path.realpath(path)  # a journal reached through a link stays where the link points
+    temporary = f"{real}.repair-{os.getpid()}.tmp"
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, os.stat(real).st_mode & 0o7777)
+        os.replace(temporary, real)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)

@@ -22,7 +22,7 @@ from sweep.store.params import SpecSampler
 STORAGE_ENV = vocab.STORAGE_ENV
 DISK_FULL_ADVICE = (
     "free some space, then run the same command again: the store reopens "
-    "(a record cut off mid-line is dropped) and keeps every finished epoch"
+    "(a record cut off mid-line is removed, a copy kept beside the journal) and keeps every finished epoch"
 )
 
 # What a sweep study holds, as a number: 1 = runs only (no `format` attribute); 2 = roles and

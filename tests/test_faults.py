@@ -251,3 +251,48 @@ def test_a_run_taken_back_by_the_store_while_training_ends_quietly(tmp_path: Pat
     }
     assert attempts == {1: optuna.trial.TrialState.FAIL, 2: optuna.trial.TrialState.WAITING}
     assert driver.train(store, [store.claim_next()], said.append, places, session)[0][0] == RunStatus.DONE  # goes on
+
+
+LATIN1 = """\
+import sys
+
+import keras
+
+
+class Latin1(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        sys.stdout.buffer.write(b"caf\\xe9 au lait\\n")  # not UTF-8: one byte the coordinator cannot decode
+        sys.stdout.flush()
+
+
+def make():
+    return Latin1()
+"""
+
+
+@pytest.mark.system
+def test_a_callback_printing_bytes_that_are_not_utf8_does_not_hang_run(tmp_path: Path) -> None:
+    """The relay decodes with replacement: `run` ends with its CSVs and report; the byte reaches the log."""
+    write_grid(tmp_path, TINY_GRID.replace("train: {", 'train: {callbacks: ["latin1.py:make"], '))
+    (tmp_path / "latin1.py").write_text(LATIN1)
+    done = run_cli("run", "grid.yaml", cwd=tmp_path, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = tmp_path / "results" / "tiny"
+    assert len(pd.read_csv(results / vocab.RUNS_CSV)) == 2 and (results / "report.html").is_file()
+    logs = "".join(p.read_text(encoding="utf-8") for p in (results / "logs").glob("worker-*.log"))
+    assert "caf\ufffd au lait" in logs
+
+
+@pytest.mark.system
+def test_the_coordinator_sees_a_worker_exit_that_no_relay_reports() -> None:
+    """A worker whose relay never says it ended (none is started here) is found by waiting on the process."""
+    import queue
+
+    from sweep.run import coordinator
+
+    proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    try:
+        item = coordinator._next(queue.Queue(), [proc], {})
+    finally:
+        proc.wait()
+    assert item == (proc, 3)

@@ -181,11 +181,14 @@ def run_workers(
     restarts = 0
     replaced = 0
     codes = []
+    exited: dict[subprocess.Popen, float] = {}
     try:
         while procs:
-            item = inbox.get()
+            item = _next(inbox, procs, exited)
             if isinstance(item, tuple):  # (process, exit code): a worker ended
                 proc, code = item
+                if proc not in procs:  # its relay and the coordinator's own wait both said so
+                    continue
                 procs.remove(proc)
                 if code == EXIT_RECYCLE or (code == EXIT_NEEDS_MORE_DEVICES and restarts < MAX_WORKER_RESTARTS):
                     restarts += 1
@@ -196,7 +199,10 @@ def run_workers(
                     replaced += 1
                     say(f"worker pid {proc.pid} {ended(code)}; starting a new worker in its place")
                     procs.append(start(log_dir / f"worker-d{replaced}.log", visible=proc.visible_devices))
-                elif death == Death.UNEXPLAINED:
+                    continue
+                if code not in CHOSEN_EXITS:  # a death: its exit code on the terminal, whatever it meant
+                    say(f"worker pid {proc.pid} {ended(code)}")
+                if death == Death.UNEXPLAINED:
                     codes.append(code)
                 continue
             line = format_event(item, progress)
@@ -206,6 +212,25 @@ def run_workers(
         _stop(procs, say)
         raise
     return next((code for code in codes if code), 0)  # killed workers have negative codes
+
+
+POLL_SECONDS = 1.0  # how often the coordinator looks at its workers while no event arrives
+RELAY_GRACE = 5.0  # after a worker exits, how long its relay has to pass on its last lines and its exit code
+
+
+def _next(inbox: queue.Queue, procs: list[subprocess.Popen], exited: dict[subprocess.Popen, float]) -> object:
+    """The next event or (worker, exit code): from the relays, else from the processes themselves, where a
+    worker has exited and its relay has said nothing of it for RELAY_GRACE seconds (a relay that died must not
+    leave `run` waiting forever). `exited`: when each worker was first seen gone.
+    """
+    while True:
+        try:
+            return inbox.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            now = time.monotonic()
+            for proc in procs:
+                if proc.poll() is not None and now - exited.setdefault(proc, now) >= RELAY_GRACE:
+                    return proc, proc.returncode
 
 
 def _stop(procs: list[subprocess.Popen], say: Say) -> None:
@@ -259,6 +284,8 @@ def _start(
         stdin=subprocess.DEVNULL,
         env=env,
         text=True,
+        encoding="utf-8",
+        errors="replace",  # a user's callback may print any bytes: a strict decode would end the relay
         bufsize=1,
         start_new_session=True,
     )
@@ -295,13 +322,19 @@ def watch_parent() -> bool:
 
 
 def _relay(proc: subprocess.Popen, log: TextIO, inbox: queue.Queue) -> None:
-    """Forward event lines to the queue, anything else to the log; then the exit code."""
+    """Forward event lines to the queue, anything else to the log; then the exit code, whatever went wrong
+    reading the worker's output (said in its log).
+    """
     assert proc.stdout is not None
-    for line in proc.stdout:
-        event = events.from_line(line)
-        if event is None:
-            log.write(line)
-        else:
-            inbox.put(event)
-    inbox.put((proc, proc.wait()))
-    log.close()
+    try:
+        for line in proc.stdout:
+            event = events.from_line(line)
+            if event is None:
+                log.write(line)
+            else:
+                inbox.put(event)
+    except Exception as err:  # noqa: BLE001 - any failure here would otherwise hang `run`
+        log.write(f"the coordinator stopped reading this worker's output: {type(err).__name__}: {err}\n")
+    finally:
+        inbox.put((proc, proc.wait()))
+        log.close()

@@ -38,6 +38,33 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     import matplotlib.font_manager  # noqa: F401
 
 
+# The signals whose handlers a test may not leave changed: a SIGTERM handler left in pytest's own process
+# (a command's or a worker's stop) makes `timeout N pytest` run on past N, to the end of the suite.
+WATCHED_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1") if hasattr(signal, name)
+)
+
+
+@pytest.fixture(autouse=True)
+def _no_signal_handler_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The test that leaves a handler of a WATCHED_SIGNALS changed fails, naming it; the handler is put back.
+    The first autouse fixture of a test, so its check runs after every other fixture's teardown.
+    """
+    before = {number: signal.getsignal(number) for number in WATCHED_SIGNALS}
+    yield
+    left = {number: signal.getsignal(number) for number in WATCHED_SIGNALS}
+    changed = [number for number in WATCHED_SIGNALS if left[number] != before[number]]
+    for number in changed:
+        if before[number] is not None:  # None: installed from C, which Python cannot put back
+            signal.signal(number, before[number])
+    if changed:
+        pytest.fail(
+            f"{request.node.nodeid} left signal handlers installed: "
+            + ", ".join(f"{signal.Signals(n).name} -> {left[n]!r} (was {before[n]!r})" for n in changed),
+            pytrace=False,
+        )
+
+
 TIERS = ("unit", "integration", "system")
 # What a unit test may not touch: it runs in milliseconds, so no deep-learning framework and no process.
 HEAVY_IMPORTS = ("tensorflow", "keras", "jax", "jaxlib", "torch")

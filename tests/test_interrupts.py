@@ -7,8 +7,10 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from conftest import TINY_GRID, write_grid
 
 from sweep.run import interrupts
 
@@ -93,3 +95,42 @@ def test_a_sigint_its_starter_ignores_stays_ignored(fresh: list[int]) -> None:
     interrupts.arm()
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     assert signal.getsignal(signal.SIGTERM) is interrupts._stop
+
+
+def test_a_worker_run_in_this_process_puts_back_the_handlers_it_found(fresh: list[int]) -> None:
+    """`sweep worker` through `sweep.cli.main` in a test's or a notebook's process: its stop handlers last as
+    long as the worker, then the caller's own are back (a SIGTERM handler left behind swallows the SIGTERM
+    of `timeout N pytest`).
+    """
+
+    def mine(number: int, frame: object) -> None:
+        pass
+
+    signal.signal(signal.SIGTERM, mine)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    with interrupts.armed():
+        assert signal.getsignal(signal.SIGTERM) is interrupts._stop
+        assert signal.getsignal(signal.SIGINT) is interrupts._stop
+    assert signal.getsignal(signal.SIGTERM) is mine
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_command_run_in_this_process_puts_back_the_sigterm_handler_it_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fresh: list[int]
+) -> None:
+    """`sweep.cli.main` turns SIGTERM into a stop while its command runs, then gives the caller its own back,
+    whether the command succeeds or is refused.
+    """
+    from sweep import cli
+
+    def mine(number: int, frame: object) -> None:
+        pass
+
+    signal.signal(signal.SIGTERM, mine)
+    write_grid(tmp_path, TINY_GRID)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["status", "grid.yaml"]) == 0
+    assert signal.getsignal(signal.SIGTERM) is mine
+    assert cli.main(["status", "grid.yaml", "--storage", "host=h dbname=d"]) == 2
+    assert signal.getsignal(signal.SIGTERM) is mine
+    capsys.readouterr()

@@ -26,7 +26,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, _stop)  # `kill`, Slurm's scancel, a container's stop: as Ctrl-C
+    previous = signal.signal(signal.SIGTERM, _stop)  # `kill`, Slurm's scancel, a container's stop: as Ctrl-C
+    try:
+        return _handled(args)
+    finally:  # a caller of `main` in its own process (a test, a notebook) keeps its own handler
+        if previous is not None:  # None: a handler installed from C, which Python cannot put back
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _handled(args: argparse.Namespace) -> int:
+    """The command's handler, its errors and signals mapped to exit codes."""
     try:
         return args.handler(args)
     except (ConfigError, UsageError, UserCodeError) as err:

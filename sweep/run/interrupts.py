@@ -20,11 +20,28 @@ from typing import Any
 _asked: list[int] = []  # the stop signals this process received, in order
 
 
-def arm() -> None:
-    """In a worker's own process: SIGTERM, and SIGINT where Python's default handles it, stop it."""
-    signal.signal(signal.SIGTERM, _stop)
+def arm() -> dict[int, Any]:
+    """In a worker's own process: SIGTERM, and SIGINT where Python's default handles it, stop it.
+    Returns the handlers it replaced.
+    """
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _stop)}
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where its starter ignores it
-        signal.signal(signal.SIGINT, _stop)
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _stop)
+    return previous
+
+
+@contextlib.contextmanager
+def armed() -> Iterator[None]:
+    """`arm` while the block runs; the handlers before it are back afterwards: a caller that runs a worker
+    in its own process (a test, `sweep worker` through `sweep.cli.main`) keeps its own.
+    """
+    previous = arm()
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            if handler is not None:  # None: a handler installed from C, which Python cannot put back
+                signal.signal(number, handler)
 
 
 def asked() -> bool:

@@ -66,8 +66,20 @@ def work(
     again, and goes on from its checkpoint (`places`, default `resume.places` of the store)
     when claimed again.
     """
-    if own_process:
-        interrupts.arm()
+    with interrupts.armed() if own_process else contextlib.nullcontext():
+        return _work_reporting(store, emit, policy, own_process, places, pack, session)
+
+
+def _work_reporting(
+    store: Store,
+    emit: events.Emit,
+    policy: RetryPolicy,
+    own_process: bool,
+    places: resume.Places | None,
+    pack: int | None,
+    session: Session | None,
+) -> int:
+    """`work`'s loop, with what stops it said as an event and an exit code."""
     emit = masked(emit, store.target)
     dog = watchdog.Watchdog(watchdog.floor_seconds()) if own_process else None  # it kills its process
     try:

@@ -24,7 +24,7 @@ def arm() -> dict[int, Any]:
     """In a worker's own process: SIGTERM, and SIGINT where Python's default handles it, stop it.
     Returns the handlers it replaced.
     """
-    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _stop)}
+    previous: dict[int, Any] = {signal.SIGTERM: signal.signal(signal.SIGTERM, _stop)}
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not where its starter ignores it
         previous[signal.SIGINT] = signal.signal(signal.SIGINT, _stop)
     return previous

@@ -1,9 +1,12 @@
-"""The store under faults: two `run`s at once, duplicate attempts, a full disk, a newer store."""
+"""The store and the coordinator under faults: two `run`s at once, duplicate attempts, a full disk, a newer store,
+a worker printing bytes that are not UTF-8, a worker that exits 0 holding a run.
+"""
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -296,3 +299,34 @@ def test_the_coordinator_sees_a_worker_exit_that_no_relay_reports() -> None:
     finally:
         proc.wait()
     assert item == (proc, 3)
+
+
+QUITTER = """\
+import os
+from pathlib import Path
+
+import keras
+
+
+class Quit(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        marker = Path("quit-once")
+        if not marker.exists():  # the first attempt only: its replacement trains the run to the end
+            marker.write_text("")
+            os._exit(0)
+
+
+def make():
+    return Quit()
+"""
+
+
+@pytest.mark.system
+def test_a_worker_that_exits_0_holding_a_run_is_replaced_and_the_run_finishes(tmp_path: Path) -> None:
+    write_grid(tmp_path, TINY_GRID.replace("train: {", 'train: {callbacks: ["quit.py:make"], '))
+    (tmp_path / "quit.py").write_text(QUITTER)
+    done = run_cli("run", "grid.yaml", "--workers", "1", cwd=tmp_path, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"worker pid \d+ exit code 0; starting a new worker in its place", done.stdout), done.stdout
+    runs = pd.read_csv(tmp_path / "results" / "tiny" / vocab.RUNS_CSV)
+    assert (runs[vocab.STATUS] == RunStatus.DONE.value).all() and len(runs) == 2

@@ -194,7 +194,9 @@ def run_workers(
                     restarts += 1
                     procs.append(start(log_dir / f"worker-r{restarts}.log", visible=proc.visible_devices))
                     continue
-                death = on_death(proc.pid, code) if on_death and code not in CHOSEN_EXITS else Death.UNEXPLAINED
+                # exit 0 too: a callback's os._exit(0) ends a worker that still holds a run
+                held = code not in CHOSEN_EXITS or code == EXIT_OK
+                death = on_death(proc.pid, code) if on_death and held else Death.UNEXPLAINED
                 if death == Death.REPLACE:
                     replaced += 1
                     say(f"worker pid {proc.pid} {ended(code)}; starting a new worker in its place")

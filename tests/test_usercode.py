@@ -209,12 +209,14 @@ def test_a_loader_is_held_to_the_npz_contract_before_anything_is_queued(tmp_path
 
     (tmp_path / "bad_data.py").write_text(
         "import numpy as np\n\ndef short():\n    return np.zeros((6, 12, 12), 'uint8'), np.arange(5)\n\n"
-        "def lists():\n    return [[0]], [0]\n"
+        "def lists():\n    return [[0]], [0]\n\n"
+        "def one_each():\n    return np.zeros((3, 12, 12), 'uint8'), np.arange(3)\n"
     )
     base = "name: bad\nbase:\n  data: {dataset: loader, loader: 'bad_data.py:%s'}\n"
     for name, expected in (
         ("short", f"data.loader {tmp_path}/bad_data.py:short: array y has 5 labels but x has 6 images"),
         ("lists", "x and y must be numpy arrays"),
+        ("one_each", r"data: class '0' has 1 image\(s\) .*too few to split into train and validation"),
     ):
         grid = load_grid(write_grid(tmp_path, base % name))
         with pytest.raises(usercode.UserCodeError, match=expected):

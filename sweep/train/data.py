@@ -152,8 +152,10 @@ def _split_fixed(cfg: DataConfig) -> RawArrays:
         images = images[rng.permutation(len(images))][: cfg.samples_per_class]
         n_val = max(1, round(cfg.val_fraction * len(images)))
         if len(images) - n_val < 1:
-            raise ValueError(
-                f"class {names[k]!r} has {len(images)} image(s): too few to split into train and validation"
+            raise DataError(
+                f"data: class {names[k]!r} has {len(images)} image(s) (data.samples_per_class="
+                f"{cfg.samples_per_class}): too few to split into train and validation (data.val_fraction="
+                f"{cfg.val_fraction:g}); every class needs at least 2"
             )
         x_val.append(images[:n_val])
         y_val.append(np.full(n_val, k))

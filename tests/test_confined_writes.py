@@ -100,3 +100,71 @@ def test_a_worker_log_that_is_a_symbolic_link_is_refused(tmp_path: Path) -> None
     with pytest.raises(UsageError, match="worker-0.log is a symbolic link; remove it"):
         _open_log(tmp_path / "worker-0.log")
     assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.integration  # a report: its figures are drawn in a forked child
+@pytest.mark.parametrize("linked", ["figures", "tables"])
+def test_a_report_refuses_a_folder_of_its_own_that_is_a_symbolic_link(
+    tmp_path: Path, linked: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / linked).symlink_to(elsewhere)
+    assert cli.main(["report", str(REPO / "tests" / "fixtures" / "fx_bs"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / linked} is a symbolic link; remove it" in err and err.count("\n") == 1
+    assert list(elsewhere.iterdir()) == [] and list(out.iterdir()) == [out / linked]  # nothing written
+
+
+@pytest.mark.system  # `run` starts workers: refused before any
+@pytest.mark.parametrize("linked", ["logs", "checkpoints"])
+def test_run_refuses_a_logs_or_checkpoints_folder_that_is_a_symbolic_link(tmp_path: Path, linked: str) -> None:
+    from conftest import run_cli
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    results = tmp_path / "results" / "tiny"
+    results.mkdir(parents=True)
+    (results / linked).symlink_to(elsewhere)
+    write_grid(tmp_path, TINY_GRID)
+    done = run_cli("run", "grid.yaml", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{Path('results') / 'tiny' / linked} is a symbolic link; remove it" in done.stderr
+    assert "Traceback" not in done.stderr and list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.integration  # MLflow
+def test_the_mlflow_export_refuses_a_report_that_is_a_symbolic_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not for the tracking server\n")
+    folder = tmp_path / "results"
+    shutil.copytree(ARTICLE, folder, ignore=shutil.ignore_patterns("figures", "tables", "*.html", "report.md"))
+    (folder / "report.md").symlink_to(secret)
+    db = tmp_path / "mlflow.db"
+    assert cli.main(["export", str(folder), "--mlflow", f"sqlite:///{db}"]) == 2
+    err = capsys.readouterr().err
+    assert "report.md is a symbolic link; remove it" in err and err.count("\n") == 1
+    assert not db.exists() and not (tmp_path / "mlartifacts").exists()
+
+
+@pytest.mark.integration  # the TensorBoard export imports TensorBoard
+def test_the_tensorboard_export_refuses_a_run_folder_that_is_a_symbolic_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run's folder linked elsewhere: refused before its old event files would be deleted there."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    keep = elsewhere / "events.out.tfevents.1.batchsweep"
+    keep.write_text("someone else's\n")
+    out = tmp_path / "tb"
+    out.mkdir()
+    first = str(pd.read_csv(ARTICLE / vocab.RUNS_CSV)[vocab.RUN_ID].iloc[0])
+    (out / first).symlink_to(elsewhere)
+    assert cli.main(["export", str(ARTICLE), "--tensorboard", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / first} is a symbolic link; remove it" in err and err.count("\n") == 1
+    assert keep.read_text() == "someone else's\n" and list(out.iterdir()) == [out / first]  # nothing written

@@ -95,7 +95,7 @@ def write(
         ],
         columns=["look", "seeds", "share", "added_seeds", "points", "runs", "open_after"],
     )
-    folder.mkdir(parents=True, exist_ok=True)
+    atomic.own_folder(folder)
     paths = folder / DECISIONS_CSV, folder / LOOKS_CSV
     atomic.write_csvs([(decisions, paths[0]), (looked, paths[1])])
     return paths

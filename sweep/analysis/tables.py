@@ -15,7 +15,7 @@ def write_tables(results: Results, out: Path) -> list[Path]:
     over every done run's records (a run at chance too: it is what its setting did), one row per run.
     """
     folder = out / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
+    atomic.own_folder(folder)
     tables = {
         "curves.csv": summarize(results.epochs),
         "gaps.csv": gap_table(results.epochs),

@@ -5,7 +5,9 @@ through `replacing`: the content goes to a temporary file of a unique name besid
 which then replaces it with `os.replace`. A reader sees the old file or the new one, never half
 of one; two processes writing the same file never share a temporary name; and a destination that
 is a symbolic link is replaced by the file, so `ln -s ~/victim results/x/report.md` cannot make a
-report overwrite the link's target.
+report overwrite the link's target. The folders the harness fills inside a results folder (figures/,
+tables/, logs/, checkpoints/, a TensorBoard run folder) are taken through `own_folder`, which refuses one
+that is a symbolic link: `ln -s ~ results/x/figures` must not send writes, or an export's deletions, outside.
 """
 
 from __future__ import annotations
@@ -17,6 +19,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
+
+from sweep.exits import UsageError
+
+
+def own_folder(folder: Path) -> Path:
+    """`folder`, created if missing, for the harness's own files; refused (one line, exit 2) if it is a link."""
+    refuse_link(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def refuse_link(folder: Path) -> None:
+    """Raise (one line, exit 2) where `folder` is a symbolic link: checked before a write begins."""
+    if folder.is_symlink():
+        raise UsageError(
+            f"{folder} is a symbolic link; remove it: the harness writes its files only inside the results folder"
+        )
 
 
 @contextlib.contextmanager

@@ -34,6 +34,12 @@ BATCH = 1000  # MLflow takes at most 1000 metrics per log_batch
 
 def write(results: ExportedRuns, where: str) -> str:
     """Log every run of `results` to the tracking URI `where`; say what was written."""
+    linked = [name for name in ARTIFACTS if (results.folder / name).is_symlink()]
+    if linked:  # uploading it would upload whatever file the link points at
+        raise ExportError(
+            f"{results.folder / linked[0]} is a symbolic link; remove it (or run `sweep report` to write it again): "
+            "only the results folder's own files are uploaded"
+        )
     try:
         client = MlflowClient(tracking_uri=where)
         experiment = _experiment(client, results.sweep, where)

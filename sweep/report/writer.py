@@ -43,6 +43,8 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
     """Tables, figures (SVG too on request) and the report for results folders, into out (default: the only folder)."""
     results = analysis.load(folders)
     target = Path(out) if out is not None else Path(folders[0])
+    for own in ("figures", "tables"):  # refused before anything is written
+        atomic.refuse_link(target / own)
     target.mkdir(parents=True, exist_ok=True)
     health = runs_health.run_health(results)
     healthy = runs_health.without(results.epochs, health)  # runs at chance and stuck runs stay in

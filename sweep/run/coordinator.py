@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sweep import vocab
+from sweep.base import atomic
 from sweep.exits import (
     EXIT_DISK_FULL,
     EXIT_INTERRUPTED,
@@ -172,7 +173,7 @@ def run_workers(
     A worker that died holding runs (`on_death` says so, having queued them again or left them failed
     past the policy's cap) is replaced while runs are queued: the sweep goes on without it.
     """
-    log_dir.mkdir(parents=True, exist_ok=True)
+    atomic.own_folder(log_dir)
     threads_each = threads_per_worker(len(slots))
     inbox: queue.Queue = queue.Queue()
     command = worker_command(study, policy, flags)

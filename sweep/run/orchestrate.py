@@ -277,6 +277,7 @@ def _train(
         places = resume.places(store.target, store.name, results, options.keep_models)
         code = train_here(store, progress, options.policy, console, places, options.pack, session)
     else:
+        resume.places(store.target, store.name, results, options.keep_models)  # a linked checkpoints/: refused now
         slots = workforce.worker_slots(options.devices, options.workers, options.trials_per_gpu, todo)
         console.say(
             f"starting {len(slots)} worker(s){workforce.devices_note(slots)}; {_loads()} takes a few seconds to "

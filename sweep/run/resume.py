@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sweep import vocab
+from sweep.exits import UsageError
 from sweep.store import Lease, Store, storage
 from sweep.train import checkpoint
 from sweep.vocab import RunStatus
@@ -52,6 +53,10 @@ def places(target: str, study: str, results: Path | None = None, keep_models: bo
     folder = results or journal or Path("results") / study
     env = os.environ.get(CHECKPOINTS_ENV)
     checkpoints = Path(env) if env else (journal or folder) / CHECKPOINTS_DIR
+    if not env and checkpoints.is_symlink():  # a place of the user's own choosing goes through the variable
+        raise UsageError(
+            f"{checkpoints} is a symbolic link; remove it, or set ${CHECKPOINTS_ENV} to keep checkpoints elsewhere"
+        )
     return Places(checkpoints, folder / MODELS_DIR if keep_models else None)
 
 

@@ -39,6 +39,7 @@ from sweep.analysis.selection import (
     toggle_values,
     where,
 )
+from sweep.base import atomic
 from sweep.report.figures import layout
 from sweep.report.figures.files import FigureFile, cached_or_drawn, read_index, write_index
 
@@ -53,7 +54,7 @@ LABELS = vocab.PLOT_LABELS  # a metric's name in a legend, declared with the met
 def draw_all(results: an.Results, out: Path, svg: bool = False) -> list[FigureFile]:
     """Every figure the data supports, for each results folder, into out/figures/."""
     folder = out / "figures"
-    folder.mkdir(parents=True, exist_ok=True)
+    atomic.own_folder(folder)
     figures: list[FigureFile] = []
     if results.folder_epochs.empty:
         return figures

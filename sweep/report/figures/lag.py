@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep.analysis.estimates import Estimate
+from sweep.base import atomic
 from sweep.claims import headline
 from sweep.claims.findings import POST_GAP, Part
 from sweep.claims.maps import ConditionMap
@@ -39,7 +40,7 @@ def draw(found: Sequence[ConditionMap], out: Path, svg: bool = False) -> files.F
     if c1 is None or not settings:
         return None
     folder = out / "figures"
-    folder.mkdir(parents=True, exist_ok=True)
+    atomic.own_folder(folder)
     index = files.read_index(folder)
     key = hashlib.sha256(json.dumps([_numbers(s) for s in settings], default=str).encode())
     key.update(Path(__file__).read_bytes())

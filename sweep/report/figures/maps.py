@@ -21,6 +21,7 @@ from sweep.analysis import BATCH_SIZE
 from sweep.analysis.chance import Answer
 from sweep.analysis.outcome import Outcome
 from sweep.analysis.selection import Selection
+from sweep.base import atomic
 from sweep.claims.maps import Cell, ConditionMap
 from sweep.report.figures import files, layout
 
@@ -34,7 +35,7 @@ COLOURS = {Outcome.HOLDS: "tab:green", Outcome.FAILS: "tab:red", Outcome.UNDECID
 def draw(found: list[ConditionMap], out: Path, svg: bool = False) -> dict[str, files.FigureFile]:
     """One figure per map into out/figures/, by claim id."""
     folder = out / "figures"
-    folder.mkdir(parents=True, exist_ok=True)
+    atomic.own_folder(folder)
     index = files.read_index(folder)  # the per-folder figures' index: one cache for every figure
     drawn = {}
     for m in found:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from sweep import analysis as an
 from sweep import vocab
+from sweep.base import atomic
 from sweep.claims.findings import Claim, Finding, Part
 from sweep.claims.registry import the
 from sweep.report.figures import files
@@ -63,7 +64,7 @@ def draw(
     folders = ", ".join(sorted(rows[an.SOURCE].astype(str).unique())) if an.SOURCE in rows else ""
     title = f"The post's picture ({claim_id}'s runs): {folders}, {finding.tested_at}"
     folder = out / "figures"
-    folder.mkdir(parents=True, exist_ok=True)
+    atomic.own_folder(folder)
     index = files.read_index(folder)  # drawn again only when its runs, its sizes or this code changed
     drawn = files.cached_or_drawn(
         lambda: _figure(rows, sizes, recal, title), folder, NAME, _caption(recal, rows), _key(rows, sizes), index, svg

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sweep.analysis.power import MAX_SEEDS, SeedsNeeded, seeds_needed
+from sweep.base import atomic
 from sweep.claims.findings import Claim, Finding
 from sweep.report.figures import files, layout
 
@@ -46,7 +47,7 @@ def draw(findings: list[tuple[Claim, Finding | None]], out: Path, svg: bool = Fa
     if not shown:
         return None
     folder = out / "figures"
-    folder.mkdir(parents=True, exist_ok=True)
+    atomic.own_folder(folder)
     index = files.read_index(folder)  # the per-folder figures' index: one cache for every figure
     key = hashlib.sha256(json.dumps([(r[0], r[1], r[2].n, r[2].low, r[2].high) for r in shown]).encode())
     key.update(Path(__file__).read_bytes())

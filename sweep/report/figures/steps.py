@@ -22,6 +22,7 @@ import pandas as pd
 from sweep.analysis import BATCH_SIZE
 from sweep.analysis.scaling import TUNED, Curve, CurveReading, TargetRow, perfect_scaling
 from sweep.analysis.selection import OPTIMIZER, Selection
+from sweep.base import atomic
 from sweep.config import declared
 from sweep.report.figures import files, layout
 from sweep.report.figures.files import FigureFile
@@ -51,7 +52,7 @@ KINDS: tuple[tuple[dict[str, Any], str], ...] = (  # the figure legend: what eac
 def draw(readings: list[CurveReading], out: Path, svg: bool = False) -> list[FigureFile]:
     """One figure per curve that has a target, into out/figures/; redrawn only when its numbers changed."""
     folder = out / "figures"
-    folder.mkdir(parents=True, exist_ok=True)
+    atomic.own_folder(folder)
     index = files.read_index(folder)  # the per-folder figures' index: one cache for every figure
     shown = [r for r in readings if r.targets]
     drawn = []

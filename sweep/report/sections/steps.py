@@ -128,7 +128,7 @@ def fit_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
 
 def write_tables(readings: list[scaling.CurveReading], out: Path) -> None:
     folder = out / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
+    atomic.own_folder(folder)
     atomic.write_csv(steps_table(readings), folder / STEPS_CSV)
     atomic.write_csv(fit_table(readings), folder / FIT_CSV)
 

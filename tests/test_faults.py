@@ -330,3 +330,30 @@ def test_a_worker_that_exits_0_holding_a_run_is_replaced_and_the_run_finishes(tm
     assert re.search(r"worker pid \d+ exit code 0; starting a new worker in its place", done.stdout), done.stdout
     runs = pd.read_csv(tmp_path / "results" / "tiny" / vocab.RUNS_CSV)
     assert (runs[vocab.STATUS] == RunStatus.DONE.value).all() and len(runs) == 2
+
+
+@pytest.mark.system
+def test_a_full_disk_under_the_checkpoints_requeues_the_run_and_is_no_death(tmp_path: Path, small_disk: Path) -> None:
+    """The checkpoints on a full disk, the store on another: the run is queued again at once with the write that
+    failed named, its next attempt carries no worker death, and the same command finishes it once space is back.
+    """
+    write_grid(tmp_path, TINY_GRID)
+    checkpoints = small_disk / "checkpoints"
+    checkpoints.mkdir()
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * (os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize - 4096))
+    env = {"BATCHSWEEP_CHECKPOINTS": str(checkpoints)}
+    full = run_cli("run", "grid.yaml", "--workers", "1", cwd=tmp_path, **env)
+    assert full.returncode == 1, full.stdout + full.stderr
+    assert f"no space left on device: {checkpoints}/" in full.stdout + full.stderr and "Traceback" not in full.stderr
+    journal = tmp_path / "results" / "tiny" / vocab.JOURNAL_FILE
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+    trials = optuna.load_study(study_name="tiny", storage=storage).get_trials()
+    ended = [t for t in trials if t.user_attrs.get(vocab.STATUS) == RunStatus.INTERRUPTED.value]
+    assert ended and all(f"no space left on device writing {checkpoints}/" in t.user_attrs[vocab.ERROR] for t in ended)
+    assert not [t for t in trials if t.user_attrs.get(vocab.WORKER_DEATHS)]  # no death counted
+    filler.unlink()
+    again = run_cli("run", "grid.yaml", cwd=tmp_path, **env)
+    assert again.returncode == 0, again.stdout + again.stderr
+    completions = _completions(journal, "tiny")
+    assert len(completions) == 2 and completions.eq(1).all()

@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING
 
 from sweep.config import UnknownSettings
 from sweep.config.plan import RunSpec
-from sweep.exits import EXIT_DISK_FULL, EXIT_INTERRUPTED, EXIT_NEEDS_MORE_DEVICES, EXIT_RECYCLE, EXIT_UNREADABLE
+from sweep.exits import (
+    EXIT_DISK_FULL,
+    EXIT_INTERRUPTED,
+    EXIT_NEEDS_MORE_DEVICES,
+    EXIT_RECYCLE,
+    EXIT_STORE_UNREACHABLE,
+    EXIT_UNREADABLE,
+    StoreUnreachable,
+)
 from sweep.run import driver, events, interrupts, mates, resume, watchdog
 from sweep.run.endings import rss_mb
 from sweep.store import DEFAULT_POLICY, Lease, RetryPolicy, Store, is_disk_full, redact
@@ -96,11 +104,14 @@ def _work_reporting(
         emit(events.WorkerStopped(str(err)))
         print(redact(f"error: {err}", store.target), file=sys.stderr)
         return EXIT_UNREADABLE
+    except StoreUnreachable as err:  # its runs stay RUNNING; the next `run` re-queues them (its pid is gone)
+        print(f"error: {err}", file=sys.stderr)  # a coordinator says it once for all its workers
+        return EXIT_STORE_UNREACHABLE
     except OSError as err:
         if not is_disk_full(err):
             raise
         # Its run stays RUNNING; once this process is gone the next `run` re-queues it.
-        emit(events.WorkerStopped(f"no space left on device: {err.filename or 'the store'}"))
+        emit(events.WorkerStopped(f"no space left on device: {err.filename or 'a file this worker was writing'}"))
         print(redact(f"error: {err}", store.target), file=sys.stderr)
         return EXIT_DISK_FULL
 
@@ -167,6 +178,10 @@ def _work(
                 store.requeue(taken, "interrupted before the run finished")
                 emit(events.RunInterrupted(taken.spec.run_id))
             return EXIT_INTERRUPTED
+        except OSError as err:
+            if is_disk_full(err):
+                _requeue_after_full_disk(store, leases, err)
+            raise
         last = leases[0].spec
         alone |= {
             c.spec.run_id for c, (status, _) in zip(leases, ended, strict=True) if status is RunStatus.INTERRUPTED
@@ -176,6 +191,17 @@ def _work(
                 emit(events.RunRetried(taken.spec.run_id, taken.spec.point.train.epochs))
         if rss_mb() > max_rss_mb():
             return EXIT_RECYCLE
+
+
+def _requeue_after_full_disk(store: Store, leases: list[Lease], err: OSError) -> None:
+    """The runs queued again, not left to be found dead: a full disk is no worker's death (it does not count
+    toward --max-requeues). Where the store's own disk is the full one this write fails too, and the next
+    `run` finds them as it finds a dead worker's.
+    """
+    reason = f"no space left on device writing {err.filename or 'a file'}"
+    with contextlib.suppress(OSError):
+        for taken in leases:
+            store.requeue(taken, reason)
 
 
 @contextlib.contextmanager

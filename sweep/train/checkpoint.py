@@ -72,10 +72,15 @@ def save(path: Path, run_id: str, spec: str, position: Position, record: dict[st
     """Write the checkpoint atomically: a temporary file in the same folder, fsync, rename over the old."""
     meta = {"format": FORMAT, "run_id": run_id, "spec": spec, "position": asdict(position), "record": record}
     arrays = _arrays_of(model.variables, "m") | _arrays_of(model.optimizer.variables, "o")
-    with atomic.replacing(path) as tmp:  # a temporary name no other process shares (containers share pids)
-        with open(tmp, "wb") as out:
-            np.savez(out, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]  # numpy's stub
-        _fsync(tmp)
+    try:
+        with atomic.replacing(path) as tmp:  # a temporary name no other process shares (containers share pids)
+            with open(tmp, "wb") as out:
+                np.savez(out, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]  # numpy's stub
+            _fsync(tmp)
+    except OSError as err:  # a write to an open file names no file: the checkpoint is what could not be written
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno, err.strerror, str(path)) from err
     _sync_folder(path.parent)
 
 

@@ -286,3 +286,22 @@ def test_a_failed_run_is_retried_from_epoch_0_not_from_its_checkpoint(
     runs = pd.read_csv(outcome.runs_csv)
     assert runs[[vocab.STATUS, vocab.ATTEMPT]].values.tolist() == [["done", 2]]
     assert not saved.exists()
+
+
+@pytest.mark.unit
+def test_a_starting_worker_removes_the_temporaries_killed_checkpoint_writes_left(tmp_path: Path) -> None:
+    """Any run's: a run that finished since keeps none for ever; a write younger than 10 minutes may be in
+    progress elsewhere and stays, and so does every file that is not a checkpoint's temporary.
+    """
+    from sweep.train import checkpoint
+
+    old, young = tmp_path / ".bs8-s0-aa.npz.x1y2.tmp", tmp_path / ".bs64-s1-bb.npz.z3.tmp"
+    others = [tmp_path / "bs8-s0-aa.npz", tmp_path / ".notes.txt.q.tmp"]
+    for path in (old, young, *others):
+        path.write_bytes(b"x")
+    stale = time.time() - checkpoint.LEFTOVER_SECONDS - 60
+    for path in (old, others[0], others[1]):
+        os.utime(path, (stale, stale))
+    assert checkpoint.sweep_leftovers(tmp_path) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (young, *others))
+    assert checkpoint.sweep_leftovers(tmp_path / "absent") == 0

@@ -31,6 +31,7 @@ from sweep.exits import (
 from sweep.run import driver, events, interrupts, mates, resume, watchdog
 from sweep.run.endings import rss_mb
 from sweep.store import DEFAULT_POLICY, Lease, RetryPolicy, Store, is_disk_full, redact
+from sweep.train import checkpoint
 from sweep.vocab import RunStatus
 
 if TYPE_CHECKING:
@@ -141,6 +142,7 @@ def _work(
     from sweep.train.session import Session
 
     session = session if session is not None else Session()  # what this worker keeps between its runs
+    checkpoint.sweep_leftovers(places.checkpoints)  # what killed checkpoint writes left, whichever run's
 
     replicas = max((s.point.train.gpus for s in store.queued()), default=1)
     devices.configure_replicas(replicas)  # logical devices are fixed once TensorFlow starts

@@ -21,6 +21,7 @@ import json
 import os
 import time
 import zipfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -193,10 +194,25 @@ def remove(path: Path) -> None:
     """
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    for leftover in path.parent.glob(f".{path.name}.*"):  # atomic.replacing's temporary names
+    _remove_old(path.parent.glob(f".{path.name}.*"))  # atomic.replacing's temporary names
+
+
+def sweep_leftovers(folder: Path) -> int:
+    """Remove every checkpoint's temporary file a killed write left in `folder` (untouched for LEFTOVER_SECONDS),
+    whichever run it was for: a worker does it as it starts, so a run that finished meanwhile leaves none for
+    ever. Return how many were removed.
+    """
+    return _remove_old(folder.glob(".*.npz.*")) if folder.is_dir() else 0
+
+
+def _remove_old(leftovers: Iterable[Path]) -> int:
+    removed = 0
+    for leftover in leftovers:
         with contextlib.suppress(FileNotFoundError):
             if time.time() - leftover.stat().st_mtime > LEFTOVER_SECONDS:
                 leftover.unlink()
+                removed += 1
+    return removed
 
 
 def save_model(folder: Path, run_id: str, model: Any) -> Path:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -58,14 +59,25 @@ def _curve(batch: int, seed: int, rng: np.random.Generator, noise: float = 0.002
 
 
 def write_study(
-    folder: Path, edge_at: int | None = None, noise: float = 0.002, at_chance: tuple[int, int] | None = None
+    folder: Path,
+    edge_at: int | None = None,
+    noise: float = 0.002,
+    at_chance: tuple[int, int] | None = None,
+    stop: str | None = None,
+    stopped: frozenset[tuple[int, int]] = frozenset(),
 ) -> Path:
     """runs.csv and epochs.csv of a study over BATCHES: searches at seed 100, tuned runs at SEEDS; `noise`: the
-    sd of a run's final value around FINAL; `at_chance`: the (batch, seed) whose run stays at chance.
+    sd of a run's final value around FINAL; `at_chance`: the (batch, seed) whose run stays at chance; `stop`: the
+    runs' train.early_stopping; `stopped`: the (batch, seed) tuned runs it ended early (runs.csv's stopped_early 2).
     """
     rng = np.random.default_rng(7)
     runs, epochs = [], []
-    settings = {"train.optimizer": "adam", "train.epochs": 3, "data.samples_per_class": 100}
+    settings = {
+        "train.optimizer": "adam",
+        "train.epochs": 3,
+        "data.samples_per_class": 100,
+        "train.early_stopping": stop,
+    }
     for batch in BATCHES:
         group = f"bs{batch}-grp{batch:04d}"
         best = TRIALS[-1] if batch == edge_at else TRIALS[2]
@@ -86,7 +98,7 @@ def write_study(
         for seed in SEEDS:
             run_id = f"bs{batch}-lr{best:g}-s{seed}-{batch:04d}s{seed}"
             row = {vocab.RUN_ID: run_id, **_run(vocab.TUNED, group, seed, batch, best, settings)}
-            runs.append(row)
+            runs.append({**row, vocab.STOPPED_EARLY: 2 if (batch, seed) in stopped else None})
             curve = _curve(batch, seed, rng, noise)
             if (batch, seed) == at_chance:
                 curve = curve.assign(**{vocab.VAL_ACC_RECAL: 0.1, vocab.VAL_ACC: 0.1})
@@ -199,6 +211,63 @@ def test_a_tuned_run_at_chance_decides_nothing_and_too_few_seeds_are_said(tmp_pa
     apart = [w for w in advice.warnings if w.startswith("Too few seeds to separate batch 128 from batch")]
     assert len(apart) == 1 and "an interval that includes 0 and reaches past the tolerance 0.02" in apart[0]
     assert 128 in advice.unseparated and "these seeds do not separate" in study_words.recommendation(advice)
+
+
+RAW_RULE = '{"metric": "val_loss", "min_delta": 0.0, "patience": 2}'
+RECAL_RULE = '{"metric": "val_loss_recal", "min_delta": 0.0, "patience": 2}'
+
+
+@pytest.mark.parametrize(
+    ("own", "recalibrated", "rule"),
+    [
+        (RAW_RULE, True, {"metric": "val_loss_recal", "min_delta": 0.0, "patience": 2}),
+        (
+            '{"metric": "val_acc", "min_delta": 0.01, "patience": 3}',
+            True,
+            {"metric": "val_acc_recal", "min_delta": 0.01, "patience": 3},
+        ),
+        (RECAL_RULE, True, {"metric": "val_loss_recal", "min_delta": 0.0, "patience": 2}),
+        (RAW_RULE, False, None),  # nothing recalibrated is recorded: a fixed budget
+        ('{"metric": "train_loss", "min_delta": 0.0, "patience": 2}', True, None),  # no recalibrated counterpart
+        (None, True, None),
+    ],
+)
+def test_the_study_stops_on_a_recalibrated_metric_or_trains_a_fixed_budget(
+    own: str | None, recalibrated: bool, rule: dict | None
+) -> None:
+    """The grid file's rule moves to its recalibrated metric (patience and min_delta kept), else no stopping; the
+    override comes after the user's own, so the example's val_loss rule reaches no run of the study.
+    """
+    from sweep.config import load_grid
+
+    stop = study_plan.study_stopping(own, recalibrated)
+    user = ("train.early_stopping={metric: val_acc, patience: 1}",)  # the user's own, overridden
+    overrides = study_plan.study_overrides(study_plan.StudySettings(), None, None) + user + (stop.override(),)
+    grid = load_grid(Path(__file__).parent.parent / "experiments" / "own_model" / "my_grid.yaml", overrides)
+    found = grid.base.train.early_stopping
+    assert (json.loads(found) if found else None) == rule
+    assert ("fixed budget" in stop.words()) == (rule is None)
+
+
+def test_how_runs_stopped_is_stated_and_counted_per_batch_size(tmp_path: Path) -> None:
+    """Three tuned runs of batch 64 and one of batch 128 stopped early: the table and the sentence under it count
+    them per batch size; a rule on raw val_loss is warned about, one on val_loss_recal is not.
+    """
+    stopped = frozenset({(64, 0), (64, 1), (64, 3), (128, 2)})
+    found = study.read(write_study(tmp_path / "raw", stop=RAW_RULE, stopped=stopped))
+    head, rows = study_report.table(found)
+    column = head.index("stopped early")
+    assert [row[column] for row in rows] == ["0 of 5", "0 of 5", "0 of 5", "3 of 5", "1 of 5", "0 of 5"]
+    words = study_words.stopping_words(found)
+    assert words.startswith("Runs trained up to 3 epochs, stopping when val_loss had not improved by more than 0")
+    assert "batch 64 3 of 5, batch 128 1 of 5, batch 256 0 of 5." in words
+    advice = study_advice.advise(found)
+    assert advice is not None
+    assert [w for w in advice.warnings if w.startswith("Runs stopped on raw val_loss")]
+    recal = study_advice.advise(study.read(write_study(tmp_path / "recal", stop=RECAL_RULE, stopped=stopped)))
+    assert recal is not None and not [w for w in recal.warnings if "stopp" in w]
+    fixed = study.read(write_study(tmp_path / "fixed"))
+    assert study_words.stopping_words(fixed).startswith("Every run had a fixed budget of 3 epochs, no early stopping")
 
 
 @pytest.mark.parametrize("command", ["study", "advise"])

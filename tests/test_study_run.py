@@ -55,10 +55,16 @@ def test_a_tiny_study_of_the_own_model_example_plans_trains_reports_and_advises(
     every = int(timing.loc[timing["train.batch_size"] == 8, "steps_per_epoch"].iloc[0])
     assert grid["base"]["train"]["eval_every_steps"] == -(-every // 2) and grid["search"]["seed"] == 100
     runs = pd.read_csv(results / vocab.RUNS_CSV)
+    # the example stops on raw val_loss; every run of the study stops on val_loss_recal instead, and says so
+    recal = '{"metric": "val_loss_recal", "min_delta": 0.0, "patience": 2}'
+    assert set(runs["train.early_stopping"]) == {recal} and "moved from val_loss" in out
     tuned = runs[runs[vocab.ROLE] == vocab.TUNED]
     assert sorted(tuned["train.batch_size"]) == [8, 8, 16, 16, 32, 32] and set(tuned[vocab.SEED]) == {0, 1}
     study_md = (results / "study.md").read_text()
     assert "## Recommendation" in study_md and "## Warnings" in study_md and "Train with batch" in study_md
+    assert (
+        "stopping when val_loss_recal had not improved" in study_md and "Tuned runs stopped early: batch 8 " in study_md
+    )
     assert (results / "study.html").is_file() and (results / "tables" / "study.csv").is_file()
     assert main(["advise", str(results)]) == 0
     advice = capsys.readouterr().out.splitlines()

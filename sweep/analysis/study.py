@@ -11,6 +11,8 @@ makes one; so does any grid with a `search:` block over batch sizes). The pieces
 
 - Runs at chance (they learned nothing: no target reached, no lr placed), diverged or failed are left out of
   every number of the study and named (`Rung.failed`).
+- How runs stopped (`Study.stop_rules`, `Rung.stopped_early`): the distinct `train.early_stopping` rules of the
+  tuned runs and search trials (None: a fixed budget), and per batch size how many tuned runs a rule ended early.
 - The target is chosen from the data by a fixed rule (`choose_target`), and stated: the highest level of
   `scaling.TARGET_LADDER` that every run of every batch size reached; else the highest that every run
   of at least `scaling_fit.MIN_FIT_BATCHES` batch sizes reached (the others: not reached within budget).
@@ -29,6 +31,7 @@ from sweep import vocab
 from sweep.analysis import critical, health, scaling, scaling_fit, tuning
 from sweep.analysis import timing as quiet
 from sweep.analysis.estimates import Estimate, estimate
+from sweep.config import stopping
 from sweep.config.timing_schema import QUIET_STEP_SECONDS
 from sweep.vocab import RunStatus
 
@@ -59,6 +62,8 @@ class Rung:
     target: scaling.TargetRow | None  # steps and seconds to the study's target
     step_seconds: float  # quiet seconds per optimizer step (NaN without timing.csv)
     b_simple: Estimate | None  # the gradient noise scale at the runs' last record
+    runs: int = 0  # its tuned runs, every one (left out or not)
+    stopped_early: int = 0  # of them, those train.early_stopping (or a callback) ended before train.epochs
 
     def seeds(self) -> dict[int, float]:
         return dict(self.by_seed)
@@ -81,6 +86,8 @@ class Study:
     timing_note: str  # where the quiet seconds come from ("" without timing.csv)
     tolerance: float = DEFAULT_TOLERANCE
     devices: int = DEFAULT_DEVICES
+    stop_rules: tuple[stopping.Rule | None, ...] = (None,)  # distinct rules of its runs; None: a fixed budget
+    epochs: int | None = None  # train.epochs of its tuned runs (their budget)
 
     def rung(self, batch: int) -> Rung:
         return next(r for r in self.rungs if r.batch_size == batch)
@@ -125,7 +132,18 @@ def read(folder: Path, tolerance: float = DEFAULT_TOLERANCE, devices: int = DEFA
         timing_note=quiet.describe(folder),
         tolerance=tolerance,
         devices=devices,
+        stop_rules=_stop_rules(results.runs),
+        epochs=int(results.tuned["train.epochs"].max()) if "train.epochs" in results.tuned else None,
     )
+
+
+def _stop_rules(runs: pd.DataFrame) -> tuple[stopping.Rule | None, ...]:
+    """The distinct stopping rules of the tuned runs and search trials (a missing column: none, a fixed budget)."""
+    column = "train.early_stopping"
+    studied = runs[runs[vocab.ROLE].isin((vocab.TUNED, vocab.SEARCH))]
+    texts = studied[column] if column in studied else pd.Series([None] * len(studied), dtype=object)
+    found = {stopping.parse(t) if isinstance(t, str) and t else None for t in texts}
+    return tuple(sorted(found, key=lambda r: (r is not None, repr(r)))) or (None,)
 
 
 def _left_out(results: an.Results) -> dict[str, str]:
@@ -194,6 +212,7 @@ def _rung(
     values = last.groupby(vocab.SEED)[metric].mean() if not last.empty else pd.Series(dtype=float)
     raw = last.groupby(vocab.SEED)[vocab.VAL_ACC].mean() if not last.empty else pd.Series(dtype=float)
     everyone = results.runs[(results.runs[vocab.ROLE] == vocab.TUNED) & (results.runs[an.BATCH_SIZE] == batch)]
+    stopped = everyone[vocab.STOPPED_EARLY].notna().sum() if vocab.STOPPED_EARLY in everyone else 0
     failed = tuple(f"{r}: {left_out[r]}" for r in sorted(everyone[vocab.RUN_ID].astype(str)) if r in left_out)
     target = next((r for r in reading.rows if r.batch_size == batch), None) if reading else None
     step = rows[QUIET_STEP_SECONDS].dropna() if QUIET_STEP_SECONDS in rows else pd.Series(dtype=float)
@@ -213,6 +232,8 @@ def _rung(
         target=target,
         step_seconds=float(step.iloc[0]) if len(step) else math.nan,
         b_simple=noise.last.get(batch) if noise else None,
+        runs=len(everyone),
+        stopped_early=int(stopped),
     )
 
 

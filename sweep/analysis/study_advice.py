@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from sweep.analysis.estimates import ALPHA, Estimate, estimate, fmt_estimate
 from sweep.analysis.power import seeds_for_power
 from sweep.analysis.study import Rung, Study
+from sweep.vocab import RECAL
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ def predict_devices(study: Study, rung: Rung) -> tuple[DevicePrediction | None, 
 def warnings(study: Study, best: Rung) -> list[str]:
     found = [w for r in study.rungs for w in _rung_warnings(study, r)]
     found += _separation(study, best)
+    found += _stopping(study)
     if study.fit is not None and study.fit.problem:
         found.append(
             f"The critical batch size is not identified at {study.metric} {study.fit.target:g}: {study.fit.problem}."
@@ -163,6 +165,23 @@ def _rung_warnings(study: Study, rung: Rung) -> list[str]:
             f"(lag {fmt_estimate(lag)}); raw readings understate this batch size, so this study reads "
             f"{study.metric}."
         )
+    return said
+
+
+def _stopping(study: Study) -> list[str]:
+    """Stopping that depends on the batch size: a rule on a raw metric where the study reads recalibrated ones
+    (raw numbers lag behind a large batch's weights and stop it early for that lag), or rules that differ.
+    """
+    said = []
+    raw = [r for r in study.stop_rules if r is not None and not r.metric.endswith(RECAL)]
+    if raw and study.metric.endswith(RECAL):
+        said.append(
+            f"Runs stopped on raw {raw[0].metric}, which lags behind the weights of a batch size that took few "
+            "steps: stopping is biased against large batches. `sweep study` stops on the recalibrated metric; "
+            "train the study again."
+        )
+    if len(study.stop_rules) > 1:
+        said.append("The runs do not share one stopping rule: stopping differs between runs; train the study again.")
     return said
 
 

@@ -9,6 +9,10 @@ workers, GPUs and Slurm like any other (`<results>/grid.yaml` is the study as a 
 - a learning-rate search per batch size at a held-out seed (`search.seed`, outside `seeds:`), ranked on
   val_acc_recal (BatchNorm statistics recomputed for the weights: raw val_acc of a batch size that took
   few steps lags behind its weights and would rank the lrs on that lag); its best lr re-run at every seed;
+- stopping that does not depend on the batch size (`study_stopping`): the grid file's `train.early_stopping`
+  moved to its recalibrated metric (val_loss -> val_loss_recal), the same rule at every batch size, since raw
+  numbers lag behind the weights of a batch size that took few steps and would stop it early for that lag;
+  where no recalibrated metric is recorded, or the rule reads one with none, a fixed budget of train.epochs;
 - records every `eval_every_steps` steps, set from the smallest batch's steps per epoch
   (`records_every`), so steps to target are read inside epochs; the noise scale B_simple at each record;
 - the plan's duration, roughly, from the quiet timing of each configuration (`estimate_seconds`).
@@ -18,11 +22,13 @@ No TensorFlow: the steps per epoch and epoch seconds come in from `timing.csv`'s
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from sweep.config import GridFile
+from sweep import vocab
+from sweep.config import GridFile, stopping
 from sweep.config.plan import RunSpec
 from sweep.exits import UsageError
 
@@ -108,6 +114,43 @@ def study_overrides(settings: StudySettings, name: str | None, eval_every: int |
         "train.lr_scaling=none",  # the search picks each batch size's lr itself
     )
     return found + ((f"train.eval_every_steps={eval_every}",) if eval_every else ())
+
+
+@dataclass(frozen=True)
+class StudyStopping:
+    """The stopping rule the study trains with (None: a fixed budget of train.epochs) and the grid file's own."""
+
+    rule: stopping.Rule | None
+    own: stopping.Rule | None
+
+    def override(self) -> str:
+        """The override that sets it; it comes after the user's own, so every run of the study has it."""
+        if self.rule is None:
+            return "train.early_stopping=null"
+        return f"train.early_stopping={json.dumps(asdict(self.rule), sort_keys=True)}"
+
+    def words(self) -> str:
+        if self.rule is None:
+            why = f" (the grid file's {self.own.metric} has no recalibrated counterpart recorded)" if self.own else ""
+            return f"a fixed budget of train.epochs at every batch size, no early stopping{why}"
+        moved = f", the grid file's rule moved from {self.own.metric}" if self.own and self.own != self.rule else ""
+        return (
+            f"stopping when {self.rule.metric} has not improved by more than {self.rule.min_delta:g} for "
+            f"{self.rule.patience} epochs, the same rule at every batch size{moved}"
+        )
+
+
+def study_stopping(own: str | None, recalibrated: bool) -> StudyStopping:
+    """The grid file's `train.early_stopping` (canonical JSON text, or None) on a metric free of BatchNorm's lag:
+    its recalibrated counterpart where `recalibrated` (train.recalibrate_bn) records one, else a fixed budget.
+    """
+    rule = stopping.parse(own)
+    if rule is None or not recalibrated:
+        return StudyStopping(None, rule)
+    metric = rule.metric if rule.metric.endswith(vocab.RECAL) else rule.metric + vocab.RECAL
+    if metric not in stopping.METRICS:
+        return StudyStopping(None, rule)
+    return StudyStopping(stopping.Rule(metric, rule.patience, rule.min_delta), rule)
 
 
 def records_every(steps_per_epoch: int, per_epoch: int) -> int:

@@ -23,7 +23,7 @@ from sweep.base import atomic
 from sweep.report import provenance
 from sweep.report.document import TITLE, Doc, to_html, to_markdown
 from sweep.report.figures.files import FigureFile
-from sweep.report.study_words import advice_lines, lr_words, num, seeds_words
+from sweep.report.study_words import advice_lines, lr_words, num, seeds_words, stopping_words
 
 STUDY_MD = "study.md"
 STUDY_HTML = "study.html"
@@ -55,6 +55,7 @@ def build(
     head, rows = table(study)
     doc.table(head, rows)
     doc.p(_target_words(study))
+    doc.p(stopping_words(study))
     figure = _figure(study, folder)
     if figure is not None:
         doc.figure(figure)
@@ -95,6 +96,7 @@ def table(study: Study) -> tuple[list[str], list[list[str]]]:
         "perfect scaling (steps)",
         f"seconds to {target}",
         "B_simple",
+        "stopped early",
     ]
     perfect = perfect_scaling(
         [r.target for r in study.rungs if r.target is not None], [r.batch_size for r in study.rungs]
@@ -110,6 +112,7 @@ def table(study: Study) -> tuple[list[str], list[list[str]]]:
             f"{perfect[r.batch_size]:.0f}" if r.batch_size in perfect else "",
             num(seconds_to_target(study, r), ".3g") if r.target is not None and not r.target.not_reached else "",
             num(r.b_simple) if r.b_simple is not None else "",
+            f"{r.stopped_early} of {r.runs}",
         ]
         for r in study.rungs
     ]

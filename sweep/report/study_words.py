@@ -34,6 +34,22 @@ def seeds_words(study: Study) -> str:
     return f"seeds {', '.join(map(str, study.seeds))}"
 
 
+def stopping_words(study: Study) -> str:
+    """How the runs stopped, and per batch size how many tuned runs a rule ended early."""
+    rules = [r for r in study.stop_rules if r is not None]
+    budget = f"{study.epochs} epochs" if study.epochs else "train.epochs"
+    if not rules:
+        how = f"Every run had a fixed budget of {budget}, no early stopping, the same at every batch size"
+    else:
+        how = "; ".join(
+            f"stopping when {r.metric} had not improved by more than {r.min_delta:g} for {r.patience} epochs"
+            for r in rules
+        )
+        how = f"Runs trained up to {budget}, {how}" + (", the same rule at every batch size" if len(rules) == 1 else "")
+    counts = ", ".join(f"batch {r.batch_size} {r.stopped_early} of {r.runs}" for r in study.rungs)
+    return f"{how}. Tuned runs stopped early: {counts}."
+
+
 def recommendation(advice: Advice) -> str:
     study, chosen, best = advice.study, advice.chosen, advice.best
     head = (

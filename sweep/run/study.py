@@ -63,6 +63,8 @@ def _study_grid(
     """
     own = load_grid(target, study_plan.study_overrides(settings, None, None) + user)
     study_plan.check_grid(own)
+    stop = study_plan.study_stopping(own.base.train.early_stopping, own.base.train.recalibrate_bn)
+    user = (*user, stop.override())  # after the user's own: no run of the study stops on a raw metric
     name = f"{own.name}_study"
     first = load_grid(target, study_plan.study_overrides(settings, name, None) + user)
     timing = _quiet_timing(first, plan(first), options, repeats, console)
@@ -77,6 +79,7 @@ def _study_grid(
     workers = options.workers or 1
     size = study_plan.estimate_seconds(specs, settings, seconds, steps, workers)
     _say_plan(grid, settings, every, size, console)
+    console.say(f"{grid.name}: {stop.words()}")
     return grid, overrides
 
 

@@ -34,6 +34,7 @@ from sweep.exits import (
     EXIT_OK,
     EXIT_ORPHANED,
     EXIT_RECYCLE,
+    EXIT_STORE_UNREACHABLE,
     EXIT_UNREADABLE,
     UsageError,
 )
@@ -46,8 +47,9 @@ Say = Callable[[str], None]  # where progress lines go
 MAX_WORKER_RESTARTS = 3  # a worker that exits for more devices is replaced this many times
 # (a worker that exits to free memory or for another replica count, EXIT_RECYCLE, is always replaced)
 RESTART_CODES = (EXIT_RECYCLE, EXIT_NEEDS_MORE_DEVICES)
-# A worker that stopped by its own choice, not a death: done, asked to stop, the disk full, a newer queue.
-CHOSEN_EXITS = (EXIT_OK, EXIT_INTERRUPTED, EXIT_DISK_FULL, EXIT_UNREADABLE, EXIT_ORPHANED)
+# A worker that stopped by its own choice, not a death: done, asked to stop, the disk full, a newer queue,
+# the database out of reach past the outage bound.
+CHOSEN_EXITS = (EXIT_OK, EXIT_INTERRUPTED, EXIT_DISK_FULL, EXIT_UNREADABLE, EXIT_ORPHANED, EXIT_STORE_UNREACHABLE)
 
 
 class Death(enum.Enum):
@@ -193,7 +195,7 @@ def run_workers(
                 procs.remove(proc)
                 if code == EXIT_RECYCLE or (code == EXIT_NEEDS_MORE_DEVICES and restarts < MAX_WORKER_RESTARTS):
                     restarts += 1
-                    procs.append(start(log_dir / f"worker-r{restarts}.log", visible=proc.visible_devices))
+                    procs.append(start(log_dir / f"worker-r{restarts}.log", visible=proc.visible_devices))  # type: ignore[attr-defined]
                     continue
                 # exit 0 too: a callback's os._exit(0) ends a worker that still holds a run
                 held = code not in CHOSEN_EXITS or code == EXIT_OK
@@ -201,7 +203,7 @@ def run_workers(
                 if death == Death.REPLACE:
                     replaced += 1
                     say(f"worker pid {proc.pid} {ended(code)}; starting a new worker in its place")
-                    procs.append(start(log_dir / f"worker-d{replaced}.log", visible=proc.visible_devices))
+                    procs.append(start(log_dir / f"worker-d{replaced}.log", visible=proc.visible_devices))  # type: ignore[attr-defined]
                     continue
                 if code not in CHOSEN_EXITS:  # a death: its exit code on the terminal, whatever it meant
                     say(f"worker pid {proc.pid} {ended(code)}")
@@ -221,7 +223,9 @@ POLL_SECONDS = 1.0  # how often the coordinator looks at its workers while no ev
 RELAY_GRACE = 5.0  # after a worker exits, how long its relay has to pass on its last lines and its exit code
 
 
-def _next(inbox: queue.Queue, procs: list[subprocess.Popen], exited: dict[subprocess.Popen, float]) -> object:
+def _next(
+    inbox: queue.Queue, procs: list[subprocess.Popen], exited: dict[subprocess.Popen, float]
+) -> events.Event | tuple[subprocess.Popen, int]:
     """The next event or (worker, exit code): from the relays, else from the processes themselves, where a
     worker has exited and its relay has said nothing of it for RELAY_GRACE seconds (a relay that died must not
     leave `run` waiting forever). `exited`: when each worker was first seen gone.

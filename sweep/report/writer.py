@@ -18,7 +18,7 @@ from sweep.base import atomic
 from sweep.claims import attribution, comparable, maps, reproduction
 from sweep.claims.basis import tuned_lr
 from sweep.claims.findings import Claim, Finding, claims_table
-from sweep.claims.registry import TUNED_FIRST, evaluate
+from sweep.claims.registry import STEPS_DIFFER, TUNED_FIRST, evaluate
 from sweep.report.background import background
 from sweep.report.document import to_html, to_markdown
 from sweep.report.figures import curves as curve_figures
@@ -63,8 +63,9 @@ def build(folders: Sequence[str | Path], out: str | Path | None = None, svg: boo
         atomic.write_csv(claims_table(findings), target / "tables" / "claims.csv")
         atomic.write_csv(maps.table(condition_maps), target / "tables" / "maps.csv")
         tuned_epochs = runs_health.without(results.tuned, health)
+        advice = tuple(c for c in TUNED_FIRST if c in STEPS_DIFFER)  # C6's time to target has no other point
         reads = comparable.comparable(summary, healthy) + comparable.comparable(
-            tuned, tuned_epochs, TUNED_FIRST, comparable.TUNED
+            tuned, tuned_epochs, advice, comparable.TUNED
         )
         atomic.write_csv(comparable.table(reads), target / "tables" / "readings.csv")
         attributed, candidates = attribution.attribution(healthy), reproduction.candidates(claims_summary)

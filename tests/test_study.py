@@ -77,6 +77,7 @@ def write_study(
         "train.epochs": 3,
         "data.samples_per_class": 100,
         "train.early_stopping": stop,
+        "val_samples": 200,
     }
     for batch in BATCHES:
         group = f"bs{batch}-grp{batch:04d}"
@@ -138,7 +139,11 @@ def test_a_known_critical_batch_size_is_fitted_and_the_advice_says_so(tmp_path: 
     assert advice.fastest is not None and advice.fastest.batch_size == 64
     words = study_words.advice_lines(advice)
     assert words[0].startswith(f"Train with batch 64 at lr {TRIALS[2]:.3g} (adam, tuned over [0.0001, 0.03]")
-    assert "within 0.02 of the best" in words[0] and "its interval shows it within the tolerance" in words[0]
+    assert "the largest batch size non-inferior to the best (batch 16, val_acc_recal 0.923 [" in words[0]
+    assert "at margin 0.02 (one-sided t-tests over seeds at 0.05): 16 minus 64 is 0.009" in words[0]
+    assert "one-sided paired t-test p = " in words[0]
+    assert found.val_images == 200 and "at margin 0.02 (--tolerance" in study_words.rule_words(found)
+    assert "4 of 200 validation images" in study_words.rule_words(found)
     assert "Fastest to val_acc_recal 0.8 on this machine: batch 64" in words[1]
     assert "; next, batch " in words[1]  # the runner-up, and whether the seeds order the two
     assert f"B_crit {fit.b_crit:.0f} [{fit.b_crit_low:.0f}, {fit.b_crit_high:.0f}]" in words[2]
@@ -209,8 +214,8 @@ def test_a_tuned_run_at_chance_decides_nothing_and_too_few_seeds_are_said(tmp_pa
     left_out = [w for w in advice.warnings if "left out of every number" in w]
     assert len(left_out) == 1 and left_out[0].startswith("Batch 128: 1 tuned run(s) left out")
     apart = [w for w in advice.warnings if w.startswith("Too few seeds to separate batch 128 from batch")]
-    assert len(apart) == 1 and "an interval that includes 0 and reaches past the tolerance 0.02" in apart[0]
-    assert 128 in advice.unseparated and "these seeds do not separate" in study_words.recommendation(advice)
+    assert len(apart) == 1 and "neither within the margin 0.02 nor worse by more than it" in apart[0]
+    assert 128 in advice.unseparated and "these seeds cannot separate the best" in study_words.recommendation(advice)
 
 
 RAW_RULE = '{"metric": "val_loss", "min_delta": 0.0, "patience": 2}'

@@ -69,6 +69,7 @@ def test_a_tiny_study_of_the_own_model_example_plans_trains_reports_and_advises(
     assert main(["advise", str(results)]) == 0
     advice = capsys.readouterr().out.splitlines()
     assert advice[0].startswith("Train with batch") and "tuned over [0.0001, " in advice[0]
+    assert "one-sided t-tests over seeds at 0.05" in advice[0] and "The decision rule: the largest batch" in study_md
     assert advice[0] in study_md  # the same words on the first screen
 
 

@@ -88,6 +88,7 @@ class Study:
     devices: int = DEFAULT_DEVICES
     stop_rules: tuple[stopping.Rule | None, ...] = (None,)  # distinct rules of its runs; None: a fixed budget
     epochs: int | None = None  # train.epochs of its tuned runs (their budget)
+    val_images: int | None = None  # validation images each run is read on (runs.csv's val_samples)
 
     def rung(self, batch: int) -> Rung:
         return next(r for r in self.rungs if r.batch_size == batch)
@@ -134,7 +135,14 @@ def read(folder: Path, tolerance: float = DEFAULT_TOLERANCE, devices: int = DEFA
         devices=devices,
         stop_rules=_stop_rules(results.runs),
         epochs=int(results.tuned["train.epochs"].max()) if "train.epochs" in results.tuned else None,
+        val_images=_val_images(results.runs),
     )
+
+
+def _val_images(runs: pd.DataFrame) -> int | None:
+    tuned = runs[runs[vocab.ROLE] == vocab.TUNED]
+    sizes = tuned["val_samples"].dropna() if "val_samples" in tuned else pd.Series(dtype=float)
+    return int(sizes.min()) if len(sizes) else None
 
 
 def _stop_rules(runs: pd.DataFrame) -> tuple[stopping.Rule | None, ...]:

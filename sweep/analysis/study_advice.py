@@ -3,9 +3,9 @@
 Every number a sentence quotes is a field of `sweep.analysis.study.Study` or of the `Advice` here, with its
 interval, reading, optimizer, tuned lr and seeds (docs/study.md). No TensorFlow, numpy and scipy only.
 
-- *Largest batch size within tolerance*: the largest batch size whose mean (over seeds, at its own tuned
-  lr) lies within `tolerance` of the best batch size's. The difference is paired by seed; the advice says
-  whether its 95% interval shows it within tolerance, or only its mean does.
+- *The pick*: by the decision rule on intervals of `sweep.analysis.study_decision` (the largest batch size
+  non-inferior to the best at the stated margin by a one-sided t-test over seeds; where the seeds cannot
+  separate the candidates, the fastest of them to the target).
 - *Fastest to target*: the batch size whose every run reached the target in the fewest seconds, quiet
   seconds per step (`sweep time`) x steps where measured, else the runs' own wall time; on this machine.
 - *G devices at the same per-device batch*: a prediction, not a measurement. Steps at the global batch
@@ -18,9 +18,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from sweep.analysis import study_decision
 from sweep.analysis.estimates import ALPHA, Estimate, estimate, fmt_estimate
 from sweep.analysis.power import seeds_for_power
 from sweep.analysis.study import Rung, Study
+from sweep.analysis.study_decision import Basis, Decision
 from sweep.vocab import RECAL
 
 
@@ -42,17 +44,18 @@ class Advice:
 
     study: Study
     best: Rung
-    chosen: Rung  # the largest batch size whose mean is within tolerance of the best
+    chosen: Rung  # by the decision rule (`decision.basis` says which part of it)
     gap: Estimate  # best - chosen, paired by seed
     fastest: Rung | None
     devices: DevicePrediction | None
     devices_problem: str  # why there is no prediction ("" when there is)
     warnings: tuple[str, ...]
     unseparated: tuple[int, ...] = ()  # batch sizes the seeds cannot place against the best
+    decision: Decision | None = None
 
     def shown(self) -> bool:
-        """The interval of best - chosen lies below the tolerance (not only its mean)."""
-        return self.chosen is self.best or (self.gap.n > 1 and self.gap.high <= self.study.tolerance)
+        """The pick is the largest batch size shown non-inferior (the tests decided, not time to target)."""
+        return self.decision is not None and self.decision.basis is Basis.NON_INFERIORITY
 
 
 def trained(study: Study) -> list[Rung]:
@@ -70,9 +73,9 @@ def advise(study: Study) -> Advice | None:
     rungs = trained(study)
     if not rungs:
         return None
-    best = max(rungs, key=lambda r: r.val.mean)
-    within = [r for r in rungs if best.val.mean - r.val.mean <= study.tolerance]
-    chosen = max(within, key=lambda r: r.batch_size)
+    delta = study_decision.margin(study.tolerance, study.val_images)
+    decision = study_decision.decide(rungs, delta, lambda some: _fastest_of(study, some))
+    best, chosen = decision.best, decision.chosen
     devices, problem = predict_devices(study, chosen)
     return Advice(
         study=study,
@@ -82,9 +85,15 @@ def advise(study: Study) -> Advice | None:
         fastest=fastest(study),
         devices=devices,
         devices_problem=problem,
-        warnings=tuple(warnings(study, best)),
-        unseparated=tuple(r.batch_size for r in unseparated(study, best)),
+        warnings=tuple(warnings(study, decision)),
+        unseparated=decision.with_verdict(study_decision.Verdict.UNSEPARATED),
+        decision=decision,
     )
+
+
+def _fastest_of(study: Study, some: list[Rung]) -> Rung | None:
+    ranked = [r for r in by_seconds(study) if r in some]
+    return ranked[0] if ranked else None
 
 
 def fastest(study: Study) -> Rung | None:
@@ -138,9 +147,9 @@ def predict_devices(study: Study, rung: Rung) -> tuple[DevicePrediction | None, 
 # --- warnings
 
 
-def warnings(study: Study, best: Rung) -> list[str]:
+def warnings(study: Study, decision: Decision) -> list[str]:
     found = [w for r in study.rungs for w in _rung_warnings(study, r)]
-    found += _separation(study, best)
+    found += _separation(study, decision)
     found += _stopping(study)
     if study.fit is not None and study.fit.problem:
         found.append(
@@ -185,28 +194,19 @@ def _stopping(study: Study) -> list[str]:
     return said
 
 
-def unseparated(study: Study, best: Rung) -> list[Rung]:
-    """Batch sizes whose difference from the best includes 0 and reaches past the tolerance."""
-    found = []
-    for rung in trained(study):
-        gap = paired_gap(best, rung)
-        if rung is not best and gap.n > 1 and gap.low <= 0 <= gap.high and gap.high > study.tolerance:
-            found.append(rung)
-    return found
-
-
-def _separation(study: Study, best: Rung) -> list[str]:
-    """Batch sizes the seeds cannot place: their difference from the best includes 0 and reaches past the
-    tolerance, so neither 'as good' nor 'worse' is shown; with the seeds that would show it at 80% power.
+def _separation(study: Study, decision: Decision) -> list[str]:
+    """Batch sizes the seeds cannot place: neither non-inferior to the best at the margin nor worse by more than
+    it (one-sided tests at ALPHA); with the seeds that would show the difference at 80% power.
     """
     said = []
-    for rung in unseparated(study, best):
-        gap = paired_gap(best, rung)
-        need = seeds_for_power((abs(gap.mean),), gap.sd, ALPHA) if gap.mean else None
+    best = decision.best
+    for batch in decision.with_verdict(study_decision.Verdict.UNSEPARATED):
+        rung, gap = study.rung(batch), paired_gap(best, study.rung(batch))
+        need = seeds_for_power((abs(gap.mean),), gap.sd, ALPHA) if gap.mean and gap.n > 1 else None
         more = f"; about {need} seeds would at 80% power if the difference is {gap.mean:.3f}" if need else ""
         said.append(
             f"Too few seeds to separate batch {rung.batch_size} from batch {best.batch_size}: {best.batch_size} "
-            f"minus {rung.batch_size} is {fmt_estimate(gap)} on {study.metric}, an interval that includes 0 "
-            f"and reaches past the tolerance {study.tolerance:g}{more}."
+            f"minus {rung.batch_size} is {fmt_estimate(gap)} on {study.metric}, neither within the margin "
+            f"{decision.margin.value:.3g} nor worse by more than it (one-sided t-tests at {ALPHA:g}){more}."
         )
     return said

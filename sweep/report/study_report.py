@@ -23,7 +23,7 @@ from sweep.base import atomic
 from sweep.report import provenance
 from sweep.report.document import TITLE, Doc, to_html, to_markdown
 from sweep.report.figures.files import FigureFile
-from sweep.report.study_words import advice_lines, lr_words, num, seeds_words, stopping_words
+from sweep.report.study_words import advice_lines, lr_words, num, rule_words, seeds_words, stopping_words
 
 STUDY_MD = "study.md"
 STUDY_HTML = "study.html"
@@ -80,7 +80,7 @@ def _about(study: Study) -> str:
         f"({'seed ' + str(study.search_seed) if study.search_seed is not None else 'the search seed'}) and re-run "
         f"at {seeds_words(study)}; read on {study.metric} (BatchNorm statistics recomputed for the weights where "
         f"recorded) at each run's last record, optimizer {study.optimizer}. Intervals are 95% Student-t over "
-        f"seeds. Tolerance for 'as good as the best': {study.tolerance:g}. docs/study.md explains the procedure."
+        f"seeds. {rule_words(study)} docs/study.md explains the procedure."
     )
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 
-from sweep.analysis.estimates import Estimate, fmt_estimate
+from sweep.analysis.estimates import ALPHA, Estimate, fmt_estimate
 from sweep.analysis.study import Rung, Study
 from sweep.analysis.study_advice import Advice, by_seconds, seconds_kind, seconds_to_target
+from sweep.analysis.study_decision import Basis, margin
 
 
 def num(e: Estimate, style: str = ".0f") -> str:
@@ -50,25 +51,43 @@ def stopping_words(study: Study) -> str:
     return f"{how}. Tuned runs stopped early: {counts}."
 
 
-def recommendation(advice: Advice) -> str:
-    study, chosen, best = advice.study, advice.chosen, advice.best
-    head = (
-        f"Train with batch {chosen.batch_size} at {lr_words(study, chosen)}: the largest batch size whose "
-        f"{study.metric} is within {study.tolerance:g} of the best"
-    )
-    if chosen is best:
-        best_words = f"{study.metric} {fmt_estimate(best.val)} ({seeds_words(study)})"
-        return f"{head}; it is the best itself, {best_words}{_apart(advice)}."
-    shown = (
-        "its interval shows it within the tolerance"
-        if advice.shown()
-        else "its mean is within the tolerance, but its interval reaches past it: these seeds do not show it"
-    )
+def rule_words(study: Study) -> str:
+    """The decision rule and its margin, as the report states it before any number."""
+    delta = margin(study.tolerance, study.val_images)
     return (
-        f"{head} (batch {best.batch_size}, {study.metric} {fmt_estimate(best.val)}); batch {chosen.batch_size} reads "
-        f"{fmt_estimate(chosen.val)}, {fmt_estimate(advice.gap)} below it paired by seed ({seeds_words(study)}): "
-        f"{shown}{_apart(advice)}."
+        f"The decision rule: the largest batch size non-inferior to the best (the highest mean) at margin "
+        f"{delta.words()}, by a one-sided t-test over seeds at {ALPHA:g} (paired by seed); where these seeds cannot "
+        "separate the candidates, the fastest of them to the target."
     )
+
+
+def recommendation(advice: Advice) -> str:
+    """The pick, the decision rule that made it, and its numbers (sweep/analysis/study_decision.py)."""
+    study, chosen, best, decision = advice.study, advice.chosen, advice.best, advice.decision
+    assert decision is not None
+    train = f"Train with batch {chosen.batch_size} at {lr_words(study, chosen)}"
+    rule = f"at margin {decision.margin.value:.3g} (one-sided t-tests over seeds at {ALPHA:g})"
+    best_words = f"batch {best.batch_size}, {study.metric} {fmt_estimate(best.val)}"
+    if decision.basis is Basis.NON_INFERIORITY:
+        if chosen is best:
+            return (
+                f"{train}: the best, {study.metric} {fmt_estimate(best.val)} ({seeds_words(study)}); no larger batch "
+                f"size is shown non-inferior to it {rule}{_apart(advice)}."
+            )
+        test = decision.of(chosen.batch_size)
+        return (
+            f"{train}: the largest batch size non-inferior to the best ({best_words}) {rule}: {best.batch_size} "
+            f"minus {chosen.batch_size} is {fmt_estimate(advice.gap)} ({seeds_words(study)}), "
+            f"{test.test_words() if test else ''}{_apart(advice)}."
+        )
+    which = ", ".join(map(str, advice.unseparated))
+    apart = f"these seeds cannot separate the best ({best_words}) from batch {which} {rule}"
+    if decision.basis is Basis.TIME_TO_TARGET and chosen.target is not None:
+        return (
+            f"{train}: {apart}, so the pick is by time to target, the fastest of them to {study.metric} "
+            f"{study.target:g}: {num(seconds_to_target(study, chosen), '.3g')} s."
+        )
+    return f"{train}: {apart}, and no time to target decides between them: the largest shown non-inferior."
 
 
 def _apart(advice: Advice) -> str:

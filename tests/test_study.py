@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from sweep import vocab
 from sweep.analysis import study, study_advice
@@ -283,3 +284,27 @@ def test_study_and_advise_have_a_description_and_examples(command: str, capsys: 
     text = capsys.readouterr().out
     assert len(text.split("\n\n")[1].split()) >= 10  # a sentence or more on what it does
     assert "\nexample" in text and f"sweep {command} " in text.split("\nexample")[1]
+
+
+def test_the_study_csv_is_numbers_an_estimate_as_its_mean_low_high_and_n(tmp_path: Path) -> None:
+    """tables/study.csv holds every estimate as four numeric columns, the recalibrated reading's equal to the
+    mean and Student-t interval of each batch size's last records, recomputed here from epochs.csv with scipy.
+    """
+    folder = write_study(tmp_path / "study")
+    found = study.read(folder)
+    path = tmp_path / "study.csv"
+    study_report.csv_table(found, study_advice.advise(found)).to_csv(path, index=False)
+    table = pd.read_csv(path)
+    epochs = pd.read_csv(folder / vocab.EPOCHS_CSV)
+    last = epochs.sort_values(vocab.STEP).groupby(vocab.RUN_ID).tail(1)
+    for batch, values in last.groupby("train.batch_size")[vocab.VAL_ACC_RECAL]:
+        row = table[table["batch_size"] == batch].iloc[0]
+        half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
+        assert row["val_acc_recal_estimate"] == pytest.approx(values.mean(), abs=1e-12)
+        assert row["val_acc_recal_low"] == pytest.approx(values.mean() - half, abs=1e-9)
+        assert row["val_acc_recal_high"] == pytest.approx(values.mean() + half, abs=1e-9)
+        assert row["val_acc_recal_n"] == len(values)
+    numeric = [c for c in table if c.endswith(("_estimate", "_low", "_high", "_n"))]
+    assert len(numeric) >= 24 and all(pd.api.types.is_numeric_dtype(table[c]) for c in numeric)
+    assert table["target"].eq(0.8).all() and table["recommended"].sum() == 1
+    assert not any(table[c].astype(str).str.contains(r"\[|n=").any() for c in table)  # no formatted strings

@@ -65,7 +65,14 @@ def test_a_tiny_study_of_the_own_model_example_plans_trains_reports_and_advises(
     assert (
         "stopping when val_loss_recal had not improved" in study_md and "Tuned runs stopped early: batch 8 " in study_md
     )
-    assert (results / "study.html").is_file() and (results / "tables" / "study.csv").is_file()
+    assert (results / "study.html").is_file()
+    table = pd.read_csv(results / "tables" / "study.csv")  # numbers, an estimate in four columns
+    assert (
+        list(table["batch_size"]) == [8, 16, 32]
+        and table["val_acc_recal_n"].le(2).all()
+        and table["tuned_runs"].eq(2).all()
+    )
+    assert pd.api.types.is_float_dtype(table["val_acc_recal_estimate"]) and table["stopped_early"].eq(0).all()
     assert main(["advise", str(results)]) == 0
     advice = capsys.readouterr().out.splitlines()
     assert advice[0].startswith("Train with batch") and "tuned over [0.0001, " in advice[0]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from sweep.analysis import study as reading
-from sweep.analysis.estimates import fmt_estimate
+from sweep.analysis.estimates import Estimate, fmt_estimate
 from sweep.analysis.scaling import perfect_scaling
 from sweep.analysis.study import Rung, Study
 from sweep.analysis.study_advice import Advice, advise, seconds_kind, seconds_to_target
@@ -63,7 +63,7 @@ def build(
     doc.bullets(list(advice.warnings) if advice and advice.warnings else ["None: no reading here is known to mislead."])
     doc.contents()
     _details(doc, study, advice)
-    atomic.write_csv(pd.DataFrame(rows, columns=head), folder / STUDY_CSV)
+    atomic.write_csv(csv_table(study, advice), folder / STUDY_CSV)
     markdown, html = folder / STUDY_MD, folder / STUDY_HTML
     atomic.write_text(markdown, to_markdown(doc, folder))
     atomic.write_text(html, to_html(doc).replace(f"<title>{TITLE}</title>", f"<title>{title}</title>", 1))
@@ -117,6 +117,50 @@ def table(study: Study) -> tuple[list[str], list[list[str]]]:
         for r in study.rungs
     ]
     return head, rows
+
+
+def csv_table(study: Study, advice: Advice | None) -> pd.DataFrame:
+    """tables/study.csv: one row per batch size, every number its own column (an estimate as its mean, low, high
+    and n), no formatted strings; the target, the decision's verdict and p-value, and the pick.
+    """
+    perfect = perfect_scaling(
+        [r.target for r in study.rungs if r.target is not None], [r.batch_size for r in study.rungs]
+    )
+    decision = advice.decision if advice else None
+    rows = []
+    for r in study.rungs:
+        reached = r.target is not None and not r.target.not_reached
+        test = decision.of(r.batch_size) if decision else None
+        rows.append(
+            {
+                "batch_size": r.batch_size,
+                "tuned_lr": r.best_lr,
+                "lr_at_edge": bool(r.edge),
+                **_columns(study.metric, r.val),
+                **_columns("raw_val_acc", r.raw),
+                "untuned_lr": r.untuned_lr,
+                **_columns("untuned", r.untuned),
+                "target_metric": study.metric,
+                "target": study.target,
+                **_columns("steps_to_target", r.target.steps if r.target else None),
+                "runs_not_reaching_target": r.target.not_reached if r.target else None,
+                "perfect_scaling_steps": perfect.get(r.batch_size),
+                **_columns("seconds_to_target", seconds_to_target(study, r) if reached else None),
+                **_columns("b_simple", r.b_simple),
+                "tuned_runs": r.runs,
+                "stopped_early": r.stopped_early,
+                "verdict": "best" if decision and r is decision.best else (test.verdict.name.lower() if test else ""),
+                "p_non_inferior": test.p_within if test else None,
+                "recommended": advice is not None and r is advice.chosen,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _columns(name: str, e: Estimate | None) -> dict[str, float | int | None]:
+    if e is None or e.n == 0:
+        return {f"{name}_estimate": None, f"{name}_low": None, f"{name}_high": None, f"{name}_n": 0}
+    return {f"{name}_estimate": e.mean, f"{name}_low": e.low, f"{name}_high": e.high, f"{name}_n": e.n}
 
 
 def _steps(rung: Rung) -> str:

@@ -33,16 +33,18 @@ TRIALS = (1e-4, 1e-3, 3e-3, 1e-2)  # each search's lrs; the best is the third un
 LR_RANGE = (1e-4, 3e-2)
 
 
-def _curve(batch: int, seed: int, rng: np.random.Generator, noise: float = 0.002) -> pd.DataFrame:
+def _curve(
+    batch: int, seed: int, rng: np.random.Generator, noise: float = 0.002, final: dict[int, float] = FINAL
+) -> pd.DataFrame:
     """One tuned run's records: val_acc_recal rises linearly from chance (0.1) through 0.5 at S(B), to its final
     value; so any level L is reached at S(B) (L - 0.1) / 0.4 steps, and B_crit is the same at every target.
     """
     at_half = S_MIN * (1 + B_CRIT / batch) * math.exp(rng.normal(0, 0.05))
-    final = FINAL[batch] + rng.normal(0, noise)
+    final_value = final[batch] + rng.normal(0, noise)
     steps_per_epoch = 4096 // batch
-    last = int(3 * at_half * (final - 0.1) / 0.4) + 1
+    last = int(3 * at_half * (final_value - 0.1) / 0.4) + 1
     steps = np.unique(np.linspace(max(1, last // 60), last, 60).astype(int))
-    recal = np.minimum(final, 0.1 + 0.4 * steps / at_half)
+    recal = np.minimum(final_value, 0.1 + 0.4 * steps / at_half)
     epoch = steps / steps_per_epoch
     step_seconds = 0.001 * (1 + batch / 64)  # a larger batch's step costs more: batch 64 is fastest to target
     within = np.where(np.isclose(epoch, np.round(epoch)) & (epoch > 0), steps_per_epoch, steps % steps_per_epoch)
@@ -66,6 +68,7 @@ def write_study(
     at_chance: tuple[int, int] | None = None,
     stop: str | None = None,
     stopped: frozenset[tuple[int, int]] = frozenset(),
+    final: dict[int, float] = FINAL,
 ) -> Path:
     """runs.csv and epochs.csv of a study over BATCHES: searches at seed 100, tuned runs at SEEDS; `noise`: the
     sd of a run's final value around FINAL; `at_chance`: the (batch, seed) whose run stays at chance; `stop`: the
@@ -86,7 +89,7 @@ def write_study(
         lrs = (*TRIALS[:-1], 0.029) if batch == edge_at else TRIALS
         best = 0.029 if batch == edge_at else best
         for k, lr in enumerate(lrs):
-            score = FINAL[batch] - (0.0 if lr == best else 0.05 * (k + 1))
+            score = final[batch] - (0.0 if lr == best else 0.05 * (k + 1))
             runs.append(
                 {
                     vocab.RUN_ID: f"bs{batch}-lr{lr:g}-s100-{batch:04d}t{k}",
@@ -101,7 +104,7 @@ def write_study(
             run_id = f"bs{batch}-lr{best:g}-s{seed}-{batch:04d}s{seed}"
             row = {vocab.RUN_ID: run_id, **_run(vocab.TUNED, group, seed, batch, best, settings)}
             runs.append({**row, vocab.STOPPED_EARLY: 2 if (batch, seed) in stopped else None})
-            curve = _curve(batch, seed, rng, noise)
+            curve = _curve(batch, seed, rng, noise, final)
             if (batch, seed) == at_chance:
                 curve = curve.assign(**{vocab.VAL_ACC_RECAL: 0.1, vocab.VAL_ACC: 0.1})
             epochs.append(curve.assign(**row))
@@ -308,3 +311,34 @@ def test_the_study_csv_is_numbers_an_estimate_as_its_mean_low_high_and_n(tmp_pat
     assert len(numeric) >= 24 and all(pd.api.types.is_numeric_dtype(table[c]) for c in numeric)
     assert table["target"].eq(0.8).all() and table["recommended"].sum() == 1
     assert not any(table[c].astype(str).str.contains(r"\[|n=").any() for c in table)  # no formatted strings
+
+
+def test_at_the_ceiling_the_study_says_it_cannot_separate_batch_sizes(tmp_path: Path) -> None:
+    """Every batch size ends at 0.997 (+- 0.001 between seeds): each interval lies above 0.99, so the words say the
+    study cannot separate them and pick by time to target (the fastest batch size), not the largest batch size
+    that every test would call non-inferior (256).
+    """
+    ceiling = dict.fromkeys(BATCHES, 0.997)
+    found = study.read(write_study(tmp_path / "ceiling", noise=0.001, final=ceiling))
+    assert all(r.val.low >= 0.99 for r in found.rungs)
+    advice = study_advice.advise(found)
+    fastest = study_advice.fastest(found)
+    assert advice is not None and fastest is not None and advice.chosen is fastest and fastest.batch_size != 256
+    words = study_words.recommendation(advice)
+    assert words.startswith("Every batch size reads val_acc_recal at the ceiling (each interval at or above 0.99)")
+    assert (
+        "the study cannot separate batch sizes" in words
+        and f"By time to target: batch {fastest.batch_size} at lr" in words
+    )
+
+
+def test_when_every_run_stays_at_chance_the_study_says_it_cannot_separate_batch_sizes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every tuned run ends at chance (0.1 of 10 classes): no advice, and `sweep advise` says why in one line."""
+    folder = write_study(tmp_path / "chance", final=dict.fromkeys(BATCHES, 0.1))
+    found = study.read(folder)
+    assert study_advice.advise(found) is None
+    assert study_words.no_advice_words(found).startswith("No recommendation: every tuned run stayed at chance")
+    assert main(["advise", str(folder)]) == EXIT_USAGE
+    assert "the study cannot separate batch sizes" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from scipy import stats
 
 from sweep.analysis.estimates import estimate
 from sweep.analysis.study import Rung
-from sweep.analysis.study_decision import Basis, Verdict, compare, decide, margin
+from sweep.analysis.study_decision import Basis, Verdict, bounded, compare, decide, margin
 
 pytestmark = pytest.mark.unit
 
@@ -105,3 +105,22 @@ def test_a_margin_finer_than_one_validation_image_is_widened_and_said() -> None:
     assert "one validation image of 40" in wide.words() and "widened" in wide.words()
     kept = margin(0.02, 300)
     assert kept.value == 0.02 and not kept.widened and "6 of 300 validation images" in kept.words()
+
+
+def test_at_the_ceiling_or_at_chance_no_batch_size_is_picked_by_the_tests() -> None:
+    """All at 1.0 (no spread): every test calls every batch size non-inferior, which would pick the largest; at the
+    ceiling the pick is by time to target over all of them instead. All within 0.02 of chance (0.1): no pick.
+    """
+    top = [rung(b, {0: 1.0, 1: 1.0, 2: 1.0}) for b in (8, 16, 32, 64, 128)]
+    seen: list[list[int]] = []
+
+    def fastest(some: list[Rung]) -> Rung | None:
+        seen.append([r.batch_size for r in some])
+        return some[1]
+
+    decision = decide(top, margin(0.02, None), fastest)
+    assert decision.basis is Basis.CEILING and decision.chosen.batch_size == 16 and seen == [[8, 16, 32, 64, 128]]
+    assert bounded([*top[:4], rung(128, {0: 1.0, 1: 0.99, 2: 0.98})], None, 0.02) is None  # its interval dips below
+    low = [rung(b, {0: 0.10, 1: 0.11, 2: 0.105}) for b in (8, 16, 32)]  # mean 0.105, interval up to 0.117
+    assert bounded(low, 0.1, 0.02) is Basis.AT_CHANCE and bounded(low, 0.05, 0.02) is None
+    assert decide(low, margin(0.02, None), fastest, chance=0.1).basis is Basis.AT_CHANCE

@@ -89,6 +89,7 @@ class Study:
     stop_rules: tuple[stopping.Rule | None, ...] = (None,)  # distinct rules of its runs; None: a fixed budget
     epochs: int | None = None  # train.epochs of its tuned runs (their budget)
     val_images: int | None = None  # validation images each run is read on (runs.csv's val_samples)
+    chance: float | None = None  # the accuracy of a guess, 1 / classes (runs.csv's num_classes)
 
     def rung(self, batch: int) -> Rung:
         return next(r for r in self.rungs if r.batch_size == batch)
@@ -136,7 +137,13 @@ def read(folder: Path, tolerance: float = DEFAULT_TOLERANCE, devices: int = DEFA
         stop_rules=_stop_rules(results.runs),
         epochs=int(results.tuned["train.epochs"].max()) if "train.epochs" in results.tuned else None,
         val_images=_val_images(results.runs),
+        chance=_chance(results.runs),
     )
+
+
+def _chance(runs: pd.DataFrame) -> float | None:
+    classes = runs["num_classes"].dropna() if "num_classes" in runs else pd.Series(dtype=float)
+    return 1.0 / float(classes.max()) if len(classes) and classes.max() > 0 else None
 
 
 def _val_images(runs: pd.DataFrame) -> int | None:

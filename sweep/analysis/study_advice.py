@@ -74,7 +74,7 @@ def advise(study: Study) -> Advice | None:
     if not rungs:
         return None
     delta = study_decision.margin(study.tolerance, study.val_images)
-    decision = study_decision.decide(rungs, delta, lambda some: _fastest_of(study, some))
+    decision = study_decision.decide(rungs, delta, lambda some: _fastest_of(study, some), study.chance)
     best, chosen = decision.best, decision.chosen
     devices, problem = predict_devices(study, chosen)
     return Advice(

@@ -8,6 +8,9 @@
   when a one-sided t-test over seeds rejects "best - B >= margin" at ALPHA (0.05): paired by seed where two
   or more seeds are shared (the seed fixes the initial weights and the data order), else Welch's. The mirror
   test (H1: best - B > margin) shows it worse by more than the margin; neither: these seeds do not separate it.
+- *At the ceiling or at chance* (`bounded`): where every batch size's interval lies at or above CEILING
+  (0.99), or every one's within the margin of chance (1 / classes), the metric cannot separate batch sizes:
+  said; at the ceiling the pick is the fastest to the target, at chance there is none.
 - *The pick* (`decide`): the largest batch size shown non-inferior, when no larger batch size is unseparated.
   Otherwise the seeds cannot separate the candidates (every batch size not shown worse), and the pick is the
   one of them fastest to the target (every run reached it, fewest mean seconds); where none has a time to
@@ -38,12 +41,17 @@ class Verdict(Enum):
     UNSEPARATED = "not separated by these seeds"
 
 
+CEILING = 0.99  # an interval at or above it: the metric has no room left to separate batch sizes
+
+
 class Basis(Enum):
     """What decided the pick."""
 
     NON_INFERIORITY = "the largest batch size non-inferior to the best"
     TIME_TO_TARGET = "the fastest to the target of the batch sizes these seeds cannot separate"
     LARGEST_SHOWN = "the largest batch size shown non-inferior (no time to target to decide by)"
+    CEILING = "every batch size at the ceiling: the fastest to the target"
+    AT_CHANCE = "every batch size at chance: no pick"
 
 
 @dataclass(frozen=True)
@@ -135,10 +143,35 @@ class Decision:
         return tuple(c.batch_size for c in self.comparisons if c.verdict is verdict)
 
 
-def decide(rungs: Sequence[Rung], delta: Margin, fastest: Callable[[list[Rung]], Rung | None]) -> Decision:
-    """The pick among `rungs` (each with a run that trained); `fastest` picks by time to target among some."""
+def bounded(rungs: Sequence[Rung], chance: float | None, delta: float) -> Basis | None:
+    """CEILING where every batch size's interval (its mean with one seed) is at or above CEILING; AT_CHANCE where
+    every one's upper end is within `delta` of `chance`; else None.
+    """
+    low = [r.val.low if r.val.n > 1 else r.val.mean for r in rungs]
+    high = [r.val.high if r.val.n > 1 else r.val.mean for r in rungs]
+    if all(v >= CEILING for v in low):
+        return Basis.CEILING
+    if chance is not None and all(v <= chance + delta for v in high):
+        return Basis.AT_CHANCE
+    return None
+
+
+def decide(
+    rungs: Sequence[Rung],
+    delta: Margin,
+    fastest: Callable[[list[Rung]], Rung | None],
+    chance: float | None = None,
+) -> Decision:
+    """The pick among `rungs` (each with a run that trained); `fastest` picks by time to target among some;
+    `chance`: the metric's chance level (1 / classes), where known.
+    """
     best = max(rungs, key=lambda r: r.val.mean)  # the reference the tests compare against, not the pick
     found = tuple(compare(best, r, delta.value) for r in sorted(rungs, key=lambda r: r.batch_size) if r is not best)
+    edge = bounded(rungs, chance, delta.value)
+    if edge is Basis.CEILING:
+        return Decision(best, fastest(list(rungs)) or best, edge, delta, found)
+    if edge is Basis.AT_CHANCE:
+        return Decision(best, best, edge, delta, found)
     verdict = {c.batch_size: c.verdict for c in found} | {best.batch_size: Verdict.BEST}
     shown = max((r for r in rungs if verdict[r.batch_size] in (Verdict.BEST, Verdict.NON_INFERIOR)), key=_size)
     larger = [r for r in rungs if verdict[r.batch_size] is Verdict.UNSEPARATED and r.batch_size > shown.batch_size]

@@ -154,7 +154,7 @@ def _pair(kind: type) -> object:
 
 def cmd_advise(args: argparse.Namespace) -> int:
     from sweep.analysis import study, study_advice
-    from sweep.report.study_words import advice_lines
+    from sweep.report.study_words import advice_lines, no_advice_words
 
     _check_folder(args.folder)
     _check_tolerance(args)
@@ -164,7 +164,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     advice = study_advice.advise(found)
     if advice is None:
-        raise UsageError(f"{args.folder}: no tuned run of any batch size trained; nothing to recommend")
+        raise UsageError(f"{args.folder}: {no_advice_words(found)}")
     for line in advice_lines(advice):
         print(line)
     return EXIT_OK

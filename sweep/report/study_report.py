@@ -23,7 +23,15 @@ from sweep.base import atomic
 from sweep.report import provenance
 from sweep.report.document import TITLE, Doc, to_html, to_markdown
 from sweep.report.figures.files import FigureFile
-from sweep.report.study_words import advice_lines, lr_words, num, rule_words, seeds_words, stopping_words
+from sweep.report.study_words import (
+    advice_lines,
+    lr_words,
+    no_advice_words,
+    num,
+    rule_words,
+    seeds_words,
+    stopping_words,
+)
 
 STUDY_MD = "study.md"
 STUDY_HTML = "study.html"
@@ -44,7 +52,7 @@ def build(
     """Read the study in `folder` (NoStudy when there is none) and write its report there."""
     study = reading.read(folder, tolerance, devices)
     advice = advise(study)
-    lines = advice_lines(advice) if advice else ["No run of any batch size trained: nothing to recommend."]
+    lines = advice_lines(advice) if advice else [no_advice_words(study)]
     doc = Doc()
     title = f"Your batch size, answered: the batch-size study in {folder}"
     doc.h(1, title)

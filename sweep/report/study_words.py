@@ -10,7 +10,7 @@ import math
 from sweep.analysis.estimates import ALPHA, Estimate, fmt_estimate
 from sweep.analysis.study import Rung, Study
 from sweep.analysis.study_advice import Advice, by_seconds, seconds_kind, seconds_to_target
-from sweep.analysis.study_decision import Basis, margin
+from sweep.analysis.study_decision import CEILING, Basis, margin
 
 
 def num(e: Estimate, style: str = ".0f") -> str:
@@ -68,6 +68,8 @@ def recommendation(advice: Advice) -> str:
     train = f"Train with batch {chosen.batch_size} at {lr_words(study, chosen)}"
     rule = f"at margin {decision.margin.value:.3g} (one-sided t-tests over seeds at {ALPHA:g})"
     best_words = f"batch {best.batch_size}, {study.metric} {fmt_estimate(best.val)}"
+    if decision.basis in (Basis.CEILING, Basis.AT_CHANCE):
+        return _bounded_words(advice)
     if decision.basis is Basis.NON_INFERIORITY:
         if chosen is best:
             return (
@@ -88,6 +90,39 @@ def recommendation(advice: Advice) -> str:
             f"{study.target:g}: {num(seconds_to_target(study, chosen), '.3g')} s."
         )
     return f"{train}: {apart}, and no time to target decides between them: the largest shown non-inferior."
+
+
+def _bounded_words(advice: Advice) -> str:
+    """Every batch size at the ceiling or at chance: the study cannot separate them."""
+    study, chosen, decision = advice.study, advice.chosen, advice.decision
+    assert decision is not None
+    if decision.basis is Basis.AT_CHANCE:
+        return (
+            f"No recommendation: every batch size reads {study.metric} within the margin of chance "
+            f"({study.chance:.3g}): nothing was learned, so the study cannot separate batch sizes; train longer "
+            "or widen the lr range."
+        )
+    said = (
+        f"Every batch size reads {study.metric} at the ceiling (each interval at or above {CEILING:g}): the study "
+        "cannot separate batch sizes on it; a harder task (fewer epochs or images) would"
+    )
+    if not by_seconds(study) or chosen.target is None:
+        return f"{said}. No time to target decides between them."
+    return (
+        f"{said}. By time to target: batch {chosen.batch_size} at {lr_words(study, chosen)}, the fastest to "
+        f"{study.metric} {study.target:g}: {num(seconds_to_target(study, chosen), '.3g')} s."
+    )
+
+
+def no_advice_words(study: Study) -> str:
+    """Why there is no advice: no tuned run trained, or every one stayed at chance (then the study cannot tell)."""
+    reasons = [why for r in study.rungs for why in r.failed]
+    if reasons and all("chance" in why for why in reasons):
+        return (
+            f"No recommendation: every tuned run stayed at chance on {study.metric}, so the study cannot separate "
+            "batch sizes; train longer (train.epochs) or widen the lr range."
+        )
+    return "No tuned run of any batch size trained: nothing to recommend."
 
 
 def _apart(advice: Advice) -> str:

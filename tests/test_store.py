@@ -22,7 +22,7 @@ from conftest import REPO, write_grid
 from sweep import vocab
 from sweep.config import load_grid
 from sweep.config.plan import plan
-from sweep.store import Dead, RetryPolicy, Store, crash, epochs_of, internals, storage
+from sweep.store import Dead, RetryPolicy, Store, crash, epochs_of, internals, outage, storage
 from sweep.vocab import RunStatus
 
 
@@ -191,16 +191,19 @@ def test_the_retry_policy_decides_an_immediate_retry(
 
 @pytest.mark.unit
 def test_the_shipped_heartbeat_and_worker_memory_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """README: on a database a worker beats every 20 s and a run whose worker stops beating for 3
-    intervals is queued again; a worker is reused while its memory stays under 4 GiB, then replaced.
+    """docs/workers.md: on a database a worker beats every 20 s and a run whose worker stops beating for
+    the outage bound and 3 intervals more (128 s) is queued again; a worker is reused while its memory stays
+    under 4 GiB, then replaced.
     """
     from sweep.run import worker
 
     for name in ("BATCHSWEEP_HEARTBEAT", "BATCHSWEEP_WORKER_MAX_MB"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("BATCHSWEEP_OUTAGE_SECONDS", raising=False)
     database = storage.open_storage(f"sqlite:///{tmp_path / 'store.db'}")
-    assert isinstance(database, optuna.storages.RDBStorage)
-    assert (database.heartbeat_interval, database.grace_period) == (20, 3 * 20)
+    assert isinstance(database, outage.RidingOut) and isinstance(database.rdb, optuna.storages.RDBStorage)
+    # stale past the 60 s outage bound, the longest wait between two tries (8 s) and 3 heartbeats
+    assert (database.heartbeat_interval, database.grace_period) == (20, 60 + 8 + 3 * 20)
     assert worker.max_rss_mb() == 4096  # MB: 4 GiB
 
 

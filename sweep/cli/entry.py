@@ -1,7 +1,7 @@
 """The command line's entry: `main` parses the arguments with every command's parser (in the order `sweep --help`
 lists them), calls the command's handler, and maps errors and signals to exit codes: a usage error to 2 with one
 line on stderr, Ctrl-C and SIGTERM to 128 + the signal, a full disk and a crash to 1 (a crash's traceback without
-the store's password).
+the store's password), a database out of reach past the outage bound to 7 with one line.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from sweep import __version__
 from sweep.cli import arguments, cli_cluster, cli_export, cli_study, cli_sweep
 from sweep.cli.cli_storage import storage_arg
 from sweep.config import SEARCH_DOCS, ConfigError, field_docs
-from sweep.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError
+from sweep.exits import EXIT_FAILED, EXIT_OK, EXIT_STORE_UNREACHABLE, EXIT_USAGE, StoreUnreachable, UsageError
 from sweep.train.usercode import UserCodeError
 
 
@@ -41,6 +41,9 @@ def _handled(args: argparse.Namespace) -> int:
     except (ConfigError, UsageError, UserCodeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except StoreUnreachable as err:  # the database stayed away past the outage bound (its password masked)
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_STORE_UNREACHABLE
     except KeyboardInterrupt as err:
         print(f"\n{STOPPED}", file=sys.stderr)
         return 128 + (err.signum if isinstance(err, Stopped) else signal.SIGINT)

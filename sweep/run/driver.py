@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from sweep import vocab
+from sweep.exits import StoreUnreachable
 from sweep.run import events, interrupts, resume
 from sweep.run.endings import Ending, end_run, pruned_error, should_prune, taken_back
 from sweep.store import Lease, Store, is_disk_full
@@ -91,7 +92,7 @@ def train(
     except Exception as err:  # noqa: BLE001 - any error of a run is recorded, and the sweep goes on
         if interrupts.asked():  # the stop landed inside a library, which raised an error of its own
             raise KeyboardInterrupt from err
-        if isinstance(err, OSError) and is_disk_full(err):
+        if isinstance(err, StoreUnreachable) or (isinstance(err, OSError) and is_disk_full(err)):
             raise  # not these runs' fault, and nothing more can be recorded: the worker stops
         if isinstance(err, optuna.exceptions.UpdateFinishedTrialError) and len(leases) == 1:
             return [taken_back(leases[0].spec.run_id, emit)]  # the store ended the attempt: worker presumed dead

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Protocol
 from sweep import vocab
 from sweep.config import GridFile
 from sweep.config.plan import RunSpec, SearchGroup, plan, search_groups
-from sweep.exits import EXIT_FAILED, EXIT_OK, UsageError
+from sweep.exits import EXIT_FAILED, EXIT_OK, EXIT_STORE_UNREACHABLE, UsageError
 from sweep.run import coordinator, events, preflight, resume, workforce
 from sweep.run.stores import locations, open_store, same_backend
-from sweep.store import RetryPolicy, Store, status_of, storage
+from sweep.store import RetryPolicy, Store, outage, status_of, storage
 from sweep.store.secrets import redact
 from sweep.train import backends
 from sweep.vocab import RunStatus
@@ -295,6 +295,8 @@ def _train(
             towers=workforce.packs(options.pack, todo),
             on_death=workforce.replace_dead(store, options.policy, console.say, console.warn),
         )
+    if code == EXIT_STORE_UNREACHABLE:  # a worker waited past the outage bound: this process would too
+        raise outage.unreachable(store.target)
     console.say(f"trained {progress.runs_done} run(s) in {time.monotonic() - started:.0f} s")
     workforce.say_dead(
         store.requeue_dead(options.policy), console.say, console.warn

@@ -13,6 +13,7 @@ search lifecycle and the tables. The modules behind it, one job each:
 - `params`: the settings that vary in the sweep, as Optuna params of its trials;
 - `tables`: runs.csv, epochs.csv and counts;
 - `secrets`: passwords masked in anything that may show a storage URL;
+- `outage`: database outages ridden out: calls tried again with backoff up to a bound, the heartbeat grace;
 - `internals`: the only code that touches Optuna's private API.
 
 This module only re-exports `Store` and the names its users need.

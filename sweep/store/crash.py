@@ -1,6 +1,8 @@
 """Crash detection: finding attempts whose worker is gone and queueing them again. No TensorFlow.
 
-Database store: Optuna's heartbeats (any machine): a RUNNING trial whose heartbeat is stale.
+Database store: Optuna's heartbeats (any machine): a RUNNING trial whose heartbeat is stale (older than
+`outage.grace_seconds`, so a worker that waited out a database outage is not taken for a dead one); and, at
+once, a RUNNING trial whose worker ran on this machine (its boot id) and is gone, as on a journal.
 Journal: a lease records the worker's host, pid namespace, pid and process start time; a RUNNING trial
 whose process on this host is gone (a reused pid has another start time) is dead.
 Either way the run is queued again, up to the retry policy's cap on deaths (then it is left failed).
@@ -28,6 +30,7 @@ from sweep.vocab import RunStatus
 CLAIM_SECONDS = 60.0
 WORKER_HOST, WORKER_PID, WORKER_STARTED = "worker_host", "worker_pid", "worker_started"
 WORKER_PIDS = "worker_pid_namespace"  # containers may share a hostname but not their pids
+WORKER_BOOT = "worker_boot"  # the machine's boot id: two machines may share a hostname, never this
 
 
 def worker_identity() -> dict[str, Any]:
@@ -43,6 +46,7 @@ def worker_identity() -> dict[str, Any]:
         WORKER_STARTED: psutil.Process().create_time(),
         "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         WORKER_PIDS: _pid_namespace(),
+        WORKER_BOOT: _boot_id(),
         WORKER_HOST: socket.gethostname(),
     }
 
@@ -66,11 +70,16 @@ def requeue_dead(
     causes = causes or {}
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     found: list[tuple[FrozenTrial, str | None]]
-    if database:  # heartbeats; and at once, the runs of a worker this process saw end
+    if database:  # heartbeats; and at once, the runs of a worker of this machine that is gone
         stale = internals.stale_trials(study)
         found = [(t, _stale_reason()) for t in stale]
         seen = {t.number for t in stale}
-        found += [(t, _why_dead(t)) for t in running if t.number not in seen and t.user_attrs.get(WORKER_PID) in causes]
+        found += [
+            (t, _why_dead(t))
+            for t in running
+            if t.number not in seen and (t.user_attrs.get(WORKER_PID) in causes or _this_machine(t.user_attrs))
+        ]
+        found += [(t, _CLAIM_LOST) for t in running if t.number not in seen and _claim_lost(t)]
     else:
         found = [(t, _why_dead(t)) for t in running]
     ended = [_end_dead(study, trial, reason, policy, causes) for trial, reason in found if reason]
@@ -117,9 +126,34 @@ def _ours(attrs: dict[str, Any]) -> bool:
 
 
 def _stale_reason() -> str:
+    from sweep.store import outage
     from sweep.store.storage import heartbeat_seconds
 
-    return f"its worker sent no heartbeat for {3 * heartbeat_seconds()} s (dead, or cut off from the database)"
+    grace = outage.grace_seconds(heartbeat_seconds())
+    return f"its worker sent no heartbeat for {grace} s (dead, or cut off from the database)"
+
+
+_CLAIM_LOST = "its claim was never completed (its worker died claiming it, or an outage lost the claim's answer)"
+
+
+def _claim_lost(trial: FrozenTrial) -> bool:
+    """A database's RUNNING trial that no worker said it holds for longer than the heartbeat grace: its claimer
+    died before its identity, or a retried claim found it taken by its own lost first try (sweep/store/outage.py)
+    and moved on. It may have no heartbeat, which Optuna never judges stale.
+    """
+    from sweep.store import outage
+    from sweep.store.storage import heartbeat_seconds
+
+    attrs = trial.user_attrs
+    grace = outage.grace_seconds(heartbeat_seconds())
+    return vocab.RUN_ID in attrs and WORKER_HOST not in attrs and _seconds_since(trial.datetime_start) > grace
+
+
+def _this_machine(attrs: dict[str, Any]) -> bool:
+    """Whether a worker that recorded these attributes ran on this machine (its boot id; a database's workers
+    may run on machines of one hostname), so its pid can be checked here. Any container of it: `_ours`.
+    """
+    return WORKER_HOST in attrs and bool(attrs.get(WORKER_BOOT)) and attrs.get(WORKER_BOOT) == _boot_id()
 
 
 def _why_dead(trial: FrozenTrial) -> str | None:
@@ -153,6 +187,16 @@ def _pid_namespace() -> str:
     """This process's pid namespace (Linux: "pid:[4026531836]"); "" where there is no such thing to read."""
     try:
         return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+@functools.cache  # fixed until the machine restarts
+def _boot_id() -> str:
+    """This machine's boot id (Linux: a UUID drawn at every boot); "" where there is no such thing to read."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as found:
+            return found.read().strip()
     except OSError:
         return ""
 

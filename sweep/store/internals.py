@@ -15,6 +15,9 @@ Checked against Optuna 5.1.0 (`CHECKED_VERSIONS`). What is private, and why it i
   ``Study.optimize`` runs beside a trial to record its heartbeat (database stores);
   ``BaseHeartbeat`` and ``is_heartbeat_enabled``: whether a storage keeps heartbeats, so a
   lease records its first one at once;
+- ``optuna.storages._heartbeat.BaseHeartbeat``, as a base class, and ``_get_stale_trial_ids``: a storage
+  that hands every call to another (`ForwardingStorage`; `outage.RidingOut` rides out a database
+  outage) keeps heartbeats as the RDBStorage under it does;
 - ``storage._get_stale_trial_ids``: the RUNNING trials whose heartbeat is stale, which
   ``fail_stale_trials`` fails without a word; a dead worker's run must first have its death
   counted and said (`crash.requeue_dead`).
@@ -29,8 +32,10 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 
 import optuna
+from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
@@ -58,7 +63,7 @@ def take(study: optuna.Study, frozen: FrozenTrial) -> bool:
     (`fail_stale_trials`) and ignores a RUNNING trial that never had one, so a worker killed between
     claiming it and its heartbeat thread's start would leave the run RUNNING for ever.
     """
-    from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+    from optuna.storages._heartbeat import is_heartbeat_enabled
 
     storage = study._storage
     try:
@@ -72,7 +77,7 @@ def take(study: optuna.Study, frozen: FrozenTrial) -> bool:
 
 def stale_trials(study: optuna.Study) -> list[FrozenTrial]:
     """The RUNNING trials whose heartbeat is older than the storage's grace period (none without heartbeats)."""
-    from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+    from optuna.storages._heartbeat import is_heartbeat_enabled
 
     storage = study._storage
     if not (isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage)):
@@ -87,6 +92,87 @@ def heartbeat(trial: optuna.Trial) -> Iterator[None]:
 
     with get_heartbeat_thread(trial._trial_id, trial.study._storage):
         yield
+
+
+class ForwardingStorage(optuna.storages.BaseStorage, BaseHeartbeat):
+    """A storage that hands each call of Optuna's storage interface (and of its heartbeats) to `forward`, by
+    name. A method Optuna adds to the interface makes it abstract, so `verify` fails on it.
+    """
+
+    def forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def create_new_study(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("create_new_study", args, kwargs)
+
+    def delete_study(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("delete_study", args, kwargs)
+
+    def set_study_user_attr(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("set_study_user_attr", args, kwargs)
+
+    def set_study_system_attr(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("set_study_system_attr", args, kwargs)
+
+    def get_study_id_from_name(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("get_study_id_from_name", args, kwargs)
+
+    def get_study_name_from_id(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("get_study_name_from_id", args, kwargs)
+
+    def get_study_directions(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("get_study_directions", args, kwargs)
+
+    def get_study_user_attrs(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("get_study_user_attrs", args, kwargs)
+
+    def get_study_system_attrs(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("get_study_system_attrs", args, kwargs)
+
+    def get_all_studies(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("get_all_studies", args, kwargs)
+
+    def create_new_trial(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("create_new_trial", args, kwargs)
+
+    def set_trial_param(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("set_trial_param", args, kwargs)
+
+    def get_trial_id_from_study_id_trial_number(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("get_trial_id_from_study_id_trial_number", args, kwargs)
+
+    def get_best_trial(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("get_best_trial", args, kwargs)
+
+    def set_trial_state_values(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("set_trial_state_values", args, kwargs)
+
+    def set_trial_intermediate_value(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("set_trial_intermediate_value", args, kwargs)
+
+    def set_trial_user_attr(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("set_trial_user_attr", args, kwargs)
+
+    def set_trial_system_attr(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("set_trial_system_attr", args, kwargs)
+
+    def get_trial(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("get_trial", args, kwargs)
+
+    def get_all_trials(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("get_all_trials", args, kwargs)
+
+    def record_heartbeat(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("record_heartbeat", args, kwargs)
+
+    def _get_stale_trial_ids(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward("_get_stale_trial_ids", args, kwargs)
+
+    def get_heartbeat_interval(self) -> int | None:
+        return self.forward("get_heartbeat_interval", (), {})
+
+    def get_heartbeat_stale_trial_callback(self) -> Any:
+        return self.forward("get_heartbeat_stale_trial_callback", (), {})
 
 
 def file_backend_locked_by_caller(path: str) -> JournalFileBackend:
@@ -119,6 +205,7 @@ def verify() -> None:
         _expect(trial.number == frozen.number, f"{where}: optuna.Trial(study, _trial_id) names another trial")
         with heartbeat(trial):
             pass
+        _expect(_forwards(), f"{where}: a storage that forwards every call misses one of Optuna's storage methods")
         _expect(stale_trials(study) == [], f"{where}: a storage without heartbeats reports stale trials")
         with tempfile.TemporaryDirectory() as folder:
             backend = file_backend_locked_by_caller(f"{folder}/journal.log")
@@ -128,6 +215,19 @@ def verify() -> None:
         raise OptunaChanged(f"{where}: {err}") from None
     except (ImportError, TypeError) as err:
         raise OptunaChanged(f"{where}: {type(err).__name__}: {err}") from None
+
+
+def _forwards() -> bool:
+    """Whether `ForwardingStorage` has every method of Optuna's storage interface (none left abstract)."""
+
+    class Plain(ForwardingStorage):
+        def forward(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return name
+
+    try:
+        return Plain().get_trial(0) == "get_trial"
+    except TypeError:  # "Can't instantiate abstract class"
+        return False
 
 
 def _expect(condition: bool, message: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import optuna
 
 from sweep import vocab
+from sweep.store import outage
 from sweep.store.journal import ReadOnlyJournal, RepairingJournal, Say, recognise
 from sweep.store.params import SpecSampler
 
@@ -48,14 +49,16 @@ def is_database(target: str) -> bool:
 def heartbeat_seconds() -> int:
     """How often a worker on a database store proves it is alive ($BATCHSWEEP_HEARTBEAT, default 20).
 
-    A RUNNING trial whose heartbeat is older than 3x this is taken as dead and re-queued.
+    A RUNNING trial whose heartbeat is older than the grace (`outage.grace_seconds`: the outage bound, the
+    longest wait between two tries and 3 of these) is taken as dead and re-queued.
     """
     return max(1, int(os.environ.get("BATCHSWEEP_HEARTBEAT", "20")))
 
 
 def open_storage(target: str | Path, read_only: bool = False, say: Say | None = None) -> optuna.storages.BaseStorage:
     """A journal file path, or a database URL (postgresql://...) whose running trials keep heartbeats:
-    one whose heartbeat is 3 intervals old lost its worker (`crash.requeue_dead`).
+    one whose heartbeat is older than the grace lost its worker (`crash.requeue_dead`). Once open, every
+    call to a database rides out an outage up to the bound (`outage.RidingOut`).
 
     A journal is recognised before anything is written (NotAJournal) and repaired (`say` hears what was
     removed); `read_only` (`status`, `export`) reads it without writing anything, not even a repair.
@@ -64,7 +67,8 @@ def open_storage(target: str | Path, read_only: bool = False, say: Say | None = 
     if is_database(text):
         if text.startswith("postgresql://"):  # the psycopg 3 driver, whatever SQLAlchemy's default
             text = "postgresql+psycopg://" + text[len("postgresql://") :]
-        return _database(text, heartbeat_seconds())
+        rdb = _database(text, heartbeat_seconds())  # opened: a wrong URL or password is said at once
+        return outage.RidingOut(optuna.storages.get_storage(rdb), rdb, str(target))
     if read_only:
         return optuna.storages.JournalStorage(ReadOnlyJournal(text))
     recognise(Path(text))  # before its folder is made: a file that is no journal is refused untouched
@@ -95,7 +99,7 @@ def _database(url: str, beat: int) -> optuna.storages.RDBStorage:
 def _rdb(url: str, beat: int) -> optuna.storages.RDBStorage:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.storages.RDBStorage(url, heartbeat_interval=beat, grace_period=3 * beat)
+        return optuna.storages.RDBStorage(url, heartbeat_interval=beat, grace_period=outage.grace_seconds(beat))
 
 
 def sweep_names(storage: optuna.storages.BaseStorage) -> list[str]:

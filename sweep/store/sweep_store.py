@@ -18,7 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from sweep import vocab
 from sweep.config.plan import RunSpec, SearchGroup
-from sweep.store import crash, internals, params, queue, search, storage, tables
+from sweep.store import crash, internals, outage, params, queue, search, storage, tables
 from sweep.store.crash import Dead
 from sweep.store.journal import Say
 from sweep.store.queue import DEFAULT_POLICY, Lease, RetryPolicy, epochs_of, latest_by_run, status_of
@@ -55,9 +55,9 @@ class Store:
         collector gets to them: a process that opens stores in a loop would otherwise run the server
         out of connections. A journal holds nothing open; closing it does nothing.
         """
-        if isinstance(self._backend, optuna.storages.RDBStorage):
-            self._backend.remove_session()  # the thread's session gives its connection back to the pool
-            self._backend.engine.dispose()  # and the pool closes them all
+        if isinstance(self._backend, outage.RidingOut):
+            self._backend.rdb.remove_session()  # the thread's session gives its connection back to the pool
+            self._backend.rdb.engine.dispose()  # and the pool closes them all
 
     def __enter__(self) -> Store:
         return self
@@ -122,22 +122,21 @@ class Store:
     def _queueing(self) -> Iterator[None]:
         """One process queues at a time on PostgreSQL. Queueing reads what is queued, then adds what is
         missing, so processes queueing at once (a Slurm array's tasks starting together) would each add
-        it. They take turns on an advisory lock, which the server releases if its process dies.
+        it. They take turns on an advisory lock, which the server releases if its process dies (taking it
+        rides out a database outage, as every call to the store does: `outage.call`).
         """
-        if (
-            not isinstance(self._backend, optuna.storages.RDBStorage)
-            or self._backend.engine.dialect.name != "postgresql"
-        ):
+        if not isinstance(self._backend, outage.RidingOut) or self._backend.rdb.engine.dialect.name != "postgresql":
             yield
             return
         import sqlalchemy
 
-        with self._backend.engine.connect() as connection:
-            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": QUEUE_LOCK})
-            try:
-                yield
-            finally:
+        connection = outage.call(self.target, _locked, self._backend.rdb.engine)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(Exception):  # a connection lost meanwhile: the server released the lock
                 connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": QUEUE_LOCK})
+            connection.close()
 
     def tuned_runs(self, groups: list[SearchGroup], seeds: tuple[int, ...]) -> dict[str, list[RunSpec]]:
         """group id -> its best lr's run at every seed, for each search that has finished (reads only)."""
@@ -305,3 +304,16 @@ class Store:
             low, high = found.lr_range
             settings[group_id] = {**found.settings, "lr_low": low, "lr_high": high}
         return settings
+
+
+def _locked(engine: Any) -> Any:
+    """A connection of `engine` that holds the queueing lock (`Store._queueing`)."""
+    import sqlalchemy
+
+    connection = engine.connect()
+    try:
+        connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": QUEUE_LOCK})
+    except Exception:
+        connection.close()
+        raise
+    return connection

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -69,10 +70,12 @@ def write_study(
     stop: str | None = None,
     stopped: frozenset[tuple[int, int]] = frozenset(),
     final: dict[int, float] = FINAL,
+    tie_loss: float | None = None,
 ) -> Path:
     """runs.csv and epochs.csv of a study over BATCHES: searches at seed 100, tuned runs at SEEDS; `noise`: the
     sd of a run's final value around FINAL; `at_chance`: the (batch, seed) whose run stays at chance; `stop`: the
-    runs' train.early_stopping; `stopped`: the (batch, seed) tuned runs it ended early (runs.csv's stopped_early 2).
+    runs' train.early_stopping; `stopped`: the (batch, seed) tuned runs it ended early (runs.csv's stopped_early 2);
+    `tie_loss`: batch 8's trial at lr 1e-2 ties its best score (at 3e-3, loss 0.5) with this val_loss_recal.
     """
     rng = np.random.default_rng(7)
     runs, epochs = [], []
@@ -90,11 +93,14 @@ def write_study(
         best = 0.029 if batch == edge_at else best
         for k, lr in enumerate(lrs):
             score = final[batch] - (0.0 if lr == best else 0.05 * (k + 1))
+            tied = tie_loss is not None and batch == 8 and lr == TRIALS[3]
+            score = final[batch] if tied else score
             runs.append(
                 {
                     vocab.RUN_ID: f"bs{batch}-lr{lr:g}-s100-{batch:04d}t{k}",
                     **_run(vocab.SEARCH, group, 100, batch, lr, settings),
                     "final_val_acc_recal": score,
+                    "final_val_loss_recal": tie_loss if tied else 0.5 + 0.1 * abs(k - 2),
                     vocab.SEARCH_METRIC: vocab.VAL_ACC_RECAL,
                     vocab.SEARCH_LR_LOW: LR_RANGE[0],
                     vocab.SEARCH_LR_HIGH: LR_RANGE[1],
@@ -342,3 +348,34 @@ def test_when_every_run_stays_at_chance_the_study_says_it_cannot_separate_batch_
     assert study_words.no_advice_words(found).startswith("No recommendation: every tuned run stayed at chance")
     assert main(["advise", str(folder)]) == EXIT_USAGE
     assert "the study cannot separate batch sizes" in capsys.readouterr().err
+
+
+def test_a_tolerance_finer_than_one_validation_image_is_widened_and_warned(tmp_path: Path) -> None:
+    """On 40 validation images one image is 0.025: the tolerance 0.02 becomes a margin of 0.025, and a warning says
+    so; on the constructed 200 images (one image 0.005) nothing is widened.
+    """
+    found = study.read(write_study(tmp_path / "study"))
+    small = replace(found, val_images=40)
+    advice = study_advice.advise(small)
+    assert advice is not None and advice.decision is not None and advice.decision.margin.value == pytest.approx(0.025)
+    said = [w for w in advice.warnings if w.startswith("The tolerance 0.02 is finer than one validation image of 40")]
+    assert len(said) == 1 and "widened to 0.025" in said[0] and "at margin 0.025" in study_words.recommendation(advice)
+    plain = study_advice.advise(found)
+    assert plain is not None and not [w for w in plain.warnings if "finer than one validation image" in w]
+
+
+def test_a_tie_between_lrs_is_broken_by_loss_never_by_trial_order(tmp_path: Path) -> None:
+    """Batch 8's search scores 0.92 at lr 3e-3 (loss 0.5) and at 1e-2: where 1e-2's loss is lower (0.3) the tie
+    broken by loss picks 1e-2, and the tuned runs at 3e-3 are warned about; where it is higher (0.7) nothing is.
+    """
+    found = study.read(write_study(tmp_path / "lower", tie_loss=0.3))
+    tie = found.rung(8).tie
+    assert tie is not None and tie.lrs == (TRIALS[2], TRIALS[3]) and tie.loss_metric == vocab.VAL_LOSS_RECAL
+    assert tie.by_loss == TRIALS[3] and tie.used == TRIALS[2] and tie.misbroken
+    assert all(found.rung(b).tie is None for b in BATCHES[1:])
+    advice = study_advice.advise(found)
+    assert advice is not None
+    said = [w for w in advice.warnings if w.startswith("Batch 8: its search's best score 0.920 was a tie")]
+    assert len(said) == 1 and "broken by val_loss_recal the best is 0.01, but the tuned runs used 0.003" in said[0]
+    kept = study.read(write_study(tmp_path / "higher", tie_loss=0.7)).rung(8).tie
+    assert kept is not None and kept.by_loss == TRIALS[2] and not kept.misbroken

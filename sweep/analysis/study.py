@@ -13,6 +13,9 @@ makes one; so does any grid with a `search:` block over batch sizes). The pieces
   every number of the study and named (`Rung.failed`).
 - How runs stopped (`Study.stop_rules`, `Rung.stopped_early`): the distinct `train.early_stopping` rules of the
   tuned runs and search trials (None: a fixed budget), and per batch size how many tuned runs a rule ended early.
+- A search whose best score is a tie between lrs (`LrTie`) is broken by the loss of the same evaluation
+  (val_acc_recal -> val_loss_recal), never by trial order; where the tuned runs used another of the tied lrs
+  (the search broke the tie by trial order), the advice warns.
 - The target is chosen from the data by a fixed rule (`choose_target`), and stated: the highest level of
   `scaling.TARGET_LADDER` that every run of every batch size reached; else the highest that every run
   of at least `scaling_fit.MIN_FIT_BATCHES` batch sizes reached (the others: not reached within budget).
@@ -44,6 +47,21 @@ class NoStudy(Exception):
 
 
 @dataclass(frozen=True)
+class LrTie:
+    """A search whose best score was reached by several lrs, broken by the loss of the same evaluation."""
+
+    lrs: tuple[float, ...]  # the tied lrs, ascending
+    score: float  # the tied best score
+    loss_metric: str
+    by_loss: float  # the tied lr with the lowest loss
+    used: float  # the lr the tuned runs were trained at
+
+    @property
+    def misbroken(self) -> bool:
+        return not math.isclose(self.by_loss, self.used, rel_tol=1e-9)
+
+
+@dataclass(frozen=True)
 class Rung:
     """One batch size at its tuned learning rate, over the seeds whose runs trained."""
 
@@ -64,6 +82,7 @@ class Rung:
     b_simple: Estimate | None  # the gradient noise scale at the runs' last record
     runs: int = 0  # its tuned runs, every one (left out or not)
     stopped_early: int = 0  # of them, those train.early_stopping (or a callback) ended before train.epochs
+    tie: LrTie | None = None  # its search's best score was a tie between lrs
 
     def seeds(self) -> dict[int, float]:
         return dict(self.by_seed)
@@ -249,6 +268,35 @@ def _rung(
         b_simple=noise.last.get(batch) if noise else None,
         runs=len(everyone),
         stopped_early=int(stopped),
+        tie=lr_tie(results.runs, everyone, point.best_lr),
+    )
+
+
+def lr_tie(runs: pd.DataFrame, tuned: pd.DataFrame, used: float) -> LrTie | None:
+    """The tie at the top of the search that `tuned` runs re-ran, broken by the loss of its metric; None without one."""
+    if tuned.empty or vocab.SEARCH_GROUP not in runs or vocab.SEARCH_METRIC not in runs:
+        return None
+    group = tuned[vocab.SEARCH_GROUP].iloc[0]
+    trials = runs[(runs[vocab.ROLE] == vocab.SEARCH) & (runs[vocab.SEARCH_GROUP] == group)]
+    trials = trials[trials[vocab.STATUS] == RunStatus.DONE]
+    metrics = trials[vocab.SEARCH_METRIC].dropna()
+    if metrics.empty:
+        return None
+    metric = str(metrics.iloc[0])
+    loss = metric.replace("_acc", "_loss")
+    if f"final_{metric}" not in trials or f"final_{loss}" not in trials or loss == metric:
+        return None
+    scores = trials[f"final_{metric}"].astype(float)
+    tied = trials[scores >= scores.max() - 1e-12]
+    if len(tied) < 2:
+        return None
+    by_loss = tied.sort_values([f"final_{loss}", "train.lr"]).iloc[0]
+    return LrTie(
+        lrs=tuple(sorted(float(x) for x in tied["train.lr"])),
+        score=float(scores.max()),
+        loss_metric=loss,
+        by_loss=float(by_loss["train.lr"]),
+        used=used,
     )
 
 

@@ -151,6 +151,12 @@ def warnings(study: Study, decision: Decision) -> list[str]:
     found = [w for r in study.rungs for w in _rung_warnings(study, r)]
     found += _separation(study, decision)
     found += _stopping(study)
+    delta = study_decision.margin(study.tolerance, study.val_images)
+    if delta.widened:
+        found.append(
+            f"The tolerance {delta.asked:g} is finer than one validation image of {delta.images} "
+            f"({delta.value:.3g}), which no run can measure: the margin is widened to {delta.value:.3g}."
+        )
     if study.fit is not None and study.fit.problem:
         found.append(
             f"The critical batch size is not identified at {study.metric} {study.fit.target:g}: {study.fit.problem}."
@@ -164,6 +170,13 @@ def _rung_warnings(study: Study, rung: Rung) -> list[str]:
         said.append(
             f"Batch {rung.batch_size}: {len(rung.failed)} tuned run(s) left out of every number, they decide "
             f"nothing: {'; '.join(rung.failed)}."
+        )
+    tie = rung.tie
+    if tie is not None and tie.misbroken:
+        said.append(
+            f"Batch {rung.batch_size}: its search's best score {tie.score:.3f} was a tie between lrs "
+            f"{', '.join(f'{lr:.3g}' for lr in tie.lrs)}; broken by {tie.loss_metric} the best is {tie.by_loss:.3g}, "
+            f"but the tuned runs used {tie.used:.3g} (a tie broken by trial order): its numbers may not be its best."
         )
     if rung.edge:
         said.append(f"Batch {rung.batch_size}: its best lr {rung.best_lr:.3g} is {rung.edge}.")

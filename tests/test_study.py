@@ -379,3 +379,18 @@ def test_a_tie_between_lrs_is_broken_by_loss_never_by_trial_order(tmp_path: Path
     assert len(said) == 1 and "broken by val_loss_recal the best is 0.01, but the tuned runs used 0.003" in said[0]
     kept = study.read(write_study(tmp_path / "higher", tie_loss=0.7)).rung(8).tie
     assert kept is not None and kept.by_loss == TRIALS[2] and not kept.misbroken
+
+
+def test_an_accuracys_interval_is_clipped_to_0_1(tmp_path: Path) -> None:
+    """Final values 0.985 +- 0.03 between seeds: the Student-t interval (scipy) reaches past 1 and is cut there."""
+    folder = write_study(tmp_path / "wide", noise=0.03, final=dict.fromkeys(BATCHES, 0.985))
+    found = study.read(folder)
+    epochs = pd.read_csv(folder / vocab.EPOCHS_CSV)
+    last = epochs.sort_values(vocab.STEP).groupby(vocab.RUN_ID).tail(1)
+    past = 0
+    for batch, values in last.groupby("train.batch_size")[vocab.VAL_ACC_RECAL]:
+        low, high = stats.t.interval(0.95, len(values) - 1, values.mean(), values.std(ddof=1) / math.sqrt(len(values)))
+        past += high > 1
+        val = found.rung(int(batch)).val
+        assert val.high == pytest.approx(min(1.0, high)) and val.low == pytest.approx(max(0.0, low))
+    assert past >= 3  # most batch sizes' intervals reach past 1 before the cut

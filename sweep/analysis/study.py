@@ -13,6 +13,7 @@ makes one; so does any grid with a `search:` block over batch sizes). The pieces
   every number of the study and named (`Rung.failed`).
 - How runs stopped (`Study.stop_rules`, `Rung.stopped_early`): the distinct `train.early_stopping` rules of the
   tuned runs and search trials (None: a fixed budget), and per batch size how many tuned runs a rule ended early.
+- Accuracies' intervals (the study's metric, raw val_acc, the untuned lr's) are clipped to [0, 1] (`bounded`).
 - A search whose best score is a tie between lrs (`LrTie`) is broken by the loss of the same evaluation
   (val_acc_recal -> val_loss_recal), never by trial order; where the tuned runs used another of the tied lrs
   (the search broke the tie by trial order), the advice warns.
@@ -256,10 +257,10 @@ def _rung(
         lr_range=point.lr_range,
         edge=point.edge(),
         trials=len(point.trials),
-        val=estimate(values),
+        val=bounded(estimate(values)),
         by_seed=tuple((int(s), float(v)) for s, v in values.items()),
-        raw=estimate(raw),
-        untuned=point.fixed_val,
+        raw=bounded(estimate(raw)),
+        untuned=bounded(point.fixed_val),
         untuned_lr=point.fixed_lr,
         lag=estimate(values - raw) if metric != vocab.VAL_ACC else estimate([]),
         failed=failed,
@@ -270,6 +271,13 @@ def _rung(
         stopped_early=int(stopped),
         tie=lr_tie(results.runs, everyone, point.best_lr),
     )
+
+
+def bounded(e: Estimate) -> Estimate:
+    """An accuracy's interval clipped to [0, 1], where an accuracy lies (Student-t can reach past either end)."""
+    if e.n < 2 or not (math.isfinite(e.low) and math.isfinite(e.high)):
+        return e
+    return replace(e, low=max(0.0, e.low), high=min(1.0, e.high))
 
 
 def lr_tie(runs: pd.DataFrame, tuned: pd.DataFrame, used: float) -> LrTie | None:

@@ -187,7 +187,11 @@ def test_advise_prints_the_recommendation_and_refuses_a_folder_without_a_study(
     folder = write_study(tmp_path / "study")
     assert main(["advise", str(folder)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("Train with batch 64") and len(out) <= 6
+    assert len(out) <= 6 and all(len(line) < 100 for line in out), out
+    assert out[0] == f"Train with batch 64 at lr {TRIALS[2]:.3g} (adam), tuned by 4 trials"
+    assert out[1].startswith("Rule: largest batch non-inferior to batch 16 at margin 0.02, p = ")
+    assert out[2].startswith("val_acc_recal 0.914 [") and "batch 16 minus it 0.009 [" in out[2]
+    assert out[3].startswith("To val_acc_recal 0.8: ") and out[4].startswith("B_crit ")
     plain = tmp_path / "plain"
     runs = pd.read_csv(folder / vocab.RUNS_CSV)
     plain.mkdir()
@@ -394,3 +398,21 @@ def test_an_accuracys_interval_is_clipped_to_0_1(tmp_path: Path) -> None:
         val = found.rung(int(batch)).val
         assert val.high == pytest.approx(min(1.0, high)) and val.low == pytest.approx(max(0.0, low))
     assert past >= 3  # most batch sizes' intervals reach past 1 before the cut
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        {},
+        {"noise": 0.03, "at_chance": (128, 0)},  # unseparated: by time to target
+        {"noise": 0.001, "final": dict.fromkeys(BATCHES, 0.997)},  # at the ceiling
+        {"edge_at": 32, "tie_loss": 0.3, "stop": RAW_RULE},  # more warnings
+    ],
+)
+def test_advise_prints_at_most_six_lines_under_100_characters(
+    kind: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["advise", str(write_study(tmp_path / "study", **kind))]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) <= 6 and all(len(line) < 100 for line in out), out
+    assert out[0].startswith("Train with batch ") and out[1].startswith("Rule: ")

@@ -154,7 +154,7 @@ def _pair(kind: type) -> object:
 
 def cmd_advise(args: argparse.Namespace) -> int:
     from sweep.analysis import study, study_advice
-    from sweep.report.study_words import advice_lines, no_advice_words
+    from sweep.report.study_words import no_advice_words, terminal_lines
 
     _check_folder(args.folder)
     _check_tolerance(args)
@@ -165,7 +165,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     advice = study_advice.advise(found)
     if advice is None:
         raise UsageError(f"{args.folder}: {no_advice_words(found)}")
-    for line in advice_lines(advice):
+    for line in terminal_lines(advice):
         print(line)
     return EXIT_OK
 

@@ -31,6 +31,7 @@ from sweep.report.study_words import (
     rule_words,
     seeds_words,
     stopping_words,
+    terminal_lines,
 )
 
 STUDY_MD = "study.md"
@@ -43,7 +44,7 @@ FIGURE = "study_steps"
 class Written:
     markdown: Path
     html: Path
-    lines: list[str]  # the recommendation, for the terminal
+    lines: list[str]  # the recommendation, for the terminal (at most six lines under 100 characters)
 
 
 def build(
@@ -75,7 +76,7 @@ def build(
     markdown, html = folder / STUDY_MD, folder / STUDY_HTML
     atomic.write_text(markdown, to_markdown(doc, folder))
     atomic.write_text(html, to_html(doc).replace(f"<title>{TITLE}</title>", f"<title>{title}</title>", 1))
-    return Written(markdown, html, lines)
+    return Written(markdown, html, terminal_lines(advice) if advice else lines)
 
 
 def _provenance(folder: Path) -> str:

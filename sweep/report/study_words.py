@@ -199,3 +199,69 @@ def advice_lines(advice: Advice) -> list[str]:
             + (" (more in study.md)" if len(advice.warnings) > 1 else "")
         )
     return lines
+
+
+# --- the terminal: `sweep advise`, at most six lines of under 100 characters
+
+
+def terminal_lines(advice: Advice) -> list[str]:
+    """The pick, its rule, its numbers, the time to target, B_crit, and where the rest is: six short lines."""
+    study, chosen, decision = advice.study, advice.chosen, advice.decision
+    assert decision is not None
+    if decision.basis is Basis.AT_CHANCE:
+        first = f"No recommendation: every batch size reads {study.metric} at chance ({study.chance or 0:.3g})"
+    else:
+        first = f"Train with batch {chosen.batch_size} at lr {chosen.best_lr:.3g} ({study.optimizer})"
+        first += f", tuned by {chosen.trials} trials"
+    lines = [first, _rule_line(advice), _reading_line(advice), _time_line(advice), _b_crit_line(study)]
+    warned = f"{len(advice.warnings)} warning(s); " if advice.warnings else ""
+    lines.append(f"{warned}the reasons, intervals and seeds: study.md in the results folder")
+    return lines
+
+
+def _rule_line(advice: Advice) -> str:
+    decision = advice.decision
+    assert decision is not None
+    best, delta = advice.best.batch_size, decision.margin.value
+    apart = ", ".join(map(str, advice.unseparated))
+    if decision.basis is Basis.NON_INFERIORITY:
+        test = decision.of(advice.chosen.batch_size)
+        if test is None:
+            return f"Rule: the best; no larger batch non-inferior at margin {delta:.3g} (one-sided t, {ALPHA:g})"
+        return f"Rule: largest batch non-inferior to batch {best} at margin {delta:.3g}, p = {test.p_within:.2g}"
+    if decision.basis is Basis.CEILING:
+        return f"Rule: every batch at the ceiling (>= {CEILING:g}), cannot separate them: fastest to target"
+    if decision.basis is Basis.AT_CHANCE:
+        return "Rule: nothing learned, so the study cannot separate batch sizes; train longer"
+    if decision.basis is Basis.TIME_TO_TARGET:
+        return f"Rule: seeds cannot separate batch {apart} from batch {best} (best): fastest to target"
+    return f"Rule: seeds cannot separate batch {apart} from batch {best}; no time: largest non-inferior"
+
+
+def _reading_line(advice: Advice) -> str:
+    study, chosen, best = advice.study, advice.chosen, advice.best
+    said = f"{study.metric} {fmt_estimate(chosen.val)}"
+    if chosen is best:
+        return f"{said}, the best"
+    return f"{said}; batch {best.batch_size} minus it {_short(advice.gap)}"
+
+
+def _short(e: Estimate) -> str:
+    return f"{e.mean:.3f} [{e.low:.3f}, {e.high:.3f}]" if e.n > 1 else f"{e.mean:.3f}"
+
+
+def _time_line(advice: Advice) -> str:
+    study, rung = advice.study, advice.chosen
+    if rung.target is None or study.target is None or rung.target.not_reached:
+        return "Time to target: not read at this batch size"
+    seconds = seconds_to_target(study, rung)
+    return f"To {study.metric} {study.target:g}: {_short(seconds)} s, {rung.target.steps.mean:.0f} steps"
+
+
+def _b_crit_line(study: Study) -> str:
+    fit = study.fit
+    if fit is None or math.isnan(fit.b_crit):
+        return "B_crit: not fitted"
+    high = "inf" if math.isinf(fit.b_crit_high) else f"{fit.b_crit_high:.0f}"
+    state = "" if fit.identified else " (not identified)"
+    return f"B_crit {fit.b_crit:.0f} [{fit.b_crit_low:.0f}, {high}] at {study.metric} {fit.target:g}{state}"

@@ -10,10 +10,13 @@ import optuna
 import psycopg
 import pytest
 import sqlalchemy.exc
+from conftest import write_grid
 from optuna.trial import TrialState
 
+from sweep.config import load_grid
+from sweep.config.plan import plan
 from sweep.exits import StoreUnreachable
-from sweep.store import Store, outage, storage
+from sweep.store import Store, crash, internals, outage, storage
 
 pytestmark = pytest.mark.unit
 
@@ -140,3 +143,28 @@ def test_once_a_call_gave_up_every_later_one_fails_at_once_and_a_heartbeat_gives
         monkeypatch.setattr(backend.rdb, "record_heartbeat", real)  # the database is back
         with pytest.raises(StoreUnreachable):
             store.sweep.get_trials()
+
+
+def test_on_a_database_a_dead_worker_of_this_machine_is_found_at_once_and_a_claim_never_completed_after_the_grace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the next `run` finds after an outage past the bound: the runs of its machine's gone workers
+    at once; a run claimed with no worker named (a lost answer) only once the heartbeat grace has passed;
+    never a run whose worker is on another machine of the same name.
+    """
+    runs = plan(load_grid(write_grid(tmp_path, "name: s\nseeds: [0, 1, 2]\ngrid: {train.batch_size: [8]}\n")))
+    with Store.open(f"sqlite:///{tmp_path / 'store.db'}", "s") as store:
+        store.enqueue(runs)
+        here, elsewhere = store.claim_next(), store.claim_next()
+        assert here is not None and elsewhere is not None
+        gone = 2**22 + 17  # above Linux's default pid_max: no process has it
+        for lease in (here, elsewhere):
+            lease.trial.set_user_attr(crash.WORKER_PID, gone)
+        elsewhere.trial.set_user_attr(crash.WORKER_BOOT, "another-machine")
+        unnamed = store.sweep.get_trials(deepcopy=False, states=(TrialState.WAITING,))[0]
+        assert internals.take(store.sweep, unnamed)  # claimed, and no worker ever said it holds it
+        assert [d.run_id for d in store.requeue_dead()] == [here.spec.run_id]
+        monkeypatch.setattr(crash, "_seconds_since", lambda _: outage.grace_seconds(storage.heartbeat_seconds()) + 1)
+        assert [d.run_id for d in store.requeue_dead()] == [unnamed.user_attrs["run_id"]]
+        running = store.sweep.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        assert [t.number for t in running] == [elsewhere.trial.number]

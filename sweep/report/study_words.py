@@ -86,8 +86,8 @@ def recommendation(advice: Advice) -> str:
     apart = f"these seeds cannot separate the best ({best_words}) from batch {which} {rule}"
     if decision.basis is Basis.TIME_TO_TARGET and chosen.target is not None:
         return (
-            f"{train}: {apart}, so the pick is by time to target, the fastest of them to {study.metric} "
-            f"{study.target:g}: {num(seconds_to_target(study, chosen), '.3g')} s."
+            f"{train}: {apart}, so the pick is by time to target, the fastest to {study.metric} {study.target:g} "
+            f"of the batch sizes not shown worse than the best: {num(seconds_to_target(study, chosen), '.3g')} s."
         )
     return f"{train}: {apart}, and no time to target decides between them: the largest shown non-inferior."
 

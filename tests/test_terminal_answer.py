@@ -54,3 +54,20 @@ def test_a_cause_that_prevents_learning_says_so_on_the_terminal(tmp_path: Path) 
     start = lines.index(next(x for x in lines if x.startswith("C3 ")))
     named = [x for x in lines[start + 1 : start + 4] if "prevents learning" in x]
     assert len(named) == 1 and re.match(r"    the cause prevents learning: shuffle=False at chance", named[0])
+
+
+def test_the_first_screen_says_where_the_budget_flips_the_batch_size_answer(tmp_path: Path) -> None:
+    """results/batch_sizes, fixed lr: C8 is read recalibrated at equal epochs; the first screen names the budgets
+    at which tables/readings.csv decides it the other way on the same reading, and no undecided one.
+    """
+    from sweep import report
+
+    written = report.build([REPO / "results" / "batch_sizes"], tmp_path)
+    readings = pd.read_csv(tmp_path / "tables" / "readings.csv").drop_duplicates(["claim", "reading", "batchnorm"])
+    c8 = readings[(readings["claim"] == "C8") & (readings["batchnorm"] == "BatchNorm recalibrated")]
+    own = c8.loc[c8["reading"] == "equal epochs", "verdict"].item()
+    flipped = c8[c8["verdict"].isin(["supported", "contradicted"]) & (c8["verdict"] != own)]
+    assert own == "supported" and len(flipped) >= 1
+    said = ", ".join(f"{v} at {r}" for r, v in zip(flipped["reading"], flipped["verdict"], strict=True))
+    (bullet,) = [line for line in written.markdown.read_text().splitlines() if "The budget flips" in line]
+    assert f"C8 is supported at equal epochs, {said} (the same runs;" in bullet and "inconclusive" not in bullet

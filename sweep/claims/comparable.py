@@ -21,7 +21,7 @@ from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.outcome import Outcome
 from sweep.analysis.selection import choose_context
 from sweep.claims.basis import relabelled
-from sweep.claims.findings import Claim, Finding, outcome_text
+from sweep.claims.findings import Claim, Finding, ReadFrom, outcome_text
 from sweep.claims.registry import STEPS_DIFFER, by_id
 
 RAW, RECALIBRATED = "raw", "BatchNorm recalibrated"
@@ -205,3 +205,19 @@ def disagreement(found: list[Read], claim_id: str) -> str:
         return f"Every available reading gives the post's reading's verdict ({post.finding.verdict})."
     names = ", ".join(f"{r.reading.name} ({r.batchnorm}): {r.finding.verdict}" for r in differ if r.finding)
     return f"The readings disagree: at equal epochs (raw) the claim is {post.finding.verdict}; {names}."
+
+
+def budget_flips(found: list[Read], claim_id: str, finding: Finding) -> list[str]:
+    """The other budgets at which the claim is decided the other way than in `finding`, read on the same runs
+    (its lr, tuned or fixed) with the same BatchNorm reading: "contradicted at equal steps". An undecided
+    reading flips nothing. Empty where none flips.
+    """
+    lr = TUNED if finding.tuned else FIXED
+    batchnorm = RECALIBRATED if finding.read_from is ReadFrom.RECAL else RAW
+    return [
+        f"{r.finding.verdict} at {r.reading.name}"
+        for r in found
+        if r.claim.id == claim_id and r.lr == lr and r.batchnorm == batchnorm and r.reading != readings.EPOCHS
+        if r.finding is not None and r.finding.outcome.decided and r.finding.outcome != finding.outcome
+    ]
+

@@ -73,7 +73,7 @@ def document(
     doc = Doc()
     where = where or Where()
     sequential = until.by_claim(continued)
-    opening(doc, findings, sequential, where, main_figure)
+    opening(doc, findings, sequential, where, main_figure, reads or [])
     doc.contents()
     doc.h(2, "Where these numbers come from")
     doc.p(
@@ -123,6 +123,7 @@ def opening(
     sequential: dict[str, pd.DataFrame],
     where: Where,
     main_figure: FigureFile | None,
+    reads: list[comparable.Read],
 ) -> None:
     """The title, each tested claim's verdict in short beside the post's picture, and what it means."""
     doc.h(1, TITLE)
@@ -137,7 +138,7 @@ def opening(
     untested = first_screen.untested(findings)
     if untested:
         doc.p(untested)
-    doc.bullets(first_screen.bullets(findings, where.maps))
+    doc.bullets(first_screen.bullets(findings, where.maps, reads))
 
 
 def verdicts_section(

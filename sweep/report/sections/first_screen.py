@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from sweep.analysis.estimates import fmt_estimate
 from sweep.analysis.outcome import Outcome
 from sweep.analysis.selection import seed_count
-from sweep.claims import headline
+from sweep.claims import comparable, headline
 from sweep.claims.findings import Claim, Finding, ReadFrom
 from sweep.claims.maps import ConditionMap
 from sweep.claims.verdict import Verdict, statements_of
@@ -83,13 +83,34 @@ def read_from(finding: Finding) -> str:
 # --- what it means, in a few bullets
 
 
-def bullets(findings: Sequence[tuple[Claim, Finding | None]], maps: Sequence[ConditionMap] = ()) -> list[str]:
-    """At most four short points: the post's picture and its cause, the batch-size advice, the other suspected
-    causes, and what would decide the claims still open.
+def bullets(
+    findings: Sequence[tuple[Claim, Finding | None]],
+    maps: Sequence[ConditionMap] = (),
+    reads: Sequence[comparable.Read] = (),
+) -> list[str]:
+    """At most five short points: the post's picture and its cause, the batch-size advice, where a budget other
+    than equal epochs changes it, the other suspected causes, and what would decide the claims still open.
     """
     summary = summarise(findings, maps)
-    out = [_picture(summary.picture), _advice(summary), _causes(summary.causes), _open(summary)]
-    return [b for b in out if b]
+    out = [_picture(summary.picture), _advice(summary), _budgets(findings, reads), _causes(summary.causes)]
+    return [b for b in [*out, _open(summary)] if b]
+
+
+def _budgets(findings: Sequence[tuple[Claim, Finding | None]], reads: Sequence[comparable.Read]) -> str:
+    """The batch-size verdicts decided the other way at another budget, and at which: the post names none."""
+    said = [
+        f"{claim.id} is {finding.verdict} at {claim.budget.value}, {', '.join(flips)}"
+        for claim, finding in findings
+        if finding is not None and claim.steps_differ and claim.tuned_first
+        for flips in [comparable.budget_flips(list(reads), claim.id, finding)]
+        if flips
+    ]
+    if not said:
+        return ""
+    return (
+        f"The budget flips the batch-size answer: {'. '.join(said)} (the same runs; 'Batch sizes compared at "
+        "comparable points')."
+    )
 
 
 def _picture(p: Picture | None) -> str:

@@ -220,4 +220,3 @@ def budget_flips(found: list[Read], claim_id: str, finding: Finding) -> list[str
         if r.claim.id == claim_id and r.lr == lr and r.batchnorm == batchnorm and r.reading != readings.EPOCHS
         if r.finding is not None and r.finding.outcome.decided and r.finding.outcome != finding.outcome
     ]
-

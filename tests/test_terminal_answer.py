@@ -56,7 +56,7 @@ def test_a_cause_that_prevents_learning_says_so_on_the_terminal(tmp_path: Path) 
     assert len(named) == 1 and re.match(r"    the cause prevents learning: shuffle=False at chance", named[0])
 
 
-def test_the_first_screen_says_where_the_budget_flips_the_batch_size_answer(tmp_path: Path) -> None:
+def test_the_first_screen_says_where_the_budget_changes_the_batch_size_answer(tmp_path: Path) -> None:
     """results/batch_sizes, fixed lr: C8 is read recalibrated at equal epochs; the first screen names the budgets
     at which tables/readings.csv decides it the other way on the same reading, and no undecided one.
     """
@@ -69,5 +69,5 @@ def test_the_first_screen_says_where_the_budget_flips_the_batch_size_answer(tmp_
     flipped = c8[c8["verdict"].isin(["supported", "contradicted"]) & (c8["verdict"] != own)]
     assert own == "supported" and len(flipped) >= 1
     said = ", ".join(f"{v} at {r}" for r, v in zip(flipped["reading"], flipped["verdict"], strict=True))
-    (bullet,) = [line for line in written.markdown.read_text().splitlines() if "The budget flips" in line]
+    (bullet,) = [line for line in written.markdown.read_text().splitlines() if "The budget changes" in line]
     assert f"C8 is supported at equal epochs, {said} (the same runs;" in bullet and "inconclusive" not in bullet

@@ -208,9 +208,9 @@ def disagreement(found: list[Read], claim_id: str) -> str:
 
 
 def budget_flips(found: list[Read], claim_id: str, finding: Finding) -> list[str]:
-    """The other budgets at which the claim is decided the other way than in `finding`, read on the same runs
-    (its lr, tuned or fixed) with the same BatchNorm reading: "contradicted at equal steps". An undecided
-    reading flips nothing. Empty where none flips.
+    """The other budgets at which the claim is decided otherwise than in `finding`, read on the same runs (its
+    lr, tuned or fixed) with the same BatchNorm reading: "contradicted at equal steps". An undecided reading
+    changes nothing. Empty where none does.
     """
     lr = TUNED if finding.tuned else FIXED
     batchnorm = RECALIBRATED if finding.read_from is ReadFrom.RECAL else RAW

@@ -97,7 +97,7 @@ def bullets(
 
 
 def _budgets(findings: Sequence[tuple[Claim, Finding | None]], reads: Sequence[comparable.Read]) -> str:
-    """The batch-size verdicts decided the other way at another budget, and at which: the post names none."""
+    """The batch-size verdicts another budget decides otherwise, and at which: the post names none."""
     said = [
         f"{claim.id} is {finding.verdict} at {claim.budget.value}, {', '.join(flips)}"
         for claim, finding in findings
@@ -108,7 +108,7 @@ def _budgets(findings: Sequence[tuple[Claim, Finding | None]], reads: Sequence[c
     if not said:
         return ""
     return (
-        f"The budget flips the batch-size answer: {'. '.join(said)} (the same runs; 'Batch sizes compared at "
+        f"The budget changes the batch-size answer: {'. '.join(said)} (the same runs; 'Batch sizes compared at "
         "comparable points')."
     )
 

@@ -20,6 +20,7 @@ from sweep.analysis.selection import (
     matches,
     pair_keys,
     paired_relative,
+    seed_count,
     sorted_values,
     where,
 )
@@ -50,7 +51,8 @@ def check_large_batch_faster(sel: Selection, small: Any, large: Any) -> Finding 
     )
     short = f"seconds to {metric} {reach.TIME_TARGET:g}, batch {fmt_value(large)} vs {fmt_value(small)}"
     check = Check(label, estimate(times.change), high=-SPEEDUP.value, key=key, short=short, bound=times.bound)
-    finding = finding_from((check,), sel, _evidence(rows, small, large), _notes(rows, small, large, metric, times))
+    notes = _notes(rows, small, large, metric, times, quiet)
+    finding = finding_from((check,), sel, _evidence(rows, small, large), notes)
     return dataclasses.replace(finding, read_from=ReadFrom.QUIET if quiet else ReadFrom.TIME)
 
 
@@ -123,9 +125,9 @@ def _evidence(rows: pd.DataFrame, small: Any, large: Any) -> tuple[tuple[str, Es
     )
 
 
-def _notes(rows: pd.DataFrame, small: Any, large: Any, metric: str, times: _Times) -> tuple[str, ...]:
+def _notes(rows: pd.DataFrame, small: Any, large: Any, metric: str, times: _Times, quiet: bool) -> tuple[str, ...]:
     reached = "; ".join(
-        f"batch {fmt_value(bs)}: {times.seeds[bs] - times.missed[bs]} of {times.seeds[bs]} seeds"
+        f"batch {fmt_value(bs)}: {times.seeds[bs] - times.missed[bs]} of {seed_count(times.seeds[bs])}"
         for bs in (small, large)
     )
     bounds = (
@@ -135,14 +137,19 @@ def _notes(rows: pd.DataFrame, small: Any, large: Any, metric: str, times: _Time
         else ""
     )
     neither = (
-        f" {times.neither} seed(s) where neither batch size reached it have nothing to read and are left out."
+        f" Left out, with nothing to read: {seed_count(times.neither)} where neither batch size reached it."
         if times.neither
         else ""
     )
+    seconds = (
+        " Quiet seconds are optimizer steps to the target x the configuration's seconds per step from timing.csv "
+        "(the best of its repeats, taken as exact: the interval is over seeds)."
+        if quiet
+        else " Seconds are each run's own training time to the target (graph tracing included)."
+    )
     return (
         f"Time to {metric} {reach.TIME_TARGET:g}, a target fixed in advance (docs/report.md, C6), reached by "
-        f"{reached}.{bounds}{neither} Quiet seconds are optimizer steps to the target x the configuration's "
-        "seconds per step from timing.csv (the best of its repeats, taken as exact: the interval is over seeds).",
+        f"{reached}.{bounds}{neither}{seconds}",
         "In-run epoch time is each run's median over epochs 2 onwards (epoch 1 includes graph tracing and is left "
         "out), measured while the runs trained on a shared machine, not in a benchmark: other work on the machine "
         "slows some epochs. The spread of every timed epoch per batch size, fastest / median of the runs' "

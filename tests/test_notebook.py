@@ -29,6 +29,6 @@ def test_review_notebook_executes(monkeypatch: pytest.MonkeyPatch) -> None:
     # the verdicts on fx_bs alone: C1, C6-C8 tested (each claim at its own levels), the others not
     verdicts = next(t for t in tables if "the post" in t)
     assert verdicts.count("undecided at 3 seeds (equal epochs") == 1  # C7
-    assert "undecided at 3 seeds (to a target fixed in advance" in verdicts  # C6: seconds to its target
+    assert "undecided at 3 seeds (to a target" in verdicts  # C6: seconds to its target
     assert "direction shown, size undecided" in verdicts and "supported (equal epochs" in verdicts  # C1, C8
     assert verdicts.count("not tested by this sweep") == 5

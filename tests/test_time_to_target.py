@@ -143,6 +143,6 @@ def test_a_seed_where_neither_batch_size_reached_the_target_is_left_out_and_coun
 def test_bounds_decide_only_the_side_they_make_safe(bound: Bound, mean: float, expected: Outcome) -> None:
     e = Estimate(mean, 0.01, 3, mean - 0.03, mean + 0.03)
     assert Check("", e, high=-0.10, bound=bound).outcome() is expected
-    mirrored = Check("", Estimate(-mean, 0.01, 3, -mean - 0.03, -mean + 0.03), low=0.10, bound=bound)
+    mirrored = Estimate(-mean, 0.01, 3, -mean - 0.03, -mean + 0.03)  # a low bound: the sides swap
     flip = {Bound.LOWER: Bound.UPPER, Bound.UPPER: Bound.LOWER}.get(bound, bound)
-    assert Check("", mirrored.estimate, low=0.10, bound=flip).outcome() is expected
+    assert Check("", mirrored, low=0.10, bound=flip).outcome() is expected

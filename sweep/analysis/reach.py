@@ -77,13 +77,20 @@ class Records:
 
 
 def records(run: pd.DataFrame, metric: str) -> Records:
+    return records_each(run, (metric,))[metric]
+
+
+def records_each(run: pd.DataFrame, metrics: tuple[str, ...]) -> dict[str, Records]:
+    """`records` on each metric, the run sorted and its seconds summed once for all of them."""
     run = run.sort_values(vocab.STEP)
     head = run.iloc[0]
     has_seconds = vocab.EPOCH_SECONDS in run and run[vocab.EPOCH_SECONDS].notna().all()
     seconds = elapsed_seconds(run).to_numpy() if has_seconds else np.full(len(run), math.nan)
-    val = run[metric].to_numpy(dtype=float)
+    secs = np.concatenate([[0.0], seconds])
     # the run before its first record: step 0, epoch 0, 0 s (and chance accuracy, added per target)
     steps, epochs = (np.concatenate([[0.0], run[c].to_numpy(dtype=float)]) for c in (vocab.STEP, vocab.EPOCH))
+    quiet_step = timing_schema.QUIET_STEP_SECONDS
+    quiet = float(run[quiet_step].iloc[0]) if quiet_step in run else math.nan
     missed = Reach(
         run_id=str(head[vocab.RUN_ID]),
         seed=int(head[vocab.SEED]),
@@ -94,12 +101,14 @@ def records(run: pd.DataFrame, metric: str) -> Records:
         seconds=math.nan,
         quiet_seconds=math.nan,
         budget_step=int(steps[-1]),
-        best_val=float(np.nanmax(val)),
+        best_val=math.nan,
         at_first_record=False,
     )
-    quiet_step = timing_schema.QUIET_STEP_SECONDS
-    quiet = float(run[quiet_step].iloc[0]) if quiet_step in run else math.nan
-    return Records(missed, steps, epochs, np.concatenate([[0.0], seconds]), val, quiet)
+    found = {}
+    for metric in metrics:
+        val = run[metric].to_numpy(dtype=float)
+        found[metric] = Records(replace(missed, best_val=float(np.nanmax(val))), steps, epochs, secs, val, quiet)
+    return found
 
 
 def reach(found: Records, target: float, chance: float) -> Reach:
@@ -129,7 +138,7 @@ def reach(found: Records, target: float, chance: float) -> Reach:
 # run that learns gets there within the post's few epochs. The steps-to-target table reads every level of the
 # ladder beside it, so a reader sees whether a verdict hangs on this one.
 TIME_TARGET = 0.5
-TARGET_METRICS = (vocab.VAL_ACC, vocab.VAL_ACC_RECAL)  # read on each a run recorded at every record
+TARGET_METRICS = (vocab.VAL_ACC, vocab.VAL_ACC_RECAL)  # read on each a run recorded
 STEPS_TO_TARGET, SECONDS_TO_TARGET = "steps_to_target", "seconds_to_target"  # NaN: not reached within its records
 TRAINED_STEPS, TRAINED_SECONDS = "trained_steps", "trained_seconds"  # its last record: what a miss is bounded by
 
@@ -146,14 +155,13 @@ def to_target(epochs: pd.DataFrame) -> pd.DataFrame:
     rows = {}
     for run_id, run in epochs.groupby(vocab.RUN_ID, sort=False):
         row: dict[str, float] = {}
-        for metric in TARGET_METRICS:
-            if metric in run and run[metric].notna().any():  # a record without it is passed over
-                found = records(run, metric)
-                # chance 0: the step-0 value only matters for a run above the target at its first record
-                hit = reach(found, TIME_TARGET, 0.0)
-                row[column_for(STEPS_TO_TARGET, metric)] = hit.step
-                row[column_for(SECONDS_TO_TARGET, metric)] = hit.seconds
-                row[TRAINED_STEPS], row[TRAINED_SECONDS] = float(found.steps[-1]), float(found.secs[-1])
-                row[timing_schema.QUIET_STEP_SECONDS] = found.quiet_per_step
+        present = tuple(m for m in TARGET_METRICS if m in run and run[m].notna().any())  # a record without it is
+        for metric, found in records_each(run, present).items():  # passed over
+            # chance 0: the step-0 value only matters for a run above the target at its first record
+            hit = reach(found, TIME_TARGET, 0.0)
+            row[column_for(STEPS_TO_TARGET, metric)] = hit.step
+            row[column_for(SECONDS_TO_TARGET, metric)] = hit.seconds
+            row[TRAINED_STEPS], row[TRAINED_SECONDS] = float(found.steps[-1]), float(found.secs[-1])
+            row[timing_schema.QUIET_STEP_SECONDS] = found.quiet_per_step
         rows[run_id] = row
     return pd.DataFrame.from_dict(rows, orient="index")

@@ -39,7 +39,7 @@ def write(results: ExportedRuns, where: str) -> str:
     for folder, _ in folders:  # every run's folder before anything is written
         atomic.refuse_link(folder)
     out.mkdir(parents=True, exist_ok=True)  # the folder the user named, a link or not; its run folders are ours
-    _write_events(out, [_event(hp.hparams_config_pb(_hparams(results), _headline(results)))], own=False)
+    _write_events(out, [_event(hp.hparams_config_pb(_hparams(results), _headline(results)))])
     for folder, run in folders:
         _write_events(folder, _run_events(results, run))
     return f"tensorboard: {len(results.runs)} runs in {out} (tensorboard --logdir {out})"
@@ -89,12 +89,11 @@ def _event(summary: summary_pb2.Summary, wall_time: float = 0.0, step: int = 0) 
     return event_pb2.Event(wall_time=wall_time, step=step, summary=summary)
 
 
-def _write_events(folder: Path, events: list[event_pb2.Event], own: bool = True) -> Path:
+def _write_events(folder: Path, events: list[event_pb2.Event]) -> Path:
     """One event file (TensorBoard's record format) in `folder`, replacing the one an earlier export wrote;
-    `own`: a run's folder, refused if it is a link (the old event files in it are deleted).
+    `write` has refused a run folder that is a link before anything was written.
     """
-    if own:
-        atomic.own_folder(folder)
+    folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob(f"events.out.tfevents.*{SUFFIX}"):
         old.unlink()
     path = folder / f"events.out.tfevents.{int(time.time())}{SUFFIX}"

@@ -98,13 +98,13 @@ def bullets(
 
 def _budgets(findings: Sequence[tuple[Claim, Finding | None]], reads: Sequence[comparable.Read]) -> str:
     """The batch-size verdicts another budget decides otherwise, and at which: the post names none."""
-    said = [
-        f"{claim.id} is {finding.verdict} at {claim.budget.value}, {', '.join(flips)}"
-        for claim, finding in findings
-        if finding is not None and claim.steps_differ and claim.tuned_first
-        for flips in [comparable.budget_flips(list(reads), claim.id, finding)]
-        if flips
-    ]
+    said = []
+    for claim, finding in findings:
+        if finding is None or not (claim.steps_differ and claim.tuned_first):
+            continue
+        flips = comparable.budget_flips(list(reads), claim.id, finding)
+        if flips:
+            said.append(f"{claim.id} is {finding.verdict} at {claim.budget.value}, {', '.join(flips)}")
     if not said:
         return ""
     return (

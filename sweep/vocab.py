@@ -173,6 +173,9 @@ PLOT_LABELS: dict[str, str] = {m.name: m.label for m in METRICS if m.label}
 STOPPED_EARLY = "stopped_early"
 # A run-level fact (runs.csv): the epoch of the checkpoint the run last resumed from (sweep/run/resume.py).
 RESUMED_FROM_EPOCH = "resumed_from_epoch"
+# runs.csv: a run's thread count at each attempt that trained ("1,2"), a column only where some run's attempts differ
+THREADS = "threads"
+THREADS_BY_ATTEMPT = "threads_by_attempt"
 
 
 class RunStatus(str, Enum):

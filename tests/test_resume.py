@@ -182,6 +182,42 @@ def test_kill_9_of_the_coordinator_alone_stops_its_worker_which_requeues_its_run
     assert len(epochs_of(stopped)) == 1
 
 
+def test_a_run_resumed_by_a_later_command_goes_on_at_the_thread_count_it_began_at(
+    tmp_path: Path, started: list[subprocess.Popen]
+) -> None:
+    """Its first attempt trains at 1 thread; killed, the one run left would get a worker with every core (2 here):
+    it gets 1, and its records are those of an uninterrupted run at 1 thread, bit for bit.
+    """
+    one_run = GRID.replace("seeds: [0, 1]", "seeds: [0]").replace("train.lr: [0.001, 0.002]", "train.lr: [0.001]")
+    for folder in ("cut", "whole"):
+        (tmp_path / folder).mkdir()
+        write_grid(tmp_path / folder, one_run)
+    whole = run_cli("run", "grid.yaml", cwd=tmp_path / "whole", BATCHSWEEP_THREADS="1")
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    journal = tmp_path / "cut" / "results" / "crash" / "journal.log"
+    coordinator = start_cli(started, "run", "grid.yaml", cwd=tmp_path / "cut", BATCHSWEEP_THREADS="1")
+    victim = _wait_for_running_epoch(lambda **kw: _trials(journal, "crash", **kw))
+    os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
+    coordinator.kill()
+    coordinator.wait()
+    again = subprocess.run(
+        [sys.executable, "-m", "sweep", "run", "grid.yaml"],
+        cwd=tmp_path / "cut",
+        env=cli_env(drop=("BATCHSWEEP_THREADS",)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "1 queued run(s) began training before; 1 at 1 thread(s), the count each worker takes" in again.stdout
+    runs = pd.read_csv(tmp_path / "cut" / "results" / "crash" / "runs.csv")
+    assert list(runs["threads"]) == [1] and "threads_by_attempt" not in runs, runs.T
+    resumed, reference = (pd.read_csv(tmp_path / f / "results" / "crash" / "epochs.csv") for f in ("cut", "whole"))
+    numbers = ["train_loss", "val_loss", "train_acc", "val_acc"]
+    assert int(runs["resumed_from_epoch"].iloc[0]) >= 1
+    pd.testing.assert_frame_equal(resumed[numbers], reference[numbers], check_exact=True)
+
+
 def _alive(process: psutil.Process) -> bool:
     try:
         return process.status() != psutil.STATUS_ZOMBIE

@@ -172,6 +172,25 @@ def test_failed_runs_get_a_new_attempt_from_the_next_enqueue(tmp_path: Path) -> 
 
 
 @pytest.mark.unit
+def test_runs_csv_says_each_attempts_thread_count_where_a_run_changed_count(tmp_path: Path) -> None:
+    """runs.csv's threads is the attempt that speaks for the run; threads_by_attempt appears once any run's
+    attempts trained at different counts, in attempt order, empty for a run never trained.
+    """
+    store, runs = _store(tmp_path), _runs(tmp_path)
+    store.enqueue(runs)
+    first = store.claim_next()
+    store.record_info(first, {vocab.THREADS: 1})
+    assert vocab.THREADS_BY_ATTEMPT not in store.runs_table()  # one count per run so far: no column
+    store.requeue(first, "interrupted before the run finished")
+    second = next(lease for lease in iter(store.claim_next, None) if lease.spec.run_id == first.spec.run_id)
+    store.record_info(second, {vocab.THREADS: 2})
+    table = store.runs_table().set_index(vocab.RUN_ID)
+    assert table.loc[first.spec.run_id, vocab.THREADS_BY_ATTEMPT] == "1,2"
+    assert table.loc[first.spec.run_id, vocab.THREADS] == 2
+    assert set(table.drop(first.spec.run_id)[vocab.THREADS_BY_ATTEMPT]) == {""}
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("retries, retryable, expected", [(1, True, True), (0, True, False), (1, False, False)])
 def test_the_retry_policy_decides_an_immediate_retry(
     tmp_path: Path, retries: int, retryable: bool, expected: bool

@@ -126,12 +126,15 @@ def format_event(event: events.Event, progress: Progress) -> str | None:
     return None
 
 
+THREADS_ENV = "BATCHSWEEP_THREADS"
+
+
 def threads_per_worker(workers: int) -> int:
     """TensorFlow threads per worker: a fair share of the cores ($BATCHSWEEP_THREADS overrides).
 
     Measured in benchmarks/speed/workers.py (docs/measured.md).
     """
-    override = os.environ.get("BATCHSWEEP_THREADS")
+    override = os.environ.get(THREADS_ENV)
     return int(override) if override else max(1, devices.cpu_count() // workers)
 
 
@@ -168,15 +171,16 @@ def run_workers(
     flags: Sequence[str] = (),
     towers: bool = False,
     on_death: OnDeath | None = None,
+    threads: int | None = None,
 ) -> int:
     """One worker process per slot (its CUDA_VISIBLE_DEVICES; None = leave as is) until the
-    queue is empty; return the first non-zero exit code. The CPU cores are shared evenly;
+    queue is empty; return the first non-zero exit code. `threads` each, or the CPU cores shared evenly;
     `towers`: the workers train packs, their towers side by side (`devices.towers_side_by_side`).
     A worker that died holding runs (`on_death` says so, having queued them again or left them failed
     past the policy's cap) is replaced while runs are queued: the sweep goes on without it.
     """
     atomic.own_folder(log_dir)
-    threads_each = threads_per_worker(len(slots))
+    threads_each = threads or threads_per_worker(len(slots))
     inbox: queue.Queue = queue.Queue()
     command = worker_command(study, policy, flags)
     start = functools.partial(_start, command, storage, threads=threads_each, inbox=inbox, towers=towers)

@@ -278,17 +278,20 @@ def _train(
         code = train_here(store, progress, options.policy, console, places, options.pack, session)
     else:
         resume.places(store.target, store.name, results, options.keep_models)  # a linked checkpoints/: refused now
-        slots = workforce.worker_slots(options.devices, options.workers, options.trials_per_gpu, todo)
+        crew = workforce.crew(store, todo, options.devices, options.workers, options.trials_per_gpu)
+        if crew.note:
+            console.say(crew.note)
         console.say(
-            f"starting {len(slots)} worker(s){workforce.devices_note(slots)}; {_loads()} takes a few seconds to "
-            f"load. Logs: {log_dir}/"
+            f"starting {len(crew.slots)} worker(s){workforce.devices_note(crew.slots)}; {_loads()} takes a few "
+            f"seconds to load. Logs: {log_dir}/"
         )
         code = coordinator.run_workers(
             store.target,
             store.name,
             progress,
             log_dir,
-            slots=slots,
+            slots=crew.slots,
+            threads=crew.threads,
             policy=options.policy,
             say=console.say,
             flags=workforce.worker_flags(results, options.keep_models, options.pack),
@@ -412,7 +415,10 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
     if not queued:
         console.say(f"{name}: no queued runs; nothing to do")
         return EXIT_OK
-    slots = workforce.worker_slots(options.devices, options.workers, options.trials_per_gpu, queued)
+    crew = workforce.crew(store, queued, options.devices, options.workers, options.trials_per_gpu)
+    if crew.note:
+        console.say(crew.note)
+    slots = crew.slots
     console.say(f"{name}: {len(queued)} queued run(s); starting {len(slots)} worker(s){workforce.devices_note(slots)}")
     progress = coordinator.Progress(runs_total=len(queued), epochs_total=_epochs(queued))
     results = options.results or Path("results") / name
@@ -422,6 +428,7 @@ def join(target: str, name: str, options: Options = Options(), console: Console 
         progress,
         results / vocab.LOG_DIR,
         slots=slots,
+        threads=crew.threads,
         policy=options.policy,
         say=console.say,
         flags=workforce.worker_flags(results, options.keep_models, options.pack),

@@ -5,12 +5,16 @@ No TensorFlow.
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from sweep.config.plan import RunSpec
 from sweep.run import coordinator
 from sweep.store import Dead, RetryPolicy, Store
+from sweep.store.tables import threads_by_run
 
 Say = Callable[[str], None]
 
@@ -69,6 +73,44 @@ def worker_slots(
     replicas = max(s.point.train.gpus for s in queued)
     slots: list[str | None] = list(devices.worker_slots(pool, replicas, trials_per_gpu))
     return slots[:workers] if workers else slots
+
+
+@dataclass(frozen=True)
+class Crew:
+    """The worker processes to start: their devices (`worker_slots`), the threads each, and what to say of it."""
+
+    slots: list[str | None]
+    threads: int
+    note: str = ""  # said before the workers start, where queued runs pinned the thread count
+
+
+def crew(store: Store, queued: list[RunSpec], device_ids: str | None, workers: int | None, per_gpu: int) -> Crew:
+    """`worker_slots`, and the threads each worker takes: a fair share of the cores, unless queued runs began
+    training before. A run's numbers depend on its thread count in their last bits, so a run resumed at another
+    count is not the run it began as: the workers then take the count those runs began at (the most common,
+    where they differ), and without --workers there are only as many as the cores hold at that count.
+    $BATCHSWEEP_THREADS overrides, said where it breaks a run's count.
+    """
+    slots = worker_slots(device_ids, workers, per_gpu, queued)
+    fair = coordinator.threads_per_worker(len(slots))
+    ids = {spec.run_id for spec in queued}
+    began = [counts[0] for run_id, counts in threads_by_run(store.trials()).items() if run_id in ids and counts]
+    if not began:
+        return Crew(slots, fair)
+    count = fair if os.environ.get(coordinator.THREADS_ENV) else Counter(began).most_common(1)[0][0]
+    if count != fair and workers is None and all(slot is None for slot in slots):
+        from sweep.train import devices
+
+        slots = slots[: max(1, devices.cpu_count() // count)]
+    return Crew(slots, count, _pinned_note(began, count))
+
+
+def _pinned_note(began: list[int], count: int) -> str:
+    same = began.count(count)
+    note = f"{len(began)} queued run(s) began training before; {same} at {count} thread(s), the count each worker takes"
+    if same < len(began):
+        note += f"; {len(began) - same} at another count: their later records may differ in the last bits"
+    return note
 
 
 def cpu_workers(queued: list[RunSpec], cores: int) -> int:

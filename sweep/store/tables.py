@@ -27,8 +27,32 @@ def runs_table(trials: Iterable[FrozenTrial], searches: Mapping[str, dict[str, A
     """One row per run: spec columns, status, timings, run facts, final metrics; and on the runs of a search
     in `searches` (group id -> its settings), what it chose on and its lr range, for the report.
     """
-    rows = [{**_run_row(t), **_search_of(t, searches or {})} for t in latest_by_run(trials).values()]
+    trials = list(trials)
+    counts = threads_by_run(trials)
+    differ = any(len(set(c)) > 1 for c in counts.values())  # then a column says each run's, like a run fact
+    rows = [
+        {**_run_row(t), **_search_of(t, searches or {}), **(_threads_by_attempt(t, counts) if differ else {})}
+        for t in latest_by_run(trials).values()
+    ]
     return pd.DataFrame(rows).sort_values(vocab.RUN_ID).reset_index(drop=True) if rows else pd.DataFrame()
+
+
+def threads_by_run(trials: Iterable[FrozenTrial]) -> dict[str, list[int]]:
+    """run id -> the thread count of each of its attempts that began training, in attempt order. A run's numbers
+    depend on its thread count in the last bits, so a run resumed at another count is not the run it began as.
+    """
+    counts: dict[str, list[tuple[int, int]]] = {}
+    for trial in trials:
+        info = trial.user_attrs.get(INFO)
+        run_id = trial.user_attrs.get(vocab.RUN_ID)
+        if run_id is not None and isinstance(info, dict) and info.get(vocab.THREADS):
+            attempt = int(trial.user_attrs.get(vocab.ATTEMPT, 1))
+            counts.setdefault(str(run_id), []).append((attempt, int(info[vocab.THREADS])))
+    return {run_id: [threads for _, threads in sorted(pairs)] for run_id, pairs in counts.items()}
+
+
+def _threads_by_attempt(trial: FrozenTrial, counts: Mapping[str, list[int]]) -> dict[str, str]:
+    return {vocab.THREADS_BY_ATTEMPT: ",".join(map(str, counts.get(str(trial.user_attrs.get(vocab.RUN_ID)), [])))}
 
 
 def _run_row(trial: FrozenTrial) -> dict[str, Any]:

@@ -146,3 +146,44 @@ def test_the_watchdog_waits_10x_its_floor_for_a_workers_first_record(tmp_path: P
     with dog.watching([_claim(store, victim)]):
         assert stopped.wait(timeout=10)
     assert time.monotonic() - started >= 1.0
+
+
+def test_before_its_first_record_a_timed_run_waits_the_floor_and_10x_its_measured_seconds(tmp_path: Path) -> None:
+    """Where `sweep time` measured the runs' configuration: the floor (to build the model) plus 10x the measured
+    seconds to the first record, 1.0 s here, not 10x the floor (5 s).
+    """
+    stopped = threading.Event()
+    dog = watchdog.Watchdog(floor=0.5, stop=stopped.set)
+    store, (victim, _) = _store(tmp_path)
+    started = time.monotonic()
+    with dog.watching([_claim(store, victim)], expected=0.05):
+        bound, basis = dog.bound()
+        assert bound == pytest.approx(1.0) and "0.05 s timing.csv measured" in basis
+        assert stopped.wait(timeout=10)
+    assert 1.0 <= time.monotonic() - started < 5.0
+    why = (
+        store.sweep.get_trials()[0].user_attrs.get(vocab.STALLED)
+        or store.sweep.get_trials()[1].user_attrs[vocab.STALLED]
+    )
+    assert "bound 1 s: the floor of 0.5 s and 10x the 0.05 s timing.csv measured to its first record" in why
+
+
+def test_a_worker_bounds_a_first_record_by_its_results_folders_timing(tmp_path: Path) -> None:
+    """The worker's results folder (a journal's folder by default) holds timing.csv; a pack of two waits twice."""
+    from sweep.config import timing_schema
+    from sweep.run import resume, worker
+    from sweep.train import timing
+
+    store, (victim, other) = _store(tmp_path)
+    places = resume.places(str(tmp_path / "journal.log"), "s")
+    assert places.results == tmp_path
+    leases = [_claim(store, victim), _claim(store, other)]
+    flat = leases[0].spec.flat()
+    names = timing_schema.timing_keys(flat)
+    row = {timing_schema.CONFIG: timing_schema.config_key(flat, names), **{k: flat[k] for k in names}}
+    timing.merge(
+        tmp_path / vocab.TIMING_CSV, [row | {timing_schema.STEP_SECONDS: 0.01, timing_schema.STEPS_PER_EPOCH: 30}]
+    )
+    assert worker._first_record(places, leases[:1]) == pytest.approx(0.3)
+    assert worker._first_record(places, leases) == pytest.approx(0.6)
+    assert worker._first_record(resume.Places(tmp_path / "elsewhere"), leases) is None

@@ -70,6 +70,28 @@ def test_every_record_gets_its_configurations_seconds_through_the_csvs(timed_res
     assert epochs[timing_schema.QUIET_STEP_SECONDS].to_numpy() == pytest.approx(expected.to_numpy(), rel=1e-15, abs=0)
 
 
+@pytest.mark.unit
+def test_a_runs_measured_seconds_to_its_first_record_are_its_steps_to_it_times_the_best_step(tmp_path: Path) -> None:
+    """What the watchdog waits for before a worker's first record (sweep/run/watchdog.py): the grid records every
+    50 steps, 50 x 4 ms = 0.2 s; recording every 400 steps, the epoch's 150 steps come first, 0.6 s; none for a
+    configuration not timed.
+    """
+    grid = REPO / "experiments" / "batch_sizes.yaml"
+    (spec, *others) = plan(load_grid(grid))
+    flat = spec.flat()
+    key = timing_schema.config_key(flat, timing_schema.timing_keys(flat))
+    row = {timing_schema.CONFIG: key, **{k: flat[k] for k in timing_schema.timing_keys(flat)}}
+    row |= {timing_schema.STEP_SECONDS: 0.004, timing_schema.STEPS_PER_EPOCH: 150}
+    assert timing_table.first_record_seconds(tmp_path, spec) is None  # no timing.csv
+    timing.merge(tmp_path / vocab.TIMING_CSV, [row])
+    assert timing_table.first_record_seconds(tmp_path, spec) == pytest.approx(0.2)
+    (rare, *_) = plan(load_grid(grid, ["train.eval_every_steps=400"]))
+    assert rare.point.train.batch_size == spec.point.train.batch_size
+    assert timing_table.first_record_seconds(tmp_path, rare) == pytest.approx(0.6)
+    other = next(s for s in others if s.point.train.batch_size != spec.point.train.batch_size)
+    assert timing_table.first_record_seconds(tmp_path, other) is None
+
+
 # What every timing.csv written so far holds: its columns in this order (and its configuration strings in
 # this order of keys), which `merge` and `sweep study` match as written.
 COMMITTED_TIMING = sorted((REPO / "results").rglob(vocab.TIMING_CSV))

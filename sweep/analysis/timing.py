@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from sweep import vocab
+from sweep.config.plan import RunSpec
 from sweep.config.timing_schema import (
     CPU,
     LOAD_AFTER,
@@ -20,6 +21,7 @@ from sweep.config.timing_schema import (
     REPEATS,
     REPEATS_SECONDS,
     STEP_SECONDS,
+    STEPS_PER_EPOCH,
     THREADS,
     config_key,
     timing_keys,
@@ -48,6 +50,24 @@ def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
     return epochs.assign(
         **{QUIET_STEP_SECONDS: configs.map(per_config).astype(float), QUIET_REPEATS: configs.map(repeats)}
     )
+
+
+def first_record_seconds(folder: Path, spec: RunSpec) -> float | None:
+    """Quiet seconds from a run's first step to its first record where `folder/timing.csv` measured its
+    configuration: its steps to that record (`train.eval_every_steps`, or an epoch's) x the best seconds per step.
+    """
+    timing = read(folder / vocab.TIMING_CSV)
+    if timing is None or timing.empty:
+        return None
+    flat = spec.flat()
+    names = timing_keys(timing.columns)
+    names += [k for k in timing_keys(flat) if k not in names]
+    key = config_key(flat, names)
+    rows = timing[timing.apply(lambda row: config_key(row, names), axis=1) == key]
+    if rows.empty:
+        return None
+    steps = int(rows[STEPS_PER_EPOCH].iloc[-1])
+    return float(rows[STEP_SECONDS].iloc[-1]) * min(steps, spec.point.train.eval_every_steps or steps)
 
 
 def describe(folder: Path) -> str:

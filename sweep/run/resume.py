@@ -39,6 +39,7 @@ class Places:
 
     checkpoints: Path
     models: Path | None = None
+    results: Path | None = None  # the results folder: its timing.csv bounds a first record's wait (watchdog.py)
 
     def checkpoint(self, run_id: str) -> Path:
         return self.checkpoints / f"{run_id}.npz"
@@ -57,7 +58,7 @@ def places(target: str, study: str, results: Path | None = None, keep_models: bo
         raise UsageError(
             f"{checkpoints} is a symbolic link; remove it, or set ${CHECKPOINTS_ENV} to keep checkpoints elsewhere"
         )
-    return Places(checkpoints, folder / MODELS_DIR if keep_models else None)
+    return Places(checkpoints, folder / MODELS_DIR if keep_models else None, folder)
 
 
 def _log(text: str) -> None:

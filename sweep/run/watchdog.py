@@ -9,7 +9,9 @@ it first, counted toward the retry policy's cap on deaths (`RetryPolicy.max_requ
 
 The bound: 10x the slowest interval between records this worker has seen (its first includes
 building the model), at least the floor ($BATCHSWEEP_STALL_FLOOR, seconds, default 600). Before the
-worker has seen any interval, 10x the floor: a first epoch may be long. No TensorFlow.
+worker has seen any interval, the floor (time to build the model) and 10x the seconds its runs take to
+their first record where `sweep time` measured their configuration (timing.csv); without a measure,
+10x the floor: a first epoch may be long. No TensorFlow.
 """
 
 from __future__ import annotations
@@ -49,10 +51,14 @@ class Watchdog:
         self._leases: list[Lease] = []
         self._last = time.monotonic()
         self._slowest: float | None = None  # the slowest interval between records so far
+        self._expected: float | None = None  # measured quiet seconds to the watched runs' first record
         threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
 
     def bound(self) -> tuple[float, str]:
         """Seconds without a record after which the watched runs count as stalled, and how they were set."""
+        if self._slowest is None and self._expected is not None:
+            measured = f"10x the {self._expected:.3g} s timing.csv measured to its first record"
+            return self._floor + FACTOR * self._expected, f"the floor of {self._floor:g} s and {measured}"
         if self._slowest is None:
             return FACTOR * self._floor, f"10x the floor of {self._floor:g} s, before this worker's first record"
         if FACTOR * self._slowest < self._floor:
@@ -60,10 +66,12 @@ class Watchdog:
         return FACTOR * self._slowest, f"10x this worker's slowest interval between records, {self._slowest:.1f} s"
 
     @contextlib.contextmanager
-    def watching(self, leases: list[Lease]) -> Iterator[None]:
-        """Watch these runs (one, or a pack) while the block trains them."""
+    def watching(self, leases: list[Lease], expected: float | None = None) -> Iterator[None]:
+        """Watch these runs (one, or a pack) while the block trains them; `expected`: their measured quiet seconds
+        to the first record, where known.
+        """
         with self._lock:
-            self._leases, self._last = list(leases), time.monotonic()
+            self._leases, self._last, self._expected = list(leases), time.monotonic(), expected
         try:
             yield
         finally:

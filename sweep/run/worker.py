@@ -173,7 +173,8 @@ def _work(
         if size > 1:
             leases += [store.start(m) for m in mates.claim_mates(store, lease, size, places, alone)[1:]]
         try:
-            with heartbeats(store, leases), dog.watching(leases) if dog else contextlib.nullcontext():
+            watched = dog.watching(leases, _first_record(places, leases)) if dog else contextlib.nullcontext()
+            with heartbeats(store, leases), watched:
                 ended = driver.train(store, leases, emit, places, session)
         except KeyboardInterrupt:
             for taken in leases:
@@ -193,6 +194,14 @@ def _work(
                 emit(events.RunRetried(taken.spec.run_id, taken.spec.point.train.epochs))
         if rss_mb() > max_rss_mb():
             return EXIT_RECYCLE
+
+
+def _first_record(places: resume.Places, leases: list[Lease]) -> float | None:
+    """The measured quiet seconds to the runs' first record; a pack's, at most its size times a run's alone."""
+    from sweep.analysis.timing import first_record_seconds
+
+    alone = first_record_seconds(places.results, leases[0].spec) if places.results else None
+    return alone * len(leases) if alone is not None else None
 
 
 def _requeue_after_full_disk(store: Store, leases: list[Lease], err: OSError) -> None:

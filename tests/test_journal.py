@@ -72,6 +72,40 @@ def test_a_url_file_given_without_its_at_says_what_to_give(
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(
+    "name, meant", [(".sweep-db", "a database URL"), ("store.sqlite", "a database"), (".pgpass", "secrets")]
+)
+def test_an_empty_file_named_for_a_url_is_refused_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, meant: str
+) -> None:
+    """The README's `--storage @~/.sweep-db` without its `@`, the URL not written yet: not taken for a journal."""
+    monkeypatch.chdir(tmp_path)
+    write_grid(tmp_path, TINY_GRID)
+    (tmp_path / name).touch()
+    before = (tmp_path / name).stat()
+    for command in (["status"], ["run", "--no-train"]):
+        assert cli.main([command[0], "grid.yaml", "--storage", name, *command[1:]]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {name}: this empty file's name says it is meant to hold {meant}, not a journal")
+        assert f"--storage @{name}" in err and err.count("\n") == 1, err
+    after = (tmp_path / name).stat()
+    assert (after.st_size, after.st_mtime_ns) == (0, before.st_mtime_ns)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["grid.yaml", name])
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("name", ["journal.log", "sweeps.jsonl", "my_dbt_runs.log", "adb.journal"])
+def test_an_empty_file_with_a_journals_name_is_a_journal_not_yet_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_grid(tmp_path, TINY_GRID)
+    (tmp_path / name).touch()
+    assert cli.main(["run", "grid.yaml", "--storage", name, "--no-train"]) == 0
+    assert (tmp_path / name).stat().st_size > 0
+
+
+@pytest.mark.unit
 def test_a_journal_that_cannot_be_read_is_one_line_and_exit_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -38,7 +38,8 @@ class ReadOnlyStore(Exception):
 
 def recognise(path: Path) -> None:
     """Refuse (NotAJournal) an existing file that is not an Optuna journal, before anything writes to it.
-    A missing or empty file is a journal not yet written.
+    A missing or empty file is a journal not yet written, unless an empty file's name says it was made to hold
+    something else (`_meant_for`).
     """
     try:
         with open(path, "rb") as handle:
@@ -48,9 +49,28 @@ def recognise(path: Path) -> None:
     except OSError as err:
         raise NotAJournal(f"{path}: cannot be read as a journal: {err.strerror}") from None
     lines = [line for line in lines if line.strip()]
+    if not lines and _meant_for(path):
+        raise NotAJournal(
+            f"{path}: this empty file's name says it is meant to hold {_meant_for(path)}, not a journal: write the "
+            f"database URL in it and give --storage @{path}, or give the journal a name of its own (journal.log)"
+        )
     if not lines or any(_record(line) is not None for line in lines):
         return
     raise NotAJournal(f"{path}: {_looks_like(lines[0], path)}; an Optuna journal holds one JSON record per line")
+
+
+# Words in an empty file's name that say what it was made for: the README's `@~/.sweep-db`, a .pgpass, an .env
+_NAMED_FOR = (
+    (re.compile(r"\.(db|sqlite3?)$"), "a database"),
+    (re.compile(r"(^|[._-])(db|database|dsn|url|uri)([._-]|$)"), "a database URL"),
+    (re.compile(r"(^|[._-])(pgpass|env|secrets?|passwords?|credentials?)([._-]|$)"), "secrets"),
+)
+
+
+def _meant_for(path: Path) -> str:
+    """What an empty file's name says it holds ("" for a name a journal could have)."""
+    name = path.name.lower()
+    return next((what for pattern, what in _NAMED_FOR if pattern.search(name)), "")
 
 
 _DSN = re.compile(rb"^\s*(host|hostaddr|dbname|user|port|password|service)\s*=", re.IGNORECASE)

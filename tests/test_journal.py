@@ -177,6 +177,31 @@ def test_lines_that_are_no_record_are_removed_wherever_they_are_and_kept_beside_
 
 
 @pytest.mark.unit
+def test_a_record_glued_to_a_cut_write_is_kept_in_its_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A write cut mid-line, then a whole record appended right after it by a writer that did not repair first:
+    the cut bytes go (kept in the copy), the record stays where it was, and the note says so.
+    """
+    from sweep.run.stores import open_store
+
+    journal = _queued_journal(tmp_path)
+    lines = journal.read_bytes().splitlines(keepends=True)
+    cut = b'{"op_code": 5, "trial_id": 0, "us'
+    glued = [*lines[:3], cut + lines[3], *lines[4:]]  # the fourth record glued to a cut one
+    journal.write_bytes(b"".join(glued))
+    store = open_store(str(journal), "tiny", create=True)
+    assert journal.read_bytes() == b"".join(lines)  # every record kept, in order, the glued one too
+    (copy,) = journal.parent.glob(f"{vocab.JOURNAL_FILE}{REMOVED_MARK}*")
+    assert copy.read_bytes() == cut + lines[3]  # the damaged line as it was
+    err = capsys.readouterr().err
+    assert "removed 1 line(s) that are no journal record" in err and "1 whole record(s) glued to their ends" in err
+    assert [len(epochs_of(t)) for t in store.trials()] == [1, 0]
+    with open(journal, "ab") as handle:  # the same at the end, while the store is open: kept before the next append
+        handle.write(cut + lines[-1])
+    store.record_epoch(store.claim_next(), {**dict.fromkeys(vocab.EPOCH_METRICS, 0.75), "epoch": 1, "step": 10})
+    assert journal.read_bytes().startswith(b"".join([*lines, lines[-1]]))
+
+
+@pytest.mark.unit
 def test_a_whole_bad_last_line_written_while_the_store_is_open_is_removed_before_the_next_append(
     tmp_path: Path,
 ) -> None:

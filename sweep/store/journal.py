@@ -117,11 +117,13 @@ class Removed:
     lines: int
     size: int
     copy: Path
+    glued: int = 0  # whole records found glued to the end of a removed line, kept in the journal
 
     def line(self, journal: str) -> str:
+        kept = f"; {self.glued} whole record(s) glued to their ends are kept" if self.glued else ""
         return (
             f"note: {journal}: removed {self.lines} line(s) that are no journal record ({self.size} bytes: a crash "
-            f"mid-write, or an edit); the records around them are kept, and the removed lines are in {self.copy}"
+            f"mid-write, or an edit){kept}; the records around them are kept, and the removed lines are in {self.copy}"
         )
 
 
@@ -200,20 +202,39 @@ class ReadOnlyJournal(BaseJournalBackend):
         raise ReadOnlyStore(f"{self.path}: a command that only reads the store tried to write it")
 
 
+RECORD_START = b'{"op_code"'  # how Optuna writes every record's first key
+
+
 def _remove_bad_lines(path: str) -> Removed | None:
-    """Every line that is not a record removed (a copy kept first), the rest replaced whole."""
+    """Every line that is not a record removed (a copy kept first), the rest replaced whole. A record glued to
+    the end of a bad line (written whole after a write cut mid-line) is kept in its place.
+    """
     with open(path, "rb") as handle:
         lines = handle.readlines()
     good = [_record(line) is not None for line in lines]
     if all(good):
         return None
-    removed = _keep_copy(path, [line for line, ok in zip(lines, good, strict=True) if not ok])
-    _replace(path, b"".join(line for line, ok in zip(lines, good, strict=True) if ok))
+    bad = [line for line, ok in zip(lines, good, strict=True) if not ok]
+    kept = [line if ok else _glued(line) for line, ok in zip(lines, good, strict=True)]
+    removed = _keep_copy(path, bad, glued=sum(1 for line, ok in zip(kept, good, strict=True) if line and not ok))
+    _replace(path, b"".join(kept))
     return removed
 
 
+def _glued(line: bytes) -> bytes:
+    """The whole record that ends a bad line, if one does (b"" if none)."""
+    start = line.find(RECORD_START, 1)
+    while start > 0:
+        if _record(line[start:]) is not None:
+            return line[start:]
+        start = line.find(RECORD_START, start + 1)
+    return b""
+
+
 def _drop_bad_tail(path: str) -> Removed | None:
-    """The last line removed (a copy kept) where it is cut off or no record; the file is not read whole."""
+    """The last line removed (a copy kept) where it is cut off or no record, a whole record glued to its end put
+    back; the file is not read whole.
+    """
     with open(path, "rb+") as handle:
         size = handle.seek(0, os.SEEK_END)
         if size == 0:
@@ -225,8 +246,11 @@ def _drop_bad_tail(path: str) -> Removed | None:
         tail = handle.read()
         if _record(tail) is not None:
             return None
-        removed = _keep_copy(path, [tail])
+        glued = _glued(tail)
+        removed = _keep_copy(path, [tail], glued=1 if glued else 0)
         handle.truncate(start)
+        handle.seek(start)
+        handle.write(glued)
         return removed
 
 
@@ -243,7 +267,7 @@ def _start_of_last_line(handle: Any, end: int, chunk: int = 1 << 16) -> int:
     return 0
 
 
-def _keep_copy(path: str, lines: list[bytes]) -> Removed:
+def _keep_copy(path: str, lines: list[bytes], glued: int = 0) -> Removed:
     """The removed lines appended to <journal>.removed-<UTC time>, on disk before the journal changes."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     copy = Path(f"{path}{REMOVED_MARK}{stamp}")
@@ -251,7 +275,7 @@ def _keep_copy(path: str, lines: list[bytes]) -> Removed:
         handle.writelines(line if line.endswith(b"\n") else line + b"\n" for line in lines)
         handle.flush()
         os.fsync(handle.fileno())
-    return Removed(len(lines), sum(len(line) for line in lines), copy)
+    return Removed(len(lines), sum(len(line) for line in lines), copy, glued)
 
 
 def _replace(path: str, data: bytes) -> None:

@@ -180,10 +180,11 @@ def test_places_follow_the_env_the_journal_and_the_results_folder(
 ) -> None:
     monkeypatch.delenv(resume.CHECKPOINTS_ENV, raising=False)
     journal = str(tmp_path / "res" / "journal.log")
-    assert resume.places(journal, "s") == resume.Places(tmp_path / "res" / "checkpoints")
+    res = tmp_path / "res"
+    assert resume.places(journal, "s") == resume.Places(res / "checkpoints", results=res)
     db = "postgresql://u@h/d"
     assert resume.places(db, "s", tmp_path / "out", keep_models=True) == resume.Places(
-        tmp_path / "out" / "checkpoints", tmp_path / "out" / "models"
+        tmp_path / "out" / "checkpoints", tmp_path / "out" / "models", tmp_path / "out"
     )
     assert resume.places(db, "s").checkpoints == Path("results") / "s" / "checkpoints"
     monkeypatch.setenv(resume.CHECKPOINTS_ENV, str(tmp_path / "ck"))

@@ -57,7 +57,7 @@ def test_search_block_is_read_with_defaults(tmp_path: Path) -> None:
         (
             "{lr: {low: 1e-4, high: 0.1}, trails: 8}",
             "grid.yaml: search.trails: unknown key; did you mean 'trials'? "
-            "valid keys: lr, trials, metric, seed, prune, widen",
+            "valid keys: lr, trials, metric, seed, data_seed, prune, widen",
         ),
         (
             "{lr: {low: 1e-4, high: 0.1}, metric: acc}",
@@ -146,6 +146,29 @@ def test_one_search_per_point_with_ids_that_survive_more_trials(tmp_path: Path) 
     tuned = groups[1].tuned_runs(0.0123, (0, 1))
     assert [(r.seed, r.point.train.lr, r.point.train.batch_size) for r in tuned] == [(0, 0.0123, 8), (1, 0.0123, 8)]
     assert tuned[0].run_id.startswith("bs8-lr0.0123-s0-")
+
+
+@pytest.mark.unit
+def test_a_search_on_held_out_data_draws_its_trials_there_and_reruns_the_best_on_the_grids_data(
+    tmp_path: Path,
+) -> None:
+    """search.data_seed: the trials train on another split (other images of a built-in dataset), so the lr is not
+    chosen on the validation images its re-runs are read on; without it every id is what it was (the committed
+    lr_search results' search groups are the ones its grid plans today).
+    """
+    grid = _grid(tmp_path, SEARCH_GRID + "      data_seed: 100\n")
+    groups = search_groups(grid)
+    store = _store(tmp_path)
+    store.register_searches(groups)
+    slot = store.start(store.claim_next())
+    assert slot.spec.point.data.seed == 100 and slot.spec.seed == 7
+    assert [r.point.data.seed for r in groups[0].tuned_runs(0.01, (0, 1))] == [0, 0]
+    plain = search_groups(_grid(tmp_path))
+    assert all(g.slot_template == g.template for g in plain)
+    assert {g.group_id for g in plain}.isdisjoint(g.group_id for g in groups)  # a search of other data is another
+    committed = pd.read_csv(REPO / "results" / "lr_search" / vocab.RUNS_CSV)[vocab.SEARCH_GROUP].dropna()
+    planned = search_groups(load_grid(REPO / "experiments" / "lr_search.yaml"))
+    assert {g.group_id for g in planned} == set(committed)
 
 
 # --- the store: a real journal, trials finished by hand (no TensorFlow)

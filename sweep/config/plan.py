@@ -158,14 +158,23 @@ class SearchGroup:
         resolved = self.template._point_dict()
         resolved["train"] = {k: v for k, v in resolved["train"].items() if k != "lr"}
         space = {k: getattr(self.search, k) for k in ("lr_low", "lr_high", "lr_log", "metric", "seed")}
+        if self.search.data_seed is not None:  # a search of another split is another search (old ids unchanged)
+            space["data_seed"] = self.search.data_seed
         canonical = json.dumps({"point": resolved, "search": space}, sort_keys=True, separators=(",", ":"))
         return f"{slug}-{hashlib.sha256(canonical.encode()).hexdigest()[:8]}"
 
     def study_name(self) -> str:
         return f"{self.template.sweep}{vocab.LR_SEARCH_MARK}{self.group_id}"
 
+    @property
+    def slot_template(self) -> RunSpec:
+        """What its trials train: the point at search.seed, on search.data_seed's data where set (held out)."""
+        if self.search.data_seed is None:
+            return self.template
+        return replace(self.template, point=self.template.point.with_value("data.seed", self.search.data_seed))
+
     def trial_spec(self, lr: float) -> RunSpec:
-        return at_lr(self.template, lr)
+        return at_lr(self.slot_template, lr)
 
     def tuned_runs(self, lr: float, seeds: tuple[int, ...]) -> list[RunSpec]:
         return [

@@ -22,13 +22,15 @@ SEARCH_METRICS: dict[str, Literal["maximize", "minimize"]] = {
     "val_acc_recal": "maximize",
     "val_loss_recal": "minimize",
 }
-SEARCH_KEYS = ("lr", "trials", "metric", "seed", "prune", "widen")
+SEARCH_KEYS = ("lr", "trials", "metric", "seed", "data_seed", "prune", "widen")
 SEARCH_DOCS = {
     "search.lr": "{low, high, log}: the range learning rates are drawn from (log: true, the default, = log-uniform)",
     "search.trials": "learning rates tried per grid point (default 8; the first half at random, then TPE)",
     "search.metric": "val_acc (maximised, the default) | val_loss (minimised) | val_acc_recal | val_loss_recal "
     "(the same with recalibrated BatchNorm; need train.recalibrate_bn: true), at the last epoch",
     "search.seed": "the seed the trials run at (default 0; pick one outside seeds: so the re-runs are fresh)",
+    "search.data_seed": "the data.seed the trials run at (default: the grid's): another split of the data (and, for a "
+    "built-in dataset, other images), so the lr is not chosen on the validation images its re-runs are read on",
     "search.prune": "stop a trial below the median of earlier trials from epoch 2 (default true)",
     "search.widen": "times a search whose best lr sits at an edge of its range reaches a decade past that edge, "
     "with half as many trials again (default 2; 0: never)",
@@ -51,6 +53,7 @@ class SearchConfig:
     trials: int = 8
     metric: str = "val_acc"
     seed: int = 0
+    data_seed: int | None = None  # held out: the trials' data.seed, where it differs from the grid's
     prune: bool = True
     widen: int = 2  # times the range may reach a decade further when the best lr sits at its edge
 
@@ -77,6 +80,9 @@ def parse_search(raw: Any) -> SearchConfig:
         trials=checked("search.trials", positive_int, raw.get("trials", 8)),
         metric=checked("search.metric", one_of(*SEARCH_METRICS), raw.get("metric", "val_acc")),
         seed=checked("search.seed", non_negative_int, raw.get("seed", 0)),
+        data_seed=None
+        if raw.get("data_seed") is None
+        else checked("search.data_seed", non_negative_int, raw["data_seed"]),
         prune=checked("search.prune", boolean, raw.get("prune", True)),
         widen=checked("search.widen", non_negative_int, raw.get("widen", 2)),
     )

@@ -6,7 +6,8 @@ workers, GPUs and Slurm like any other (`<results>/grid.yaml` is the study as a 
 
 - batch sizes on a doubling ladder (`ladder`), at least MIN_RUNGS of them, so that S = S_min (1 + B_crit / B)
   can be fitted;
-- a learning-rate search per batch size at a held-out seed (`search.seed`, outside `seeds:`), ranked on
+- a learning-rate search per batch size at a held-out seed (`search.seed`, outside `seeds:`) on held-out data
+  (`search.data_seed`, the same number: another split, or other images of a built-in dataset), ranked on
   val_acc_recal (BatchNorm statistics recomputed for the weights: raw val_acc of a batch size that took
   few steps lags behind its weights and would rank the lrs on that lag); its best lr re-run at every seed;
 - stopping that does not depend on the batch size (`study_stopping`): the grid file's `train.early_stopping`
@@ -107,6 +108,7 @@ def study_overrides(settings: StudySettings, name: str | None, eval_every: int |
         f"search.trials={settings.trials}",
         "search.metric=val_acc_recal",
         f"search.seed={settings.search_seed}",
+        f"search.data_seed={settings.search_seed}",  # and on other data: the lr is not chosen on reported images
         "search.prune=true",
         f"search.widen={settings.widen}",
         "train.recalibrate_bn=true",

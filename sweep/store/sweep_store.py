@@ -97,7 +97,7 @@ class Store:
                 self._searches[group_id] = search.open_search(self._backend, group_id, settings)
         with self._queueing():
             for group in groups:
-                search.enqueue_slots(self._searches[group.group_id], group.template)
+                search.enqueue_slots(self._searches[group.group_id], group.slot_template)
         return [self._searches[g.group_id] for g in groups]
 
     def widen_searches(self, groups: list[SearchGroup]) -> list[str]:
@@ -111,7 +111,7 @@ class Store:
             if found and widened:
                 (low, high), (new_low, new_high) = widened
                 with self._queueing():
-                    added = search.enqueue_slots(found, group.template)
+                    added = search.enqueue_slots(found, group.slot_template)
                 lines.append(
                     f"{group.group_id}: best lr at the edge of [{low:.3g}, {high:.3g}]; "
                     f"{added} more trial(s) over [{new_low:.3g}, {new_high:.3g}]"

@@ -37,7 +37,8 @@ CAPTION = (
     "reach it; where it flattens above that line, larger batches stop saving steps. Mean steps over the seeds that "
     "reached each target (error bars: 95% t-interval, none below 2 seeds, never below a tenth of the mean on the log "
     "axis); dashed: perfect scaling (steps x batch constant) through the smallest batch size; dotted: the fit "
-    "S = S_min (1 + B_crit / B) where identified; open triangles: the step budget where a seed did not reach the "
+    "S = S_min (1 + B_crit / B) where identified (an interval with both ends, the lack-of-fit test not rejecting "
+    "the form); open triangles: the step budget where a seed did not reach the "
     "target."
 )
 TARGETS_PER_PANEL = 2  # three lines each (measured, perfect scaling, fit): 6, within layout.MAX_LINES

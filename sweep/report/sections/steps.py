@@ -58,7 +58,8 @@ STEPS_COLUMNS = (
 FIT_COLUMNS = (
     *("results", "lr", "seeds", "metric", "target", "batch_sizes_fitted", "batch_sizes_left_out", "points"),
     *("s_min", "s_min_ci_low", "s_min_ci_high", "b_crit", "b_crit_ci_low", "b_crit_ci_high"),
-    *("interval", "not_identified"),
+    *("interval", "resamples", "distinct_resamples", "paired_seeds"),
+    *("lack_of_fit_f", "lack_of_fit_df_lack", "lack_of_fit_df_pure", "lack_of_fit_p", "not_identified"),
 )
 
 
@@ -97,12 +98,14 @@ def _columns(name: str, e: Estimate) -> dict[str, float]:
 
 
 def fit_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
-    """One row per curve and target; the numbers are empty where the fit is not identified."""
+    """One row per curve and target; the numbers are empty where the fit is not identified or its form does not fit
+    (`not_identified` says why).
+    """
     rows = []
     for reading in readings:
         c = reading.curve
         for f in reading.fits:
-            shown = f.identified
+            shown, boot, test = f.identified, f.bootstrap, f.lack_of_fit
             rows.append(
                 {
                     "results": c.source,
@@ -119,7 +122,14 @@ def fit_table(readings: list[scaling.CurveReading]) -> pd.DataFrame:
                     "b_crit": f.b_crit if shown else math.nan,
                     "b_crit_ci_low": f.b_crit_low if shown else math.nan,
                     "b_crit_ci_high": f.b_crit_high if shown else math.nan,
-                    "interval": "profile likelihood, 95%",
+                    "interval": f"95%, {boot.words()}" if boot else "",
+                    "resamples": boot.resamples if boot else math.nan,
+                    "distinct_resamples": boot.distinct if boot else math.nan,
+                    "paired_seeds": boot.paired if boot else None,
+                    "lack_of_fit_f": test.f if test else math.nan,
+                    "lack_of_fit_df_lack": test.df_lack if test else math.nan,
+                    "lack_of_fit_df_pure": test.df_pure if test else math.nan,
+                    "lack_of_fit_p": test.p if test else math.nan,
                     "not_identified": f.problem,
                 }
             )
@@ -202,12 +212,23 @@ def _curve_block(doc: Doc, reading: scaling.CurveReading) -> None:
         ],
     )
     doc.p(
-        f"Fit of S = S_min (1 + B_crit / B) to the steps to each target {c.metric}, least squares in log steps over "
-        "the per-seed steps of the batch sizes where every seed reached the target; 95% profile-likelihood intervals "
-        "(F test), not a bootstrap."
+        f"Fit of S = S_min (1 + B_crit / B) to the steps to each target {c.metric}: least squares in log steps over "
+        "each batch size's mean log steps (weighted by its seeds), at the batch sizes where every seed reached the "
+        f"target; 95% intervals from a percentile bootstrap over seeds ({scaling_fit.RESAMPLES} resamples, seeds "
+        "paired across batch sizes where every batch size ran the same seeds, each resample refitted; n seeds allow "
+        "only C(2n - 1, n) distinct resamples, 10 at 3 seeds, so with few seeds the ends are coarse). The lack-of-fit "
+        "F test sets the batch means' departure from the curve against the seeds' spread about their means; at "
+        "p < 0.05 the form does not fit and no B_crit is given."
     )
     doc.table(
-        ("target", "batch sizes fitted", "left out (a seed did not reach)", "S_min [95% CI]", "B_crit [95% CI]"),
+        (
+            "target",
+            "batch sizes fitted",
+            "left out (a seed did not reach)",
+            "S_min [95% CI]",
+            "B_crit [95% CI]",
+            "lack of fit",
+        ),
         [_fit_cells(f) for f in reading.fits],
     )
 
@@ -215,14 +236,17 @@ def _curve_block(doc: Doc, reading: scaling.CurveReading) -> None:
 def _fit_cells(f: scaling_fit.Fit) -> tuple[str, ...]:
     fitted = ", ".join(map(str, f.batch_sizes)) or "none"
     left = ", ".join(map(str, f.left_out)) or "none"
+    test = f.lack_of_fit
+    lack = "no test" if test is None else f"F = {test.f:.3g} ({test.df_lack}, {test.df_pure} df), p = {test.p:.2g}"
     if not f.identified:
-        return (f"{f.target:g}", fitted, left, "not identified", f"not identified: {f.problem}")
+        return (f"{f.target:g}", fitted, left, "not identified", f"not identified: {f.problem}", lack)
     return (
         f"{f.target:g}",
         fitted,
         left,
         f"{f.s_min:.0f} [{f.s_min_low:.0f}, {f.s_min_high:.0f}]",
         f"{f.b_crit:.1f} [{f.b_crit_low:.1f}, {f.b_crit_high:.1f}]",
+        lack,
     )
 
 

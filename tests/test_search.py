@@ -217,6 +217,32 @@ def test_searches_enqueue_once_sample_in_range_and_pick_the_best(tmp_path: Path)
     assert store.claim_next().spec.run_id == tuned[0].run_id  # the sweep's own queue comes first
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("metric, loss", [("val_acc", "val_loss"), ("val_loss", "val_acc")])
+def test_a_tie_at_the_top_is_broken_by_the_same_evaluations_other_reading_not_trial_order(
+    tmp_path: Path, metric: str, loss: str
+) -> None:
+    """Two trials tie on the search's metric: the one with the better other reading (lower loss for an accuracy,
+    higher accuracy for a loss) is the best, though it came second; a worse trial never wins.
+    """
+    from sweep.store.search import best_lr
+
+    text = SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]").replace(
+        "seed: 7", "seed: 7\n      metric: " + metric
+    )
+    grid, store = _grid(tmp_path, text), _store(tmp_path)
+    (search,) = store.register_searches(search_groups(grid))
+    tie = 0.6
+    lrs = []
+    worse = 0.4 if metric == "val_acc" else 0.8
+    for value, other in ((tie, 0.9), (tie, 0.5 if metric == "val_acc" else 0.95), (worse, 0.1), (tie, 0.7)):
+        lease = store.start(store.claim_next())
+        store.record_epoch(lease, {vocab.EPOCH: 1, vocab.STEP: 1, metric: value, loss: other})
+        store.finish(lease, RunStatus.DONE, value=value)
+        lrs.append(lease.spec.point.train.lr)
+    assert best_lr(search) == pytest.approx(lrs[1])
+
+
 NARROW_GRID = SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]").replace(
     "lr: {low: 1e-4, high: 1e-1}", "lr: {low: 1e-3, high: 1.2e-3}"
 )  # every lr drawn is within 1.5x of the high end: the best of an increasing curve sits at that edge

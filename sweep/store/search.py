@@ -19,11 +19,12 @@ queued, drawn by the same sampler from the wider range; at most ``search.widen``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from sweep import vocab
 from sweep.base.seeds import derive_seed
@@ -35,6 +36,12 @@ from sweep.vocab import RunStatus
 SEARCHES_ATTR = "lr_searches"  # on the sweep study: group id -> the search's settings, for every worker
 SETTINGS = ("lr_low", "lr_high", "lr_log", "trials", "metric", "seed", "prune", "widen")
 LR_PARAM = "lr"
+TIE_BREAKERS = {
+    "val_acc": "val_loss",
+    "val_loss": "val_acc",
+    "val_acc_recal": "val_loss_recal",
+    "val_loss_recal": "val_acc_recal",
+}
 RANGES_ATTR = "lr_ranges"  # on a search's study: every range it drew from, the grid's first
 
 
@@ -134,11 +141,26 @@ def best_lr(search: Search) -> float | None:
     statuses = [queue.status_of(t) for t in trials]
     if any(not s.ended or s is RunStatus.INTERRUPTED for s in statuses):  # one may still come, or come back
         return None
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and LR_PARAM in t.params]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and LR_PARAM in t.params and t.value is not None]
     if not complete:
         return None
-    pick = max if SEARCH_METRICS[search.settings["metric"]] == "maximize" else min  # as the study's direction
-    return float(pick(complete, key=lambda t: (t.value, -t.number)).params[LR_PARAM])
+    metric = search.settings["metric"]
+    sign = 1.0 if SEARCH_METRICS[metric] == "maximize" else -1.0  # as the study's direction
+    ranked = max(complete, key=lambda t: (sign * float(t.values[0]), _second(t, metric), -t.number))
+    return float(ranked.params[LR_PARAM])
+
+
+def _second(trial: FrozenTrial, metric: str) -> float:
+    """What breaks a tie of the search's metric (common at the ceiling: several lrs at accuracy 1.0): the other
+    reading of the same evaluation, the loss for an accuracy (lower is better), the accuracy for a loss; a trial
+    without it ranks last among the tied. Trial order only where both are equal.
+    """
+    other = TIE_BREAKERS[metric]
+    records = queue.epochs_of(trial)
+    value = records[-1].get(other) if records else None
+    if value is None:
+        return -math.inf
+    return -float(value) if SEARCH_METRICS[other] == "minimize" else float(value)
 
 
 def widen(search: Search) -> tuple[tuple[float, float], tuple[float, float]] | None:

@@ -35,12 +35,18 @@ LR_RANGE = (1e-4, 3e-2)
 
 
 def _curve(
-    batch: int, seed: int, rng: np.random.Generator, noise: float = 0.002, final: dict[int, float] = FINAL
+    batch: int,
+    seed: int,
+    rng: np.random.Generator,
+    noise: float = 0.002,
+    final: dict[int, float] = FINAL,
+    steps: dict[int, float] | None = None,
 ) -> pd.DataFrame:
     """One tuned run's records: val_acc_recal rises linearly from chance (0.1) through 0.5 at S(B), to its final
     value; so any level L is reached at S(B) (L - 0.1) / 0.4 steps, and B_crit is the same at every target.
+    `steps`: S(B) per batch size in place of S_MIN (1 + B_CRIT / B).
     """
-    at_half = S_MIN * (1 + B_CRIT / batch) * math.exp(rng.normal(0, 0.05))
+    at_half = (steps or {}).get(batch, S_MIN * (1 + B_CRIT / batch)) * math.exp(rng.normal(0, 0.05))
     final_value = final[batch] + rng.normal(0, noise)
     steps_per_epoch = 4096 // batch
     last = int(3 * at_half * (final_value - 0.1) / 0.4) + 1
@@ -71,11 +77,13 @@ def write_study(
     stopped: frozenset[tuple[int, int]] = frozenset(),
     final: dict[int, float] = FINAL,
     tie_loss: float | None = None,
+    steps: dict[int, float] | None = None,
 ) -> Path:
     """runs.csv and epochs.csv of a study over BATCHES: searches at seed 100, tuned runs at SEEDS; `noise`: the
     sd of a run's final value around FINAL; `at_chance`: the (batch, seed) whose run stays at chance; `stop`: the
     runs' train.early_stopping; `stopped`: the (batch, seed) tuned runs it ended early (runs.csv's stopped_early 2);
-    `tie_loss`: batch 8's trial at lr 1e-2 ties its best score (at 3e-3, loss 0.5) with this val_loss_recal.
+    `tie_loss`: batch 8's trial at lr 1e-2 ties its best score (at 3e-3, loss 0.5) with this val_loss_recal;
+    `steps`: the tuned runs' steps to 0.5 per batch size, in place of S_MIN (1 + B_CRIT / B).
     """
     rng = np.random.default_rng(7)
     runs, epochs = [], []
@@ -110,7 +118,7 @@ def write_study(
             run_id = f"bs{batch}-lr{best:g}-s{seed}-{batch:04d}s{seed}"
             row = {vocab.RUN_ID: run_id, **_run(vocab.TUNED, group, seed, batch, best, settings)}
             runs.append({**row, vocab.STOPPED_EARLY: 2 if (batch, seed) in stopped else None})
-            curve = _curve(batch, seed, rng, noise, final)
+            curve = _curve(batch, seed, rng, noise, final, steps)
             if (batch, seed) == at_chance:
                 curve = curve.assign(**{vocab.VAL_ACC_RECAL: 0.1, vocab.VAL_ACC: 0.1})
             epochs.append(curve.assign(**row))

@@ -81,6 +81,19 @@ def noise_reading(curve: scaling.Curve) -> NoiseReading | None:
     )
 
 
+def at_target(curve: scaling.Curve, target: float) -> dict[int, Estimate]:
+    """B_simple per batch size over seeds at the record where each run first reached `target` on the curve's metric:
+    where steps to target, and so B_crit, are read (B_simple changes as training goes on). A run that never reached
+    it, or measured no B_simple there, gives none.
+    """
+    epochs = curve.epochs
+    if vocab.NOISE_SCALE not in epochs:
+        return {}
+    hit = epochs[epochs[curve.metric] >= target]  # >=, as `reach` reads a target reached
+    first = hit.loc[hit.groupby(vocab.RUN_ID)[vocab.STEP].idxmin()]
+    return {int(b): estimate(rows[vocab.NOISE_SCALE]) for b, rows in first.groupby(an.BATCH_SIZE, sort=True)}
+
+
 # --- the prediction S(B) = S_min (1 + B_noise / B)
 
 CONSISTENT, MORE_STEPS, FEWER_STEPS, MISSED, BEYOND, UNDECIDED = (

@@ -16,8 +16,9 @@ docs/report.md ("Steps to target") explains every reading to the report's users.
 - A run that never reaches a target within its records is *not reached within budget*:
   counted, never dropped, never imputed.
 - Targets are read from the data by a fixed rule (`choose_targets`).
-- The fit (`sweep.analysis.scaling_fit`) uses the per-seed steps of the batch sizes where every run
-  reached the target (a mean over only the seeds that got there would be biased low).
+- The fit (`sweep.analysis.scaling_fit`) uses the batch sizes where every run reached the target (a mean
+  over only the seeds that got there would be biased low): fitted to their mean log steps, its interval a
+  bootstrap over seeds, its form checked by a lack-of-fit test.
 """
 
 from __future__ import annotations

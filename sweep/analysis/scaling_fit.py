@@ -1,5 +1,5 @@
-"""The fit S = S_min (1 + B_crit / B) of steps to a target against batch size (McCandlish et al. 2018; Shallue
-et al. 2019) from a `sweep.analysis.scaling.reaches` table: fitted to per-batch-size summaries, with a bootstrap
+"""The fit S = S_min (1 + B_crit / B) of steps to a target against batch size (Shallue et al. 2019; McCandlish
+et al. 2018) from a `sweep.analysis.scaling.reaches` table: fitted to per-batch-size summaries, with a bootstrap
 interval over seeds and a lack-of-fit F test.
 
 - Fitted: the batch sizes where every run reached the target (a mean over only the seeds that got there would

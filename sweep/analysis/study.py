@@ -17,9 +17,14 @@ makes one; so does any grid with a `search:` block over batch sizes). The pieces
 - A search whose best score is a tie between lrs (`LrTie`) is broken by the loss of the same evaluation
   (val_acc_recal -> val_loss_recal), never by trial order; where the tuned runs used another of the tied lrs
   (the search broke the tie by trial order), the advice warns.
-- The target is chosen from the data by a fixed rule (`choose_target`), and stated: the highest level of
-  `scaling.TARGET_LADDER` that every run of every batch size reached; else the highest that every run
-  of at least `scaling_fit.MIN_FIT_BATCHES` batch sizes reached (the others: not reached within budget).
+- The target is fixed before the tuned runs are read (`choose_target`), from the learning-rate searches'
+  held-out runs alone (`search_winners`: each batch size's winning trial, at the held-out search seed), by a
+  stated rule: the highest level of `scaling.TARGET_LADDER` above chance that the winner of every batch size
+  reached by its last record; else the highest that the winners of `scaling_fit.MIN_FIT_BATCHES` or more
+  batch sizes reached. The tuned runs compared at it never chose it (a target read off them would be the
+  level they happen to clear). The last record, not the best, because the search ranked its trials on it.
+- B_simple is read where B_crit is (`critical.at_target`): at the record where each tuned run first reached the
+  target; at each run's last record only where there is no target (`Study.b_simple_at` says which).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from sweep import analysis as an
@@ -41,6 +47,7 @@ from sweep.vocab import RunStatus
 
 DEFAULT_TOLERANCE = 0.02  # of the metric (accuracy): a smaller difference does not matter for the advice
 DEFAULT_DEVICES = 8  # the device count the advice predicts for
+LAST_RECORD = "each run's last record"
 
 
 class NoStudy(Exception):
@@ -80,7 +87,7 @@ class Rung:
     failed: tuple[str, ...]  # "run_id: why" for each tuned run left out
     target: scaling.TargetRow | None  # steps and seconds to the study's target
     step_seconds: float  # quiet seconds per optimizer step (NaN without timing.csv)
-    b_simple: Estimate | None  # the gradient noise scale at the runs' last record
+    b_simple: Estimate | None  # the gradient noise scale where `Study.b_simple_at` says: at the target
     runs: int = 0  # its tuned runs, every one (left out or not)
     stopped_early: int = 0  # of them, those train.early_stopping (or a callback) ended before train.epochs
     tie: LrTie | None = None  # its search's best score was a tie between lrs
@@ -110,6 +117,7 @@ class Study:
     epochs: int | None = None  # train.epochs of its tuned runs (their budget)
     val_images: int | None = None  # validation images each run is read on (runs.csv's val_samples)
     chance: float | None = None  # the accuracy of a guess, 1 / classes (runs.csv's num_classes)
+    b_simple_at: str = LAST_RECORD  # where each run's B_simple is read
 
     def rung(self, batch: int) -> Rung:
         return next(r for r in self.rungs if r.batch_size == batch)
@@ -136,10 +144,13 @@ def read(folder: Path, tolerance: float = DEFAULT_TOLERANCE, devices: int = DEFA
     left_out = _left_out(results)
     kept = replace(results, tuned=results.tuned[~results.tuned[vocab.RUN_ID].isin(left_out)].reset_index(drop=True))
     curve = next((c for c in scaling.curves(kept) if c.lr == scaling.TUNED), None)
-    reading, rule = _reading(curve)
-    noise = critical.noise_reading(curve) if curve is not None else None
     metric = curve.metric if curve is not None else scaling.metric_of(kept.tuned)
-    rungs = tuple(_rung(p, kept.tuned, results, left_out, metric, reading, noise) for p in points)
+    chance = _chance(results.runs)
+    batches = tuple(sorted({p.batch_size for p in points}))
+    target, rule = choose_target(search_winners(results.runs, metric), batches, metric, chance)
+    reading = _reading(curve, target)
+    b_simple, where = _b_simple(curve, target)
+    rungs = tuple(_rung(p, kept.tuned, results, left_out, metric, reading, b_simple) for p in points)
     return Study(
         folder=folder,
         metric=metric,
@@ -147,7 +158,7 @@ def read(folder: Path, tolerance: float = DEFAULT_TOLERANCE, devices: int = DEFA
         seeds=tuple(sorted(int(s) for s in kept.tuned[vocab.SEED].unique())),
         search_seed=_search_seed(results.runs),
         rungs=rungs,
-        target=reading.targets[0] if reading else None,
+        target=target,
         target_rule=rule,
         fit=reading.fits[0] if reading else None,
         reading=reading,
@@ -157,7 +168,8 @@ def read(folder: Path, tolerance: float = DEFAULT_TOLERANCE, devices: int = DEFA
         stop_rules=_stop_rules(results.runs),
         epochs=int(results.tuned["train.epochs"].max()) if "train.epochs" in results.tuned else None,
         val_images=_val_images(results.runs),
-        chance=_chance(results.runs),
+        chance=chance,
+        b_simple_at=where,
     )
 
 
@@ -197,39 +209,65 @@ def _left_out(results: an.Results) -> dict[str, str]:
     return why
 
 
-def choose_target(table: pd.DataFrame, batches: int) -> tuple[float | None, str]:
-    """The study's target and the rule that chose it, from `scaling.above_chance`'s table."""
-    if table.empty:
-        return None, "no run recorded a level of the ladder above chance"
-    every = table.groupby(["target", "batch_size"])["reached"].agg(["all", "size"])
-    complete = every[every["all"] & (every["size"] >= scaling_fit.MIN_REACHED)].reset_index()
-    per_target = complete.groupby("target")["batch_size"].nunique()
-    levels = ", ".join(f"{t:g}" for t in scaling.TARGET_LADDER)
-    if (per_target == batches).any():
-        target = float(per_target[per_target == batches].index.max())
-        return target, (f"the highest level of {levels} that every run of every batch size reached")
-    enough = per_target[per_target >= scaling_fit.MIN_FIT_BATCHES]
-    if not enough.empty:
-        return float(enough.index.max()), (
-            f"no level of {levels} was reached by every run of every batch size; the highest that every run "
-            f"of {scaling_fit.MIN_FIT_BATCHES} or more batch sizes reached (the others did not within their budget)"
+def search_winners(runs: pd.DataFrame, metric: str) -> dict[int, float]:
+    """Each batch size's search winner's `metric` at its last record (runs.csv's final_<metric>): the held-out trial
+    at the lr its tuned runs re-ran. A batch size whose winner has no such reading is absent.
+    """
+    column = f"final_{metric}"
+    if column not in runs or vocab.SEARCH_GROUP not in runs:
+        return {}
+    trials = runs[(runs[vocab.ROLE] == vocab.SEARCH) & (runs[vocab.STATUS] == RunStatus.DONE)]
+    found: dict[int, float] = {}
+    for (group, batch), tuned in runs[runs[vocab.ROLE] == vocab.TUNED].groupby([vocab.SEARCH_GROUP, an.BATCH_SIZE]):
+        own = trials[trials[vocab.SEARCH_GROUP] == group]
+        lr = float(tuned[scaling.LR_COLUMN].iloc[0])
+        values = own.loc[np.isclose(own[scaling.LR_COLUMN].astype(float), lr, rtol=1e-9, atol=0.0), column].dropna()
+        if len(values):
+            found[int(batch)] = max(float(values.max()), found.get(int(batch), -math.inf))
+    return found
+
+
+def choose_target(
+    winners: dict[int, float], batches: tuple[int, ...], metric: str, chance: float | None
+) -> tuple[float | None, str]:
+    """The study's target and the rule that chose it, from the search winners' readings (`search_winners`) alone."""
+    ladder = [t for t in scaling.TARGET_LADDER if chance is None or t > chance]
+    levels = f"the levels {', '.join(f'{t:g}' for t in ladder)}" + (" (above chance)" if chance is not None else "")
+    reached = {t: sum(winners.get(b, -math.inf) >= t for b in batches) for t in ladder}
+    winner = "the winning trial of every batch size's search (its held-out run at the lr the tuned runs use)"
+    every = [t for t, n in reached.items() if n == len(batches)]
+    if every:
+        return max(every), f"the highest of {levels} that {winner} reached in {metric} at its last record"
+    enough = [t for t, n in reached.items() if n >= scaling_fit.MIN_FIT_BATCHES]
+    if enough:
+        return max(enough), (
+            f"no level of {levels} was reached by {winner} (in {metric} at its last record); the highest that the "
+            f"winners of {scaling_fit.MIN_FIT_BATCHES} or more batch sizes reached (the others' tuned runs may miss "
+            "it within their budget)"
         )
     return None, (
-        f"no level of {levels} was reached by every run of {scaling_fit.MIN_FIT_BATCHES} batch sizes: "
-        "train longer (train.epochs) for steps to target"
+        f"no level of {levels} was reached by the winning search trials of {scaling_fit.MIN_FIT_BATCHES} batch "
+        f"sizes (in {metric} at their last record): train longer (train.epochs) for steps to target"
     )
 
 
-def _reading(curve: scaling.Curve | None) -> tuple[scaling.CurveReading | None, str]:
-    if curve is None:
-        return None, "no tuned runs at two or more batch sizes finished"
-    ladder = scaling.above_chance(curve)
-    target, rule = choose_target(ladder, curve.epochs[an.BATCH_SIZE].nunique())
-    if target is None:
-        return None, rule
-    table = ladder[ladder["target"] == target].reset_index(drop=True)
+def _reading(curve: scaling.Curve | None, target: float | None) -> scaling.CurveReading | None:
+    """The tuned curve's runs read at the target fixed beforehand, and the fit there."""
+    if curve is None or target is None:
+        return None
+    table = scaling.reaches(curve, (target,))
     fit = scaling_fit.fit_scaling(table, target)
-    return scaling.CurveReading(curve, (target,), table, scaling.target_rows(table), [fit]), rule
+    return scaling.CurveReading(curve, (target,), table, scaling.target_rows(table), [fit])
+
+
+def _b_simple(curve: scaling.Curve | None, target: float | None) -> tuple[dict[int, Estimate], str]:
+    """B_simple per batch size where B_crit is read (the record each run reached the target), and where that is."""
+    if curve is None:
+        return {}, LAST_RECORD
+    if target is not None:
+        return critical.at_target(curve, target), f"the record where each run first reached {curve.metric} {target:g}"
+    noise = critical.noise_reading(curve)
+    return (noise.last if noise else {}), LAST_RECORD
 
 
 def _rung(
@@ -239,7 +277,7 @@ def _rung(
     left_out: dict[str, str],
     metric: str,
     reading: scaling.CurveReading | None,
-    noise: critical.NoiseReading | None,
+    b_simple: dict[int, Estimate],
 ) -> Rung:
     batch = point.batch_size
     rows = tuned[tuned[an.BATCH_SIZE] == batch]
@@ -266,7 +304,7 @@ def _rung(
         failed=failed,
         target=target,
         step_seconds=float(step.iloc[0]) if len(step) else math.nan,
-        b_simple=noise.last.get(batch) if noise else None,
+        b_simple=b_simple.get(batch),
         runs=len(everyone),
         stopped_early=int(stopped),
         tie=lr_tie(results.runs, everyone, point.best_lr),

@@ -104,7 +104,7 @@ def table(study: Study) -> tuple[list[str], list[list[str]]]:
         f"steps to {target}",
         "perfect scaling (steps)",
         f"seconds to {target}",
-        "B_simple",
+        "B_simple at the target" if study.b_simple_at != reading.LAST_RECORD else "B_simple at the last record",
         "stopped early",
     ]
     perfect = perfect_scaling(
@@ -136,6 +136,7 @@ def csv_table(study: Study, advice: Advice | None) -> pd.DataFrame:
         [r.target for r in study.rungs if r.target is not None], [r.batch_size for r in study.rungs]
     )
     decision = advice.decision if advice else None
+    fit = _fit_columns(study)
     rows = []
     for r in study.rungs:
         reached = r.target is not None and not r.target.not_reached
@@ -151,11 +152,14 @@ def csv_table(study: Study, advice: Advice | None) -> pd.DataFrame:
                 **_columns("untuned", r.untuned),
                 "target_metric": study.metric,
                 "target": study.target,
+                "target_rule": study.target_rule,
                 **_columns("steps_to_target", r.target.steps if r.target else None),
                 "runs_not_reaching_target": r.target.not_reached if r.target else None,
                 "perfect_scaling_steps": perfect.get(r.batch_size),
                 **_columns("seconds_to_target", seconds_to_target(study, r) if reached else None),
                 **_columns("b_simple", r.b_simple),
+                "b_simple_read_at": study.b_simple_at,
+                **fit,
                 "tuned_runs": r.runs,
                 "stopped_early": r.stopped_early,
                 "verdict": "best" if decision and r is decision.best else (test.verdict.name.lower() if test else ""),
@@ -164,6 +168,32 @@ def csv_table(study: Study, advice: Advice | None) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _fit_columns(study: Study) -> dict[str, object]:
+    """The fit's numbers, the same on every row: empty where B_crit is not to be relied on (`Fit.problem` says why:
+    an interval without an end, or a form that does not fit), as tables/scaling_fit.csv leaves them.
+    """
+    fit = study.fit
+    shown = fit if fit is not None and fit.identified else None
+    test = fit.lack_of_fit if fit is not None else None
+    boot = fit.bootstrap if fit is not None else None
+    return {
+        "b_crit_estimate": shown.b_crit if shown else None,
+        "b_crit_low": shown.b_crit_low if shown else None,
+        "b_crit_high": shown.b_crit_high if shown else None,
+        "s_min_estimate": shown.s_min if shown else None,
+        "s_min_low": shown.s_min_low if shown else None,
+        "s_min_high": shown.s_min_high if shown else None,
+        "b_crit_problem": fit.problem if fit is not None else "not fitted",
+        "bootstrap_resamples": boot.resamples if boot else None,
+        "bootstrap_distinct_resamples": boot.distinct if boot else None,
+        "bootstrap_paired": boot.paired if boot else None,
+        "lack_of_fit_f": test.f if test else None,
+        "lack_of_fit_df_lack": test.df_lack if test else None,
+        "lack_of_fit_df_pure": test.df_pure if test else None,
+        "lack_of_fit_p": test.p if test else None,
+    }
 
 
 def _columns(name: str, e: Estimate | None) -> dict[str, float | int | None]:
@@ -193,7 +223,8 @@ def _figure(study: Study, folder: Path) -> FigureFile | None:
     title = " ".join(fig.get_suptitle().split()) or FIGURE
     caption = (
         "Solid: measured steps to the target (95% interval over seeds); dashed: perfect scaling from the smallest "
-        "batch size that reached it (steps x batch constant); dotted: the fit S = S_min (1 + B_crit / B); "
+        "batch size that reached it (steps x batch constant); dotted: the fit S = S_min (1 + B_crit / B), drawn only "
+        "where its interval has both ends and the lack-of-fit test does not reject it; "
         "triangles: runs that did not reach it, at their last record."
     )
     return FigureFile(FIGURE, png, None, title, caption)
@@ -203,7 +234,10 @@ def _target_words(study: Study) -> str:
     """The target and the rule that chose it, under the table it is read in."""
     if study.target is None:
         return f"No target for steps to target: {study.target_rule}."
-    return f"The target, {study.metric} {study.target:g}, was chosen from the data: {study.target_rule}."
+    return (
+        f"The target, {study.metric} {study.target:g}, was fixed from the learning-rate searches' held-out runs "
+        f"before the tuned runs were read: {study.target_rule}. The tuned runs compared at it did not choose it."
+    )
 
 
 def _details(doc: Doc, study: Study, advice: Advice | None) -> None:
@@ -213,7 +247,8 @@ def _details(doc: Doc, study: Study, advice: Advice | None) -> None:
     )
     doc.h(2, "How it was measured")
     doc.p(f"Seconds to target are {seconds_kind(study)}. {study.timing_note}".strip())
-    if advice is not None and advice.devices is not None:
+    doc.p(_fit_method(study))
+    if advice is not None and advice.devices is not None and (study.fit is None or study.fit.form_fits):
         p = advice.devices
         doc.p(
             f"The {p.devices}-device prediction: S(G B) = S_min (1 + B_crit / (G B)) from the fit, a step at global "
@@ -222,8 +257,29 @@ def _details(doc: Doc, study: Study, advice: Advice | None) -> None:
             "through it."
         )
     doc.p(
-        "References: Shallue et al. 2019, 'Measuring the effects of data parallelism on neural network training' "
+        "References: Efron and Tibshirani 1993, 'An introduction to the bootstrap' (the percentile interval); Draper "
+        "and Smith 1998, 'Applied regression analysis' (the lack-of-fit F test); Shallue et al. 2019, 'Measuring the "
+        "effects of data parallelism on neural network training' "
         "(steps to target per batch size, each at its own tuned lr); McCandlish et al. 2018, 'An empirical model of "
         "large-batch training' (S = S_min (1 + B_crit / B), the noise scale); Google's Deep Learning Tuning Playbook "
         "(retune the lr when the batch size changes). docs/study.md says what this study assumes."
+    )
+
+
+def _fit_method(study: Study) -> str:
+    """How B_crit was fitted, its interval drawn and its form tested; and where B_simple was read."""
+    fit = study.fit
+    boot = fit.bootstrap if fit is not None else None
+    draws = ""
+    if boot is not None:
+        how = "seeds paired across batch sizes" if boot.paired else "seeds drawn within each batch size"
+        note = f"; {boot.note()}" if boot.note() else ""
+        draws = f" ({boot.resamples} resamples, {how}, a fixed RNG seed{note})"
+    return (
+        "The critical batch size: S = S_min (1 + B_crit / B) fitted by least squares in log steps to each batch size's "
+        "mean log steps over its seeds (weighted by its seeds), over the batch sizes whose every run reached the "
+        f"target; its 95% interval a percentile bootstrap over seeds{draws}, each resample refitted. The lack-of-fit F "
+        "test sets the batch means' departure from the curve against the seeds' spread about their batch mean (pure "
+        "error); at p < 0.05 the form does not fit and B_crit is not reported. B_simple is read at "
+        f"{study.b_simple_at}."
     )

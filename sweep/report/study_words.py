@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from sweep.analysis.estimates import ALPHA, Estimate, fmt_estimate
+from sweep.analysis.scaling_fit import Fit
 from sweep.analysis.study import Rung, Study
 from sweep.analysis.study_advice import Advice, by_seconds, seconds_kind, seconds_to_target
 from sweep.analysis.study_decision import CEILING, Basis, margin
@@ -136,7 +137,7 @@ def _apart(advice: Advice) -> str:
 def fastest_words(advice: Advice) -> str:
     study, rung = advice.study, advice.fastest
     if rung is None or rung.target is None:
-        return f"Fastest to target: not read ({study.target_rule})."
+        return f"Fastest to target: not read ({_no_reading(study)})."
     return (
         f"Fastest to {study.metric} {study.target:g} on this machine: batch {rung.batch_size} at "
         f"{lr_words(study, rung)}, {num(seconds_to_target(study, rung), '.3g')} s and {num(rung.target.steps)} steps, "
@@ -156,29 +157,67 @@ def _next(advice: Advice) -> str:
 
 
 def critical_words(study: Study) -> str:
+    """B_crit with its bootstrap interval and lack-of-fit test, or plainly why it is not reported; B_simple by it."""
     fit = study.fit
     if fit is None:
-        return f"Critical batch size: not fitted ({study.target_rule})."
-    b_simple = [r.b_simple.mean for r in study.rungs if r.b_simple is not None and r.b_simple.n]
-    noise = (
-        f"; the gradient noise scale B_simple at the runs' last record ranges {min(b_simple):.0f}-{max(b_simple):.0f} "
-        "over the batch sizes (McCandlish et al. 2018 take it as an estimate of B_crit)"
-        if b_simple
-        else ""
-    )
+        return f"Critical batch size: not fitted ({_no_reading(study)})."
+    at = f"Critical batch size at {study.metric} {fit.target:g}"
     if math.isnan(fit.b_crit):
-        return f"Critical batch size at {study.metric} {fit.target:g}: not fitted, {fit.problem}{noise}."
+        return f"{at}: not fitted, {fit.problem}{_noise(study)}."
+    if not fit.form_fits:
+        return f"{at}: not reported. {misfit_words(fit)}{_noise(study)}."
     high = "no upper end" if math.isinf(fit.b_crit_high) else f"{fit.b_crit_high:.0f}"
+    how = fit.bootstrap.words() if fit.bootstrap else "no bootstrap"
+    note = f"; {fit.bootstrap.note()}" if fit.bootstrap and fit.bootstrap.note() else ""
+    test = f"; {fit.lack_of_fit.words()}, the form not rejected" if fit.lack_of_fit else "; no lack-of-fit test"
     state = "" if fit.identified else f" (not identified: {fit.problem})"
     return (
-        f"Critical batch size at {study.metric} {fit.target:g}: B_crit {fit.b_crit:.0f} [{fit.b_crit_low:.0f}, {high}] "
-        f"(95% profile interval of S = S_min (1 + B_crit / B) over batch sizes "
-        f"{', '.join(map(str, fit.batch_sizes))}, each at its tuned lr){state}{noise}."
+        f"{at}: B_crit {fit.b_crit:.0f} [{fit.b_crit_low:.0f}, {high}] (95% interval, {how}{note}; S = S_min "
+        f"(1 + B_crit / B) fitted to the mean log steps of batch sizes {', '.join(map(str, fit.batch_sizes))}, each "
+        f"at its tuned lr{test}){state}{_noise(study)}."
     )
+
+
+def misfit_words(fit: Fit) -> str:
+    """Why the form does not fit, in words: the test, and the steps per batch size that break it."""
+    assert fit.lack_of_fit is not None
+    said = f"S = S_min (1 + B_crit / B) does not fit these steps ({fit.lack_of_fit.words()})"
+    cuts = ", ".join(f"x{c:.2g}" for c in fit.shrinks())
+    sizes = fit.batch_sizes
+    doubling = all(b == 2 * a for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+    shape = " (the form has each cut smaller than the one before, from x2 toward x1)" if doubling else ""
+    return (
+        f"{said}: from one batch size to the next ({', '.join(map(str, sizes))}) the mean steps fell by {cuts}"
+        f"{shape}, departing from the curve by more than the seeds vary; no single B_crit describes them, so none "
+        "is reported"
+    )
+
+
+def _noise(study: Study) -> str:
+    """B_simple's range over the batch sizes, and where it was read."""
+    b_simple = [r.b_simple.mean for r in study.rungs if r.b_simple is not None and r.b_simple.n]
+    if not b_simple:
+        return ""
+    return (
+        f"; the gradient noise scale B_simple at {study.b_simple_at} ranges {min(b_simple):.0f}-{max(b_simple):.0f} "
+        "over the batch sizes (McCandlish et al. 2018 take it as an estimate of B_crit)"
+    )
+
+
+def _no_reading(study: Study) -> str:
+    """Why nothing was read at the target: no target (the rule says why), or no tuned curve to read."""
+    if study.target is None:
+        return study.target_rule
+    return "no tuned runs at two or more batch sizes trained"
 
 
 def devices_words(advice: Advice) -> str:
-    p = advice.devices
+    p, fit = advice.devices, advice.study.fit
+    if fit is not None and not fit.form_fits and fit.lack_of_fit is not None:
+        return (
+            f"{advice.study.devices} devices: no prediction, the steps do not follow S = S_min (1 + B_crit / B) "
+            f"({fit.lack_of_fit.words()})."
+        )
     if p is None:
         return f"{advice.study.devices} devices: no prediction, {advice.devices_problem}."
     seconds = f", about {p.seconds:.3g} s to target" if math.isfinite(p.seconds) else ""
@@ -262,6 +301,10 @@ def _b_crit_line(study: Study) -> str:
     fit = study.fit
     if fit is None or math.isnan(fit.b_crit):
         return "B_crit: not fitted"
+    if not fit.form_fits and fit.lack_of_fit is not None:
+        form = "S = S_min (1 + B_crit / B)"
+        return f"B_crit: not reported, {form} does not fit (lack of fit p = {fit.lack_of_fit.p:.2g})"
     high = "inf" if math.isinf(fit.b_crit_high) else f"{fit.b_crit_high:.0f}"
     state = "" if fit.identified else " (not identified)"
-    return f"B_crit {fit.b_crit:.0f} [{fit.b_crit_low:.0f}, {high}] at {study.metric} {fit.target:g}{state}"
+    test = f", lack of fit p = {fit.lack_of_fit.p:.2g}" if fit.lack_of_fit else ""
+    return f"B_crit {fit.b_crit:.0f} [{fit.b_crit_low:.0f}, {high}] at {study.metric} {fit.target:g}{test}{state}"

@@ -206,12 +206,15 @@ def test_searches_enqueue_once_sample_in_range_and_pick_the_best(tmp_path: Path)
     assert store.enqueue_tuned(groups, grid.seeds) == []
     last = _finish_slot(store, search, 0.1)
     assert best_lr(search) == pytest.approx(lrs[1])  # the highest val_acc
+    # the other search has not settled: a round of extra trials may still come to both, so nothing is re-run yet
+    assert store.enqueue_tuned(groups, grid.seeds) == []
+    other = [_finish_slot(store, searches[1], value) for value in (0.3, 0.5, 0.2, 0.1)]
     tuned = store.enqueue_tuned(groups, grid.seeds)
-    assert [(r.seed, r.point.train.lr) for r in tuned] == [(0, lrs[1]), (1, lrs[1])]
+    assert [(r.seed, r.point.train.lr) for r in tuned] == [(0, lrs[1]), (1, lrs[1]), (0, other[1]), (1, other[1])]
     assert store.enqueue_tuned(groups, grid.seeds) == tuned  # idempotent
-    assert len(store.sweep.get_trials()) == 2
+    assert len(store.sweep.get_trials()) == 4
     table = store.runs_table()
-    assert table["role"].value_counts().to_dict() == {vocab.SEARCH: 8, vocab.TUNED: 2}
+    assert table["role"].value_counts().to_dict() == {vocab.SEARCH: 8, vocab.TUNED: 4}
     mine = table[(table.role == vocab.SEARCH) & (table.search_group == search.group_id)]
     assert sorted(mine["train.lr"]) == sorted(lrs + [last])  # each trial's row shows its own lr
     assert store.claim_next().spec.run_id == tuned[0].run_id  # the sweep's own queue comes first
@@ -318,6 +321,37 @@ def test_a_search_widens_at_most_search_widen_times(tmp_path: Path, widen: int, 
 
 
 @pytest.mark.unit
+def test_when_one_search_widens_every_search_gets_the_same_trials_and_nothing_is_rerun_until_all_settle(
+    tmp_path: Path,
+) -> None:
+    """Batch 4's best lr sits at the high edge, batch 8's inside its range: both get 2 more trials (half of 4),
+    batch 4's over the wider range and batch 8's in its own, so each point is tuned with 6; no best lr is re-run
+    while either has a trial to come, and none widens before both have settled.
+    """
+    grid = _grid(tmp_path, NARROW_GRID.replace("train.batch_size: [8]", "train.batch_size: [4, 8]"))
+    store = _store(tmp_path)
+    groups = search_groups(grid)
+    edge, inside = store.register_searches(groups)
+    for _ in range(4):
+        _finish_next(store, lambda lr: lr)  # batch 4's slots come first: best at the high edge
+    assert store.widen_searches(groups) == []  # batch 8's search has not settled
+    leases = [store.start(store.claim_next()) for _ in range(4)]
+    middle = sorted(lease.spec.point.train.lr for lease in leases)[1]
+    for lease in leases:  # best at the second-lowest lr drawn: inside the range
+        store.finish(lease, RunStatus.DONE, value=1.0 if lease.spec.point.train.lr == middle else 0.0)
+    lines = store.widen_searches(groups)
+    assert lines[0].startswith(f"{edge.group_id}: best lr at the edge of [0.001, 0.0012]; 2 more trial(s)")
+    assert lines[1:] == ["1 other search(es): 2 more trial(s) each in their own range, the same number"]
+    assert [len(s.slot_ids()) for s in (edge, inside)] == [6, 6]
+    assert len(edge.ranges()) == 2 and inside.ranges() == [(0.001, 0.0012)]
+    assert store.enqueue_tuned(groups, grid.seeds) == []  # 4 trials to come
+    while store.pending([]):
+        _finish_next(store, lambda lr: 0.0)
+    assert store.widen_searches(groups) == []  # widen: 2 allows another, but batch 4's best is no longer at an edge
+    assert {r.point.train.batch_size for r in store.enqueue_tuned(groups, grid.seeds)} == {4, 8}
+
+
+@pytest.mark.unit
 def test_search_studies_are_opened_once_per_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Read paths (counts, tables, slots) use the studies the store opened; they open nothing."""
     store = _store(tmp_path)
@@ -374,7 +408,10 @@ def test_a_search_on_val_acc_recal_chooses_on_it_not_on_raw_val_acc(tmp_path: Pa
     from sweep.run import endings
     from sweep.store.search import best_lr
 
-    grid, store = _grid(tmp_path, RECAL_GRID), _store(tmp_path)
+    grid, store = (
+        _grid(tmp_path, RECAL_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]")),
+        _store(tmp_path),
+    )
     assert grid.search is not None and grid.search.metric == vocab.VAL_ACC_RECAL
     groups = search_groups(grid)
     search = store.register_searches(groups)[0]
@@ -579,8 +616,10 @@ def test_a_real_search_on_val_acc_recal_reruns_the_lr_it_ranks_best(tmp_path: Pa
     name = optuna.get_all_study_summaries(storage)[1].study_name
     seen = {t.params["lr"]: t.value for t in optuna.load_study(study_name=name, storage=storage).trials}
     assert seen == pytest.approx(dict(zip(trials["train.lr"], trials["final_val_acc_recal"], strict=True)))
-    # the best val_acc_recal; on a tie (8 validation images) the earliest trial, as the store picks
-    ranked = trials.assign(order=-trials["final_val_acc_recal"]).sort_values(["order", "trial_number"])
+    # the best val_acc_recal; on a tie (8 validation images) the lower val_loss_recal, then the earliest trial
+    ranked = trials.assign(order=-trials["final_val_acc_recal"]).sort_values(
+        ["order", "final_val_loss_recal", "trial_number"]
+    )
     by_recal = ranked["train.lr"].iloc[0]
     tuned = runs[runs.role == vocab.TUNED]
     assert len(tuned) == 1 and (tuned["train.lr"] == by_recal).all()

@@ -14,7 +14,10 @@ best lr of a finished search is re-run at every seed in the sweep study, as runs
 A finished search whose best lr sits at an edge of its range (`sweep.config.lr_range`) is widened before
 its best lr is re-run: the range reaches a decade past that edge, kept on the search's study
 (``lr_ranges``, every range it drew from, the grid's first), and half as many trials again are
-queued, drawn by the same sampler from the wider range; at most ``search.widen`` times.
+queued, drawn by the same sampler from the wider range; at most ``search.widen`` times. The searches of a
+sweep go in rounds: they widen only once every one has settled, and a round gives every search the same
+trials (``lr_rounds``; those inside their range draw them there), so every point is tuned with the same
+number of trials, and no best lr is re-run until every search has settled with none to widen.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ TIE_BREAKERS = {
     "val_loss_recal": "val_acc_recal",
 }
 RANGES_ATTR = "lr_ranges"  # on a search's study: every range it drew from, the grid's first
+ROUNDS_ATTR = "lr_rounds"  # on a search's study: the rounds of extra trials queued (widened or not)
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,13 @@ class Search:
         lease.trial.set_user_attr(queue.SPEC, spec.to_json())
         return replace(lease, spec=spec)
 
+    def rounds(self) -> int:
+        """Rounds of extra trials queued; a store from before rounds had one per widening."""
+        return int(self.study.user_attrs.get(ROUNDS_ATTR, len(self.ranges()) - 1))
+
     def slot_ids(self) -> list[str]:
         trials = self.settings["trials"]
-        total = trials + (len(self.ranges()) - 1) * lr_range.extra_trials(trials)
+        total = trials + self.rounds() * lr_range.extra_trials(trials)
         return [f"{self.group_id}-t{k}" for k in range(1, total + 1)]
 
 
@@ -135,12 +143,17 @@ def enqueue_slots(search: Search, template: RunSpec) -> int:
     return queue.enqueue_items(search.study, slots, {vocab.ROLE: vocab.SEARCH, vocab.SEARCH_GROUP: search.group_id})
 
 
+def settled(search: Search) -> bool:
+    """None of its trials is pending or running, or may come back."""
+    trials = queue.latest_by_run(search.study.get_trials(deepcopy=False)).values()
+    return not any(not s.ended or s is RunStatus.INTERRUPTED for s in map(queue.status_of, trials))
+
+
 def best_lr(search: Search) -> float | None:
     """The search's best lr once none of its trials is pending or running; None before (or if none finished)."""
-    trials = queue.latest_by_run(search.study.get_trials(deepcopy=False)).values()
-    statuses = [queue.status_of(t) for t in trials]
-    if any(not s.ended or s is RunStatus.INTERRUPTED for s in statuses):  # one may still come, or come back
+    if not settled(search):
         return None
+    trials = queue.latest_by_run(search.study.get_trials(deepcopy=False)).values()
     complete = [t for t in trials if t.state == TrialState.COMPLETE and LR_PARAM in t.params and t.value is not None]
     if not complete:
         return None
@@ -180,3 +193,8 @@ def widen(search: Search) -> tuple[tuple[float, float], tuple[float, float]] | N
     new = lr_range.widened(low, high, side)
     search.study.set_user_attr(RANGES_ATTR, [list(r) for r in (*ranges, new)])
     return (low, high), new
+
+
+def set_rounds(search: Search, rounds: int) -> None:
+    """The rounds of extra trials it has now (the caller queues their slots)."""
+    search.study.set_user_attr(ROUNDS_ATTR, rounds)

@@ -101,21 +101,32 @@ class Store:
         return [self._searches[g.group_id] for g in groups]
 
     def widen_searches(self, groups: list[SearchGroup]) -> list[str]:
-        """Widen each finished search whose best lr sits at an edge of its range and queue its new
-        trial slots (`search.widen`); return one line per widened search.
+        """Once every search has settled: widen each whose best lr sits at an edge of its range (`search.widen`)
+        and give every search the same extra trials, queued (the others draw theirs in their own range), so every
+        point is tuned with the same number of trials; return one line per widened search and one for the rest.
         """
-        lines = []
+        found = [self._searches[g.group_id] for g in groups if g.group_id in self._searches]
+        if not found or not all(search.settled(s) for s in found):
+            return []
+        rounds = max(s.rounds() for s in found)  # before a widening adds a range (an old store counts ranges)
+        widened = {s.group_id: w for s in found if (w := search.widen(s))}
+        if not widened:
+            return []
+        lines, added = [], 0
         for group in groups:
-            found = self._searches.get(group.group_id)
-            widened = search.widen(found) if found else None
-            if found and widened:
-                (low, high), (new_low, new_high) = widened
-                with self._queueing():
-                    added = search.enqueue_slots(found, group.slot_template)
+            found_one = self._searches[group.group_id]
+            search.set_rounds(found_one, rounds + 1)
+            with self._queueing():
+                added = search.enqueue_slots(found_one, group.slot_template)
+            if group.group_id in widened:
+                (low, high), (new_low, new_high) = widened[group.group_id]
                 lines.append(
                     f"{group.group_id}: best lr at the edge of [{low:.3g}, {high:.3g}]; "
                     f"{added} more trial(s) over [{new_low:.3g}, {new_high:.3g}]"
                 )
+        others = len(groups) - len(widened)
+        if others:
+            lines.append(f"{others} other search(es): {added} more trial(s) each in their own range, the same number")
         return lines
 
     @contextlib.contextmanager
@@ -139,8 +150,12 @@ class Store:
             connection.close()
 
     def tuned_runs(self, groups: list[SearchGroup], seeds: tuple[int, ...]) -> dict[str, list[RunSpec]]:
-        """group id -> its best lr's run at every seed, for each search that has finished (reads only)."""
-        result = {}
+        """group id -> its best lr's run at every seed, for each search with one, once every search has settled
+        (a later round may still change a settled one's best lr; reads only).
+        """
+        result: dict[str, list[RunSpec]] = {}
+        if not all(search.settled(s) for g in groups if (s := self._searches.get(g.group_id))):
+            return result
         for group in groups:
             found = self._searches.get(group.group_id)
             lr = search.best_lr(found) if found else None

@@ -73,6 +73,47 @@ def test_recalibrated_numbers_equal_keras_batchnorm_set_to_the_subsets_statistic
 
 
 @pytest.mark.integration
+def test_the_recipe_the_study_gives_users_reproduces_the_recalibrated_numbers() -> None:
+    """experiments/own_model/recompute_batchnorm.py, plain Keras a user copies, run on the trained model and the
+    train_eval images: its val accuracy and loss are the run's val_acc_recal and val_loss_recal, and its momenta
+    are put back. In batches of 3 (8 images: 3, 3, 2) the first BatchNorm's mean is the mean over all 8 images,
+    each batch weighed by its size (its variance, the mean of the batches' own, is close, not equal: docs/study.md).
+    """
+    import importlib.util
+
+    import keras
+    from conftest import REPO
+
+    path = REPO / "experiments" / "own_model" / "recompute_batchnorm.py"
+    found = importlib.util.spec_from_file_location("recipe", path)
+    assert found is not None and found.loader is not None
+    recipe = importlib.util.module_from_spec(found)
+    found.loader.exec_module(recipe)
+    spec = tiny_spec(recalibrate_bn=True)
+    run = Trainer.alone(spec)
+    last = [r.to_dict() for r in run.epochs()][-1]
+    split, model = run.runs[0].split, run.model
+    momenta = [layer.momentum for layer in recal_norms(model)]
+    recipe.recompute_batchnorm(model, split.x_train_eval)
+    assert [layer.momentum for layer in recal_norms(model)] == momenta
+    got = model.evaluate(split.x_val, split.y_val, verbose=0, return_dict=True)
+    assert got["accuracy"] == pytest.approx(last[vocab.VAL_ACC_RECAL])
+    assert got["loss"] == pytest.approx(last[vocab.VAL_LOSS_RECAL], rel=1e-3)
+    recipe.recompute_batchnorm(model, split.x_train_eval, batch_size=3)
+    conv = keras.Model(model.inputs, model.get_layer("conv0").output)
+    values = keras.ops.convert_to_numpy(conv(split.x_train_eval)).astype(np.float64)
+    assert len(values) == 8
+    mean = values.reshape(-1, values.shape[-1]).mean(axis=0)
+    assert np.asarray(model.get_layer("bn0").moving_mean) == pytest.approx(mean, rel=1e-4, abs=1e-6)
+
+
+def recal_norms(model):
+    from sweep.train import recal
+
+    return recal.batch_norms(model)
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("ghost", [None, 2])
 def test_statistics_are_pooled_over_passes_and_positions(ghost: int | None) -> None:
     """24 images in passes of 5, 5, 5, 5, 4: the first BatchNorm's statistics are its input's mean and

@@ -239,8 +239,9 @@ STATUSES: tuple[RunStatus, ...] = (
 )
 
 # What a run is for (the `role` column): a point of the grid, a trial of a
-# learning-rate search, or a re-run of a search's best learning rate at a seed.
-GRID, SEARCH, TUNED = "grid", "search", "tuned"
+# learning-rate search, a re-run of a search's best learning rate at a seed, or of a runner-up lr
+# (`search.rerun`: how much the choice of lr moves the result).
+GRID, SEARCH, TUNED, RUNNER_UP = "grid", "search", "tuned", "runner_up"
 
 # Results layout: results/<name>/...
 JOURNAL_FILE = "journal.log"

@@ -57,7 +57,7 @@ def test_search_block_is_read_with_defaults(tmp_path: Path) -> None:
         (
             "{lr: {low: 1e-4, high: 0.1}, trails: 8}",
             "grid.yaml: search.trails: unknown key; did you mean 'trials'? "
-            "valid keys: lr, trials, metric, seed, data_seed, prune, widen",
+            "valid keys: lr, trials, metric, seed, data_seed, prune, widen, rerun",
         ),
         (
             "{lr: {low: 1e-4, high: 0.1}, metric: acc}",
@@ -300,8 +300,40 @@ def test_plan_says_what_a_search_runs_and_how_it_may_widen(
     assert lines[-2].endswith("each point's best lr is re-run at every seed: 8 search trials + 4 tuned runs")
     assert lines[-1] == (
         "a search whose best lr sits at an edge of its range reaches a decade past it with 2 more trials, "
-        "at most 2 time(s) (search.widen)"
+        "and every other search as many in its own range, at most 2 time(s) (search.widen)"
     )
+    write_grid(tmp_path, SEARCH_GRID + "      data_seed: 100\n      rerun: 2\n")
+    assert cli.main(["plan", "grid.yaml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-3:-1] == [
+        "the trials train on data.seed 100, the re-runs on the grid's: held-out data",
+        "and the 1 runner-up lr(s) of each point at every seed: 4 runner_up runs (search.rerun)",
+    ]
+
+
+@pytest.mark.unit
+def test_a_search_with_rerun_2_reruns_its_runner_up_lr_at_every_seed_as_runner_up(tmp_path: Path) -> None:
+    """The best lr's runs are role tuned, the second best's role runner_up (tied on the metric: the lower loss
+    is the best); none before the search settles.
+    """
+    grid = _grid(
+        tmp_path, SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]") + "      rerun: 2\n"
+    )
+    store = _store(tmp_path)
+    groups = search_groups(grid)
+    (search,) = store.register_searches(groups)
+    lrs = []
+    for value, loss in ((0.5, 1.0), (0.7, 0.9), (0.7, 0.8), (0.1, 0.1)):
+        assert store.enqueue_tuned(groups, grid.seeds) == []
+        lease = store.start(store.claim_next())
+        store.record_epoch(lease, {vocab.EPOCH: 1, vocab.STEP: 1, "val_acc": value, "val_loss": loss})
+        store.finish(lease, RunStatus.DONE, value=value)
+        lrs.append(lease.spec.point.train.lr)
+    planned = store.enqueue_tuned(groups, grid.seeds)
+    assert [(r.seed, r.point.train.lr) for r in planned] == [(0, lrs[2]), (1, lrs[2]), (0, lrs[1]), (1, lrs[1])]
+    table = store.runs_table().set_index(vocab.RUN_ID)
+    roles = [table.loc[r.run_id, vocab.ROLE] for r in planned]
+    assert roles == [vocab.TUNED, vocab.TUNED, vocab.RUNNER_UP, vocab.RUNNER_UP]
 
 
 @pytest.mark.unit

@@ -210,11 +210,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"{'; trials below the median curve are pruned' if search.prune else ''}); each point's best lr "
             f"is re-run at every seed: {points * search.trials} search trials + {len(runs)} tuned runs"
         )
+        if search.data_seed is not None:
+            print(f"the trials train on data.seed {search.data_seed}, the re-runs on the grid's: held-out data")
+        if search.rerun > 1:
+            print(
+                f"and the {search.rerun - 1} runner-up lr(s) of each point at every seed: "
+                f"{len(runs) * (search.rerun - 1)} runner_up runs (search.rerun)"
+            )
         if search.widen:
             more = lr_range.extra_trials(search.trials)
             print(
                 f"a search whose best lr sits at an edge of its range reaches a decade past it with {more} more "
-                f"trials, at most {search.widen} time(s) (search.widen)"
+                f"trials, and every other search as many in its own range, at most {search.widen} time(s) "
+                "(search.widen)"
             )
     return EXIT_OK
 

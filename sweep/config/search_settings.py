@@ -22,7 +22,7 @@ SEARCH_METRICS: dict[str, Literal["maximize", "minimize"]] = {
     "val_acc_recal": "maximize",
     "val_loss_recal": "minimize",
 }
-SEARCH_KEYS = ("lr", "trials", "metric", "seed", "data_seed", "prune", "widen")
+SEARCH_KEYS = ("lr", "trials", "metric", "seed", "data_seed", "prune", "widen", "rerun")
 SEARCH_DOCS = {
     "search.lr": "{low, high, log}: the range learning rates are drawn from (log: true, the default, = log-uniform)",
     "search.trials": "learning rates tried per grid point (default 8; the first half at random, then TPE)",
@@ -34,6 +34,8 @@ SEARCH_DOCS = {
     "search.prune": "stop a trial below the median of earlier trials from epoch 2 (default true)",
     "search.widen": "times a search whose best lr sits at an edge of its range reaches a decade past that edge, "
     "with half as many trials again (default 2; 0: never)",
+    "search.rerun": "how many of a search's best lrs are re-run at every seed (default 1; 2 also re-runs the "
+    "runner-up, role runner_up, so a report can say how much the choice of lr moves the result)",
 }
 SEARCH_LR_KEYS = ("low", "high", "log")
 
@@ -56,6 +58,7 @@ class SearchConfig:
     data_seed: int | None = None  # held out: the trials' data.seed, where it differs from the grid's
     prune: bool = True
     widen: int = 2  # times the range may reach a decade further when the best lr sits at its edge
+    rerun: int = 1  # the best lrs re-run at every seed: the best (tuned), then runner-ups (runner_up)
 
 
 def parse_search(raw: Any) -> SearchConfig:
@@ -85,6 +88,7 @@ def parse_search(raw: Any) -> SearchConfig:
         else checked("search.data_seed", non_negative_int, raw["data_seed"]),
         prune=checked("search.prune", boolean, raw.get("prune", True)),
         widen=checked("search.widen", non_negative_int, raw.get("widen", 2)),
+        rerun=checked("search.rerun", positive_int, raw.get("rerun", 1)),
     )
 
 

@@ -151,16 +151,20 @@ def settled(search: Search) -> bool:
 
 def best_lr(search: Search) -> float | None:
     """The search's best lr once none of its trials is pending or running; None before (or if none finished)."""
+    ranked = ranked_lrs(search)
+    return ranked[0] if ranked else None
+
+
+def ranked_lrs(search: Search) -> list[float]:
+    """The lrs of a settled search's finished trials, best first (none before it settles)."""
     if not settled(search):
-        return None
+        return []
     trials = queue.latest_by_run(search.study.get_trials(deepcopy=False)).values()
     complete = [t for t in trials if t.state == TrialState.COMPLETE and LR_PARAM in t.params and t.value is not None]
-    if not complete:
-        return None
     metric = search.settings["metric"]
     sign = 1.0 if SEARCH_METRICS[metric] == "maximize" else -1.0  # as the study's direction
-    ranked = max(complete, key=lambda t: (sign * float(t.values[0]), _second(t, metric), -t.number))
-    return float(ranked.params[LR_PARAM])
+    complete.sort(key=lambda t: (sign * float(t.values[0]), _second(t, metric), -t.number), reverse=True)
+    return list(dict.fromkeys(float(t.params[LR_PARAM]) for t in complete))
 
 
 def _second(trial: FrozenTrial, metric: str) -> float:

@@ -150,24 +150,30 @@ class Store:
             connection.close()
 
     def tuned_runs(self, groups: list[SearchGroup], seeds: tuple[int, ...]) -> dict[str, list[RunSpec]]:
-        """group id -> its best lr's run at every seed, for each search with one, once every search has settled
-        (a later round may still change a settled one's best lr; reads only).
+        """group id -> its best lr's run at every seed, then (`search.rerun` above 1) the runner-up lrs' runs, for
+        each search with a finished trial, once every search has settled (a later round may still change a
+        settled one's best lr; reads only).
         """
         result: dict[str, list[RunSpec]] = {}
         if not all(search.settled(s) for g in groups if (s := self._searches.get(g.group_id))):
             return result
         for group in groups:
             found = self._searches.get(group.group_id)
-            lr = search.best_lr(found) if found else None
-            if lr is not None:
-                result[group.group_id] = group.tuned_runs(lr, seeds)
+            lrs = search.ranked_lrs(found)[: group.search.rerun] if found else []
+            if lrs:
+                result[group.group_id] = [spec for lr in lrs for spec in group.tuned_runs(lr, seeds)]
         return result
 
     def enqueue_tuned(self, groups: list[SearchGroup], seeds: tuple[int, ...]) -> list[RunSpec]:
-        """Queue each finished search's best lr at every seed; return every tuned run known so far."""
+        """Queue each finished search's best lr at every seed (role tuned) and its runner-ups (role runner_up);
+        return every such run known so far.
+        """
         tuned = self.tuned_runs(groups, seeds)
         for group_id, runs in tuned.items():
-            self.enqueue(runs, role=vocab.TUNED, **{vocab.SEARCH_GROUP: group_id})
+            best, rest = runs[: len(seeds)], runs[len(seeds) :]
+            self.enqueue(best, role=vocab.TUNED, **{vocab.SEARCH_GROUP: group_id})
+            if rest:
+                self.enqueue(rest, role=vocab.RUNNER_UP, **{vocab.SEARCH_GROUP: group_id})
         return [spec for runs in tuned.values() for spec in runs]
 
     # --- leases and records (the worker's side)

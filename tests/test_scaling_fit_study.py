@@ -64,6 +64,21 @@ def test_the_target_is_fixed_by_the_search_runs_alone(tmp_path: Path) -> None:
     assert study.read(folder).target == 0.7
 
 
+def test_the_rule_falls_back_to_three_batch_sizes_and_never_to_a_level_at_chance() -> None:
+    """Winners at 0.9, 0.9, 0.85 and 0.75: every batch size's winner reached 0.7; three reached 0.8, the fallback
+    where the fourth reached nothing above chance (0.25 with 4 classes, so 0.2 is no level).
+    """
+    winners = {8: 0.9, 16: 0.9, 32: 0.85, 64: 0.75}
+    assert study.choose_target(winners, (8, 16, 32, 64), "val_acc", 0.25)[0] == 0.7
+    target, rule = study.choose_target({**winners, 64: 0.24}, (8, 16, 32, 64), "val_acc", 0.25)
+    assert target == 0.8 and rule.startswith("no level of the levels 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9 (above chance)")
+    assert "the highest that the winners of 3 or more batch sizes reached" in rule
+    target, rule = study.choose_target({8: 0.9, 16: 0.9}, (8, 16, 32, 64), "val_acc", 0.25)
+    assert target is None and "train longer" in rule
+    target, rule = study.choose_target({}, (8, 16, 32), "val_acc", 0.25)
+    assert target is None and rule.startswith("runs.csv gives no search trial's final_val_acc")
+
+
 def test_the_target_and_its_rule_are_written_in_the_study_csv_and_the_report(tmp_path: Path) -> None:
     found = study.read(write_study(tmp_path / "study"))
     table = study_report.csv_table(found, study_advice.advise(found))

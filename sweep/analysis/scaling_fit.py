@@ -175,8 +175,8 @@ def _steps_of(fitted: pd.DataFrame) -> _Steps:
 
 
 def _fit(data: _Steps, empty: Fit, resamples: int, seed: int) -> Fit:
-    (b_crit,), (log_s_min,), _ = _solve(data.means[None, :], data.weights, data.batch, POINT_ROUNDS)
-    at, logs, _ = _solve(_draws(data, resamples, seed), data.weights, data.batch, DRAW_ROUNDS)
+    (b_crit,), (log_s_min,) = _solve(data.means[None, :], data.weights, data.batch, POINT_ROUNDS)
+    at, logs = _solve(_draws(data, resamples, seed), data.weights, data.batch, DRAW_ROUNDS)
     ends = _search(data.batch)[[0, -1]]
     low, high = (float(np.quantile(at, q, method="inverted_cdf")) for q in (ALPHA / 2, 1 - ALPHA / 2))
     low_open, high_open = low <= ends[0], high >= ends[1]
@@ -221,10 +221,8 @@ def _profile(means: np.ndarray, weights: np.ndarray, shift: np.ndarray) -> tuple
     return best, rss - total * best**2
 
 
-def _solve(
-    means: np.ndarray, weights: np.ndarray, batch: np.ndarray, rounds: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row's least-squares B_crit and log S_min, and whether its B_crit sits at an end of the search."""
+def _solve(means: np.ndarray, weights: np.ndarray, batch: np.ndarray, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's least-squares B_crit and log S_min (a B_crit at an end of the search stays there)."""
     rows, search = np.arange(len(means)), _search(batch)
     best, rss = _profile(means, weights, np.log1p(search[:, None] / batch))
     k = rss.argmin(axis=1)
@@ -237,7 +235,7 @@ def _solve(
         k = rss.argmin(axis=1)
         found, logs = grid[rows, k], best[rows, k]
     # at an end the curve runs on past the search (perfect scaling, or no gain at all): the end stands for it
-    return np.where(edge, at_edge, found), np.where(edge, logs_at_edge, logs), edge
+    return np.where(edge, at_edge, found), np.where(edge, logs_at_edge, logs)
 
 
 def _draws(data: _Steps, resamples: int, seed: int) -> np.ndarray:

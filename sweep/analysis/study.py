@@ -231,6 +231,11 @@ def choose_target(
     winners: dict[int, float], batches: tuple[int, ...], metric: str, chance: float | None
 ) -> tuple[float | None, str]:
     """The study's target and the rule that chose it, from the search winners' readings (`search_winners`) alone."""
+    if not winners:
+        return None, (
+            f"runs.csv gives no search trial's final_{metric} (the winning trials' last records), so no target "
+            "could be fixed before the tuned runs were read"
+        )
     ladder = [t for t in scaling.TARGET_LADDER if chance is None or t > chance]
     levels = f"the levels {', '.join(f'{t:g}' for t in ladder)}" + (" (above chance)" if chance is not None else "")
     reached = {t: sum(winners.get(b, -math.inf) >= t for b in batches) for t in ladder}

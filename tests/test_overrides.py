@@ -45,6 +45,11 @@ def test_a_section_key_is_set_for_every_point_and_seeds_are_replaced() -> None:
         ("train.epochs=[", "article.yaml: override train.epochs: line 1, column 2: YAML syntax error"),
         ("seeds=[]", "article.yaml: seeds: must be a non-empty list of integers >= 0"),
         ("a.b.c.d=1", "article.yaml: override a.b.c.d: set a key as section.key"),
+        (
+            "train.batch_size=[8,16]",
+            "article.yaml: override train.batch_size: sets one value for every point, and [8, 16] is a list; "
+            "did you mean the grid axis grid.train.batch_size=[8,16]?",
+        ),
     ],
 )
 def test_a_bad_override_is_one_line_naming_it(override: str, says: str) -> None:
@@ -67,6 +72,25 @@ def test_the_grid_as_run_is_written_and_a_rerun_of_it_plans_the_same_runs(
     assert [r.run_id for r in again] == [r.run_id for r in plan(load_grid(ARTICLE, ["train.epochs=1", "seeds=[0]"]))]
     assert cli.main(["run", str(ARTICLE), "train.epoch=1", "--results", "S", "--no-train"]) == 2
     assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "S").exists()
+
+
+@pytest.mark.unit
+def test_overrides_may_come_anywhere_on_the_line_and_a_stray_word_gets_the_commands_usage(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As users type: flags first, overrides after them, or both mixed; in the order typed."""
+    monkeypatch.chdir(tmp_path)
+    args = ["run", str(ARTICLE), "train.epochs=2", "--results", "R", "seeds=[0]", "--no-train", "train.epochs=1"]
+    assert cli.main(args) == 0
+    assert "with train.epochs=2 seeds=[0] train.epochs=1; the grid as run: R/grid.yaml" in capsys.readouterr().out
+    assert [r.run_id for r in plan(load_grid(tmp_path / "R" / "grid.yaml"))] == [
+        r.run_id for r in plan(load_grid(ARTICLE, ["train.epochs=1", "seeds=[0]"]))
+    ]
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["run", str(ARTICLE), "--results", "S", "--bogus", "seeds=[0]"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.startswith("usage: sweep run ") and not (tmp_path / "S").exists()
+    assert err.splitlines()[-1] == "sweep run: error: unrecognized arguments: --bogus seeds=[0]"
 
 
 @pytest.mark.integration

@@ -25,13 +25,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv:  # a bare `sweep`: what it can do, not an error
         parser.print_help()
         return EXIT_OK
-    args = parser.parse_args(argv)
+    args = _parsed(parser, argv)
     previous = signal.signal(signal.SIGTERM, _stop)  # `kill`, Slurm's scancel, a container's stop: as Ctrl-C
     try:
         return _handled(args)
     finally:  # a caller of `main` in its own process (a test, a notebook) keeps its own handler
         if previous is not None:  # None: a handler installed from C, which Python cannot put back
             signal.signal(signal.SIGTERM, previous)
+
+
+def _parsed(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The arguments, with KEY=VALUE overrides anywhere on the line (argparse takes a positional list only before
+    the flags: `sweep run grid.yaml --results X seeds=[0]` would leave `seeds=[0]` over). Anything else left over
+    is an error with the command's own usage.
+    """
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    if hasattr(args, "overrides") and all("=" in word and not word.startswith("-") for word in extra):
+        args.overrides = [*args.overrides, *extra]  # in the order typed: the positional ones came first
+        return args
+    args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    raise AssertionError("argparse's error exits")  # pragma: no cover
 
 
 def _handled(args: argparse.Namespace) -> int:
@@ -112,4 +127,6 @@ def _parser() -> argparse.ArgumentParser:
         cli_export.add_export_parser,
     ):
         add(commands)
+    for command in commands.choices.values():  # its own usage for an error found after parsing (`_parsed`)
+        command.set_defaults(command_parser=command)
     return parser

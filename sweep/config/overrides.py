@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from sweep.config import declared
 from sweep.config.gridyaml import YamlError, parse_yaml
 from sweep.config.keys import SECTIONS
 from sweep.config.problems import KeyProblem, unknown
@@ -66,6 +67,13 @@ def _set_everywhere(merged: dict, dotted: str, section: str, name: str, value: A
     names = [f.name for f in dataclasses.fields(SECTIONS[section])]
     if name not in names:
         raise KeyProblem(f"override {dotted}", unknown(name, names))
+    if isinstance(value, list) and isinstance(declared.default(dotted), (bool, int, float, str)):
+        listed = ",".join(map(str, value))
+        raise KeyProblem(
+            f"override {dotted}",
+            f"sets one value for every point, and {value} is a list; did you mean the grid axis "
+            f"grid.{dotted}=[{listed}]?",
+        )
     _mapping(_mapping(merged, "base"), section)[name] = value
     if isinstance(merged.get("grid"), dict):
         merged["grid"].pop(dotted, None)

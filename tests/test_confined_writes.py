@@ -55,6 +55,24 @@ def test_a_report_replaces_a_symbolic_link_at_its_destination_and_never_writes_t
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_a_written_file_gets_the_mode_a_plain_open_would_give(tmp_path: Path, umask: int) -> None:
+    """A report or table readable by the user's group where their umask lets it be (not mkstemp's 0600)."""
+    import os
+
+    previous = os.umask(umask)
+    try:
+        atomic.write_text(tmp_path / "report.md", "text")
+        atomic.write_csv(pd.DataFrame({"a": [1]}), tmp_path / "t.csv")
+        with open(tmp_path / "plain", "w") as handle:  # the oracle: what open() gives under this umask
+            handle.write("x")
+    finally:
+        os.umask(previous)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes == dict.fromkeys(["report.md", "t.csv", "plain"], 0o666 & ~umask)
+
+
+@pytest.mark.unit
 def test_two_exports_of_one_store_at_once_never_collide(tmp_path: Path) -> None:
     """Two processes exporting the same sweep (a `run` and a `status`/`export` beside it) once shared the
     temporary name .runs.csv.tmp: one renamed the other's file away (FileNotFoundError).

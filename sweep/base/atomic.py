@@ -50,9 +50,19 @@ def replacing(path: Path, suffix: str = ".tmp") -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would keep a report from the user's group
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (os.umask sets it, which a thread beside could see)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
 
 
 def write_text(path: Path, text: str) -> None:

@@ -124,7 +124,7 @@ def seconds_kind(study: Study) -> str:
 
 def predict_devices(study: Study, rung: Rung) -> tuple[DevicePrediction | None, str]:
     fit = study.fit
-    if fit is None or math.isnan(fit.b_crit):
+    if fit is None or math.isnan(fit.b_crit) or not fit.form_fits:
         return None, f"no fit of the critical batch size ({fit.problem if fit else study.target_rule})"
     g, b = study.devices, rung.batch_size
 
@@ -159,7 +159,8 @@ def warnings(study: Study, decision: Decision) -> list[str]:
         )
     if study.fit is not None and study.fit.problem:
         found.append(
-            f"The critical batch size is not identified at {study.metric} {study.fit.target:g}: {study.fit.problem}."
+            f"The critical batch size is not to be relied on at {study.metric} {study.fit.target:g}: "
+            f"{study.fit.problem}."
         )
     return found
 

@@ -47,8 +47,8 @@ def test_a_tiny_study_of_the_own_model_example_plans_trains_reports_and_advises(
     )
     out = capsys.readouterr().out
     assert code == 0, out
-    # the plan, said before training: the ladder, the run count (3 x (2 + 2 + 2)) and a duration
-    assert "my_model_study: batch sizes 8, 16, 32;" in out and "18 runs (6 of them search trials); roughly" in out
+    # the plan, said before training: the ladder, the run count (3 x (2 untuned + 2 trials + 2 tuned + 2 runner-up))
+    assert "my_model_study: batch sizes 8, 16, 32;" in out and "24 runs (6 of them search trials); roughly" in out
     timing = pd.read_csv(results / vocab.TIMING_CSV)
     assert sorted(timing["train.batch_size"]) == [8, 16, 32]
     grid = yaml.safe_load((results / "grid.yaml").read_text())  # the study as a grid file, to run elsewhere
@@ -60,6 +60,11 @@ def test_a_tiny_study_of_the_own_model_example_plans_trains_reports_and_advises(
     assert set(runs["train.early_stopping"]) == {recal} and "moved from val_loss" in out
     tuned = runs[runs[vocab.ROLE] == vocab.TUNED]
     assert sorted(tuned["train.batch_size"]) == [8, 8, 16, 16, 32, 32] and set(tuned[vocab.SEED]) == {0, 1}
+    second = runs[runs[vocab.ROLE] == vocab.RUNNER_UP]  # each search's runner-up lr at the same seeds
+    assert sorted(second["train.batch_size"]) == [8, 8, 16, 16, 32, 32]
+    assert not set(second["train.lr"]) & set(tuned["train.lr"])
+    search = runs[runs[vocab.ROLE] == vocab.SEARCH]  # on held-out data
+    assert set(search["data.seed"]) == {100} and set(tuned["data.seed"]) == {0}
     study_md = (results / "study.md").read_text()
     assert "## Recommendation" in study_md and "## Warnings" in study_md and "Train with batch" in study_md
     assert (

@@ -41,6 +41,7 @@ from sweep import vocab
 from sweep.analysis import critical, health, scaling, scaling_fit, tuning
 from sweep.analysis import timing as quiet
 from sweep.analysis.estimates import Estimate, estimate
+from sweep.analysis.runner_up import RunnerUp, runner_up
 from sweep.config import stopping
 from sweep.config.timing_schema import QUIET_STEP_SECONDS
 from sweep.vocab import RunStatus
@@ -91,6 +92,7 @@ class Rung:
     runs: int = 0  # its tuned runs, every one (left out or not)
     stopped_early: int = 0  # of them, those train.early_stopping (or a callback) ended before train.epochs
     tie: LrTie | None = None  # its search's best score was a tie between lrs
+    runner_up: RunnerUp | None = None  # its search's second-best lr at the same seeds (search.rerun: 2)
 
     def seeds(self) -> dict[int, float]:
         return dict(self.by_seed)
@@ -313,7 +315,15 @@ def _rung(
         runs=len(everyone),
         stopped_early=int(stopped),
         tie=lr_tie(results.runs, everyone, point.best_lr),
+        runner_up=_runner_up(results.runs, everyone, metric, values),
     )
+
+
+def _runner_up(runs: pd.DataFrame, tuned: pd.DataFrame, metric: str, values: pd.Series) -> RunnerUp | None:
+    if tuned.empty or vocab.SEARCH_GROUP not in tuned:
+        return None
+    best = {int(s): float(v) for s, v in values.items()}
+    return runner_up(runs, str(tuned[vocab.SEARCH_GROUP].iloc[0]), metric, best)
 
 
 def bounded(e: Estimate) -> Estimate:

@@ -181,6 +181,7 @@ def _rung_warnings(study: Study, rung: Rung) -> list[str]:
         )
     if rung.edge:
         said.append(f"Batch {rung.batch_size}: its best lr {rung.best_lr:.3g} is {rung.edge}.")
+    said += _tuning(study, rung)
     lag = rung.lag
     if lag.n > 1 and lag.low > 0 and lag.mean > study.tolerance:
         said.append(
@@ -189,6 +190,23 @@ def _rung_warnings(study: Study, rung: Rung) -> list[str]:
             f"{study.metric}."
         )
     return said
+
+
+def _tuning(study: Study, rung: Rung) -> list[str]:
+    """Where the runner-up lr at the same seeds may score more than the margin apart from the best lr: the lr
+    chosen on one held-out search is itself uncertain there (its interval reaches past the margin).
+    """
+    other = rung.runner_up
+    if other is None or other.gap.n < 2:
+        return []
+    delta = study_decision.margin(study.tolerance, study.val_images).value
+    if max(abs(other.gap.low), abs(other.gap.high)) <= delta:
+        return []
+    return [
+        f"Batch {rung.batch_size}: its runner-up lr {other.lr:.3g} scores {fmt_estimate(other.val)} at the same "
+        f"seeds; best minus runner-up is {fmt_estimate(other.gap)} on {study.metric}, an interval reaching past "
+        f"the margin {delta:.3g}: the lr one search chose is itself uncertain at this batch size."
+    ]
 
 
 def _stopping(study: Study) -> list[str]:

@@ -9,7 +9,8 @@ workers, GPUs and Slurm like any other (`<results>/grid.yaml` is the study as a 
 - a learning-rate search per batch size at a held-out seed (`search.seed`, outside `seeds:`) on held-out data
   (`search.data_seed`, the same number: another split, or other images of a built-in dataset), ranked on
   val_acc_recal (BatchNorm statistics recomputed for the weights: raw val_acc of a batch size that took
-  few steps lags behind its weights and would rank the lrs on that lag); its best lr re-run at every seed;
+  few steps lags behind its weights and would rank the lrs on that lag); its best lr re-run at every seed,
+  and its runner-up (`search.rerun`), so the report says how much the choice of lr moves the result;
 - stopping that does not depend on the batch size (`study_stopping`): the grid file's `train.early_stopping`
   moved to its recalibrated metric (val_loss -> val_loss_recal), the same rule at every batch size, since raw
   numbers lag behind the weights of a batch size that took few steps and would stop it early for that lag;
@@ -39,6 +40,7 @@ BATCH_KEY = "train.batch_size"
 # the quiet epoch time: measured on the committed study (docs/study.md, "How long"); a rough guide only.
 RECORD_SECONDS = 0.35
 RUN_START_SECONDS = 3.0
+RERUN = 2  # the best lr and the runner-up re-run at every seed: how much the choice of lr moves the result
 PHASE_SECONDS = 20.0  # workers started (TensorFlow loaded) for each phase: the grid and searches, widenings, tuned runs
 
 
@@ -110,6 +112,7 @@ def study_overrides(settings: StudySettings, name: str | None, eval_every: int |
         f"search.seed={settings.search_seed}",
         f"search.data_seed={settings.search_seed}",  # and on other data: the lr is not chosen on reported images
         "search.prune=true",
+        f"search.rerun={RERUN}",
         f"search.widen={settings.widen}",
         "train.recalibrate_bn=true",
         "train.noise_scale=true",
@@ -185,7 +188,7 @@ def estimate_seconds(
     steps: dict[int, int],
     workers: int,
 ) -> Estimate:
-    """Per batch size: its grid runs at the untuned lr, `trials` search trials and its tuned runs, each
+    """Per batch size: its grid runs at the untuned lr, `trials` search trials, its tuned and runner-up runs, each
     epochs x (quiet epoch seconds + records x RECORD_SECONDS) + RUN_START_SECONDS; shared by the workers;
     and the workers' start in each phase (the grid and searches, a widening each, the tuned runs).
     """
@@ -199,6 +202,6 @@ def estimate_seconds(
         seconds[batch] = train.epochs * (epoch_seconds[batch] + records * RECORD_SECONDS) + RUN_START_SECONDS
         seeds[batch] = seeds.get(batch, 0) + 1
     trials = settings.trials
-    runs = {b: 2 * n + trials for b, n in seeds.items()}
+    runs = {b: (1 + RERUN) * n + trials for b, n in seeds.items()}  # untuned, the best lr and its runner-ups
     total = sum(seconds[b] * n for b, n in runs.items()) / workers + PHASE_SECONDS * (2 + settings.widen)
     return Estimate(sum(runs.values()), trials * len(runs), total, workers)

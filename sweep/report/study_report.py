@@ -29,6 +29,7 @@ from sweep.report.study_words import (
     no_advice_words,
     num,
     rule_words,
+    runner_up_words,
     seeds_words,
     stopping_words,
     terminal_lines,
@@ -160,6 +161,9 @@ def csv_table(study: Study, advice: Advice | None) -> pd.DataFrame:
                 **_columns("b_simple", r.b_simple),
                 "b_simple_read_at": study.b_simple_at,
                 **fit,
+                "runner_up_lr": r.runner_up.lr if r.runner_up else None,
+                **_columns("runner_up", r.runner_up.val if r.runner_up else None),
+                **_columns("best_minus_runner_up", r.runner_up.gap if r.runner_up else None),
                 "tuned_runs": r.runs,
                 "stopped_early": r.stopped_early,
                 "verdict": "best" if decision and r is decision.best else (test.verdict.name.lower() if test else ""),
@@ -243,7 +247,12 @@ def _target_words(study: Study) -> str:
 def _details(doc: Doc, study: Study, advice: Advice | None) -> None:
     doc.h(2, "The learning-rate searches")
     doc.bullets(
-        [f"Batch {r.batch_size}: {lr_words(study, r)}" + (f"; {r.edge}" if r.edge else "") for r in study.rungs]
+        [
+            f"Batch {r.batch_size}: {lr_words(study, r)}"
+            + (f"; {r.edge}" if r.edge else "")
+            + runner_up_words(study, r)
+            for r in study.rungs
+        ]
     )
     doc.h(2, "How it was measured")
     doc.p(f"Seconds to target are {seconds_kind(study)}. {study.timing_note}".strip())

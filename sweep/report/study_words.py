@@ -32,6 +32,17 @@ def lr_words(study: Study, rung: Rung) -> str:
     return f"lr {rung.best_lr:.3g} ({study.optimizer}, tuned over {where} by {rung.trials} trials{seed})"
 
 
+def runner_up_words(study: Study, rung: Rung) -> str:
+    """ "; the runner-up lr 0.0035 scores 0.921 [...] at the same seeds, best minus it 0.006 [...]" (search.rerun)."""
+    other = rung.runner_up
+    if other is None:
+        return ""
+    return (
+        f"; the runner-up lr {other.lr:.3g} scores {fmt_estimate(other.val)} at the same seeds, best minus it "
+        f"{fmt_estimate(other.gap)}"
+    )
+
+
 def seeds_words(study: Study) -> str:
     return f"seeds {', '.join(map(str, study.seeds))}"
 

@@ -147,7 +147,9 @@ def test_a_study_whose_steps_zigzag_says_plainly_that_the_form_does_not_fit(tmp_
     assert "; no single B_crit describes them, so none is reported" in words and f"{fit.b_crit:.0f} [" not in words
     advice = study_advice.advise(found)
     assert advice is not None
-    assert study_words.terminal_lines(advice)[4].startswith("B_crit: not reported, S = S_min (1 + B_crit / B) does not")
+    assert study_words.terminal_lines(advice)[3].endswith(
+        f"; B_crit not reported: the form does not fit (p = {fit.lack_of_fit.p:.2g})"
+    )
     assert study_words.devices_words(advice).startswith("8 devices: no prediction, the steps do not follow S = S_min")
     table = study_report.csv_table(found, advice)
     assert table["b_crit_estimate"].isna().all() and (table["lack_of_fit_p"] < 0.05).all()

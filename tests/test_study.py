@@ -199,7 +199,35 @@ def test_advise_prints_the_recommendation_and_refuses_a_folder_without_a_study(
     assert out[0] == f"Train with batch 64 at lr {TRIALS[2]:.3g} (adam), tuned by 4 trials"
     assert out[1].startswith("Rule: largest batch non-inferior to batch 16 at margin 0.02, p = ")
     assert out[2].startswith("val_acc_recal 0.914 [") and "batch 16 minus it 0.009 [" in out[2]
-    assert out[3].startswith("To val_acc_recal 0.8: ") and out[4].startswith("B_crit ")
+    assert out[3].startswith("To val_acc_recal 0.8: ") and "; B_crit " in out[3]
+    assert not any(line.startswith("Do: ") for line in out)  # raw and recalibrated agree here: nothing to do
+
+
+def test_where_raw_val_acc_lags_the_advice_says_what_to_do_in_the_users_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Raw val_acc 0.25 below val_acc_recal at every record (what Keras's evaluate would report): the first
+    screen says to recompute BatchNorm's statistics, names the recipe and what raw val_acc to expect otherwise;
+    `sweep advise` says it in one line of its six.
+    """
+    folder = write_study(tmp_path / "study")
+    epochs = pd.read_csv(folder / vocab.EPOCHS_CSV)
+    epochs.assign(**{vocab.VAL_ACC: epochs[vocab.VAL_ACC_RECAL] - 0.25}).to_csv(folder / vocab.EPOCHS_CSV, index=False)
+    advice = study_advice.advise(study.read(folder))
+    assert advice is not None and study_words.lags(advice)
+    raw = advice.chosen.raw
+    assert raw.mean == pytest.approx(advice.chosen.val.mean - 0.25)
+    words = study_words.advice_lines(advice)
+    assert words[1].startswith("In your own training, recompute BatchNorm's statistics before you evaluate: ")
+    assert f"raw val_acc, {study_words.fmt_estimate(raw)} at batch 64" in words[1]
+    assert "experiments/own_model/recompute_batchnorm.py" in words[1]
+    assert (Path(__file__).parents[1] / study_words.RECIPE).is_file()  # the file the words name is there
+    assert main(["advise", str(folder)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) <= 6 and all(len(line) < 100 for line in out), out
+    assert (
+        out[4] == f"Do: recompute BatchNorm before evaluate (recompute_batchnorm.py), or expect val_acc {raw.mean:.3f}"
+    )
     plain = tmp_path / "plain"
     runs = pd.read_csv(folder / vocab.RUNS_CSV)
     plain.mkdir()

@@ -61,7 +61,7 @@ def build(
     doc.p(_provenance(folder))
     doc.p(_about(study))
     doc.h(2, "Recommendation")
-    doc.bullets(lines[:4])
+    doc.bullets(lines)
     head, rows = table(study)
     doc.table(head, rows)
     doc.p(_target_words(study))

@@ -452,3 +452,17 @@ def test_advise_prints_at_most_six_lines_under_100_characters(
     out = capsys.readouterr().out.splitlines()
     assert len(out) <= 6 and all(len(line) < 100 for line in out), out
     assert out[0].startswith("Train with batch ") and out[1].startswith("Rule: ")
+
+
+def test_a_ladder_past_the_training_set_is_refused_with_the_sizes() -> None:
+    """160 training images: batch 256 would be the whole set in one step, labelled bs256; 128 fits."""
+    settings = study_plan.StudySettings(smallest=8, largest=256)
+    with pytest.raises(UsageError) as err:
+        study_plan.check_ladder(settings, 160)
+    assert str(err.value) == (
+        "--batch-sizes 8,256: batch 256 is larger than the 160 training images; the largest must be at most 160 "
+        "(e.g. 8,128)"
+    )
+    with pytest.raises(UsageError, match="use more training data"):
+        study_plan.check_ladder(settings, 20)  # 8 and 16 fit: too few for a ladder
+    study_plan.check_ladder(settings, 256)  # the whole set as the largest batch: allowed

@@ -82,6 +82,17 @@ def ladder(smallest: int, largest: int) -> tuple[int, ...]:
     return tuple(rungs)
 
 
+def check_ladder(settings: StudySettings, train_samples: int) -> None:
+    """A batch larger than the training set would be the whole set in one step, labelled as the larger batch."""
+    if settings.largest > train_samples:
+        fits = [b for b in settings.ladder() if b <= train_samples]
+        hint = f" (e.g. {settings.smallest},{fits[-1]})" if len(fits) >= MIN_RUNGS else ": use more training data"
+        raise UsageError(
+            f"--batch-sizes {settings.smallest},{settings.largest}: batch {settings.largest} is larger than the "
+            f"{train_samples} training images; the largest must be at most {train_samples}{hint}"
+        )
+
+
 def check_grid(grid: GridFile) -> None:
     """A study varies the batch size alone: other axes or variants would make one study per value."""
     others = [key for key, _ in grid.grid if key != BATCH_KEY]

@@ -19,8 +19,9 @@ from sweep.config import timing_schema as schema
 from sweep.config.plan import RunSpec, plan
 from sweep.config.study_plan import StudySettings
 from sweep.exits import EXIT_OK
-from sweep.run import orchestrate, stores
+from sweep.run import orchestrate, stores, workforce
 from sweep.run.orchestrate import Console, Options
+from sweep.train import devices
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,6 +70,7 @@ def _study_grid(
     first = load_grid(target, study_plan.study_overrides(settings, name, None) + user)
     timing = _quiet_timing(first, plan(first), options, repeats, console)
     batches = timing[study_plan.BATCH_KEY]
+    study_plan.check_ladder(settings, int(timing[schema.TRAIN_SAMPLES].min()))
     steps = {int(b): int(s) for b, s in zip(batches, timing[schema.STEPS_PER_EPOCH], strict=True)}
     seconds = {int(b): float(s) for b, s in zip(batches, timing[schema.EPOCH_SECONDS_BEST], strict=True)}
     kept = first.base.train.eval_every_steps is not None  # the grid file sets its own records
@@ -76,7 +78,7 @@ def _study_grid(
     overrides = study_plan.study_overrides(settings, name, every) + user
     grid = load_grid(target, overrides)
     specs = plan(grid)
-    workers = options.workers or 1
+    workers = options.workers or workforce.cpu_workers(specs, devices.cpu_count())  # as `run` will start them
     size = study_plan.estimate_seconds(specs, settings, seconds, steps, workers)
     _say_plan(grid, settings, every, size, console)
     console.say(f"{grid.name}: {stop.words()}")

@@ -42,7 +42,8 @@ def test_the_target_is_fixed_by_the_search_runs_alone(tmp_path: Path) -> None:
     found = study.read(folder)
     assert found.target == 0.8
     levels = "0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9"  # above chance, 1 / 10 classes
-    assert found.target_rule.startswith(f"the highest of the levels {levels} (above chance)")
+    assert found.target_rule.startswith(f"one level below the highest of the levels {levels} (above chance)")
+    assert found.target_rule.endswith("so it reads higher than its re-runs will)")
     assert "that the winning trial of every batch size's search (its held-out run at the lr" in found.target_rule
 
     def tuned_cut(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -61,18 +62,20 @@ def test_the_target_is_fixed_by_the_search_runs_alone(tmp_path: Path) -> None:
         return runs.assign(final_val_acc_recal=runs["final_val_acc_recal"].where(runs.index != best, 0.75))
 
     _edit(folder, vocab.RUNS_CSV, winner_at)
-    assert study.read(folder).target == 0.7
+    assert study.read(folder).target == 0.6  # every winner reached 0.7 now: the level below it
 
 
 def test_the_rule_falls_back_to_three_batch_sizes_and_never_to_a_level_at_chance() -> None:
-    """Winners at 0.9, 0.9, 0.85 and 0.75: every batch size's winner reached 0.7; three reached 0.8, the fallback
-    where the fourth reached nothing above chance (0.25 with 4 classes, so 0.2 is no level).
+    """Winners at 0.9, 0.9, 0.85 and 0.75: every batch size's winner reached 0.7, so the target is 0.6, a level of
+    headroom below; three reached 0.8, the fallback (0.7) where the fourth reached nothing above chance (0.25 with
+    4 classes, so 0.2 is no level); a winner at the lowest level keeps it (no level below it above chance).
     """
     winners = {8: 0.9, 16: 0.9, 32: 0.85, 64: 0.75}
-    assert study.choose_target(winners, (8, 16, 32, 64), "val_acc", 0.25)[0] == 0.7
+    assert study.choose_target(winners, (8, 16, 32, 64), "val_acc", 0.25)[0] == 0.6
     target, rule = study.choose_target({**winners, 64: 0.24}, (8, 16, 32, 64), "val_acc", 0.25)
-    assert target == 0.8 and rule.startswith("no level of the levels 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9 (above chance)")
-    assert "the highest that the winners of 3 or more batch sizes reached" in rule
+    assert target == 0.7 and rule.startswith("no level of the levels 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9 (above chance)")
+    assert "one level below the highest that the winners of 3 or more batch sizes reached" in rule
+    assert study.choose_target(dict.fromkeys((8, 16, 32), 0.35), (8, 16, 32), "val_acc", 0.25)[0] == 0.3
     target, rule = study.choose_target({8: 0.9, 16: 0.9}, (8, 16, 32, 64), "val_acc", 0.25)
     assert target is None and "train longer" in rule
     target, rule = study.choose_target({}, (8, 16, 32), "val_acc", 0.25)
@@ -86,7 +89,7 @@ def test_the_target_and_its_rule_are_written_in_the_study_csv_and_the_report(tmp
     words = study_report._target_words(found)
     assert words.startswith(
         "The target, val_acc_recal 0.8, was fixed from the learning-rate searches' held-out runs before the tuned "
-        "runs were read: the highest of the levels"
+        "runs were read: one level below the highest of the levels"
     )
     assert words.endswith("The tuned runs compared at it did not choose it.")
 

@@ -19,9 +19,10 @@ makes one; so does any grid with a `search:` block over batch sizes). The pieces
   (the search broke the tie by trial order), the advice warns.
 - The target is fixed before the tuned runs are read (`choose_target`), from the learning-rate searches'
   held-out runs alone (`search_winners`: each batch size's winning trial, at the held-out search seed), by a
-  stated rule: the highest level of `scaling.TARGET_LADDER` above chance that the winner of every batch size
-  reached by its last record; else the highest that the winners of `scaling_fit.MIN_FIT_BATCHES` or more
-  batch sizes reached. The tuned runs compared at it never chose it (a target read off them would be the
+  stated rule: one level below the highest level of `scaling.TARGET_LADDER` above chance that the winner of
+  every batch size reached by its last record (`HEADROOM`: a winner reads high by its luck); else one below
+  the highest that the winners of `scaling_fit.MIN_FIT_BATCHES` or more batch sizes reached. The tuned runs
+  compared at it never chose it (a target read off them would be the
   level they happen to clear). The last record, not the best, because the search ranked its trials on it.
 - B_simple is read where B_crit is (`critical.at_target`): at the record where each tuned run first reached the
   target; at each run's last record only where there is no target (`Study.b_simple_at` says which).
@@ -244,18 +245,36 @@ def choose_target(
     winner = "the winning trial of every batch size's search (its held-out run at the lr the tuned runs use)"
     every = [t for t, n in reached.items() if n == len(batches)]
     if every:
-        return max(every), f"the highest of {levels} that {winner} reached in {metric} at its last record"
+        return _below(max(every), ladder), (
+            f"one level below the highest of {levels} that {winner} reached in {metric} at its last record{HEADROOM}"
+        )
     enough = [t for t, n in reached.items() if n >= scaling_fit.MIN_FIT_BATCHES]
     if enough:
-        return max(enough), (
-            f"no level of {levels} was reached by {winner} (in {metric} at its last record); the highest that the "
-            f"winners of {scaling_fit.MIN_FIT_BATCHES} or more batch sizes reached (the others' tuned runs may miss "
-            "it within their budget)"
+        return _below(max(enough), ladder), (
+            f"no level of {levels} was reached by {winner} (in {metric} at its last record); one level below the "
+            f"highest that the winners of {scaling_fit.MIN_FIT_BATCHES} or more batch sizes reached (the others' "
+            f"tuned runs may miss it within their budget){HEADROOM}"
         )
     return None, (
         f"no level of {levels} was reached by the winning search trials of {scaling_fit.MIN_FIT_BATCHES} batch "
         f"sizes (in {metric} at their last record): train longer (train.epochs) for steps to target"
     )
+
+
+# Why the target sits a level below what the winners reached: a winner is the best of its search's trials, on
+# held-out data, so its reading is high by its luck (the maximum of many) and by its split; the re-runs at other
+# seeds and the reported split fall short of it (the committed study: every winner reached 0.9, batch 128's
+# re-runs averaged 0.81 and none reached 0.9).
+HEADROOM = (
+    " (a level of headroom: a winner is the best of its search's trials on held-out data, so it reads higher than "
+    "its re-runs will)"
+)
+
+
+def _below(level: float, ladder: list[float]) -> float:
+    """The ladder's level below `level` (`level` itself where it is the lowest above chance)."""
+    lower = [t for t in ladder if t < level - 1e-12]
+    return max(lower) if lower else level
 
 
 def _reading(curve: scaling.Curve | None, target: float | None) -> scaling.CurveReading | None:

@@ -15,10 +15,10 @@ chance: did it learn); `selection` (the runs that answer a question, paired by s
 `power`, `sequential` (intervals, what a check came to, seeds for 80% power, seeds until decided);
 `readings` (equal epochs, steps, fit or time); `reach` (where a run first reaches a target, C6's time to its
 target); `scaling`, `scaling_fit`, `critical` (steps to target, the critical batch size); `tuning` (batch
-sizes at their own best lr); `runner_up` (how much the choice of lr moves a tuned result); `decisions` (decisions.csv); `timing` (timing.csv read back); `study`,
-`study_advice`, `study_decision` (a batch-size study of the user's model read back, what it recommends, and
-the decision rule on intervals that picks it). This module only
-re-exports the first five's names, as `sweep.analysis.<name>`.
+sizes at their own best lr); `runner_up` (how much the choice of lr moves a tuned result); `decisions`
+(decisions.csv); `timing` (timing.csv read back); `study`, `study_advice`, `study_decision` (a batch-size
+study of the user's model read back, what it recommends, and the decision rule on intervals that picks it).
+This module only re-exports the first five's names, as `sweep.analysis.<name>`.
 """
 
 from __future__ import annotations

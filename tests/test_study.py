@@ -468,3 +468,22 @@ def test_a_ladder_past_the_training_set_is_refused_with_the_sizes() -> None:
     with pytest.raises(UsageError, match="use more training data"):
         study_plan.check_ladder(settings, 20)  # 8 and 16 fit: too few for a ladder
     study_plan.check_ladder(settings, 256)  # the whole set as the largest batch: allowed
+
+
+def test_no_device_prediction_past_the_training_set(tmp_path: Path) -> None:
+    """8 devices at batch 64 is a global batch of 512: on 300 training images no prediction, said with the sizes;
+    on 600 the prediction stands.
+    """
+    folder = write_study(tmp_path / "study")
+    runs = pd.read_csv(folder / vocab.RUNS_CSV)
+    for images, predicted in ((300, False), (600, True)):
+        runs.assign(train_samples=images).to_csv(folder / vocab.RUNS_CSV, index=False)
+        advice = study_advice.advise(study.read(folder))
+        assert advice is not None and advice.chosen.batch_size == 64 and (advice.devices is not None) == predicted
+    runs.assign(train_samples=300).to_csv(folder / vocab.RUNS_CSV, index=False)
+    advice = study_advice.advise(study.read(folder))
+    assert advice is not None
+    assert study_words.devices_words(advice) == (
+        "8 devices: no prediction, the global batch 512 (8 x 64) is larger than the 300 training images: each step "
+        "would be the whole set."
+    )

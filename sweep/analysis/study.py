@@ -119,6 +119,7 @@ class Study:
     stop_rules: tuple[stopping.Rule | None, ...] = (None,)  # distinct rules of its runs; None: a fixed budget
     epochs: int | None = None  # train.epochs of its tuned runs (their budget)
     val_images: int | None = None  # validation images each run is read on (runs.csv's val_samples)
+    train_images: int | None = None  # training images of each tuned run (runs.csv's train_samples)
     chance: float | None = None  # the accuracy of a guess, 1 / classes (runs.csv's num_classes)
     b_simple_at: str = LAST_RECORD  # where each run's B_simple is read
 
@@ -171,6 +172,7 @@ def read(folder: Path, tolerance: float = DEFAULT_TOLERANCE, devices: int = DEFA
         stop_rules=_stop_rules(results.runs),
         epochs=int(results.tuned["train.epochs"].max()) if "train.epochs" in results.tuned else None,
         val_images=_val_images(results.runs),
+        train_images=_val_images(results.runs, "train_samples"),
         chance=chance,
         b_simple_at=where,
     )
@@ -181,9 +183,10 @@ def _chance(runs: pd.DataFrame) -> float | None:
     return 1.0 / float(classes.max()) if len(classes) and classes.max() > 0 else None
 
 
-def _val_images(runs: pd.DataFrame) -> int | None:
+def _val_images(runs: pd.DataFrame, column: str = "val_samples") -> int | None:
+    """The fewest images of `column` (runs.csv's val_samples or train_samples) among the tuned runs."""
     tuned = runs[runs[vocab.ROLE] == vocab.TUNED]
-    sizes = tuned["val_samples"].dropna() if "val_samples" in tuned else pd.Series(dtype=float)
+    sizes = tuned[column].dropna() if column in tuned else pd.Series(dtype=float)
     return int(sizes.min()) if len(sizes) else None
 
 

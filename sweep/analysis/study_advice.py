@@ -127,6 +127,11 @@ def predict_devices(study: Study, rung: Rung) -> tuple[DevicePrediction | None, 
     if fit is None or math.isnan(fit.b_crit) or not fit.form_fits:
         return None, f"no fit of the critical batch size ({fit.problem if fit else study.target_rule})"
     g, b = study.devices, rung.batch_size
+    if study.train_images is not None and g * b > study.train_images:
+        return None, (
+            f"the global batch {g * b} ({g} x {b}) is larger than the {study.train_images} training images: each "
+            "step would be the whole set"
+        )
 
     def speedup(b_crit: float) -> float:
         if math.isinf(b_crit):

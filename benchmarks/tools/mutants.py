@@ -211,7 +211,20 @@ class Copy:
         self.root = Path(tempfile.mkdtemp(prefix="mutants-"))
         self.repo = repo
         self._stamp = int(time.time())
+        self._live: subprocess.Popen[str] | None = None  # the tests running in it now
+        self._stopped = False
         git(repo, "worktree", "add", "--detach", "--quiet", str(self.root), commit)
+
+    def stop(self) -> None:
+        """Kill the tests running in the copy (their whole process group) and start no more."""
+        self._stopped = True
+        if self._live is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._live.pid, signal.SIGKILL)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     def remove(self) -> None:
         git(self.repo, "worktree", "remove", "--force", str(self.root), check=False)
@@ -253,6 +266,8 @@ class Copy:
     def pytest(self, selection: Selection, timeout: float) -> Run:
         """The selection's tests in the copy, the whole process group killed at the timeout."""
         command = [sys.executable, *PYTEST, *selection.args()]
+        if self._stopped:
+            return Run(None, 0.0, "stopped")
         start = time.monotonic()
         with subprocess.Popen(
             command,
@@ -263,6 +278,7 @@ class Copy:
             text=True,
             start_new_session=True,
         ) as process:
+            self._live = process
             try:
                 output, _ = process.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -270,6 +286,8 @@ class Copy:
                     os.killpg(process.pid, signal.SIGKILL)
                 output, _ = process.communicate()
                 return Run(None, time.monotonic() - start, output[-2000:])
+            finally:
+                self._live = None
         return Run(process.returncode, time.monotonic() - start, output[-2000:], first_failed(output))
 
 
@@ -294,7 +312,9 @@ def copies(repo: Path, commit: str, jobs: int) -> Iterator[list[Copy]]:
         for _ in range(jobs):
             made.append(Copy(repo, commit))
         yield made
-    finally:
+    finally:  # also on Ctrl-C or SIGTERM: the tests still running are killed, the copies removed
+        for copy in made:
+            copy.stop()
         for copy in made:
             copy.remove()
 
@@ -344,7 +364,7 @@ def spread(pool: list[Copy], items: Sequence[Any], work: Callable[[Copy, Any], N
         todo.put(item)
 
     def worker(copy: Copy) -> None:
-        while True:
+        while not copy.stopped:
             try:
                 item = todo.get_nowait()
             except queue.Empty:
@@ -354,8 +374,9 @@ def spread(pool: list[Copy], items: Sequence[Any], work: Callable[[Copy, Any], N
     threads = [threading.Thread(target=worker, args=(copy,), daemon=True) for copy in pool]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    while any(thread.is_alive() for thread in threads):  # joined with a timeout, so Ctrl-C reaches this thread
+        for thread in threads:
+            thread.join(timeout=0.5)
 
 
 def test_one(copy: Copy, mutation: Mutation, unmutated: Run | None, timeout: float | None) -> Result:
@@ -393,9 +414,13 @@ def run_all(
         print(f"{len(mutations)} mutations:")
 
         def one(copy: Copy, mutation: Mutation) -> None:
-            result = test_one(copy, mutation, baseline.get(mutation.selection), timeout)
-            results[mutation.id] = result
-            progress.tell(result)
+            try:
+                result = test_one(copy, mutation, baseline.get(mutation.selection), timeout)
+            except Exception as err:  # noqa: BLE001 - one mutation's failure is its row, not the end of the run
+                result = Result(mutation, ERROR, note=f"the tool failed: {type(err).__name__}: {err}")
+            if not copy.stopped:  # a row from a copy being removed would be no outcome
+                results[mutation.id] = result
+                progress.tell(result)
 
         spread(pool, mutations, one)
     return [results[m.id] for m in mutations]
@@ -482,6 +507,10 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = arguments(argv)
@@ -492,10 +521,14 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(listing(mutations, repo, commit)))
             return 0
         started, clock = datetime.datetime.now(), time.monotonic()
+        signal.signal(signal.SIGTERM, _interrupt)  # a stop cleans up as Ctrl-C does
         results = run_all(mutations, repo, commit, args.jobs, args.timeout, not args.no_unmutated)
     except BadInput as err:
         print(f"mutants: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("mutants: stopped; the copies are removed and nothing is written", file=sys.stderr)
+        return 130
     wall = time.monotonic() - clock
     header = {
         "date": started.strftime("%Y-%m-%d %H:%M"),

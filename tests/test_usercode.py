@@ -141,7 +141,10 @@ def test_a_callback_from_the_users_file_is_used_and_can_stop_the_run(tmp_path: P
         ('model: {builder: "models.py:missing"}', "model.builder {}/models.py:missing: {}/models.py has no function"),
         ('model: {builder: "models.py:buld"}', "{}/models.py has no function buld; did you mean 'build'?"),
         ('model: {builder: "models.py:not_a_model"}', "returned str, not a keras.Model"),
-        ('model: {builder: "models.py:broken"}', "raised RuntimeError: no GPU here"),
+        (
+            'model: {builder: "models.py:broken"}',
+            "raised RuntimeError: no GPU here; the call was broken((12, 12, 1), 4)",
+        ),
         ('model: {builder: "no_such_module:build"}', "cannot import no_such_module: ModuleNotFoundError"),
         ('train: {callbacks: ["models.py:build"]}', "train.callbacks"),
     ],
@@ -157,6 +160,39 @@ def test_a_broken_reference_is_one_line_exit_2_and_nothing_is_written(tmp_path: 
     assert len(error) == 1 and expected.format(tmp_path, tmp_path) in error[0], done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "results").exists()
     assert done.stderr == error[0] + "\n"  # nothing of TensorFlow's start-up on the terminal
+
+
+@pytest.mark.system
+def test_the_sweep_script_imports_a_module_from_the_working_folder_and_a_files_neighbours(tmp_path: Path) -> None:
+    """As a user runs it: the `sweep` console script (whose own folder, not the working folder, is first on
+    sys.path) with "mymodels:build" from the folder it runs in, and "code/withhelper.py:build" whose file imports
+    the module beside it; the grid file in a folder of its own.
+    """
+    import shutil
+    import subprocess
+    import sys
+
+    (tmp_path / "mymodels.py").write_text(MODELS)
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "helper.py").write_text(MODELS)
+    (tmp_path / "code" / "withhelper.py").write_text("from helper import build  # noqa: F401\n")
+    (tmp_path / "grids").mkdir()
+    script = shutil.which("sweep", path=str(Path(sys.executable).parent))
+    assert script is not None
+    for builder in ("mymodels:build", str(tmp_path / "code" / "withhelper.py") + ":build"):
+        grid = write_grid(
+            tmp_path / "grids",
+            f"name: own\nbase:\n  data: {{classes: 4, samples_per_class: 10, image_size: 12}}\n"
+            f'  model: {{builder: "{builder}"}}\n  train: {{epochs: 1}}\n',
+        )
+        done = subprocess.run(
+            [script, "run", str(grid), "--workers", "1", "--results", str(tmp_path / "r" / builder[-12:])],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.unit

@@ -16,6 +16,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -28,8 +29,12 @@ class UserCodeError(ValueError):
 
 
 def load(reference: str, key: str) -> Callable[..., Any]:
-    """The function `reference` names."""
+    """The function `reference` names. A module is imported with the folder the command runs in on `sys.path`
+    (the `sweep` script's own folder is first there, not the working folder, as `python -m sweep` has it); a
+    file, with its own folder on `sys.path`, so that it imports the modules beside it.
+    """
     module_name, _, name = reference.rpartition(":")
+    _importable(os.path.dirname(module_name) if module_name.endswith(".py") else os.getcwd())
     try:
         module = _import_file(module_name) if module_name.endswith(".py") else importlib.import_module(module_name)
     except Exception as err:  # noqa: BLE001 - whatever the user's module raises while importing
@@ -40,6 +45,12 @@ def load(reference: str, key: str) -> Callable[..., Any]:
         hint = did_you_mean(name, functions)
         raise UserCodeError(f"{key} {reference}: {module_name} has no function {name}{hint}")
     return function
+
+
+def _importable(folder: str) -> None:
+    """`folder` on `sys.path` (appended: an installed package of the same name still wins), once."""
+    if folder and folder not in sys.path:
+        sys.path.append(folder)
 
 
 def _import_file(path: str) -> Any:
@@ -64,8 +75,11 @@ def call(reference: str, key: str, *args: Any, **kwargs: Any) -> Any:
     function = load(reference, key)
     try:
         return function(*args, **kwargs)
-    except Exception as err:  # noqa: BLE001 - the user's function failed: say where, on one line
-        raise UserCodeError(f"{key} {reference} raised {_one_line(err)}") from None
+    except Exception as err:  # noqa: BLE001 - the user's function failed: say where, on one line, and how called
+        made = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+        raise UserCodeError(
+            f"{key} {reference} raised {_one_line(err)}; the call was {reference.rpartition(':')[2]}({made})"
+        ) from None
 
 
 def build_model(reference: str, options: str | None, input_shape: tuple[int, ...], num_classes: int) -> Any:

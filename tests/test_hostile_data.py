@@ -477,3 +477,24 @@ def test_a_data_error_reaches_the_run_record_and_the_console_without_a_traceback
         [row] = list(csv.DictReader(handle))
     assert row["status"] == "failed" and row["error"].strip().endswith(f"sweep.train.datafiles.DataError: {message}")
     assert row["attempt"] == "1" and "retrying" not in result.stdout  # retrying cannot fix the data
+
+
+@pytest.mark.integration
+def test_a_batch_larger_than_the_training_set_fails_its_run_with_the_sizes(tmp_path: Path) -> None:
+    """4 classes x 10 images, a fifth for validation: 32 training images; batch 64 would be one step of the whole
+    set an epoch, labelled bs64. The run fails at once with the sizes (a data error: never retried); batch 32 trains.
+    """
+    from sweep.config import load_grid
+    from sweep.config.plan import plan
+    from sweep.train.trainer import Trainer
+
+    grid = write_grid(tmp_path, "name: big\nbase:\n  data: {classes: 4, samples_per_class: 10, image_size: 12}\n")
+    (spec,) = plan(load_grid(grid, ["train.batch_size=64", "train.epochs=1"]))
+    with pytest.raises(DataError) as info:
+        Trainer.alone(spec)
+    assert str(info.value) == (
+        "train.batch_size 64 is larger than the 32 training images (one step an epoch, of the whole set); give at "
+        "most 32, or more data"
+    )
+    (fits,) = plan(load_grid(grid, ["train.batch_size=32", "train.epochs=1"]))
+    assert Trainer.alone(fits).steps_per_epoch == 1

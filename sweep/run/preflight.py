@@ -58,6 +58,10 @@ def _try_each(points: list[PointConfig]) -> None:
             except data.DataError as err:
                 raise usercode.UserCodeError(str(err)) from None
         split = splits[point.data]
+        try:
+            data.check_batch(point.train.batch_size, len(split.y_train))
+        except data.DataError as err:
+            raise usercode.UserCodeError(str(err)) from None
         if point.model.builder:
             shape = (point.data.image_size, point.data.image_size, point.data.channels)
             usercode.build_model(point.model.builder, point.model.options, shape, split.num_classes)

@@ -246,6 +246,17 @@ def preprocess(x: np.ndarray, mismatch: str = "none") -> np.ndarray:
     raise ValueError(f"unknown preprocess_mismatch {mismatch!r}")
 
 
+def check_batch(batch_size: int, train_images: int) -> None:
+    """DataError for a batch larger than the training set: every step would be the whole set, one step an epoch,
+    and the run labelled with a batch size it never trained at.
+    """
+    if batch_size > train_images:
+        raise DataError(
+            f"train.batch_size {batch_size} is larger than the {train_images} training images (one step an epoch, "
+            f"of the whole set); give at most {train_images}, or more data"
+        )
+
+
 def load_split(cfg: DataConfig, cache_dir: Path | None = None) -> Split:
     """The arrays a run trains and evaluates on; identical for identical data settings."""
     x_train, y_train, x_val, y_val, names = raw_arrays(cfg, cache_dir)

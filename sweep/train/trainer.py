@@ -156,6 +156,7 @@ class Trainer:
         self.session.begin()  # the last trainer's evaluation pipelines are dropped
         splits = [data_module.load_split(spec.point.data) for spec in specs]  # seeds of their own
         first, split = specs[0], splits[0]
+        data_module.check_batch(first.point.train.batch_size, len(split.y_train))
         self.steps_per_epoch = math.ceil(len(split.y_train) / first.point.train.batch_size)
         self.engine: Engine = (
             Single(first, split, self.steps_per_epoch, self.session)

@@ -487,3 +487,16 @@ def test_no_device_prediction_past_the_training_set(tmp_path: Path) -> None:
         "8 devices: no prediction, the global batch 512 (8 x 64) is larger than the 300 training images: each step "
         "would be the whole set."
     )
+
+
+def test_a_fall_in_steps_past_perfect_scaling_is_flagged(tmp_path: Path) -> None:
+    """Batch 16 needs a fifth of batch 8's steps (perfect scaling allows half, the most S = S_min (1 + B_crit / B)
+    gives): flagged, batch 16 against 8 only; the default curve (B_crit 64) flags nothing.
+    """
+    plain = study_advice.advise(study.read(write_study(tmp_path / "plain")))
+    assert plain is not None and not [w for w in plain.warnings if "perfect scaling allows" in w]
+    steps = {b: S_MIN * (1 + B_CRIT / b) for b in BATCHES} | {16: S_MIN * (1 + B_CRIT / 8) / 5}
+    advice = study_advice.advise(study.read(write_study(tmp_path / "fast", steps=steps)))
+    assert advice is not None
+    said = [w for w in advice.warnings if "perfect scaling allows" in w]
+    assert len(said) == 1 and said[0].startswith("Batch 16 needs ") and "against batch 8's " in said[0], said

@@ -15,6 +15,7 @@ interval, reading, optimizer, tuned lr and seeds (docs/study.md). No TensorFlow,
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -155,6 +156,7 @@ def predict_devices(study: Study, rung: Rung) -> tuple[DevicePrediction | None, 
 def warnings(study: Study, decision: Decision) -> list[str]:
     found = [w for r in study.rungs for w in _rung_warnings(study, r)]
     found += _separation(study, decision)
+    found += _beyond_perfect(study)
     found += _stopping(study)
     delta = study_decision.margin(study.tolerance, study.val_images)
     if delta.widened:
@@ -212,6 +214,28 @@ def _tuning(study: Study, rung: Rung) -> list[str]:
         f"seeds; best minus runner-up is {fmt_estimate(other.gap)} on {study.metric}, an interval reaching past "
         f"the margin {delta:.3g}: the lr one search chose is itself uncertain at this batch size."
     ]
+
+
+def _beyond_perfect(study: Study) -> list[str]:
+    """A larger batch size whose steps to the target fell by more than its batch grew, the whole interval past
+    it: S = S_min (1 + B_crit / B) lets steps fall by at most the batch's factor (perfect scaling, B_crit
+    infinite), so no batch-size effect produces it: a tie in a search, lrs far apart, or a target at one batch
+    size's plateau can.
+    """
+    reached = [r for r in study.rungs if r.target is not None and not r.target.not_reached and r.target.steps.n > 1]
+    said = []
+    for small, large in itertools.pairwise(reached):
+        assert small.target is not None and large.target is not None
+        factor = large.batch_size / small.batch_size
+        if large.target.steps.high * factor < small.target.steps.low:
+            said.append(
+                f"Batch {large.batch_size} needs {fmt_estimate(large.target.steps)} steps to {study.metric} "
+                f"{study.target:g} against batch {small.batch_size}'s {fmt_estimate(small.target.steps)}: fewer than "
+                f"perfect scaling allows ({small.target.steps.low:.0f} / {factor:g} at most), which no batch-size "
+                "effect produces (S = S_min (1 + B_crit / B)); a search that tied, lrs far apart, or a target at one "
+                "batch size's plateau would: read these two batch sizes with care."
+            )
+    return said
 
 
 def _stopping(study: Study) -> list[str]:

@@ -187,3 +187,49 @@ def test_a_worker_bounds_a_first_record_by_its_results_folders_timing(tmp_path: 
     assert worker._first_record(places, leases[:1]) == pytest.approx(0.3)
     assert worker._first_record(places, leases) == pytest.approx(0.6)
     assert worker._first_record(resume.Places(tmp_path / "elsewhere"), leases) is None
+
+
+class _Clock:
+    """The watchdog's clock, moved by hand: its thread reads it (real sleeps between looks)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def test_the_bound_follows_the_slowest_interval_not_the_latest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records 10 s then 1 s apart: the bound is 10x the slowest, 100 s; at 50 s without a record the run goes on,
+    past 100 s it is stopped.
+    """
+    clock = _Clock()
+    monkeypatch.setattr(watchdog, "time", clock)
+    stopped = threading.Event()
+    dog = watchdog.Watchdog(floor=0.2, stop=stopped.set)
+    store, (victim, _) = _store(tmp_path)
+    emit = dog.emit(lambda event: None)
+    record = {k: 0.5 for k in vocab.EPOCH_METRICS}
+    with dog.watching([_claim(store, victim)]):
+        for step in (10.0, 1.0):
+            clock.now += step
+            emit(events.EpochDone(victim, 1, record))
+        assert dog.bound()[0] == pytest.approx(100.0)
+        clock.now += 50.0
+        assert not stopped.wait(timeout=0.5)
+        clock.now += 51.0
+        assert stopped.wait(timeout=5)
+
+
+def test_the_watchdog_never_stops_a_worker_that_watches_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between runs (nothing watched) no time without a record is a stall."""
+    clock = _Clock()
+    monkeypatch.setattr(watchdog, "time", clock)
+    stopped = threading.Event()
+    watchdog.Watchdog(floor=0.2, stop=stopped.set)
+    clock.now += 1e6
+    assert not stopped.wait(timeout=0.5)

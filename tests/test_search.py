@@ -696,3 +696,32 @@ def test_the_batch_size_advice_is_also_read_at_comparable_points_on_the_tuned_lr
     assert fit["n"].eq(3).all() and fit["mean"].notna().all()
     md = (tmp_path / "report.md").read_text()
     assert all(f"### {claim}, each batch size at its own tuned lr: " in md for claim in ("C7", "C8"))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_a_tie_is_broken_by_the_last_records_loss_and_an_interrupted_trial_keeps_the_search_open(
+    tmp_path: Path, interrupted: bool
+) -> None:
+    """Two trials tie at their last record; the first had the lower loss at its first record, the second at its
+    last: the last record decides. A last trial interrupted instead (its worker stopped; it will come back)
+    leaves the search unsettled: no best lr, nothing re-run.
+    """
+    from sweep.store.search import best_lr
+
+    grid = _grid(tmp_path, SEARCH_GRID.replace("train.batch_size: [4, 8]", "train.batch_size: [8]"))
+    store, groups = _store(tmp_path), search_groups(grid)
+    (search,) = store.register_searches(groups)
+    lrs = []
+    for first_loss, last_loss in ((0.1, 0.9), (0.9, 0.5), (0.2, 0.2), (0.3, 0.3)):
+        lease = store.start(store.claim_next())
+        value = 0.6 if len(lrs) < 2 else 0.1
+        for epoch, loss in ((1, first_loss), (2, last_loss)):
+            store.record_epoch(lease, {vocab.EPOCH: epoch, vocab.STEP: epoch, "val_acc": value, "val_loss": loss})
+        last = interrupted and len(lrs) == 3
+        store.finish(lease, RunStatus.INTERRUPTED if last else RunStatus.DONE, value=None if last else value)
+        lrs.append(lease.spec.point.train.lr)
+    if interrupted:
+        assert best_lr(search) is None and store.enqueue_tuned(groups, grid.seeds) == []
+    else:
+        assert best_lr(search) == pytest.approx(lrs[1])

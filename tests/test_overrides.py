@@ -97,7 +97,8 @@ def test_overrides_may_come_anywhere_on_the_line_and_a_stray_word_gets_the_comma
 def test_run_with_overrides_trains_their_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The README's laptop-sized first look at its own grid: article.yaml at 1 epoch, 1 seed, 10 images a class."""
     monkeypatch.chdir(tmp_path)
-    overrides = ["train.epochs=1", "seeds=[0]", "data.samples_per_class=10", "data.classes=8"]  # 64 training images: batch 64 fits
+    # 8 classes of 10 images: 64 training images, so batch 64 fits
+    overrides = ["train.epochs=1", "seeds=[0]", "data.samples_per_class=10", "data.classes=8"]
     assert cli.main(["run", str(ARTICLE), *overrides, "--results", "R", "--in-process"]) == 0
     runs = pd.read_csv(tmp_path / "R" / vocab.RUNS_CSV)
     assert len(runs) == 2 and (runs[vocab.STATUS] == RunStatus.DONE).all() and (runs["epochs_done"] == 1).all()

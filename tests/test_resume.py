@@ -197,6 +197,11 @@ def test_a_run_resumed_by_a_later_command_goes_on_at_the_thread_count_it_began_a
     journal = tmp_path / "cut" / "results" / "crash" / "journal.log"
     coordinator = start_cli(started, "run", "grid.yaml", cwd=tmp_path / "cut", BATCHSWEEP_THREADS="1")
     victim = _wait_for_running_epoch(lambda **kw: _trials(journal, "crash", **kw))
+    checkpoint = journal.parent / "checkpoints" / f"{victim.user_attrs['run_id']}.npz"
+    deadline = time.monotonic() + 60
+    while not checkpoint.exists():  # the record and its checkpoint are two writes: killed after both, it resumes
+        assert time.monotonic() < deadline, "no checkpoint written after the first record"
+        time.sleep(0.05)
     os.kill(victim.user_attrs["worker_pid"], signal.SIGKILL)
     coordinator.kill()
     coordinator.wait()

@@ -171,8 +171,8 @@ def read(folder: Path, tolerance: float = DEFAULT_TOLERANCE, devices: int = DEFA
         devices=devices,
         stop_rules=_stop_rules(results.runs),
         epochs=int(results.tuned["train.epochs"].max()) if "train.epochs" in results.tuned else None,
-        val_images=_val_images(results.runs),
-        train_images=_val_images(results.runs, "train_samples"),
+        val_images=_fewest(results.runs, "val_samples"),
+        train_images=_fewest(results.runs, "train_samples"),
         chance=chance,
         b_simple_at=where,
     )
@@ -183,7 +183,7 @@ def _chance(runs: pd.DataFrame) -> float | None:
     return 1.0 / float(classes.max()) if len(classes) and classes.max() > 0 else None
 
 
-def _val_images(runs: pd.DataFrame, column: str = "val_samples") -> int | None:
+def _fewest(runs: pd.DataFrame, column: str) -> int | None:
     """The fewest images of `column` (runs.csv's val_samples or train_samples) among the tuned runs."""
     tuned = runs[runs[vocab.ROLE] == vocab.TUNED]
     sizes = tuned[column].dropna() if column in tuned else pd.Series(dtype=float)

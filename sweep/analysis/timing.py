@@ -5,6 +5,7 @@ report says about where they come from. pandas only.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -32,6 +33,15 @@ def read(path: Path) -> pd.DataFrame | None:
     return pd.read_csv(path) if path.is_file() else None
 
 
+def _keyed(timing: pd.DataFrame, other: Iterable[str]) -> tuple[list[str], pd.Series]:
+    """The configuration keys to match on (timing.csv's and `other`'s: either may predate a key) and each
+    timing row's configuration string.
+    """
+    names = timing_keys(timing.columns)
+    names += [k for k in timing_keys(other) if k not in names]
+    return names, timing.apply(lambda row: config_key(row, names), axis=1)
+
+
 def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
     """`epochs` with each run's quiet seconds per optimizer step from `folder/timing.csv`, and its configuration's
     repeats' epoch seconds as text in the order measured (empty where none matched).
@@ -39,9 +49,7 @@ def attach(folder: Path, epochs: pd.DataFrame) -> pd.DataFrame:
     timing = read(folder / vocab.TIMING_CSV)
     if timing is None or epochs.empty:
         return epochs
-    names = timing_keys(timing.columns)
-    names += [k for k in timing_keys(epochs.columns) if k not in names]  # either file may predate a key
-    keys_of = timing.apply(lambda row: config_key(row, names), axis=1)
+    names, keys_of = _keyed(timing, epochs.columns)
     per_config = dict(zip(keys_of, timing[STEP_SECONDS], strict=True))
     repeats = dict(zip(keys_of, timing[REPEATS_SECONDS].astype(str), strict=True)) if REPEATS_SECONDS in timing else {}
     runs = epochs.drop_duplicates(vocab.RUN_ID)  # settings are per run: one key each, not one per record
@@ -60,10 +68,8 @@ def first_record_seconds(folder: Path, spec: RunSpec) -> float | None:
     if timing is None or timing.empty:
         return None
     flat = spec.flat()
-    names = timing_keys(timing.columns)
-    names += [k for k in timing_keys(flat) if k not in names]
-    key = config_key(flat, names)
-    rows = timing[timing.apply(lambda row: config_key(row, names), axis=1) == key]
+    names, keys_of = _keyed(timing, flat)
+    rows = timing[keys_of == config_key(flat, names)]
     if rows.empty:
         return None
     steps = int(rows[STEPS_PER_EPOCH].iloc[-1])

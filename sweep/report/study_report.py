@@ -180,24 +180,39 @@ def _fit_columns(study: Study) -> dict[str, object]:
     """
     fit = study.fit
     shown = fit if fit is not None and fit.identified else None
-    test = fit.lack_of_fit if fit is not None else None
-    boot = fit.bootstrap if fit is not None else None
     return {
-        "b_crit_estimate": shown.b_crit if shown else None,
-        "b_crit_low": shown.b_crit_low if shown else None,
-        "b_crit_high": shown.b_crit_high if shown else None,
-        "s_min_estimate": shown.s_min if shown else None,
-        "s_min_low": shown.s_min_low if shown else None,
-        "s_min_high": shown.s_min_high if shown else None,
+        **_attributes(shown, FIT_COLUMNS),
         "b_crit_problem": fit.problem if fit is not None else "not fitted",
-        "bootstrap_resamples": boot.resamples if boot else None,
-        "bootstrap_distinct_resamples": boot.distinct if boot else None,
-        "bootstrap_paired": boot.paired if boot else None,
-        "lack_of_fit_f": test.f if test else None,
-        "lack_of_fit_df_lack": test.df_lack if test else None,
-        "lack_of_fit_df_pure": test.df_pure if test else None,
-        "lack_of_fit_p": test.p if test else None,
+        **_attributes(fit.bootstrap if fit is not None else None, BOOTSTRAP_COLUMNS),
+        **_attributes(fit.lack_of_fit if fit is not None else None, LACK_OF_FIT_COLUMNS),
     }
+
+
+# tables/study.csv's fit columns: column -> the attribute it holds
+FIT_COLUMNS = {
+    "b_crit_estimate": "b_crit",
+    "b_crit_low": "b_crit_low",
+    "b_crit_high": "b_crit_high",
+    "s_min_estimate": "s_min",
+    "s_min_low": "s_min_low",
+    "s_min_high": "s_min_high",
+}
+BOOTSTRAP_COLUMNS = {
+    "bootstrap_resamples": "resamples",
+    "bootstrap_distinct_resamples": "distinct",
+    "bootstrap_paired": "paired",
+}
+LACK_OF_FIT_COLUMNS = {
+    "lack_of_fit_f": "f",
+    "lack_of_fit_df_lack": "df_lack",
+    "lack_of_fit_df_pure": "df_pure",
+    "lack_of_fit_p": "p",
+}
+
+
+def _attributes(source: object | None, columns: dict[str, str]) -> dict[str, object]:
+    """Each column's attribute of `source`; empty (None) where there is no source."""
+    return {column: getattr(source, name) if source is not None else None for column, name in columns.items()}
 
 
 def _columns(name: str, e: Estimate | None) -> dict[str, float | int | None]:

@@ -145,7 +145,15 @@ def enqueue_slots(search: Search, template: RunSpec) -> int:
 
 def settled(search: Search) -> bool:
     """None of its trials is pending or running, or may come back."""
-    trials = queue.latest_by_run(search.study.get_trials(deepcopy=False)).values()
+    return _settled(_latest(search))
+
+
+def _latest(search: Search) -> list[FrozenTrial]:
+    """The attempt that speaks for each of its slots."""
+    return list(queue.latest_by_run(search.study.get_trials(deepcopy=False)).values())
+
+
+def _settled(trials: list[FrozenTrial]) -> bool:
     return not any(not s.ended or s is RunStatus.INTERRUPTED for s in map(queue.status_of, trials))
 
 
@@ -157,9 +165,9 @@ def best_lr(search: Search) -> float | None:
 
 def ranked_lrs(search: Search) -> list[float]:
     """The lrs of a settled search's finished trials, best first (none before it settles)."""
-    if not settled(search):
+    trials = _latest(search)  # read once: on a database every read is a query
+    if not _settled(trials):
         return []
-    trials = queue.latest_by_run(search.study.get_trials(deepcopy=False)).values()
     complete = [t for t in trials if t.state == TrialState.COMPLETE and LR_PARAM in t.params and t.value is not None]
     metric = search.settings["metric"]
     sign = 1.0 if SEARCH_METRICS[metric] == "maximize" else -1.0  # as the study's direction
